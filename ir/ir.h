@@ -1,0 +1,283 @@
+/*
+ * ir.h: the internal header of ir/, the heart of burstc.
+ *
+ * The IR is what every stage after the front end reads and writes: a module of
+ * model graphs (one op per layer, in topological order, values named after
+ * the layers), the GPUs and clusters they may run on, and the training jobs
+ * that pair them. Values are small integer handles into per-graph tables, so
+ * dumps have stable names and rewrites are cheap. The batch dimension of every
+ * shape is symbolic (printed `N`): a model is planned for many batch sizes,
+ * and all costs are given per sample.
+ *
+ * The IR has a text form (docs/ir.md) that print.c writes and read.c reads
+ * back; verify.c checks a module. Everything is allocated from one arena per
+ * compilation and freed at once.
+ */
+#ifndef BURSTC_IR_H
+#define BURSTC_IR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* arena.c: one arena per compilation; nothing is freed one by one. */
+
+typedef struct arena arena;
+arena *arena_new(void);
+void arena_free(arena *a);
+void *arena_alloc(arena *a, size_t size);   /* zeroed, aligned for any type */
+char *arena_strdup(arena *a, const char *s);
+char *arena_strndup(arena *a, const char *s, size_t n);
+char *arena_printf(arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Grows *items (of *cap elements of elem_size) to hold at least need elements. */
+void arena_grow(arena *a, void **items, int *cap, int need, size_t elem_size);
+
+/* diag.c: user errors with file:line:col, the source line and a caret. */
+
+typedef struct src_file {
+	const char *path;
+	const char *text;   /* whole file, NUL-terminated */
+	size_t len;
+} src_file;
+
+typedef struct src_loc {
+	const src_file *file;   /* NULL: no location known */
+	int line, col;          /* 1-based */
+} src_loc;
+
+typedef struct diag_ctx {
+	FILE *out;              /* where messages go (stderr) */
+	int nerrors;
+	int max_errors;         /* stop printing after this many (0: no limit) */
+} diag_ctx;
+
+void diag_init(diag_ctx *d, FILE *out);
+void diag_error(diag_ctx *d, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void diag_verror(diag_ctx *d, src_loc loc, const char *fmt, va_list ap);
+void diag_note(diag_ctx *d, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void diag_warning(diag_ctx *d, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Reads a whole file into the arena; on failure returns NULL and sets errno. */
+src_file *src_file_read(arena *a, const char *path);
+src_file *src_file_from_string(arena *a, const char *path, const char *text, size_t len);
+
+/* Internal compiler errors: a bug in burstc, not in the input. Exit status 2. */
+_Noreturn void ice_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#define ice(...) ice_at(__FILE__, __LINE__, __VA_ARGS__)
+
+/* ops.c: the op table (ops.def) and per-op shape inference and costs. */
+
+typedef enum ir_opcode {
+#define OP(e, name, min_in, max_in, attrs) e,
+#include "ops.def"
+#undef OP
+	OP_COUNT
+} ir_opcode;
+
+typedef enum ir_elem { EL_F32, EL_I32 } ir_elem;           /* element type of a value */
+typedef enum ir_dtype { DT_F32, DT_TF32, DT_F16, DT_BF16, DT_COUNT } ir_dtype; /* job compute type */
+
+#define IR_MAX_RANK 8
+#define IR_BATCH (-1)   /* the symbolic batch dimension, always dimension 0 */
+
+typedef struct ir_type {
+	ir_elem elem;
+	int rank;
+	int64_t dim[IR_MAX_RANK];   /* dim[0] == IR_BATCH */
+} ir_type;
+
+typedef enum ir_attr_kind { AK_INT, AK_PAIR, AK_LIST, AK_REAL, AK_BOOL, AK_REF } ir_attr_kind;
+
+typedef struct ir_attr_spec {
+	const char *key;
+	ir_attr_kind kind;
+	bool required;
+	const char *dflt;        /* default as text, NULL if required */
+} ir_attr_spec;
+
+typedef struct ir_op_info {
+	const char *name;
+	int min_inputs, max_inputs;  /* max -1: any number */
+	int nattrs;
+	const ir_attr_spec *attrs;
+} ir_op_info;
+
+const ir_op_info *ir_op_info_of(ir_opcode op);
+/* Returns OP_COUNT when name is not an op. */
+ir_opcode ir_op_lookup(const char *name);
+const char *ir_dtype_name(ir_dtype dt);
+bool ir_dtype_lookup(const char *name, ir_dtype *out);
+int ir_dtype_size(ir_dtype dt);
+const char *ir_elem_name(ir_elem el);
+
+/* One attribute value; which member is used depends on the spec's kind. */
+typedef struct ir_attr {
+	const char *key;
+	ir_attr_kind kind;
+	union {
+		int64_t i;           /* AK_INT, AK_BOOL */
+		int64_t pair[2];     /* AK_PAIR */
+		struct {             /* AK_LIST */
+			int n;
+			int64_t *v;
+		} list;
+		double real;         /* AK_REAL */
+		int ref;             /* AK_REF: an op id, or -1 for none */
+	} u;
+} ir_attr;
+
+/* Costs of one op, per sample of the batch unless noted. Elements, not bytes:
+ * the cost model multiplies by the job's dtype size. */
+typedef struct ir_cost {
+	int64_t params;          /* trainable parameters (not per sample) */
+	double fwd_flops;        /* forward FLOPs (multiply-add = 2) */
+	double bwd_flops;        /* backward: gradients of inputs and of weights */
+	double fwd_read;         /* activation elements read in forward */
+	double fwd_written;      /* activation elements written in forward */
+	double bwd_read;         /* elements read in backward */
+	double bwd_written;      /* elements written in backward */
+	double saved;            /* elements kept from forward for backward */
+} ir_cost;
+
+/* Planner decisions attached to an op (absent before planning). */
+typedef struct ir_plan {
+	int nranks;              /* 0: not planned */
+	int *ranks;              /* world ranks that run the op, ascending */
+} ir_plan;
+
+typedef struct ir_op {
+	ir_opcode opcode;
+	const char *name;        /* unique within the graph; the value's name */
+	int ninputs;
+	int *inputs;             /* op ids of earlier ops */
+	int nattrs;
+	ir_attr *attrs;          /* canonical: every attribute of the spec, in spec order */
+	ir_type type;            /* the result */
+	ir_plan plan;
+	src_loc loc;             /* where it was written (.burst or .ir) */
+} ir_op;
+
+typedef struct ir_graph {
+	const char *name;
+	src_loc loc;
+	int nops, cap;
+	ir_op *ops;              /* topological order: inputs precede users */
+} ir_graph;
+
+/* Link characteristics in SI units. */
+typedef struct ir_link {
+	double bandwidth;        /* bytes/s, per direction */
+	double latency;          /* seconds */
+} ir_link;
+
+typedef struct ir_gpu {
+	const char *name;
+	src_loc loc;
+	double flops[DT_COUNT];  /* peak FLOP/s per dtype; 0: unsupported */
+	double mem_bandwidth;    /* bytes/s */
+	double mem_bytes;        /* capacity */
+	double launch;           /* kernel launch overhead, seconds */
+} ir_gpu;
+
+typedef struct ir_cluster {
+	const char *name;
+	src_loc loc;
+	int gpu;                 /* index into module gpus */
+	int nodes;
+	int gpus_per_node;
+	ir_link intra;           /* inside a node (NVLink, PCIe) */
+	ir_link inter;           /* between nodes, per node (network) */
+} ir_cluster;
+
+typedef enum ir_optim { OPT_SGD, OPT_ADAM } ir_optim;
+
+typedef struct ir_background {
+	int graph;               /* index into module graphs */
+	int64_t batch;
+} ir_background;
+
+typedef struct ir_job {
+	const char *name;
+	src_loc loc;
+	int graph;               /* the foreground model */
+	int cluster;
+	int64_t batch;           /* global batch B */
+	ir_dtype dtype;
+	ir_optim optimizer;
+	double lr, momentum, weight_decay;
+	double amplification;    /* limit; 0: none; IR_AMP_AUTO: chosen by throughput */
+	int64_t iterations;
+	const char *data;        /* "synthetic" or a dataset name/path */
+	int nbackground;
+	ir_background *background;
+} ir_job;
+
+#define IR_AMP_AUTO (-1.0)
+
+typedef struct ir_module {
+	arena *arena;
+	int ngraphs, graphs_cap;
+	ir_graph **graphs;
+	int ngpus, gpus_cap;
+	ir_gpu *gpus;
+	int nclusters, clusters_cap;
+	ir_cluster *clusters;
+	int njobs, jobs_cap;
+	ir_job *jobs;
+} ir_module;
+
+/* build.c: constructing modules. */
+
+ir_module *ir_module_new(arena *a);
+ir_graph *ir_graph_add(ir_module *m, const char *name, src_loc loc);
+int ir_graph_find(const ir_module *m, const char *name);   /* -1 if absent */
+/* Appends an op; inputs and attrs are copied. Returns its id. Attributes may be
+ * partial and in any order: ir_op_check() canonicalises them. */
+int ir_op_add(ir_module *m, ir_graph *g, ir_opcode opcode, const char *name,
+	      const int *inputs, int ninputs, const ir_attr *attrs, int nattrs, src_loc loc);
+int ir_op_find(const ir_graph *g, const char *name);       /* -1 if absent */
+const ir_attr *ir_op_attr(const ir_op *op, const char *key); /* NULL if absent */
+int64_t ir_attr_int(const ir_op *op, const char *key);      /* ice() if absent */
+double ir_attr_real(const ir_op *op, const char *key);
+/* Checks arity and attributes (unknown key, wrong kind, missing required,
+ * out of range), fills defaults into canonical order, then infers the result
+ * type. Reports every problem through d at the op's location; returns false
+ * on any error. For OP_INPUT the caller sets op->type first. */
+bool ir_op_check(ir_module *m, ir_graph *g, int id, diag_ctx *d);
+int ir_gpu_add(ir_module *m, const ir_gpu *gpu);
+int ir_cluster_add(ir_module *m, const ir_cluster *c);
+int ir_job_add(ir_module *m, const ir_job *j);
+int ir_gpu_find(const ir_module *m, const char *name);
+int ir_cluster_find(const ir_module *m, const char *name);
+
+/* ops.c */
+
+/* Infers op's result type from its inputs; on mismatch reports through d and
+ * returns false. */
+bool ir_infer(const ir_graph *g, ir_op *op, diag_ctx *d);
+ir_cost ir_op_cost(const ir_graph *g, const ir_op *op);
+int64_t ir_type_elems_per_sample(const ir_type *t);   /* product of dims 1.. */
+void ir_type_to_str(const ir_type *t, char *buf, size_t n);
+
+/* ops_comm.c: inference and costs of the ops that passes insert (communication);
+ * ops.c hands every opcode it does not know to these. */
+bool ir_infer_extra(const ir_graph *g, ir_op *op, diag_ctx *d);
+ir_cost ir_op_cost_extra(const ir_graph *g, const ir_op *op, ir_cost dflt);
+
+/* print.c */
+
+void ir_print_type(FILE *out, const ir_type *t);
+void ir_print_op(FILE *out, const ir_graph *g, const ir_op *op);
+void ir_print_graph(FILE *out, const ir_module *m, const ir_graph *g);
+void ir_print_module(FILE *out, const ir_module *m);
+
+/* read.c: the text form back into a module; errors go through d. */
+
+ir_module *ir_read(arena *a, const src_file *f, diag_ctx *d);
+
+/* verify.c: structural checks of a whole module (after a reader or a pass). */
+
+bool ir_verify(const ir_module *m, diag_ctx *d);
+
+#endif

@@ -1,0 +1,52 @@
+/*
+ * passes.h: the internal header of passes/.
+ *
+ * A pass takes a module and rewrites it in place (planning writes rank sets
+ * into ops, communication insertion adds ops). Every pass has the same
+ * signature and is listed once in pipeline.c's table; the pipeline runs them
+ * in a straight line and, in debug builds, verifies the module after each.
+ * Analyses are plain function calls, never hidden caches.
+ */
+#ifndef BURSTC_PASSES_H
+#define BURSTC_PASSES_H
+
+#include "ir.h"
+
+/* What a compilation asks of the passes; filled from the command line. */
+typedef struct pass_options {
+	const char *job;          /* job name; NULL: the module's only (or first) job */
+	const char *strategy;     /* "burst" (default), "deeppool" or "dp" */
+	double amplification;     /* > 0: overrides the job's limit; 0: keep the job's */
+	const char *profile;      /* measured profile table (--profile), or NULL */
+	int gpus;                 /* > 0: overrides the cluster's GPU count */
+	int64_t batch;            /* > 0: overrides the job's global batch */
+} pass_options;
+
+typedef struct pass_ctx {
+	ir_module *m;
+	const pass_options *opt;
+	diag_ctx *d;
+	int job;                  /* index of the job being compiled, -1 if none */
+} pass_ctx;
+
+typedef struct pass {
+	const char *name;
+	const char *help;         /* one line for --help */
+	bool needs_job;           /* skipped (with no error) for a module without a job */
+	bool (*run)(pass_ctx *ctx);
+} pass;
+
+/* pipeline.c */
+
+extern const pass pass_table[];
+extern const int pass_count;
+/* Returns the index of the pass called name, or -1. */
+int pass_find(const char *name);
+/* Picks ctx->job from opt->job (an error if the name is unknown). */
+bool pass_select_job(pass_ctx *ctx);
+/* Runs the table in order up to and including stop_after (NULL: all),
+ * printing the module to dump after the pass called dump_after ("all": after
+ * each). Returns false when a pass reported user errors. */
+bool pass_run_pipeline(pass_ctx *ctx, const char *stop_after, const char *dump_after, FILE *dump);
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * pipeline.c: the one table of passes and the straight line that runs them.
+ *
+ * Order matters and is the order below. `--stop-after=PASS` ends the line
+ * after PASS, `--dump-after=PASS` prints the module there; `burstc --help`
+ * lists this table. In debug builds the verifier runs after every pass and a
+ * failure is an internal error: passes must leave valid IR behind.
+ */
+#include "passes.h"
+
+#include <string.h>
+
+/* Checks the module as the verifier sees it; the first pass of every
+ * compilation, so that hand-edited IR is rejected before any planning. */
+static bool pass_verify(pass_ctx *ctx)
+{
+	return ir_verify(ctx->m, ctx->d);
+}
+
+const pass pass_table[] = {
+	{"verify", "check the module: names, operands, attributes, types, rank sets", false, pass_verify},
+};
+const int pass_count = (int)(sizeof pass_table / sizeof pass_table[0]);
+
+int pass_find(const char *name)
+{
+	for (int i = 0; i < pass_count; i++)
+		if (strcmp(pass_table[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+bool pass_select_job(pass_ctx *ctx)
+{
+	ctx->job = -1;
+	if (ctx->opt->job) {
+		for (int i = 0; i < ctx->m->njobs; i++)
+			if (strcmp(ctx->m->jobs[i].name, ctx->opt->job) == 0)
+				ctx->job = i;
+		if (ctx->job < 0) {
+			diag_error(ctx->d, (src_loc){0}, "no job named '%s' in the input", ctx->opt->job);
+			return false;
+		}
+		return true;
+	}
+	if (ctx->m->njobs > 0)
+		ctx->job = ctx->m->njobs - 1;   /* the job of the file given, declared after its imports */
+	return true;
+}
+
+bool pass_run_pipeline(pass_ctx *ctx, const char *stop_after, const char *dump_after, FILE *dump)
+{
+	for (int i = 0; i < pass_count; i++) {
+		const pass *p = &pass_table[i];
+		if (p->needs_job && ctx->job < 0)
+			continue;
+		int before = ctx->d->nerrors;
+		if (!p->run(ctx) || ctx->d->nerrors != before)
+			return false;
+#ifdef BURSTC_DEBUG
+		if (!ir_verify(ctx->m, ctx->d))
+			ice("the module is invalid after pass '%s'", p->name);
+#endif
+		if (dump_after && (strcmp(dump_after, "all") == 0 || strcmp(dump_after, p->name) == 0)) {
+			fprintf(dump, "; after %s\n", p->name);
+			ir_print_module(dump, ctx->m);
+		}
+		if (stop_after && strcmp(stop_after, p->name) == 0)
+			break;
+	}
+	return true;
+}

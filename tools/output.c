@@ -1,0 +1,87 @@
+/*
+ * output.c: atomic output files for every command that writes one.
+ *
+ * Output goes to a temporary file beside the target and is renamed over it
+ * only when everything was written, so an error or a crash never leaves a
+ * half-written plan, IR dump or trace behind.
+ */
+#include "tools.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+bool out_open(out_file *o, const char *path)
+{
+	memset(o, 0, sizeof *o);
+	o->path = path;
+	if (strcmp(path, "-") == 0) {
+		o->fp = stdout;
+		return true;
+	}
+	size_t n = strlen(path) + 16;
+	o->tmp = malloc(n);
+	if (!o->tmp) {
+		fprintf(stderr, "burstc: error: out of memory\n");
+		return false;
+	}
+	snprintf(o->tmp, n, "%s.tmpXXXXXX", path);
+	int fd = mkstemp(o->tmp);
+	if (fd < 0) {
+		fprintf(stderr, "burstc: error: cannot write '%s': %s\n", path, strerror(errno));
+		free(o->tmp);
+		o->tmp = NULL;
+		return false;
+	}
+	o->fp = fdopen(fd, "w");
+	if (!o->fp) {
+		fprintf(stderr, "burstc: error: cannot write '%s': %s\n", path, strerror(errno));
+		close(fd);
+		unlink(o->tmp);
+		free(o->tmp);
+		o->tmp = NULL;
+		return false;
+	}
+	return true;
+}
+
+bool out_commit(out_file *o)
+{
+	if (o->fp == stdout) {
+		if (fflush(stdout) != 0 || ferror(stdout)) {
+			fprintf(stderr, "burstc: error: writing to standard output failed\n");
+			return false;
+		}
+		return true;
+	}
+	bool ok = !ferror(o->fp);
+	int err = errno;
+	if (fclose(o->fp) != 0) {
+		ok = false;
+		err = errno;
+	}
+	o->fp = NULL;
+	if (ok && rename(o->tmp, o->path) != 0) {
+		ok = false;
+		err = errno;
+	}
+	if (!ok) {
+		fprintf(stderr, "burstc: error: cannot write '%s': %s\n", o->path, strerror(err));
+		unlink(o->tmp);
+	}
+	free(o->tmp);
+	o->tmp = NULL;
+	return ok;
+}
+
+void out_abort(out_file *o)
+{
+	if (o->fp && o->fp != stdout) {
+		fclose(o->fp);
+		unlink(o->tmp);
+	}
+	o->fp = NULL;
+	free(o->tmp);
+	o->tmp = NULL;
+}

@@ -1,0 +1,39 @@
+/*
+ * tools.h: the internal header of tools/, the burstc command.
+ *
+ * main.c parses the global options and dispatches subcommands; each
+ * subcommand lives in its own cmd_*.c. Shared here: loading an input (Burst
+ * source or IR text, chosen by extension) and writing outputs atomically.
+ */
+#ifndef BURSTC_TOOLS_H
+#define BURSTC_TOOLS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "ir.h"
+
+/* Reads FILE: `.ir` through the IR reader, anything else through the front
+ * end. Errors go through d; returns NULL or a module with d->nerrors > 0 on
+ * failure. */
+ir_module *load_input(arena *a, const char *path, diag_ctx *d);
+
+/* An output file written to a temporary name and renamed into place on
+ * commit, so a failed run never leaves a half-written file. A path of "-"
+ * means standard output. */
+typedef struct out_file {
+	FILE *fp;
+	const char *path;
+	char *tmp;
+} out_file;
+
+bool out_open(out_file *o, const char *path);
+/* Flushes, closes and renames; false (with a message) if any write failed. */
+bool out_commit(out_file *o);
+void out_abort(out_file *o);
+
+/* Subcommands: argv[0] is the subcommand's name. Each returns the exit status. */
+int cmd_stats(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+
+#endif
