@@ -149,7 +149,7 @@ static void next(reader *r)
 		advance_char(r);
 		advance_char(r);
 		t->kind = T_PUNCT;
-		t->punct = ':' + 100;   /* the range operator '..' */
+		t->punct = '.';   /* '.' stands for the range operator '..' */
 		t->len = 2;
 		return;
 	}
@@ -165,7 +165,7 @@ static void next(reader *r)
 	t->len = 1;
 }
 
-#define RANGE_OP ((char)(':' + 100))
+#define RANGE_OP '.'
 
 static const char *describe(const token *t, char *buf, size_t n)
 {

@@ -35,5 +35,6 @@ void out_abort(out_file *o);
 /* Subcommands: argv[0] is the subcommand's name. Each returns the exit status. */
 int cmd_stats(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_build(int argc, char **argv);
 
 #endif

@@ -1,0 +1,217 @@
+/*
+ * cmd_build.c: `burstc build JOB.burst -o PROG`, from a job to a program.
+ *
+ * Runs the pipeline (planning with the chosen strategy), emits the C program
+ * (codegen/emit_c.c), and compiles it with the system's MPI C compiler
+ * against libburstrt. The program is written under a temporary name and
+ * renamed when the compiler succeeded, so a failed build leaves nothing.
+ */
+#include "codegen.h"
+#include "passes.h"
+#include "tools.h"
+
+#include <errno.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char build_usage[] =
+	"usage: burstc build [options] JOB.burst -o PROG\n"
+	"\n"
+	"Plans the job, generates its C program and compiles it against libburstrt.\n"
+	"Run the result with `mpirun -np G PROG [--iterations N] [--data synthetic|fmnist]\n"
+	"[--seed S] [--trace FILE] [--checkpoint-dir DIR] [--resume]` (PROG --help lists all).\n"
+	"\n"
+	"  -o PROG              the program to write (default: the job's name)\n"
+	"  --emit=c             write the generated C source to -o instead of compiling it\n"
+	"  --job NAME           the job to build when the input holds several\n"
+	"  --strategy S         burst (default), deeppool or dp\n"
+	"  --amplification X    override the job's amplification limit\n"
+	"  --gpus G             plan for G ranks instead of the cluster's size\n"
+	"  --profile FILE       measured per-layer times for the planner\n"
+	"  --help               show this help\n"
+	"\n"
+	"environment: BURSTC_CC (default mpicc) compiles the program; BURSTC_CFLAGS adds flags.\n";
+
+/* Runs argv, waits, and returns its exit status (or -1 if it did not start). */
+static int run(char **argv)
+{
+	pid_t pid;
+	int err = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
+	if (err) {
+		fprintf(stderr, "burstc build: error: cannot run '%s': %s\n", argv[0], strerror(err));
+		return -1;
+	}
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static bool compile_program(const char *csrc, const char *output)
+{
+	const char *cc = getenv("BURSTC_CC");
+	if (!cc || !*cc)
+		cc = "mpicc";
+	size_t n = strlen(output) + 16;
+	char *tmp = malloc(n);
+	if (!tmp)
+		return false;
+	snprintf(tmp, n, "%s.tmpXXXXXX", output);
+	int fd = mkstemp(tmp);
+	if (fd < 0) {
+		fprintf(stderr, "burstc build: error: cannot write '%s': %s\n", output, strerror(errno));
+		free(tmp);
+		return false;
+	}
+	close(fd);
+	char *argv[64];
+	int argc = 0;
+	argv[argc++] = (char *)cc;
+	argv[argc++] = "-O2";
+	argv[argc++] = "-std=c17";
+	char *extra = NULL;
+	const char *env_flags = getenv("BURSTC_CFLAGS");
+	char *flags_copy = strdup(BURSTRT_EXTRA_FLAGS " ");
+	size_t elen = strlen(flags_copy) + (env_flags ? strlen(env_flags) : 0) + 2;
+	extra = malloc(elen);
+	snprintf(extra, elen, "%s%s", flags_copy, env_flags ? env_flags : "");
+	free(flags_copy);
+	char *save = NULL;
+	for (char *t = strtok_r(extra, " ", &save); t && argc < 40; t = strtok_r(NULL, " ", &save))
+		argv[argc++] = t;
+	argv[argc++] = "-I" BURSTRT_INCLUDE_DIR;
+	argv[argc++] = (char *)csrc;
+	argv[argc++] = BURSTRT_LIBRARY;
+	argv[argc++] = BURSTRT_BLAS;
+	argv[argc++] = "-lz";
+	argv[argc++] = "-lpthread";
+	argv[argc++] = "-lm";
+	argv[argc++] = "-o";
+	argv[argc++] = tmp;
+	argv[argc] = NULL;
+	int st = run(argv);
+	bool ok = st == 0;
+	if (!ok && st >= 0)
+		fprintf(stderr, "burstc build: error: %s failed (exit status %d) on the generated program\n", cc, st);
+	if (ok && rename(tmp, output) != 0) {
+		fprintf(stderr, "burstc build: error: cannot write '%s': %s\n", output, strerror(errno));
+		ok = false;
+	}
+	if (!ok)
+		unlink(tmp);
+	free(extra);
+	free(tmp);
+	return ok;
+}
+
+int cmd_build(int argc, char **argv)
+{
+	const char *input = NULL, *output = NULL;
+	bool emit_c = false;
+	pass_options popt = {.strategy = "burst"};
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--help") == 0) {
+			fputs(build_usage, stdout);
+			return 0;
+		} else if (strcmp(a, "--emit=c") == 0) {
+			emit_c = true;
+		} else if (strcmp(a, "-o") == 0 && v) {
+			output = v;
+			i++;
+		} else if (strcmp(a, "--job") == 0 && v) {
+			popt.job = v;
+			i++;
+		} else if (strcmp(a, "--strategy") == 0 && v) {
+			popt.strategy = v;
+			i++;
+		} else if (strcmp(a, "--profile") == 0 && v) {
+			popt.profile = v;
+			i++;
+		} else if (strcmp(a, "--amplification") == 0 && v) {
+			char *end;
+			popt.amplification = strtod(v, &end);
+			if (*end || !(popt.amplification >= 1)) {
+				fprintf(stderr, "burstc build: error: --amplification must be a number >= 1\n");
+				return 1;
+			}
+			i++;
+		} else if (strcmp(a, "--gpus") == 0 && v) {
+			char *end;
+			long g = strtol(v, &end, 10);
+			if (*end || g < 1 || g > (1 << 20)) {
+				fprintf(stderr, "burstc build: error: --gpus must be a positive integer\n");
+				return 1;
+			}
+			popt.gpus = (int)g;
+			i++;
+		} else if (a[0] == '-') {
+			fprintf(stderr, "burstc build: error: unknown or incomplete option '%s' (see burstc build --help)\n", a);
+			return 1;
+		} else if (input) {
+			fprintf(stderr, "burstc build: error: more than one input file\n");
+			return 1;
+		} else {
+			input = a;
+		}
+	}
+	if (!input) {
+		fputs("burstc build: error: no input file\n", stderr);
+		return 1;
+	}
+	arena *ar = arena_new();
+	diag_ctx d;
+	diag_init(&d, stderr);
+	int status = 1;
+	ir_module *m = load_input(ar, input, &d);
+	if (!m || d.nerrors)
+		goto done;
+	pass_ctx ctx = {.m = m, .opt = &popt, .d = &d};
+	if (!pass_select_job(&ctx) || !pass_run_pipeline(&ctx, NULL, NULL, NULL))
+		goto done;
+	if (ctx.job < 0) {
+		fprintf(stderr, "burstc build: error: %s holds no job to build\n", input);
+		goto done;
+	}
+	if (!output)
+		output = emit_c ? "-" : m->jobs[ctx.job].name;
+	if (emit_c) {
+		out_file out;
+		if (!out_open(&out, output))
+			goto done;
+		if (!cg_emit_c(out.fp, m, ctx.job, &d)) {
+			out_abort(&out);
+			goto done;
+		}
+		status = out_commit(&out) ? 0 : 1;
+		goto done;
+	}
+	/* The source goes to a private temporary folder, removed afterwards. */
+	char dir[] = "/tmp/burstc-XXXXXX";
+	if (!mkdtemp(dir)) {
+		fprintf(stderr, "burstc build: error: cannot create a temporary folder: %s\n", strerror(errno));
+		goto done;
+	}
+	char csrc[sizeof dir + 16];
+	snprintf(csrc, sizeof csrc, "%s/program.c", dir);
+	FILE *f = fopen(csrc, "w");
+	bool ok = f && cg_emit_c(f, m, ctx.job, &d);
+	if (f && fclose(f) != 0)
+		ok = false;
+	if (ok)
+		status = compile_program(csrc, output) ? 0 : 1;
+	unlink(csrc);
+	rmdir(dir);
+done:
+	if (d.nerrors)
+		fprintf(stderr, "%d error%s generated.\n", d.nerrors, d.nerrors == 1 ? "" : "s");
+	arena_free(ar);
+	return status;
+}
