@@ -413,7 +413,7 @@ static bool infer_concat(infer_ctx *c)
 	ir_op *op = c->op;
 	const ir_type *x = IN(0);
 	ir_attr *aa = (ir_attr *)ir_op_attr(op, "axis");
-	int axis;
+	int axis = 0;
 	if (!axis_of(c, "axis", aa->u.i, x->rank, &axis))
 		return false;
 	aa->u.i = axis;
@@ -491,7 +491,7 @@ static bool infer_transpose(infer_ctx *c)
 	if (!want_float(c, 0))
 		return false;
 	ir_attr *da = (ir_attr *)ir_op_attr(op, "dims");
-	int rank = IN(0)->rank, a, b;
+	int rank = IN(0)->rank, a = 0, b = 0;
 	if (!axis_of(c, "dims", da->u.pair[0], rank, &a) || !axis_of(c, "dims", da->u.pair[1], rank, &b))
 		return false;
 	da->u.pair[0] = a;
@@ -505,7 +505,7 @@ static bool infer_transpose(infer_ctx *c)
 static bool infer_softmax(infer_ctx *c)
 {
 	ir_attr *aa = (ir_attr *)ir_op_attr(c->op, "axis");
-	int axis;
+	int axis = 0;
 	if (!axis_of(c, "axis", aa->u.i, c->g->ops[c->op->inputs[0]].type.rank, &axis))
 		return false;
 	aa->u.i = axis;
