@@ -39,6 +39,7 @@ typedef struct reader {
 	token tok;
 	ir_module *m;
 	bool line_error;   /* an error was reported for the current statement */
+	src_loc last_error;   /* where the last error was: one message per place */
 } reader;
 
 static bool is_ident_start(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
@@ -190,9 +191,10 @@ static const char *describe(const token *t, char *buf, size_t n)
 static void err_at(reader *r, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void err_at(reader *r, src_loc loc, const char *fmt, ...)
 {
-	if (r->line_error)
-		return;   /* one error per statement: the rest would be noise */
+	if (r->line_error || (loc.line == r->last_error.line && loc.col == r->last_error.col))
+		return;   /* one error per statement and per place: the rest would be noise */
 	r->line_error = true;
+	r->last_error = loc;
 	va_list ap;
 	va_start(ap, fmt);
 	diag_verror(r->d, loc, fmt, ap);
@@ -667,10 +669,11 @@ static bool apply_cluster(reader *r, void *obj, const field *f)
 		*(f->key[0] == 'n' ? &c->nodes : &c->gpus_per_node) = (int)n;
 		return true;
 	}
-	bool lat = strstr(f->key, "latency") != NULL;
-	if (!num(r, f, &v, !lat))
+	/* A one-node cluster has no network: inter.bandwidth = 0 says so. */
+	bool lat = strstr(f->key, "latency") != NULL, intra = strncmp(f->key, "intra", 5) == 0;
+	if (!num(r, f, &v, !lat && intra))
 		return false;
-	ir_link *l = strncmp(f->key, "intra", 5) == 0 ? &c->intra : &c->inter;
+	ir_link *l = intra ? &c->intra : &c->inter;
 	*(lat ? &l->latency : &l->bandwidth) = v;
 	return true;
 }
@@ -762,9 +765,13 @@ static void parse_item(reader *r)
 		return;
 	}
 	if (!what) {
+		/* Skip to the next line that starts with an item keyword, so that
+		 * one unknown record gives one error. */
 		expected(r, "'graph', 'gpu', 'cluster' or 'job'");
-		int line = r->tok.loc.line;
-		while (r->tok.kind != T_EOF && r->tok.loc.line == line)
+		next(r);
+		while (r->tok.kind != T_EOF &&
+		       !(r->tok.loc.col == 1 && (is_word(r, "graph") || is_word(r, "gpu") || is_word(r, "cluster") ||
+						is_word(r, "job"))))
 			next(r);
 		return;
 	}
