@@ -6,6 +6,7 @@
  * Subcommands (`burstc stats`, `burstc plan`, `burstc rank`) live in their own
  * files. Exit status: 0 on success, 1 on user errors, 2 on internal errors.
  */
+#include "codegen.h"
 #include "frontend.h"
 #include "passes.h"
 #include "rank.h"
@@ -23,13 +24,16 @@ static const char usage[] =
 	"       burstc rank [options] FILE       top-K ranking from comparisons (burstc rank --help)\n"
 	"\n"
 	"options:\n"
-	"  --emit=ast|ir        what to write: the parsed syntax tree, or the IR (default: ir)\n"
+	"  --emit=ast|ir|c      what to write: the parsed syntax tree, the IR (default), or the\n"
+	"                       C training program of the job (burstc build compiles it)\n"
 	"  --stop-after=PASS    stop the pipeline after PASS (parse, lower, or a pass below)\n"
 	"  --dump-after=PASS    print the IR to standard error after PASS ('all': after every pass)\n"
 	"  --job NAME           the job to compile when the input holds several (default: the last)\n"
 	"  --strategy S         planning strategy: burst (default), deeppool or dp\n"
 	"  --amplification X    override the job's amplification limit\n"
 	"  --profile FILE       measured per-layer times to use in place of the cost model\n"
+	"  --gpus G             plan for G GPUs (whole nodes of the job's cluster) instead of its size\n"
+	"  --batch B            plan for a global batch of B instead of the job's\n"
 	"  -o FILE              write the output to FILE (atomically; default: standard output)\n"
 	"  --help               show this help and exit\n"
 	"  --version            show the version and exit\n"
@@ -114,6 +118,22 @@ static int compile_main(int argc, char **argv)
 				fprintf(stderr, "burstc: error: --amplification must be a number >= 1, got '%s'\n", v);
 				return 1;
 			}
+		} else if ((v = opt_value(argc, argv, &i, "--gpus"))) {
+			char *end;
+			long g = strtol(v, &end, 10);
+			if (*end || g < 1 || g > (1 << 20)) {
+				fprintf(stderr, "burstc: error: --gpus must be a positive integer, got '%s'\n", v);
+				return 1;
+			}
+			popt.gpus = (int)g;
+		} else if ((v = opt_value(argc, argv, &i, "--batch"))) {
+			char *end;
+			long long b = strtoll(v, &end, 10);
+			if (*end || b < 1 || b > (1LL << 31)) {
+				fprintf(stderr, "burstc: error: --batch must be a positive integer, got '%s'\n", v);
+				return 1;
+			}
+			popt.batch = b;
 		} else if ((v = opt_value(argc, argv, &i, "-o"))) {
 			output = v;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
@@ -131,8 +151,8 @@ static int compile_main(int argc, char **argv)
 		fputs(usage, stderr);
 		return 1;
 	}
-	if (strcmp(emit, "ast") != 0 && strcmp(emit, "ir") != 0) {
-		fprintf(stderr, "burstc: error: unknown --emit kind '%s' (expected ast or ir)\n", emit);
+	if (strcmp(emit, "ast") != 0 && strcmp(emit, "ir") != 0 && strcmp(emit, "c") != 0) {
+		fprintf(stderr, "burstc: error: unknown --emit kind '%s' (expected ast, ir or c)\n", emit);
 		return 1;
 	}
 	if (strcmp(popt.strategy, "burst") != 0 && strcmp(popt.strategy, "deeppool") != 0 &&
@@ -175,10 +195,22 @@ static int compile_main(int argc, char **argv)
 	if (dump_after && strcmp(dump_after, "lower") == 0)
 		ir_print_module(stderr, m);
 	bool frontend_only = stop_after && strcmp(stop_after, "lower") == 0;
-	if (!frontend_only) {
-		pass_ctx ctx = {.m = m, .opt = &popt, .d = &d};
-		if (!pass_select_job(&ctx) || !pass_run_pipeline(&ctx, stop_after, dump_after, stderr))
+	pass_ctx ctx = {.m = m, .opt = &popt, .d = &d, .job = -1};
+	if (!frontend_only && (!pass_select_job(&ctx) || !pass_run_pipeline(&ctx, stop_after, dump_after, stderr)))
+		goto done;
+	if (strcmp(emit, "c") == 0) {
+		if (frontend_only || ctx.job < 0) {
+			fprintf(stderr, "burstc: error: --emit=c needs a job (and the planning passes)\n");
 			goto done;
+		}
+		if (!out_open(&out, output))
+			goto done;
+		if (!cg_emit_c(out.fp, m, ctx.job, &d)) {
+			out_abort(&out);
+			goto done;
+		}
+		status = out_commit(&out) ? 0 : 1;
+		goto done;
 	}
 	if (!out_open(&out, output))
 		goto done;
