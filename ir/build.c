@@ -36,6 +36,41 @@ int ir_graph_find(const ir_module *m, const char *name)
 	return -1;
 }
 
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u;   /* FNV-1a */
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+/* Adds op id to the name index, growing it to keep it at most half full.
+ * With several ops of one name (only in invalid IR) the first stays found. */
+static void index_add(arena *a, ir_graph *g, int id)
+{
+	if (2 * (g->nops + 1) > g->index_cap) {
+		int cap = g->index_cap ? 2 * g->index_cap : 64;
+		int *index = arena_alloc(a, sizeof(int) * (size_t)cap);
+		memset(index, 0xff, sizeof(int) * (size_t)cap);
+		g->index = index;
+		g->index_cap = cap;
+		for (int i = 0; i < id; i++) {
+			uint32_t h = name_hash(g->ops[i].name) & (uint32_t)(cap - 1);
+			while (index[h] >= 0 && strcmp(g->ops[index[h]].name, g->ops[i].name) != 0)
+				h = (h + 1) & (uint32_t)(cap - 1);
+			if (index[h] < 0)
+				index[h] = i;
+		}
+	}
+	uint32_t h = name_hash(g->ops[id].name) & (uint32_t)(g->index_cap - 1);
+	while (g->index[h] >= 0) {
+		if (strcmp(g->ops[g->index[h]].name, g->ops[id].name) == 0)
+			return;
+		h = (h + 1) & (uint32_t)(g->index_cap - 1);
+	}
+	g->index[h] = id;
+}
+
 int ir_op_add(ir_module *m, ir_graph *g, ir_opcode opcode, const char *name,
 	      const int *inputs, int ninputs, const ir_attr *attrs, int nattrs, src_loc loc)
 {
@@ -61,14 +96,20 @@ int ir_op_add(ir_module *m, ir_graph *g, ir_opcode opcode, const char *name,
 		}
 	}
 	op->loc = loc;
+	index_add(m->arena, g, g->nops);
 	return g->nops++;
 }
 
 int ir_op_find(const ir_graph *g, const char *name)
 {
-	for (int i = 0; i < g->nops; i++)
-		if (strcmp(g->ops[i].name, name) == 0)
-			return i;
+	if (!g->index_cap)
+		return -1;
+	uint32_t h = name_hash(name) & (uint32_t)(g->index_cap - 1);
+	while (g->index[h] >= 0) {
+		if (strcmp(g->ops[g->index[h]].name, name) == 0)
+			return g->index[h];
+		h = (h + 1) & (uint32_t)(g->index_cap - 1);
+	}
 	return -1;
 }
 

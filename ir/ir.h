@@ -163,6 +163,8 @@ typedef struct ir_graph {
 	src_loc loc;
 	int nops, cap;
 	ir_op *ops;              /* topological order: inputs precede users */
+	int *index;              /* open-addressing hash of op names to ids (-1: empty) */
+	int index_cap;           /* a power of two, at least twice nops */
 } ir_graph;
 
 /* Link characteristics in SI units. */

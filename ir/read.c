@@ -790,7 +790,7 @@ static void parse_item(reader *r)
 		parse_record(r, "gpu", &g, apply_gpu, &seen, gpu_keys);
 		if (ir_gpu_find(r->m, name) >= 0)
 			err_at(r, nloc, "redefinition of gpu '%s'", name);
-		else if (r->d->nerrors == before && !(seen & (1ull << 4 | 1ull << 5)))
+		else if (r->d->nerrors == before && (seen & (1ull << 4 | 1ull << 5)) != (1ull << 4 | 1ull << 5))
 			err_at(r, loc, "gpu '%s' needs 'bandwidth' and 'memory'", name);
 		ir_gpu_add(r->m, &g);
 	} else if (what[0] == 'c') {
