@@ -84,6 +84,14 @@ static const char *cname(emitter *e, int i)
 	return s;
 }
 
+/* The value v is, seen through any reshards in between. */
+static int source_of(const emitter *e, int v)
+{
+	while (OP(e, v)->opcode == OP_RESHARD)
+		v = OP(e, v)->inputs[0];
+	return v;
+}
+
 static int set_index(emitter *e, int n, const int *ranks)
 {
 	for (int s = 0; s < e->nsets; s++)
@@ -221,7 +229,7 @@ static bool analyse(emitter *e)
 		if (op->opcode == OP_CROSSENTROPY) {
 			if (e->first_loss < 0)
 				e->first_loss = i;
-			int lab = op->inputs[1];
+			int lab = source_of(e, op->inputs[1]);
 			const ir_type *lt = &OP(e, op->inputs[0])->type;
 			if (OP(e, lab)->opcode != OP_INPUT) {
 				diag_error(e->d, op->loc, "'%s': labels must come from an input", op->name);
@@ -232,7 +240,7 @@ static bool analyse(emitter *e)
 			}
 			e->label_input = lab;
 			e->classes = lt->dim[lt->rank - 1];
-			e->labels_per_sample = ir_type_elems_per_sample(&OP(e, lab)->type);
+			e->labels_per_sample = ir_type_elems_per_sample(&OP(e, op->inputs[1])->type);
 		}
 		if (op->opcode == OP_LINEAR && ir_op_attr(op, "tie")->u.ref >= 0) {
 			int t = ir_op_attr(op, "tie")->u.ref;
@@ -261,7 +269,7 @@ static bool analyse(emitter *e)
 	}
 	if (OP(e, e->sample_input)->type.elem == EL_I32)
 		for (int i = 0; i < n; i++)
-			if (OP(e, i)->opcode == OP_EMBEDDING && OP(e, i)->inputs[0] == e->sample_input)
+			if (OP(e, i)->opcode == OP_EMBEDDING && source_of(e, OP(e, i)->inputs[0]) == e->sample_input)
 				e->vocab = ir_attr_int(OP(e, i), "vocab");
 	if (!ok)
 		return false;
