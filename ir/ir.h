@@ -261,6 +261,7 @@ bool ir_infer(const ir_graph *g, ir_op *op, diag_ctx *d);
 ir_cost ir_op_cost(const ir_graph *g, const ir_op *op);
 int64_t ir_type_elems_per_sample(const ir_type *t);   /* product of dims 1.. */
 void ir_type_to_str(const ir_type *t, char *buf, size_t n);
+bool ir_type_equal(const ir_type *a, const ir_type *b);
 
 /* ops_comm.c: inference and costs of the ops that passes insert (communication);
  * ops.c hands every opcode it does not know to these. */
@@ -273,6 +274,8 @@ void ir_print_type(FILE *out, const ir_type *t);
 void ir_print_op(FILE *out, const ir_graph *g, const ir_op *op);
 void ir_print_graph(FILE *out, const ir_module *m, const ir_graph *g);
 void ir_print_module(FILE *out, const ir_module *m);
+/* The module's text in a malloc'd string (the caller frees it); *len gets its length. */
+char *ir_print_module_to_string(const ir_module *m, size_t *len);
 
 /* read.c: the text form back into a module; errors go through d. */
 

@@ -369,7 +369,7 @@ static bool infer_dropout(infer_ctx *c)
 	return infer_same(c);
 }
 
-static bool same_type(const ir_type *a, const ir_type *b)
+bool ir_type_equal(const ir_type *a, const ir_type *b)
 {
 	if (a->elem != b->elem || a->rank != b->rank)
 		return false;
@@ -385,7 +385,7 @@ static bool infer_add(infer_ctx *c)
 	ir_op *op = c->op;
 	if (!want_float(c, 0) || !want_float(c, 1))
 		return false;
-	if (!same_type(IN(0), IN(1))) {
+	if (!ir_type_equal(IN(0), IN(1))) {
 		char sa[128], sb[128];
 		ir_type_to_str(IN(0), sa, sizeof sa);
 		ir_type_to_str(IN(1), sb, sizeof sb);

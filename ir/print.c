@@ -188,3 +188,17 @@ void ir_print_module(FILE *out, const ir_module *m)
 		fputs("]}\n", out);
 	}
 }
+
+char *ir_print_module_to_string(const ir_module *m, size_t *len)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	if (!f)
+		ice("open_memstream failed");
+	ir_print_module(f, m);
+	fclose(f);
+	if (len)
+		*len = n;
+	return buf;
+}

@@ -482,11 +482,12 @@ static void parse_op(reader *r, ir_graph *g)
 		op->type = declared;   /* keep going with what the text says */
 		return;
 	}
-	char a[128], b[128];
-	ir_type_to_str(&declared, a, sizeof a);
-	ir_type_to_str(&op->type, b, sizeof b);
-	if (strcmp(a, b) != 0)
+	if (!ir_type_equal(&declared, &op->type)) {
+		char a[128], b[128];
+		ir_type_to_str(&declared, a, sizeof a);
+		ir_type_to_str(&op->type, b, sizeof b);
 		err_at(r, loc, "type mismatch: '%%%s' is declared %s, but %s gives %s", name, a, opname, b);
+	}
 }
 
 static void parse_graph(reader *r)

@@ -12,16 +12,6 @@
 
 #include <string.h>
 
-static bool same_type(const ir_type *a, const ir_type *b)
-{
-	if (a->elem != b->elem || a->rank != b->rank)
-		return false;
-	for (int i = 0; i < a->rank; i++)
-		if (a->dim[i] != b->dim[i])
-			return false;
-	return true;
-}
-
 static int max_gpus(const ir_module *m)
 {
 	int g = 0;
@@ -70,7 +60,7 @@ static void verify_graph(const ir_module *m, const ir_graph *g, diag_ctx *d)
 		if (operands_ok && op->opcode != OP_INPUT) {
 			ir_op copy = *op;
 			int before = d->nerrors;
-			if (ir_infer(g, &copy, d) && !same_type(&copy.type, &op->type)) {
+			if (ir_infer(g, &copy, d) && !ir_type_equal(&copy.type, &op->type)) {
 				char a[128], b[128];
 				ir_type_to_str(&op->type, a, sizeof a);
 				ir_type_to_str(&copy.type, b, sizeof b);

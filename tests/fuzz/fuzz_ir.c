@@ -12,16 +12,6 @@
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
-static char *print_to_string(const ir_module *m)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-	ir_print_module(f, m);
-	fclose(f);
-	return buf;
-}
-
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
 	static FILE *sink;
@@ -33,12 +23,12 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	src_file *f = src_file_from_string(a, "fuzz.ir", (const char *)data, size);
 	ir_module *m = ir_read(a, f, &d);
 	if (d.nerrors == 0 && memchr(data, 0, size) == NULL) {
-		char *once = print_to_string(m);
+		char *once = ir_print_module_to_string(m, NULL);
 		src_file *f2 = src_file_from_string(a, "again.ir", once, strlen(once));
 		ir_module *m2 = ir_read(a, f2, &d);
 		if (d.nerrors)
 			abort();   /* printed IR must read back */
-		char *twice = print_to_string(m2);
+		char *twice = ir_print_module_to_string(m2, NULL);
 		if (strcmp(once, twice) != 0)
 			abort();
 		free(once);

@@ -36,15 +36,6 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static char *print_module(const ir_module *m, size_t *len)
-{
-	char *buf = NULL;
-	FILE *f = open_memstream(&buf, len);
-	ir_print_module(f, m);
-	fclose(f);
-	return buf;
-}
-
 static int bench(const char *path)
 {
 	double t_src[RUNS], t_ir[RUNS];
@@ -63,7 +54,7 @@ static int bench(const char *path)
 			return 1;
 		}
 		free(text);
-		text = print_module(m, &len);
+		text = ir_print_module_to_string(m, &len);
 		t_src[r] = now() - t0;
 		nops = 0;
 		for (int g = 0; g < m->ngraphs; g++)
@@ -78,7 +69,7 @@ static int bench(const char *path)
 		src_file *f = src_file_from_string(a, "bench.ir", text, len);
 		ir_module *m = ir_read(a, f, &d);
 		size_t l2;
-		char *again = print_module(m, &l2);
+		char *again = ir_print_module_to_string(m, &l2);
 		t_ir[r] = now() - t0;
 		if (d.nerrors || l2 != len || memcmp(again, text, len) != 0) {
 			fprintf(stderr, "%s: the IR does not read back identically\n", path);
