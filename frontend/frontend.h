@@ -1,0 +1,155 @@
+/*
+ * frontend.h: the internal header of frontend/, the Burst language front end.
+ *
+ * The front end turns .burst files into an ir_module: load.c reads a file and
+ * everything it imports (each file once, cycles reported) into a program of
+ * syntax trees (ast.h, built by grammar/); dump.c prints those trees for
+ * `--emit=ast`; eval.c evaluates constant expressions (integers with
+ * overflow checks, reals, units) and funnels every message through one
+ * de-duplicating reporter, so an error inside a block expanded a hundred
+ * times is printed once; model.c expands blocks and loops and lowers models
+ * into IR graphs; decl.c lowers gpus, clusters and jobs and drives the whole.
+ * Every error is reported and checking goes on; nothing here stops at the
+ * first one.
+ */
+#ifndef BURSTC_FRONTEND_H
+#define BURSTC_FRONTEND_H
+
+#include "ast.h"
+
+/* The public interface, used by tools/main.c. */
+
+/* The parsed files: the one named and, before it, all it imports. */
+typedef struct fe_program {
+	int nfiles, cap;
+	fe_file **files;        /* dependencies first; the root file last */
+} fe_program;
+
+/* Reads path (or, when text is not NULL, takes text as its contents) and all
+ * it imports. Syntax and import errors go through d; returns NULL only when
+ * the root file cannot be read. */
+fe_program *fe_load(arena *a, const char *path, const char *text, diag_ctx *d);
+/* Prints the syntax trees of a program, after imports and before expansion. */
+void fe_dump_program(FILE *out, const fe_program *p);
+/* `--emit=ast`: fe_load + fe_dump_program; false if there were errors (the
+ * trees are printed all the same, as far as they parsed). */
+bool fe_dump_ast(FILE *out, arena *a, const char *path, diag_ctx *d);
+/* Checks a program and lowers it into a module; errors go through d. */
+ir_module *fe_lower(arena *a, const fe_program *p, diag_ctx *d);
+/* fe_load + fe_lower. Returns NULL, or a module; check d->nerrors. */
+ir_module *fe_compile(arena *a, const char *path, diag_ctx *d);
+ir_module *fe_compile_string(arena *a, const char *path, const char *text, diag_ctx *d);
+
+/* The most ops one model may expand to. */
+#define FE_MAX_OPS 1000000
+
+/* eval.c: values, units, constant expressions, reporting. */
+
+typedef enum fe_val_kind {
+	V_ERR,      /* evaluation failed; already reported */
+	V_INT,      /* i */
+	V_REAL,     /* r */
+	V_BOOL,     /* i */
+	V_QTY,      /* r in SI units (bytes, bytes/s, s, FLOP/s), dim */
+	V_STR,      /* s */
+	V_LIST,     /* n, items */
+	V_AT,       /* items[0] @ items[1] */
+	V_TENSOR,   /* op: an op id of the graph being built; -2: poisoned */
+	V_NAME,     /* s: an identifier that names no constant (job fields) */
+	V_CALL,     /* expr: a call, left for the caller (job optimizer) */
+	V_BLOCK,    /* s: a block's name */
+} fe_val_kind;
+
+typedef enum fe_dim { DIM_BYTES, DIM_RATE, DIM_TIME, DIM_FLOPS } fe_dim;
+
+typedef struct fe_val {
+	fe_val_kind kind;
+	int64_t i;
+	double r;
+	fe_dim dim;
+	const char *s;
+	int n;
+	struct fe_val *items;
+	int op;
+	const fe_expr *expr;
+	src_loc loc;
+} fe_val;
+
+/* What a name is bound to in a scope. */
+typedef enum fe_bind_kind { B_VALUE, B_BLOCK } fe_bind_kind;
+
+typedef struct fe_scope fe_scope;
+
+typedef struct fe_binding {
+	const char *name;
+	fe_bind_kind kind;
+	fe_val val;              /* B_VALUE: a constant or a tensor */
+	const fe_block *block;   /* B_BLOCK */
+	fe_scope *def_scope;     /* B_BLOCK: where it was defined */
+	bool expanding;          /* B_BLOCK: being expanded now (recursion) */
+	src_loc loc;             /* the definition */
+	struct fe_binding *next;
+} fe_binding;
+
+struct fe_scope {
+	fe_scope *parent;
+	fe_binding *bindings;
+	bool boundary;           /* a block body: outer tensors are not visible */
+	bool loop;               /* a loop iteration: assignments update outer names */
+	const char *prefix;      /* IR names here are prefix + name + suffix */
+	const char *suffix;
+};
+
+typedef struct fe_names fe_names;
+
+typedef struct fe_ctx {
+	arena *arena;
+	diag_ctx *diag;
+	ir_module *module;
+	fe_scope *global;        /* top-level lets and blocks */
+	bool last_printed;       /* whether the last error was shown (for notes) */
+	int nseen, seen_cap;     /* messages already shown, for de-duplication */
+	const char **seen;
+	/* Lowering of the current model (model.c). */
+	ir_graph *graph;
+	int64_t nops;
+	bool too_many_ops;
+	int depth;               /* block expansion depth */
+	struct fe_names *names;  /* IR names used in the graph */
+} fe_ctx;
+
+void fe_error(fe_ctx *c, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void fe_note(fe_ctx *c, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Runs ir_op_check with its messages de-duplicated like fe_error's. */
+bool fe_op_check(fe_ctx *c, int id);
+
+fe_binding *fe_lookup(fe_scope *s, const char *name);
+fe_binding *fe_lookup_local(fe_scope *s, const char *name);
+fe_binding *fe_bind(fe_ctx *c, fe_scope *s, const char *name, src_loc loc);
+/* The closest of a set of names to name, or NULL if none is close. */
+const char *fe_closest(const char *name, const char *const *cands, int n);
+/* "; did you mean 'x'?" for an undefined name, or "". */
+const char *fe_suggest_name(fe_ctx *c, fe_scope *s, const char *name);
+
+/* Evaluates e in scope s. Names that are bound to nothing become V_NAME when
+ * names_ok, else an "undefined name" error; calls become V_CALL when
+ * calls_ok. Errors are reported; the result is then V_ERR. */
+fe_val fe_eval(fe_ctx *c, fe_scope *s, const fe_expr *e, bool names_ok, bool calls_ok);
+/* An integer (V_INT or V_BOOL) or an error naming what: false on error. */
+bool fe_eval_int(fe_ctx *c, fe_scope *s, const fe_expr *e, const char *what, int64_t *out);
+const char *fe_val_desc(const fe_val *v);
+const char *fe_dim_name(fe_dim d);
+
+/* model.c */
+
+void fe_lower_model(fe_ctx *c, const fe_item *model);
+/* Binds a block definition in s, after checking it. */
+void fe_define_block(fe_ctx *c, fe_scope *s, const fe_block *b);
+
+/* decl.c */
+
+void fe_lower_gpu(fe_ctx *c, const fe_item *it);
+void fe_lower_cluster(fe_ctx *c, const fe_item *it);
+void fe_lower_job(fe_ctx *c, const fe_item *it);
+
+#endif
