@@ -49,4 +49,30 @@ bool pass_select_job(pass_ctx *ctx);
  * each). Returns false when a pass reported user errors. */
 bool pass_run_pipeline(pass_ctx *ctx, const char *stop_after, const char *dump_after, FILE *dump);
 
+/* plan_ir.c: the planner (plan.h) on an IR job, and the planning passes. */
+
+#include "plan.h"
+
+typedef struct pass_plan_input {
+	plan_problem p;
+	int graph;                /* the job's model */
+	int *op_of_layer;         /* layer -> op id */
+	int *layer_of_op;         /* op id -> layer, -1 for inputs */
+	plan_profile prof;        /* --profile, if any */
+	int nmeasured;            /* layers with a measured table */
+} pass_plan_input;
+
+/* Builds the planning problem of job (options override GPUs, batch,
+ * amplification and add a profile); errors go through d. */
+bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_input *in, diag_ctx *d);
+void pass_plan_input_free(pass_plan_input *in);
+/* One layer's per-sample costs from ir_op_cost. */
+void pass_plan_layer(const ir_graph *g, const ir_op *op, plan_layer *l);
+/* The measured table of a profile for op, or NULL. */
+const plan_timing *pass_plan_profile_match(const plan_profile *pr, const ir_graph *g, const ir_op *op);
+/* Writes a plan's rank sets into the job's ops. */
+void pass_plan_apply(ir_module *m, const pass_plan_input *in, const plan_result *r);
+bool pass_plan(pass_ctx *ctx);    /* pass "plan" */
+bool pass_comm(pass_ctx *ctx);    /* pass "comm" */
+
 #endif

@@ -19,6 +19,8 @@ static bool pass_verify(pass_ctx *ctx)
 
 const pass pass_table[] = {
 	{"verify", "check the module: names, operands, attributes, types, rank sets", false, pass_verify},
+	{"plan", "burst planner: GPU count and ranks of every layer of the job", true, pass_plan},
+	{"comm", "make communication explicit: reshard and allreduce ops with rank sets", true, pass_comm},
 };
 const int pass_count = (int)(sizeof pass_table / sizeof pass_table[0]);
 
@@ -28,6 +30,34 @@ int pass_find(const char *name)
 		if (strcmp(pass_table[i].name, name) == 0)
 			return i;
 	return -1;
+}
+
+/* --gpus and --batch rewrite the job's cluster and batch in the module itself,
+ * so that every later pass, the printed IR and the generated program agree on
+ * them. A cluster of G GPUs keeps its nodes' size: G GPUs within one node
+ * shrink the node; more must fill whole nodes. */
+static bool apply_overrides(pass_ctx *ctx)
+{
+	ir_job *j = &ctx->m->jobs[ctx->job];
+	if (ctx->opt->batch > 0)
+		j->batch = ctx->opt->batch;
+	int g = ctx->opt->gpus;
+	if (g <= 0)
+		return true;
+	ir_cluster c = ctx->m->clusters[j->cluster];
+	if (g <= c.gpus_per_node) {
+		c.nodes = 1;
+		c.gpus_per_node = g;
+	} else if (g % c.gpus_per_node == 0) {
+		c.nodes = g / c.gpus_per_node;
+	} else {
+		diag_error(ctx->d, (src_loc){0}, "--gpus %d does not fill whole nodes of %d GPUs of cluster '%s'", g,
+			   c.gpus_per_node, c.name);
+		return false;
+	}
+	c.name = arena_printf(ctx->m->arena, "%s_%d", c.name, g);
+	j->cluster = ir_cluster_add(ctx->m, &c);
+	return true;
 }
 
 bool pass_select_job(pass_ctx *ctx)
@@ -41,11 +71,11 @@ bool pass_select_job(pass_ctx *ctx)
 			diag_error(ctx->d, (src_loc){0}, "no job named '%s' in the input", ctx->opt->job);
 			return false;
 		}
-		return true;
+		return apply_overrides(ctx);
 	}
 	if (ctx->m->njobs > 0)
 		ctx->job = ctx->m->njobs - 1;   /* the job of the file given, declared after its imports */
-	return true;
+	return ctx->job < 0 || apply_overrides(ctx);
 }
 
 bool pass_run_pipeline(pass_ctx *ctx, const char *stop_after, const char *dump_after, FILE *dump)
