@@ -177,15 +177,15 @@ static bool fe_check_redef(fe_ctx *c, const fe_item *it, int old, src_loc old_lo
 	return false;
 }
 
-static const char *const fe_gpu_keys[] = {"memory", "bandwidth", "launch"};
-static const fe_keys fe_gpu = {"gpu", fe_gpu_keys, 3};
+static const char *const fe_gpu_keys[] = {"memory", "bandwidth", "launch", "efficiency", "half_work"};
+static const fe_keys fe_gpu = {"gpu", fe_gpu_keys, 5};
 
 void fe_lower_gpu(fe_ctx *c, const fe_item *it)
 {
 	int old = ir_gpu_find(c->module, it->name);
 	if (!fe_check_redef(c, it, old, old >= 0 ? c->module->gpus[old].loc : it->loc, "gpu"))
 		return;
-	const fe_field *f[3];
+	const fe_field *f[5];
 	fe_collect(c, it, &fe_gpu, f, true);
 	ir_gpu g = {.name = it->name, .loc = it->name_loc};
 	bool ok = true, any = false;
@@ -222,6 +222,20 @@ void fe_lower_gpu(fe_ctx *c, const fe_item *it)
 	ok &= fe_require(c, it, &fe_gpu, f, 1) && fe_qty(c, f[1]->value, "bandwidth", DIM_RATE, &g.mem_bandwidth);
 	if (f[2])
 		ok &= fe_qty(c, f[2]->value, "launch", DIM_TIME, &g.launch);
+	/* A measured utilisation curve: both or neither. */
+	if (f[3] && fe_real_field(c, f[3]->value, "efficiency", &g.efficiency) &&
+	    !(g.efficiency > 0 && g.efficiency <= 1)) {
+		fe_error(c, f[3]->value->loc, "'efficiency' is a fraction of the peak, in (0, 1]");
+		ok = false;
+	}
+	if (f[4] && fe_real_field(c, f[4]->value, "half_work", &g.half_work) && g.half_work < 0) {
+		fe_error(c, f[4]->value->loc, "'half_work' (FLOPs) must not be negative");
+		ok = false;
+	}
+	if (!f[3] != !f[4]) {
+		fe_error(c, it->name_loc, "gpu '%s' needs both 'efficiency' and 'half_work', or neither", it->name);
+		ok = false;
+	}
 	(void)ok;
 	ir_gpu_add(c->module, &g);
 }

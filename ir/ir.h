@@ -180,6 +180,11 @@ typedef struct ir_gpu {
 	double mem_bandwidth;    /* bytes/s */
 	double mem_bytes;        /* capacity */
 	double launch;           /* kernel launch overhead, seconds */
+	/* The utilisation curve of its kernels, when measured for this device: a
+	 * kernel of w FLOPs reaches efficiency * w / (w + half_work) of the peak.
+	 * 0: the curve calibrated on the A100 (passes/costmodel.c). */
+	double efficiency;
+	double half_work;        /* FLOPs */
 } ir_gpu;
 
 typedef struct ir_cluster {

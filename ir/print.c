@@ -152,6 +152,12 @@ void ir_print_module(FILE *out, const ir_module *m)
 		print_real(out, gp->mem_bytes);
 		fputs(", launch = ", out);
 		print_real(out, gp->launch);
+		if (gp->efficiency > 0) {
+			fputs(", efficiency = ", out);
+			print_real(out, gp->efficiency);
+			fputs(", half_work = ", out);
+			print_real(out, gp->half_work);
+		}
 		fputs("}\n", out);
 	}
 	for (int i = 0; i < m->nclusters; i++) {

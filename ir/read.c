@@ -625,7 +625,7 @@ skip:
 }
 
 static const char *const gpu_keys[] = {"flops.f32", "flops.tf32", "flops.f16", "flops.bf16",
-				       "bandwidth", "memory", "launch", NULL};
+				       "bandwidth", "memory", "launch", "efficiency", "half_work", NULL};
 
 static bool apply_gpu(reader *r, void *obj, const field *f)
 {
@@ -638,10 +638,18 @@ static bool apply_gpu(reader *r, void *obj, const field *f)
 		g->flops[dt] = v;
 		return true;
 	}
-	bool launch = strcmp(f->key, "launch") == 0;
-	if (!num(r, f, &v, !launch))
+	bool launch = strcmp(f->key, "launch") == 0, half = strcmp(f->key, "half_work") == 0;
+	if (!num(r, f, &v, !launch && !half))
 		return false;
-	if (strcmp(f->key, "bandwidth") == 0)
+	if (strcmp(f->key, "efficiency") == 0) {
+		if (v > 1) {
+			err_at(r, f->val.loc, "'efficiency' is a fraction of the peak, at most 1");
+			return false;
+		}
+		g->efficiency = v;
+	} else if (half)
+		g->half_work = v;
+	else if (strcmp(f->key, "bandwidth") == 0)
 		g->mem_bandwidth = v;
 	else if (strcmp(f->key, "memory") == 0)
 		g->mem_bytes = v;

@@ -39,7 +39,8 @@ static double kernel_group_time(const plan_cluster *c, plan_class cls, double fl
 		nk = 1;
 	double t = nk * c->launch;
 	double tc = 0, tm = 0;
-	const plan_util *u = &plan_util_curve[cls];
+	plan_util own = {c->umax, c->whalf, 1.0, 1.0};
+	const plan_util *u = c->umax > 0 ? &own : &plan_util_curve[cls];
 	if (flops > 0 && c->peak_flops > 0) {
 		double w = flops / nk;
 		double util = u->umax * pow(w / (w + u->whalf), u->gamma);

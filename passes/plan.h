@@ -28,6 +28,9 @@ typedef struct plan_cluster {
 	double mem_bw;           /* bytes/s */
 	double mem_bytes;        /* capacity of one GPU; 0: unlimited */
 	double launch;           /* seconds per kernel */
+	/* This device's own utilisation curve (all classes); umax 0: the
+	 * calibrated plan_util_curve. */
+	double umax, whalf;
 } plan_cluster;
 
 /* A measured time table: total forward+backward seconds at batch sizes. */

@@ -156,6 +156,8 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
 	p->cluster.mem_bw = gpu->mem_bandwidth;
 	p->cluster.mem_bytes = gpu->mem_bytes;
 	p->cluster.launch = gpu->launch;
+	p->cluster.umax = gpu->efficiency;
+	p->cluster.whalf = gpu->half_work;
 	if (p->cluster.peak_flops <= 0) {
 		diag_error(d, j->loc, "GPU '%s' has no FLOP rate for dtype %s", gpu->name, ir_dtype_name(j->dtype));
 		return false;
