@@ -54,6 +54,7 @@ typedef struct emitter {
 	int sample_input, label_input;
 	int64_t classes, vocab, labels_per_sample;
 	int first_loss;
+	bool fmnist;            /* the job's data is Fashion-MNIST (else synthetic) */
 } emitter;
 
 #define MAXIN 64
@@ -208,20 +209,7 @@ static bool analyse(emitter *e)
 		}
 		e->has_grad[i] = op->opcode != OP_INPUT && op->opcode != OP_CROSSENTROPY && op->type.elem == EL_F32;
 
-		/* What the CPU runtime does not implement is an error here, not at run time. */
-		if ((op->opcode == OP_MAXPOOL2D || op->opcode == OP_AVGPOOL2D) && ir_attr_int(op, "ceil")) {
-			diag_error(e->d, op->loc, "'%s': ceil-mode pooling is not supported by the runtime", op->name);
-			ok = false;
-		}
-		if (op->opcode == OP_AVGPOOL2D && !ir_attr_int(op, "count_pad")) {
-			diag_error(e->d, op->loc, "'%s': avgpool2d with count_pad = 0 is not supported by the runtime",
-				   op->name);
-			ok = false;
-		}
-		if (op->opcode == OP_ATTENTION && !ir_attr_int(op, "causal")) {
-			diag_error(e->d, op->loc, "'%s': only causal attention is supported by the runtime", op->name);
-			ok = false;
-		}
+		/* What the runtime does not implement is an error here, not at run time. */
 		if (op->type.rank > 6) {
 			diag_error(e->d, op->loc, "'%s': the runtime supports at most 6 dimensions", op->name);
 			ok = false;
@@ -271,6 +259,13 @@ static bool analyse(emitter *e)
 		for (int i = 0; i < n; i++)
 			if (OP(e, i)->opcode == OP_EMBEDDING && source_of(e, OP(e, i)->inputs[0]) == e->sample_input)
 				e->vocab = ir_attr_int(OP(e, i), "vocab");
+	const char *data = e->job->data ? e->job->data : "synthetic";
+	e->fmnist = strcmp(data, "fmnist") == 0;
+	if (!e->fmnist && strcmp(data, "synthetic") != 0) {
+		diag_error(e->d, e->job->loc, "job '%s': the runtime reads data = synthetic or fmnist, not '%s'",
+			   e->job->name, data);
+		ok = false;
+	}
 	if (!ok)
 		return false;
 
@@ -560,8 +555,10 @@ static void emit_pool_attrs(emitter *e, const ir_op *op)
 {
 	const int64_t *k = ir_op_attr(op, "kernel")->u.pair, *st = ir_op_attr(op, "stride")->u.pair,
 		      *pd = ir_op_attr(op, "pad")->u.pair;
-	W("\t\tstatic const rt_pool2d_attrs a = {%lld, %lld, %lld, %lld, %lld, %lld};\n", (long long)k[0],
-	  (long long)k[1], (long long)st[0], (long long)st[1], (long long)pd[0], (long long)pd[1]);
+	int exclude_pad = op->opcode == OP_AVGPOOL2D && !ir_attr_int(op, "count_pad");
+	W("\t\tstatic const rt_pool2d_attrs a = {%lld, %lld, %lld, %lld, %lld, %lld, %d, %d};\n", (long long)k[0],
+	  (long long)k[1], (long long)st[0], (long long)st[1], (long long)pd[0], (long long)pd[1],
+	  (int)ir_attr_int(op, "ceil"), exclude_pad);
 }
 
 static const char *param(emitter *e, int i, const char *suffix, const char *field)
@@ -615,7 +612,9 @@ static void emit_forward_op(emitter *e, int i)
 		break;
 	case OP_GLOBALAVGPOOL: W("\t\trt_global_avgpool_fwd(%s, %s);\n", x, y); break;
 	case OP_BATCHNORM2D:
-		W("\t\trt_batchnorm2d_fwd(%s, %s, %s, train ? %s : NULL, train ? %s : NULL, (float)%.9g, (float)%.9g, saved_%s, %s);\n", x,
+		W("\t\trt_batchnorm2d_sync_fwd(comm[%d], %s, %s, %s, train ? %s : NULL, train ? %s : NULL, (float)%.9g, "
+		  "(float)%.9g, saved_%s, %s);\n",
+		  e->set_of[i], x,
 		  param(e, i, "weight", "value"), param(e, i, "bias", "value"), param(e, i, "running_mean", "value"),
 		  param(e, i, "running_var", "value"), ir_attr_real(op, "momentum"), ir_attr_real(op, "eps"), c, y);
 		break;
@@ -647,9 +646,10 @@ static void emit_forward_op(emitter *e, int i)
 		  opt_param(e, i, "pos", "value", ir_attr_int(op, "positions") > 0), y);
 		break;
 	case OP_ATTENTION:
-		W("\t\trt_attention_fwd(pool, %s, %s, %s, %s, %s, %lld, saved_%s, %s);\n", x, param(e, i, "w_qkv", "value"),
-		  param(e, i, "b_qkv", "value"), param(e, i, "w_o", "value"), param(e, i, "b_o", "value"),
-		  (long long)ir_attr_int(op, "heads"), c, y);
+		W("\t\trt_attention_ex_fwd(pool, %s, %s, %s, %s, %s, %lld, %s, saved_%s, %s);\n", x,
+		  param(e, i, "w_qkv", "value"), param(e, i, "b_qkv", "value"), param(e, i, "w_o", "value"),
+		  param(e, i, "b_o", "value"), (long long)ir_attr_int(op, "heads"),
+		  ir_attr_int(op, "causal") ? "true" : "false", c, y);
 		break;
 	case OP_CROSSENTROPY:
 		W("\t\tloss += rt_cross_entropy_fwd(%s, %s, BATCH * %lld);\n", x, operand(e, i, 1),
@@ -742,7 +742,8 @@ static void emit_backward_op(emitter *e, int i)
 		break;
 	case OP_GLOBALAVGPOOL: W("\t\trt_global_avgpool_bwd(%s, %s);\n", dy, dx); break;
 	case OP_BATCHNORM2D:
-		W("\t\trt_batchnorm2d_bwd(%s, %s, saved_%s, %s, %s, %s, %s);\n", x, param(e, i, "weight", "value"), c, dy, dx,
+		W("\t\trt_batchnorm2d_sync_bwd(comm[%d], %s, %s, saved_%s, %s, %s, %s, %s);\n", e->set_of[i], x,
+		  param(e, i, "weight", "value"), c, dy, dx,
 		  param(e, i, "weight", "grad"), param(e, i, "bias", "grad"));
 		break;
 	case OP_LAYERNORM:
@@ -885,6 +886,8 @@ static void emit_main(emitter *e)
 	const ir_job *j = e->job;
 	const ir_type *xt = &OP(e, e->sample_input)->type;
 	W("int main(int argc, char **argv)\n{\n");
+	W("\trt_set_defaults(%lld, %s);   /* the job's iterations and data */\n", (long long)j->iterations,
+	  e->fmnist ? "RT_DATA_FMNIST" : "RT_DATA_SYNTHETIC");
 	W("\tconst rt_options *o = rt_init(&argc, &argv, \"%s\");\n", j->name);
 	W("\trt_check_world_size(WORLD);\n");
 	W("\trt_pool *pool = rt_pool_new();\n\trt_params *ps = rt_params_new(pool);\n");
@@ -907,14 +910,14 @@ static void emit_main(emitter *e)
 	W("\t\tbackward(pool, o->seed, step);\n");
 	W("\t\trt_%s_step(ps, &opt);\n", j->optimizer == OPT_ADAM ? "adam" : "sgd");
 	W("\t\trt_step_end(step);\n");
-	W("\t\tif (o->rank == 0)\n\t\t\tprintf(\"step %%lld loss %%.9g\\n\", (long long)step, loss);\n");
+	W("\t\trt_report_loss(step, loss);\n");
 	W("\t}\n");
 	W("\tdouble elapsed = rt_now() - t0;\n");
 	W("\tint64_t steps = o->iterations > first ? o->iterations - first : 0;\n");
 	W("\tif (o->rank == 0 && steps > 0)\n\t\tprintf(\"throughput %%.1f samples/s (%%lld steps of %%lld samples in %%.3f s)\\n\",\n"
 	  "\t\t       (double)(steps * BATCH) / elapsed, (long long)steps, (long long)BATCH, elapsed);\n");
 	W("\tint64_t tests = rt_data_test_count(data) / BATCH, correct = 0;\n");
-	W("\tfor (int64_t t = 0; t < tests; t++)\n\t\tforward(pool, data, o->seed, t, false, &correct);\n");
+	W("\tfor (int64_t t = 0; t < tests; t++) {\n\t\trt_progress();\n\t\tforward(pool, data, o->seed, t, false, &correct);\n\t}\n");
 	W("\tdouble total = rt_world_sum((double)correct);\n");
 	W("\tif (o->rank == 0 && tests > 0)\n\t\tprintf(\"test accuracy %%.4f (%%lld samples)\\n\", total / (double)(tests * BATCH),\n"
 	  "\t\t       (long long)(tests * BATCH));\n");

@@ -80,6 +80,9 @@ def main():
         sys.stderr.write("%d losses on %d ranks, %d on one\n" % (len(got), a.np, len(want)))
         sys.exit(1)
     worst = 0.0
+    if os.environ.get("E2E_VERBOSE"):
+        for i, (g, w) in enumerate(zip(got, want)):
+            print("step %d  %.9g  %.9g  %.3g" % (i, g, w, abs(g - w) / max(abs(w), 1e-30)))
     for i, (g, w) in enumerate(zip(got, want)):
         rel = abs(g - w) / max(abs(w), 1e-30)
         worst = max(worst, rel)

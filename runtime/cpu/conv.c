@@ -1,0 +1,273 @@
+/* cpu/conv.c: conv2d forward and backward on the CPU, lowered to OpenBLAS sgemm via
+ * im2col. Per group: col[C/g*kh*kw, OH*OW] = im2col(x); y = W col (+ b).
+ * Backward: db += row sums of dy; dW += dy col^T; dcol = W^T dy, dx = col2im(dcol).
+ * Samples are processed in chunks whose columns sit side by side in one col matrix
+ * (about RT_CONV_COLUMNS columns per GEMM), so late layers with small images still get
+ * wide, efficient GEMMs; a chunk of one sample writes y directly, and a 1x1 stride-1
+ * unpadded convolution then uses x itself as col. im2col copies whole
+ * contiguous output rows (memcpy when the stride is 1) so the lowering stays a small
+ * fraction of the GEMM time; tests/bench/runtime/bench_conv measures that fraction. */
+#include "../internal.h"
+
+#include <cblas.h>
+#include <string.h>
+
+typedef struct {
+    int64_t N, C, H, W, K, OH, OW, Cg, Kg, ckk, ohw;
+    bool direct; /* 1x1, stride 1, no padding: col = x */
+} conv_dims;
+
+static conv_dims dims_of(const char *op, const rt_tensor *x, const rt_tensor *w,
+                         const rt_conv2d_attrs *a)
+{
+    rt_check(x, RT_F32, 4, op, "input");
+    rt_check(w, RT_F32, 4, op, "weight");
+    conv_dims d;
+    d.N = x->shape[0];
+    d.C = x->shape[1];
+    d.H = x->shape[2];
+    d.W = x->shape[3];
+    d.K = w->shape[0];
+    if (a->groups <= 0 || d.C % a->groups || d.K % a->groups)
+        rt_fatal(op, "groups=%d must divide channels %lld and filters %lld", a->groups,
+                 (long long)d.C, (long long)d.K);
+    if (a->sh <= 0 || a->sw <= 0 || a->dh <= 0 || a->dw <= 0 || a->ph < 0 || a->pw < 0)
+        rt_fatal(op, "stride and dilation must be positive, padding non-negative");
+    d.Cg = d.C / a->groups;
+    d.Kg = d.K / a->groups;
+    if (w->shape[1] != d.Cg || w->shape[2] != a->kh || w->shape[3] != a->kw)
+        rt_fatal(op, "weight shape [%lld,%lld,%lld,%lld] does not match C/groups=%lld, "
+                 "kernel %dx%d",
+                 (long long)w->shape[0], (long long)w->shape[1], (long long)w->shape[2],
+                 (long long)w->shape[3], (long long)d.Cg, a->kh, a->kw);
+    d.OH = (d.H + 2 * a->ph - a->dh * (a->kh - 1) - 1) / a->sh + 1;
+    d.OW = (d.W + 2 * a->pw - a->dw * (a->kw - 1) - 1) / a->sw + 1;
+    if (d.OH <= 0 || d.OW <= 0)
+        rt_fatal(op, "kernel larger than padded input (%lldx%lld)", (long long)d.H,
+                 (long long)d.W);
+    d.ckk = d.Cg * a->kh * a->kw;
+    d.ohw = d.OH * d.OW;
+    d.direct = a->kh == 1 && a->kw == 1 && a->sh == 1 && a->sw == 1 && a->ph == 0 &&
+               a->pw == 0;
+    return d;
+}
+
+/* x: [Cg,H,W] of one sample and group -> col [Cg*kh*kw, OH*OW], rows `ld` floats apart
+ * (ld > OH*OW when several samples share one col matrix side by side). */
+static void im2col(const float *x, const conv_dims *d, const rt_conv2d_attrs *a, float *col,
+                   int64_t ld)
+{
+    for (int64_t c = 0; c < d->Cg; c++) {
+        const float *xc = x + c * d->H * d->W;
+        for (int ki = 0; ki < a->kh; ki++) {
+            for (int kj = 0; kj < a->kw; kj++) {
+                float *row = col + ((c * a->kh + ki) * a->kw + kj) * ld;
+                /* Output columns whose input column lies inside the image. */
+                int64_t off = (int64_t)kj * a->dw - a->pw;
+                int64_t lo = off >= 0 ? 0 : (-off + a->sw - 1) / a->sw;
+                int64_t hi = (d->W - off + a->sw - 1) / a->sw;
+                if (hi > d->OW)
+                    hi = d->OW;
+                if (hi < 0)
+                    hi = 0;
+                if (lo > hi)
+                    lo = hi;
+                for (int64_t oh = 0; oh < d->OH; oh++) {
+                    float *r = row + oh * d->OW;
+                    int64_t ih = oh * a->sh - a->ph + (int64_t)ki * a->dh;
+                    if (ih < 0 || ih >= d->H) {
+                        memset(r, 0, (size_t)d->OW * sizeof(float));
+                        continue;
+                    }
+                    const float *xr = xc + ih * d->W;
+                    for (int64_t ow = 0; ow < lo; ow++)
+                        r[ow] = 0.0f;
+                    if (a->sw == 1) {
+                        if (hi > lo)
+                            memcpy(r + lo, xr + lo + off, (size_t)(hi - lo) * sizeof(float));
+                    } else {
+                        for (int64_t ow = lo; ow < hi; ow++)
+                            r[ow] = xr[ow * a->sw + off];
+                    }
+                    for (int64_t ow = hi; ow < d->OW; ow++)
+                        r[ow] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* Adds col [Cg*kh*kw, OH*OW] (rows `ld` apart) back into dx [Cg,H,W] (dx zeroed by the
+ * caller). */
+static void col2im(const float *col, const conv_dims *d, const rt_conv2d_attrs *a, float *dx,
+                   int64_t ld)
+{
+    for (int64_t c = 0; c < d->Cg; c++) {
+        float *xc = dx + c * d->H * d->W;
+        for (int ki = 0; ki < a->kh; ki++) {
+            for (int kj = 0; kj < a->kw; kj++) {
+                const float *row = col + ((c * a->kh + ki) * a->kw + kj) * ld;
+                int64_t off = (int64_t)kj * a->dw - a->pw;
+                int64_t lo = off >= 0 ? 0 : (-off + a->sw - 1) / a->sw;
+                int64_t hi = (d->W - off + a->sw - 1) / a->sw;
+                if (hi > d->OW)
+                    hi = d->OW;
+                for (int64_t oh = 0; oh < d->OH; oh++) {
+                    int64_t ih = oh * a->sh - a->ph + (int64_t)ki * a->dh;
+                    if (ih < 0 || ih >= d->H)
+                        continue;
+                    const float *r = row + oh * d->OW;
+                    float *xr = xc + ih * d->W;
+                    if (a->sw == 1) {
+                        for (int64_t ow = lo; ow < hi; ow++)
+                            xr[ow + off] += r[ow];
+                    } else {
+                        for (int64_t ow = lo; ow < hi; ow++)
+                            xr[ow * a->sw + off] += r[ow];
+                    }
+                }
+            }
+        }
+    }
+}
+
+int64_t rt_conv2d_chunk(int64_t N, int64_t ohw)
+{
+    int64_t nc = ohw >= RT_CONV_COLUMNS ? 1 : RT_CONV_COLUMNS / ohw;
+    return nc < 1 ? 1 : nc > N ? (N > 0 ? N : 1) : nc;
+}
+
+void rt_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const rt_tensor *b,
+                   const rt_conv2d_attrs *a, rt_tensor *y)
+{
+    const char *op = "conv2d_fwd";
+    conv_dims d = dims_of(op, x, w, a);
+    rt_check(y, RT_F32, 4, op, "output");
+    if (y->shape[0] != d.N || y->shape[1] != d.K || y->shape[2] != d.OH || y->shape[3] != d.OW)
+        rt_fatal(op, "output shape [%lld,%lld,%lld,%lld], expected [%lld,%lld,%lld,%lld]",
+                 (long long)y->shape[0], (long long)y->shape[1], (long long)y->shape[2],
+                 (long long)y->shape[3], (long long)d.N, (long long)d.K, (long long)d.OH,
+                 (long long)d.OW);
+    if (b) {
+        rt_check(b, RT_F32, -1, op, "bias");
+        rt_check_numel(b, d.K, op, "bias");
+    }
+    /* nc samples share one GEMM: col [ckk, nc*ohw] and out [Kg, nc*ohw]. With nc = 1
+     * the GEMM writes y directly, and a 1x1 convolution reads x directly. */
+    const int64_t nc = rt_conv2d_chunk(d.N, d.ohw), cols = nc * d.ohw;
+    const bool direct = d.direct && nc == 1;
+    float *col = NULL, *out = NULL;
+    if (!direct) {
+        col = rt_pool_scratch(pool, (size_t)(d.ckk * cols + (nc > 1 ? d.Kg * cols : 0)));
+        out = col + d.ckk * cols;
+    }
+    const float *wp = rt_f32(w);
+    for (int64_t n0 = 0; n0 < d.N; n0 += nc) {
+        const int64_t m = d.N - n0 < nc ? d.N - n0 : nc, mcols = m * d.ohw;
+        for (int g = 0; g < a->groups; g++) {
+            const float *src = rt_f32(x) + (n0 * d.C + g * d.Cg) * d.H * d.W;
+            if (!direct) {
+                for (int64_t i = 0; i < m; i++)
+                    im2col(rt_f32(x) + ((n0 + i) * d.C + g * d.Cg) * d.H * d.W, &d, a,
+                           col + i * d.ohw, mcols);
+                src = col;
+            }
+            float *dst = nc == 1 ? rt_f32(y) + (n0 * d.K + g * d.Kg) * d.ohw : out;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)d.Kg, (int)mcols,
+                        (int)d.ckk, 1.0f, wp + g * d.Kg * d.ckk, (int)d.ckk, src, (int)mcols,
+                        0.0f, dst, (int)mcols);
+            /* Scatter [Kg, m, ohw] into y [m, K, ohw] adding the bias on the way. */
+            for (int64_t i = 0; i < m; i++) {
+                for (int64_t k = 0; k < d.Kg; k++) {
+                    float *yr = rt_f32(y) + ((n0 + i) * d.K + g * d.Kg + k) * d.ohw;
+                    const float *o = dst + k * mcols + i * d.ohw;
+                    const float bv = b ? rt_f32(b)[g * d.Kg + k] : 0.0f;
+                    if (nc == 1) {
+                        if (b)
+                            for (int64_t j = 0; j < d.ohw; j++)
+                                yr[j] += bv;
+                    } else {
+                        for (int64_t j = 0; j < d.ohw; j++)
+                            yr[j] = o[j] + bv;
+                    }
+                }
+            }
+        }
+    }
+}
+
+void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const rt_tensor *dy,
+                   const rt_conv2d_attrs *a, rt_tensor *dx, rt_tensor *dw, rt_tensor *db)
+{
+    const char *op = "conv2d_bwd";
+    conv_dims d = dims_of(op, x, w, a);
+    rt_check(dy, RT_F32, 4, op, "output gradient");
+    rt_check_numel(dy, d.N * d.K * d.ohw, op, "output gradient");
+    if (dx) {
+        rt_check(dx, RT_F32, -1, op, "input gradient");
+        rt_check_numel(dx, x->numel, op, "input gradient");
+    }
+    if (dw) {
+        rt_check(dw, RT_F32, -1, op, "weight gradient");
+        rt_check_numel(dw, w->numel, op, "weight gradient");
+    }
+    if (db) {
+        rt_check(db, RT_F32, -1, op, "bias gradient");
+        rt_check_numel(db, d.K, op, "bias gradient");
+    }
+    const int64_t nc = rt_conv2d_chunk(d.N, d.ohw), cols = nc * d.ohw;
+    const bool direct = d.direct && nc == 1;
+    /* col and dcol [ckk, nc*ohw]; gdy [Kg, nc*ohw] gathers dy when nc > 1. */
+    float *col = rt_pool_scratch(pool, (size_t)(2 * d.ckk * cols + (nc > 1 ? d.Kg * cols : 0)));
+    float *dcol = col + d.ckk * cols, *gdy = dcol + d.ckk * cols;
+    const float *wp = rt_f32(w);
+    if (dx)
+        rt_tensor_zero(dx);
+    if (db) {
+        for (int64_t n = 0; n < d.N; n++)
+            for (int64_t k = 0; k < d.K; k++) {
+                const float *r = rt_f32(dy) + (n * d.K + k) * d.ohw;
+                float s = 0.0f;
+                for (int64_t i = 0; i < d.ohw; i++)
+                    s += r[i];
+                rt_f32(db)[k] += s;
+            }
+    }
+    for (int64_t n0 = 0; n0 < d.N; n0 += nc) {
+        const int64_t m = d.N - n0 < nc ? d.N - n0 : nc, mcols = m * d.ohw;
+        for (int g = 0; g < a->groups; g++) {
+            const float *dyg = rt_f32(dy) + (n0 * d.K + g * d.Kg) * d.ohw;
+            if (nc > 1) {
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t k = 0; k < d.Kg; k++)
+                        memcpy(gdy + k * mcols + i * d.ohw,
+                               rt_f32(dy) + ((n0 + i) * d.K + g * d.Kg + k) * d.ohw,
+                               (size_t)d.ohw * sizeof(float));
+                dyg = gdy;
+            }
+            if (dw) {
+                const float *src = rt_f32(x) + (n0 * d.C + g * d.Cg) * d.H * d.W;
+                if (!direct) {
+                    for (int64_t i = 0; i < m; i++)
+                        im2col(rt_f32(x) + ((n0 + i) * d.C + g * d.Cg) * d.H * d.W, &d, a,
+                               col + i * d.ohw, mcols);
+                    src = col;
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)d.Kg, (int)d.ckk,
+                            (int)mcols, 1.0f, dyg, (int)mcols, src, (int)mcols, 1.0f,
+                            rt_f32(dw) + g * d.Kg * d.ckk, (int)d.ckk);
+            }
+            if (dx) {
+                float *dxg = rt_f32(dx) + (n0 * d.C + g * d.Cg) * d.H * d.W;
+                float *dst = direct ? dxg : dcol;
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)d.ckk, (int)mcols,
+                            (int)d.Kg, 1.0f, wp + g * d.Kg * d.ckk, (int)d.ckk, dyg,
+                            (int)mcols, 0.0f, dst, (int)mcols);
+                if (!direct)
+                    for (int64_t i = 0; i < m; i++)
+                        col2im(dcol + i * d.ohw, &d, a,
+                               rt_f32(dx) + ((n0 + i) * d.C + g * d.Cg) * d.H * d.W, mcols);
+            }
+        }
+    }
+}

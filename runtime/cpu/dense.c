@@ -1,0 +1,281 @@
+/* cpu/dense.c: the GEMM-shaped ops on the CPU, all through OpenBLAS sgemm: linear
+ * (PyTorch weight layout [out, in], leading dims flattened), batched matmul, and
+ * GPT-2's causal multi-head self-attention. Attention keeps qkv, the softmax
+ * probabilities and the merged heads in a caller-owned `saved` tensor so backward
+ * needs no recomputation; per (sample, head) it works on strided views of qkv (leading
+ * dimension 3D), so heads are never copied out. */
+#include "../internal.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+static void add_colsum(const float *m, int64_t rows, int64_t cols, float *out)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = m + r * cols;
+        for (int64_t c = 0; c < cols; c++)
+            out[c] += row[c];
+    }
+}
+
+static void add_bias_rows(float *m, int64_t rows, int64_t cols, const float *b)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        float *row = m + r * cols;
+        for (int64_t c = 0; c < cols; c++)
+            row[c] += b[c];
+    }
+}
+
+/* y[M,out] = x[M,in] w[out,in]^T (+ b) */
+static void linear(const float *x, const float *w, const float *b, int64_t M, int64_t in,
+                   int64_t out, float *y)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)out, (int)in, 1.0f, x,
+                (int)in, w, (int)in, 0.0f, y, (int)out);
+    if (b)
+        add_bias_rows(y, M, out, b);
+}
+
+static void linear_bwd(const float *x, const float *w, const float *dy, int64_t M, int64_t in,
+                       int64_t out, float *dx, float *dw, float *db)
+{
+    if (dx)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)in, (int)out, 1.0f,
+                    dy, (int)out, w, (int)in, 0.0f, dx, (int)in);
+    if (dw)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)M, 1.0f,
+                    dy, (int)out, x, (int)in, 1.0f, dw, (int)in);
+    if (db)
+        add_colsum(dy, M, out, db);
+}
+
+static void linear_dims(const char *op, const rt_tensor *x, const rt_tensor *w, int64_t *M,
+                        int64_t *in, int64_t *out)
+{
+    rt_check(x, RT_F32, -1, op, "input");
+    rt_check(w, RT_F32, 2, op, "weight");
+    *out = w->shape[0];
+    *in = w->shape[1];
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != *in)
+        rt_fatal(op, "input's last dimension %lld does not match weight in-features %lld",
+                 (long long)(x->ndim ? x->shape[x->ndim - 1] : 0), (long long)*in);
+    *M = x->numel / *in;
+}
+
+void rt_linear_fwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *b, rt_tensor *y)
+{
+    const char *op = "linear_fwd";
+    int64_t M, in, out;
+    linear_dims(op, x, w, &M, &in, &out);
+    rt_check(y, RT_F32, -1, op, "output");
+    rt_check_numel(y, M * out, op, "output");
+    if (b)
+        rt_check_numel(b, out, op, "bias");
+    linear(rt_f32(x), rt_f32(w), b ? rt_f32(b) : NULL, M, in, out, rt_f32(y));
+}
+
+void rt_linear_bwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *dy, rt_tensor *dx,
+                   rt_tensor *dw, rt_tensor *db)
+{
+    const char *op = "linear_bwd";
+    int64_t M, in, out;
+    linear_dims(op, x, w, &M, &in, &out);
+    rt_check_numel(dy, M * out, op, "output gradient");
+    if (dx)
+        rt_check_numel(dx, x->numel, op, "input gradient");
+    if (dw)
+        rt_check_numel(dw, w->numel, op, "weight gradient");
+    if (db)
+        rt_check_numel(db, out, op, "bias gradient");
+    linear_bwd(rt_f32(x), rt_f32(w), rt_f32(dy), M, in, out, dx ? rt_f32(dx) : NULL,
+               dw ? rt_f32(dw) : NULL, db ? rt_f32(db) : NULL);
+}
+
+static void matmul_dims(const char *op, const rt_tensor *a, const rt_tensor *b, int64_t *B,
+                        int64_t *m, int64_t *k, int64_t *n)
+{
+    rt_check(a, RT_F32, 3, op, "a");
+    rt_check(b, RT_F32, 3, op, "b");
+    *B = a->shape[0];
+    *m = a->shape[1];
+    *k = a->shape[2];
+    *n = b->shape[2];
+    if (b->shape[0] != *B || b->shape[1] != *k)
+        rt_fatal(op, "a [%lld,%lld,%lld] and b [%lld,%lld,%lld] do not multiply",
+                 (long long)*B, (long long)*m, (long long)*k, (long long)b->shape[0],
+                 (long long)b->shape[1], (long long)b->shape[2]);
+}
+
+void rt_matmul_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *c)
+{
+    const char *op = "matmul_fwd";
+    int64_t B, m, k, n;
+    matmul_dims(op, a, b, &B, &m, &k, &n);
+    rt_check(c, RT_F32, -1, op, "output");
+    rt_check_numel(c, B * m * n, op, "output");
+    for (int64_t i = 0; i < B; i++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f,
+                    rt_f32(a) + i * m * k, (int)k, rt_f32(b) + i * k * n, (int)n, 0.0f,
+                    rt_f32(c) + i * m * n, (int)n);
+}
+
+void rt_matmul_bwd(const rt_tensor *a, const rt_tensor *b, const rt_tensor *dc, rt_tensor *da,
+                   rt_tensor *db)
+{
+    const char *op = "matmul_bwd";
+    int64_t B, m, k, n;
+    matmul_dims(op, a, b, &B, &m, &k, &n);
+    rt_check_numel(dc, B * m * n, op, "output gradient");
+    if (da)
+        rt_check_numel(da, a->numel, op, "a gradient");
+    if (db)
+        rt_check_numel(db, b->numel, op, "b gradient");
+    for (int64_t i = 0; i < B; i++) {
+        const float *dci = rt_f32(dc) + i * m * n;
+        if (da)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)k, (int)n, 1.0f,
+                        dci, (int)n, rt_f32(b) + i * k * n, (int)n, 0.0f,
+                        rt_f32(da) + i * m * k, (int)k);
+        if (db)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)n, (int)m, 1.0f,
+                        rt_f32(a) + i * m * k, (int)k, dci, (int)n, 0.0f,
+                        rt_f32(db) + i * k * n, (int)n);
+    }
+}
+
+/* ---- attention ---------------------------------------------------------------------- */
+
+int64_t rt_attention_saved_size(int64_t N, int64_t T, int64_t D, int heads)
+{
+    return N * T * 3 * D + N * heads * T * T + N * T * D;
+}
+
+typedef struct {
+    int64_t N, T, D, H, hd;
+} attn_dims;
+
+static attn_dims attn_check(const char *op, const rt_tensor *x, const rt_tensor *w_qkv,
+                            const rt_tensor *w_o, int heads, const rt_tensor *saved)
+{
+    rt_check(x, RT_F32, 3, op, "input");
+    attn_dims d = {x->shape[0], x->shape[1], x->shape[2], heads, 0};
+    if (heads <= 0 || d.D % heads)
+        rt_fatal(op, "heads=%d must divide the model dimension %lld", heads, (long long)d.D);
+    d.hd = d.D / heads;
+    rt_check(w_qkv, RT_F32, 2, op, "w_qkv");
+    if (w_qkv->shape[0] != 3 * d.D || w_qkv->shape[1] != d.D)
+        rt_fatal(op, "w_qkv must be [%lld,%lld]", (long long)(3 * d.D), (long long)d.D);
+    rt_check(w_o, RT_F32, 2, op, "w_o");
+    if (w_o->shape[0] != d.D || w_o->shape[1] != d.D)
+        rt_fatal(op, "w_o must be [%lld,%lld]", (long long)d.D, (long long)d.D);
+    rt_check(saved, RT_F32, -1, op, "saved");
+    rt_check_numel(saved, rt_attention_saved_size(d.N, d.T, d.D, heads), op, "saved");
+    return d;
+}
+
+void rt_attention_ex_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
+                         const rt_tensor *b_qkv, const rt_tensor *w_o, const rt_tensor *b_o,
+                         int heads, bool causal, rt_tensor *saved, rt_tensor *y)
+{
+    (void)pool;
+    const char *op = "attention_fwd";
+    attn_dims d = attn_check(op, x, w_qkv, w_o, heads, saved);
+    rt_check_numel(y, x->numel, op, "output");
+    const int64_t NT = d.N * d.T, T = d.T, D = d.D, hd = d.hd;
+    float *qkv = rt_f32(saved), *P = qkv + NT * 3 * D, *merged = P + d.N * d.H * T * T;
+    linear(rt_f32(x), rt_f32(w_qkv), b_qkv ? rt_f32(b_qkv) : NULL, NT, D, 3 * D, qkv);
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int64_t n = 0; n < d.N; n++) {
+        for (int64_t h = 0; h < d.H; h++) {
+            const float *q = qkv + n * T * 3 * D + h * hd, *k = q + D, *v = q + 2 * D;
+            float *p = P + (n * d.H + h) * T * T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, scale,
+                        q, (int)(3 * D), k, (int)(3 * D), 0.0f, p, (int)T);
+            for (int64_t i = 0; i < T; i++) {
+                const int64_t last = causal ? i : T - 1; /* keys this query may see */
+                float *row = p + i * T, mx = row[0], sum = 0.0f;
+                for (int64_t j = 1; j <= last; j++)
+                    mx = row[j] > mx ? row[j] : mx;
+                for (int64_t j = 0; j <= last; j++) {
+                    row[j] = expf(row[j] - mx);
+                    sum += row[j];
+                }
+                float inv = 1.0f / sum;
+                for (int64_t j = 0; j <= last; j++)
+                    row[j] *= inv;
+                for (int64_t j = last + 1; j < T; j++)
+                    row[j] = 0.0f;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1.0f,
+                        p, (int)T, v, (int)(3 * D), 0.0f, merged + n * T * D + h * hd, (int)D);
+        }
+    }
+    linear(merged, rt_f32(w_o), b_o ? rt_f32(b_o) : NULL, NT, D, D, rt_f32(y));
+}
+
+void rt_attention_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
+                      const rt_tensor *b_qkv, const rt_tensor *w_o, const rt_tensor *b_o,
+                      int heads, rt_tensor *saved, rt_tensor *y)
+{
+    rt_attention_ex_fwd(pool, x, w_qkv, b_qkv, w_o, b_o, heads, true, saved, y);
+}
+
+void rt_attention_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
+                      const rt_tensor *w_o, int heads, const rt_tensor *saved,
+                      const rt_tensor *dy, rt_tensor *dx, rt_tensor *dw_qkv,
+                      rt_tensor *db_qkv, rt_tensor *dw_o, rt_tensor *db_o)
+{
+    /* Masked probabilities are stored as 0, so the same backward serves both masks. */
+    const char *op = "attention_bwd";
+    attn_dims d = attn_check(op, x, w_qkv, w_o, heads, saved);
+    rt_check_numel(dy, x->numel, op, "output gradient");
+    if (dx)
+        rt_check_numel(dx, x->numel, op, "input gradient");
+    if (dw_qkv)
+        rt_check_numel(dw_qkv, w_qkv->numel, op, "w_qkv gradient");
+    if (db_qkv)
+        rt_check_numel(db_qkv, 3 * d.D, op, "b_qkv gradient");
+    if (dw_o)
+        rt_check_numel(dw_o, w_o->numel, op, "w_o gradient");
+    if (db_o)
+        rt_check_numel(db_o, d.D, op, "b_o gradient");
+    const int64_t NT = d.N * d.T, T = d.T, D = d.D, hd = d.hd;
+    const float *qkv = rt_f32(saved), *P = qkv + NT * 3 * D, *merged = P + d.N * d.H * T * T;
+    float *dmerged = rt_pool_scratch(pool, (size_t)(NT * D + NT * 3 * D + T * T));
+    float *dqkv = dmerged + NT * D, *dP = dqkv + NT * 3 * D;
+    linear_bwd(merged, rt_f32(w_o), rt_f32(dy), NT, D, D, dmerged, dw_o ? rt_f32(dw_o) : NULL,
+               db_o ? rt_f32(db_o) : NULL);
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int ld = (int)(3 * D);
+    for (int64_t n = 0; n < d.N; n++) {
+        for (int64_t h = 0; h < d.H; h++) {
+            const float *q = qkv + n * T * 3 * D + h * hd, *k = q + D, *v = q + 2 * D;
+            float *dq = dqkv + n * T * 3 * D + h * hd, *dk = dq + D, *dv = dq + 2 * D;
+            const float *p = P + (n * d.H + h) * T * T;
+            const float *dO = dmerged + n * T * D + h * hd;
+            /* dP = dO V^T; dV = P^T dO */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, 1.0f,
+                        dO, (int)D, v, ld, 0.0f, dP, (int)T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1.0f,
+                        p, (int)T, dO, (int)D, 0.0f, dv, ld);
+            /* dS = P * (dP - sum_j dP P) * scale; masked entries have P = 0 and get 0. */
+            for (int64_t i = 0; i < T; i++) {
+                const float *pr = p + i * T;
+                float *dr = dP + i * T, dot = 0.0f;
+                for (int64_t j = 0; j < T; j++)
+                    dot += dr[j] * pr[j];
+                for (int64_t j = 0; j < T; j++)
+                    dr[j] = pr[j] * (dr[j] - dot) * scale;
+            }
+            /* dQ = dS K; dK = dS^T Q */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1.0f,
+                        dP, (int)T, k, ld, 0.0f, dq, ld);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1.0f,
+                        dP, (int)T, q, ld, 0.0f, dk, ld);
+        }
+    }
+    linear_bwd(rt_f32(x), rt_f32(w_qkv), dqkv, NT, D, 3 * D, dx ? rt_f32(dx) : NULL,
+               dw_qkv ? rt_f32(dw_qkv) : NULL, db_qkv ? rt_f32(db_qkv) : NULL);
+}

@@ -1,0 +1,289 @@
+/* cpu/elementwise.c: the memory-bound ops on the CPU: relu, gelu (tanh approximation),
+ * add and gradient accumulation, dropout with the counter-based mask, concat,
+ * transpose of two axes, and softmax along an axis. Each is a plain loop over
+ * contiguous memory; shapes are checked once per call, never per element. */
+#include "../internal.h"
+
+#include <math.h>
+#include <string.h>
+
+static void same_numel(const char *op, const rt_tensor *a, const rt_tensor *b, const char *an,
+                       const char *bn)
+{
+    rt_check(a, RT_F32, -1, op, an);
+    rt_check(b, RT_F32, -1, op, bn);
+    if (a->numel != b->numel)
+        rt_fatal(op, "%s has %lld elements, %s has %lld", an, (long long)a->numel, bn,
+                 (long long)b->numel);
+}
+
+void rt_relu_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    same_numel("relu_fwd", x, y, "input", "output");
+    const float *xp = rt_f32(x);
+    float *yp = rt_f32(y);
+    for (int64_t i = 0; i < x->numel; i++)
+        yp[i] = xp[i] > 0.0f ? xp[i] : 0.0f;
+}
+
+void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    same_numel("relu_bwd", x, dy, "input", "output gradient");
+    same_numel("relu_bwd", x, dx, "input", "input gradient");
+    const float *xp = rt_f32(x), *g = rt_f32(dy);
+    float *o = rt_f32(dx);
+    for (int64_t i = 0; i < x->numel; i++)
+        o[i] = xp[i] > 0.0f ? g[i] : 0.0f;
+}
+
+#define GELU_C 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_A 0.044715f
+
+void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    same_numel("gelu_fwd", x, y, "input", "output");
+    const float *xp = rt_f32(x);
+    float *yp = rt_f32(y);
+    for (int64_t i = 0; i < x->numel; i++) {
+        float v = xp[i];
+        yp[i] = 0.5f * v * (1.0f + tanhf(GELU_C * (v + GELU_A * v * v * v)));
+    }
+}
+
+void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    same_numel("gelu_bwd", x, dy, "input", "output gradient");
+    same_numel("gelu_bwd", x, dx, "input", "input gradient");
+    const float *xp = rt_f32(x), *g = rt_f32(dy);
+    float *o = rt_f32(dx);
+    for (int64_t i = 0; i < x->numel; i++) {
+        float v = xp[i];
+        float t = tanhf(GELU_C * (v + GELU_A * v * v * v));
+        float d = 0.5f * (1.0f + t) +
+                  0.5f * v * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * v * v);
+        o[i] = g[i] * d;
+    }
+}
+
+void rt_add_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *y)
+{
+    same_numel("add_fwd", a, b, "a", "b");
+    same_numel("add_fwd", a, y, "a", "output");
+    const float *ap = rt_f32(a), *bp = rt_f32(b);
+    float *yp = rt_f32(y);
+    for (int64_t i = 0; i < a->numel; i++)
+        yp[i] = ap[i] + bp[i];
+}
+
+void rt_accumulate(rt_tensor *dst, const rt_tensor *src)
+{
+    same_numel("accumulate", dst, src, "destination", "source");
+    float *d = rt_f32(dst);
+    const float *s = rt_f32(src);
+    for (int64_t i = 0; i < dst->numel; i++)
+        d[i] += s[i];
+}
+
+/* ---- dropout ------------------------------------------------------------------------- */
+
+static void dropout(const char *op, const rt_tensor *in, float p, uint64_t seed, int64_t step,
+                    int layer_id, int64_t sample0, rt_tensor *out)
+{
+    same_numel(op, in, out, "input", "output");
+    if (!(p >= 0.0f && p <= 1.0f))
+        rt_fatal(op, "probability %g outside [0,1]", (double)p);
+    const float *x = rt_f32(in);
+    float *y = rt_f32(out);
+    if (p >= 1.0f) {
+        memset(y, 0, (size_t)in->numel * sizeof(float));
+        return;
+    }
+    const float scale = 1.0f / (1.0f - p);
+    const int64_t N = in->ndim ? in->shape[0] : 1, per = N ? in->numel / N : 0;
+    for (int64_t n = 0; n < N; n++) {
+        /* Same keys, same order as rt_rand_uniform(seed, step, layer, sample, e). */
+        uint64_t k = rt_hash64(rt_hash64(rt_hash64(rt_hash64(seed) ^ (uint64_t)step) ^
+                                         (uint64_t)layer_id) ^
+                               (uint64_t)(sample0 + n));
+        const float *xs = x + n * per;
+        float *ys = y + n * per;
+        for (int64_t e = 0; e < per; e++) {
+            float u = (float)(rt_hash64(k ^ (uint64_t)e) >> 40) * (1.0f / 16777216.0f);
+            ys[e] = u >= p ? xs[e] * scale : 0.0f;
+        }
+    }
+}
+
+void rt_dropout_fwd(const rt_tensor *x, float p, uint64_t seed, int64_t step, int layer_id,
+                    int64_t sample0, rt_tensor *y)
+{
+    dropout("dropout_fwd", x, p, seed, step, layer_id, sample0, y);
+}
+
+void rt_dropout_bwd(const rt_tensor *dy, float p, uint64_t seed, int64_t step, int layer_id,
+                    int64_t sample0, rt_tensor *dx)
+{
+    dropout("dropout_bwd", dy, p, seed, step, layer_id, sample0, dx);
+}
+
+/* ---- concat, transpose, softmax --------------------------------------------------------- */
+
+static int64_t prod(const int64_t *s, int from, int to)
+{
+    int64_t p = 1;
+    for (int i = from; i < to; i++)
+        p *= s[i];
+    return p;
+}
+
+static void concat_check(const char *op, const rt_tensor *y, int n, const rt_tensor *const *xs,
+                         int axis)
+{
+    rt_check(y, RT_F32, -1, op, "concatenation");
+    if (axis < 0 || axis >= y->ndim)
+        rt_fatal(op, "axis %d outside 0..%d", axis, y->ndim - 1);
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const rt_tensor *x = xs[i];
+        if (!x)
+            continue;
+        rt_check(x, RT_F32, y->ndim, op, "part");
+        for (int k = 0; k < y->ndim; k++)
+            if (k != axis && x->shape[k] != y->shape[k])
+                rt_fatal(op, "part %d differs from the result in dimension %d", i, k);
+        total += x->shape[axis];
+    }
+    if (total > y->shape[axis])
+        rt_fatal(op, "parts add up to %lld along axis %d, result has %lld", (long long)total,
+                 axis, (long long)y->shape[axis]);
+}
+
+void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_tensor *y)
+{
+    const char *op = "concat_fwd";
+    for (int i = 0; i < n; i++)
+        if (!xs[i])
+            rt_fatal(op, "input %d is NULL", i);
+    concat_check(op, y, n, xs, axis);
+    const int64_t outer = prod(y->shape, 0, axis), inner = prod(y->shape, axis + 1, y->ndim);
+    const int64_t yrow = y->shape[axis] * inner;
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        const int64_t chunk = xs[i]->shape[axis] * inner;
+        for (int64_t o = 0; o < outer; o++)
+            memcpy(rt_f32(y) + o * yrow + off, rt_f32(xs[i]) + o * chunk,
+                   (size_t)chunk * sizeof(float));
+        off += chunk;
+    }
+    if (off != yrow)
+        rt_fatal(op, "parts do not fill the result along axis %d", axis);
+}
+
+void rt_concat_bwd(const rt_tensor *dy, int axis, int n, rt_tensor *const *dxs)
+{
+    const char *op = "concat_bwd";
+    concat_check(op, dy, n, (const rt_tensor *const *)dxs, axis);
+    const int64_t outer = prod(dy->shape, 0, axis), inner = prod(dy->shape, axis + 1, dy->ndim);
+    const int64_t yrow = dy->shape[axis] * inner;
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        if (!dxs[i])
+            rt_fatal(op, "gradient %d is NULL: every part's size is needed", i);
+        const int64_t chunk = dxs[i]->shape[axis] * inner;
+        for (int64_t o = 0; o < outer; o++)
+            memcpy(rt_f32(dxs[i]) + o * chunk, rt_f32(dy) + o * yrow + off,
+                   (size_t)chunk * sizeof(float));
+        off += chunk;
+    }
+}
+
+void rt_transpose(const rt_tensor *x, int a0, int a1, rt_tensor *y)
+{
+    const char *op = "transpose";
+    rt_check(x, RT_F32, -1, op, "input");
+    rt_check(y, RT_F32, x->ndim, op, "output");
+    if (a0 > a1) {
+        int t = a0;
+        a0 = a1;
+        a1 = t;
+    }
+    if (a0 < 0 || a1 >= x->ndim)
+        rt_fatal(op, "axes %d,%d outside 0..%d", a0, a1, x->ndim - 1);
+    for (int k = 0; k < x->ndim; k++) {
+        int src = k == a0 ? a1 : k == a1 ? a0 : k;
+        if (y->shape[k] != x->shape[src])
+            rt_fatal(op, "output dimension %d is %lld, expected %lld", k, (long long)y->shape[k],
+                     (long long)x->shape[src]);
+    }
+    /* x viewed as [A, I, Bm, J, C] -> y [A, J, Bm, I, C]. */
+    const int64_t A = prod(x->shape, 0, a0), I = x->shape[a0], Bm = prod(x->shape, a0 + 1, a1);
+    const int64_t J = x->shape[a1], C = prod(x->shape, a1 + 1, x->ndim);
+    const float *xp = rt_f32(x);
+    float *yp = rt_f32(y);
+    for (int64_t a = 0; a < A; a++)
+        for (int64_t j = 0; j < J; j++)
+            for (int64_t b = 0; b < Bm; b++)
+                for (int64_t i = 0; i < I; i++) {
+                    const float *s = xp + (((a * I + i) * Bm + b) * J + j) * C;
+                    float *d = yp + (((a * J + j) * Bm + b) * I + i) * C;
+                    if (C == 1)
+                        *d = *s;
+                    else
+                        memcpy(d, s, (size_t)C * sizeof(float));
+                }
+}
+
+static void softmax_dims(const char *op, const rt_tensor *x, int axis, int64_t *outer,
+                         int64_t *dim, int64_t *inner)
+{
+    rt_check(x, RT_F32, -1, op, "input");
+    if (axis < 0 || axis >= x->ndim)
+        rt_fatal(op, "axis %d outside 0..%d", axis, x->ndim - 1);
+    *outer = prod(x->shape, 0, axis);
+    *dim = x->shape[axis];
+    *inner = prod(x->shape, axis + 1, x->ndim);
+}
+
+void rt_softmax_fwd(const rt_tensor *x, int axis, rt_tensor *y)
+{
+    const char *op = "softmax_fwd";
+    int64_t outer, dim, inner;
+    softmax_dims(op, x, axis, &outer, &dim, &inner);
+    same_numel(op, x, y, "input", "output");
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t c = 0; c < inner; c++) {
+            const float *xs = rt_f32(x) + o * dim * inner + c;
+            float *ys = rt_f32(y) + o * dim * inner + c;
+            float mx = -INFINITY, sum = 0.0f;
+            for (int64_t k = 0; k < dim; k++)
+                mx = xs[k * inner] > mx ? xs[k * inner] : mx;
+            for (int64_t k = 0; k < dim; k++) {
+                ys[k * inner] = expf(xs[k * inner] - mx);
+                sum += ys[k * inner];
+            }
+            float inv = 1.0f / sum;
+            for (int64_t k = 0; k < dim; k++)
+                ys[k * inner] *= inv;
+        }
+    }
+}
+
+void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis, rt_tensor *dx)
+{
+    const char *op = "softmax_bwd";
+    int64_t outer, dim, inner;
+    softmax_dims(op, y, axis, &outer, &dim, &inner);
+    same_numel(op, y, dy, "output", "output gradient");
+    same_numel(op, y, dx, "output", "input gradient");
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t c = 0; c < inner; c++) {
+            const size_t base = (size_t)(o * dim * inner + c);
+            const float *ys = rt_f32(y) + base, *gs = rt_f32(dy) + base;
+            float *ds = rt_f32(dx) + base, dot = 0.0f;
+            for (int64_t k = 0; k < dim; k++)
+                dot += ys[k * inner] * gs[k * inner];
+            for (int64_t k = 0; k < dim; k++)
+                ds[k * inner] = ys[k * inner] * (gs[k * inner] - dot);
+        }
+    }
+}

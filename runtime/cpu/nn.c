@@ -1,0 +1,603 @@
+/* cpu/nn.c: the remaining layer kernels on the CPU: max/average/global pooling,
+ * batchnorm (training mode, statistics over this shard's N,H,W), layernorm over the
+ * last dimension, token + positional embedding, and the cross-entropy loss, which
+ * divides by the GLOBAL row count so that per-rank gradients are slices of the
+ * full-batch gradient. Reductions accumulate in double so that shard sizes barely
+ * change rounding. */
+#include "../internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- pooling ------------------------------------------------------------------------ */
+
+static void pool_dims(const char *op, const rt_tensor *x, const rt_pool2d_attrs *a,
+                      const rt_tensor *y, int64_t *N, int64_t *C, int64_t *H, int64_t *W,
+                      int64_t *OH, int64_t *OW)
+{
+    rt_check(x, RT_F32, 4, op, "input");
+    rt_check(y, RT_F32, 4, op, "output");
+    if (a->kh <= 0 || a->kw <= 0 || a->sh <= 0 || a->sw <= 0 || a->ph < 0 || a->pw < 0)
+        rt_fatal(op, "kernel and stride must be positive, padding non-negative");
+    *N = x->shape[0];
+    *C = x->shape[1];
+    *H = x->shape[2];
+    *W = x->shape[3];
+    if (*H + 2 * a->ph < a->kh || *W + 2 * a->pw < a->kw)
+        rt_fatal(op, "kernel %dx%d larger than the padded %lldx%lld input", a->kh, a->kw,
+                 (long long)*H, (long long)*W);
+    /* PyTorch's pooling_output_shape: in ceil mode the last window must start inside
+     * the image or its left padding. */
+    *OH = (*H + 2 * a->ph - a->kh + (a->ceil_mode ? a->sh - 1 : 0)) / a->sh + 1;
+    *OW = (*W + 2 * a->pw - a->kw + (a->ceil_mode ? a->sw - 1 : 0)) / a->sw + 1;
+    if (a->ceil_mode && (*OH - 1) * a->sh >= *H + a->ph)
+        --*OH;
+    if (a->ceil_mode && (*OW - 1) * a->sw >= *W + a->pw)
+        --*OW;
+    if (y->shape[0] != *N || y->shape[1] != *C || y->shape[2] != *OH || y->shape[3] != *OW)
+        rt_fatal(op, "output shape [%lld,%lld,%lld,%lld], expected [%lld,%lld,%lld,%lld]",
+                 (long long)y->shape[0], (long long)y->shape[1], (long long)y->shape[2],
+                 (long long)y->shape[3], (long long)*N, (long long)*C, (long long)*OH,
+                 (long long)*OW);
+}
+
+/* The window's maximum as PyTorch picks it: an element replaces the current one when it
+ * is larger or NaN (so NaN propagates). Written as selects, not branches: with random
+ * data a branch per element mispredicts half the time and costs far more than the loads. */
+#define MAX_STEP(v, idx)                                                                   \
+    do {                                                                                   \
+        const float v_ = (v);                                                              \
+        const bool take_ = v_ > mx || v_ != v_;                                            \
+        mx = take_ ? v_ : mx;                                                              \
+        best = take_ ? (idx) : best;                                                       \
+    } while (0)
+
+/* Index (in the H*W plane) of the window's maximum, or -1 if the window is empty. */
+static inline int64_t window_argmax(const float *plane, int64_t H, int64_t W, int64_t h0,
+                                    int64_t w0, const rt_pool2d_attrs *a)
+{
+    int64_t hs = h0 < 0 ? 0 : h0, he = h0 + a->kh < H ? h0 + a->kh : H;
+    int64_t ws = w0 < 0 ? 0 : w0, we = w0 + a->kw < W ? w0 + a->kw : W;
+    if (hs >= he || ws >= we)
+        return -1;
+    int64_t best = hs * W + ws;
+    float mx = plane[best];
+    for (int64_t h = hs; h < he; h++)
+        for (int64_t w = ws; w < we; w++)
+            MAX_STEP(plane[h * W + w], h * W + w);
+    return best;
+}
+
+/* Unpadded windows always lie inside the image (floor mode): no clipping needed. */
+static inline int64_t window_argmax_inside(const float *plane, int64_t W, int64_t h0,
+                                           int64_t w0, int kh, int kw)
+{
+    int64_t best = h0 * W + w0;
+    float mx = plane[best];
+    for (int i = 0; i < kh; i++) {
+        const float *row = plane + (h0 + i) * W + w0;
+        for (int j = 0; j < kw; j++)
+            MAX_STEP(row[j], (h0 + i) * W + w0 + j);
+    }
+    return best;
+}
+
+void rt_maxpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y)
+{
+    int64_t N, C, H, W, OH, OW;
+    pool_dims("maxpool2d_fwd", x, a, y, &N, &C, &H, &W, &OH, &OW);
+    if (a->ph == 0 && a->pw == 0 && !a->ceil_mode) {
+        for (int64_t p = 0; p < N * C; p++) {
+            const float *plane = rt_f32(x) + p * H * W;
+            float *out = rt_f32(y) + p * OH * OW;
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++)
+                    out[oh * OW + ow] =
+                        plane[window_argmax_inside(plane, W, oh * a->sh, ow * a->sw, a->kh, a->kw)];
+        }
+        return;
+    }
+    for (int64_t p = 0; p < N * C; p++) {
+        const float *plane = rt_f32(x) + p * H * W;
+        float *out = rt_f32(y) + p * OH * OW;
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t i = window_argmax(plane, H, W, oh * a->sh - a->ph, ow * a->sw - a->pw, a);
+                out[oh * OW + ow] = i < 0 ? -INFINITY : plane[i];
+            }
+    }
+}
+
+void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy, const rt_pool2d_attrs *a,
+                      rt_tensor *dx)
+{
+    int64_t N, C, H, W, OH, OW;
+    pool_dims("maxpool2d_bwd", x, a, dy, &N, &C, &H, &W, &OH, &OW);
+    rt_check_numel(dx, x->numel, "maxpool2d_bwd", "input gradient");
+    rt_tensor_zero(dx);
+    const bool inside = a->ph == 0 && a->pw == 0 && !a->ceil_mode;
+    for (int64_t p = 0; p < N * C; p++) {
+        const float *plane = rt_f32(x) + p * H * W, *g = rt_f32(dy) + p * OH * OW;
+        float *d = rt_f32(dx) + p * H * W;
+        for (int64_t oh = 0; oh < OH; oh++)
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t i = inside ? window_argmax_inside(plane, W, oh * a->sh, ow * a->sw,
+                                                          a->kh, a->kw)
+                                   : window_argmax(plane, H, W, oh * a->sh - a->ph, ow * a->sw - a->pw, a);
+                if (i >= 0)
+                    d[i] += g[oh * OW + ow];
+            }
+    }
+}
+
+/* Divisor of the average over the window starting at (h0, w0), as PyTorch computes it. */
+static inline float avg_divisor(const rt_pool2d_attrs *a, int64_t H, int64_t W, int64_t h0,
+                                int64_t w0, int64_t hs, int64_t he, int64_t ws, int64_t we)
+{
+    if (a->exclude_pad)
+        return (float)((he - hs) * (we - ws));
+    int64_t hp = h0 + a->kh < H + a->ph ? h0 + a->kh : H + a->ph;
+    int64_t wp = w0 + a->kw < W + a->pw ? w0 + a->kw : W + a->pw;
+    return (float)((hp - h0) * (wp - w0));
+}
+
+void rt_avgpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y)
+{
+    int64_t N, C, H, W, OH, OW;
+    pool_dims("avgpool2d_fwd", x, a, y, &N, &C, &H, &W, &OH, &OW);
+    for (int64_t p = 0; p < N * C; p++) {
+        const float *plane = rt_f32(x) + p * H * W;
+        float *out = rt_f32(y) + p * OH * OW;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            int64_t h0 = oh * a->sh - a->ph;
+            int64_t hs = h0 < 0 ? 0 : h0, he = h0 + a->kh < H ? h0 + a->kh : H;
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t w0 = ow * a->sw - a->pw;
+                int64_t ws = w0 < 0 ? 0 : w0, we = w0 + a->kw < W ? w0 + a->kw : W;
+                float s = 0.0f;
+                for (int64_t h = hs; h < he; h++)
+                    for (int64_t w = ws; w < we; w++)
+                        s += plane[h * W + w];
+                out[oh * OW + ow] = s / avg_divisor(a, H, W, h0, w0, hs, he, ws, we);
+            }
+        }
+    }
+}
+
+void rt_avgpool2d_bwd(const rt_tensor *dy, const rt_pool2d_attrs *a, rt_tensor *dx)
+{
+    int64_t N, C, H, W, OH, OW;
+    pool_dims("avgpool2d_bwd", dx, a, dy, &N, &C, &H, &W, &OH, &OW);
+    rt_tensor_zero(dx);
+    for (int64_t p = 0; p < N * C; p++) {
+        const float *g = rt_f32(dy) + p * OH * OW;
+        float *d = rt_f32(dx) + p * H * W;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            int64_t h0 = oh * a->sh - a->ph;
+            int64_t hs = h0 < 0 ? 0 : h0, he = h0 + a->kh < H ? h0 + a->kh : H;
+            for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t w0 = ow * a->sw - a->pw;
+                int64_t ws = w0 < 0 ? 0 : w0, we = w0 + a->kw < W ? w0 + a->kw : W;
+                float v = g[oh * OW + ow] / avg_divisor(a, H, W, h0, w0, hs, he, ws, we);
+                for (int64_t h = hs; h < he; h++)
+                    for (int64_t w = ws; w < we; w++)
+                        d[h * W + w] += v;
+            }
+        }
+    }
+}
+
+void rt_global_avgpool_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    const char *op = "global_avgpool_fwd";
+    rt_check(x, RT_F32, 4, op, "input");
+    rt_check(y, RT_F32, -1, op, "output");
+    const int64_t NC = x->shape[0] * x->shape[1], HW = x->shape[2] * x->shape[3];
+    rt_check_numel(y, NC, op, "output");
+    for (int64_t p = 0; p < NC; p++) {
+        const float *plane = rt_f32(x) + p * HW;
+        double s = 0.0;
+        for (int64_t i = 0; i < HW; i++)
+            s += plane[i];
+        rt_f32(y)[p] = (float)(s / (double)HW);
+    }
+}
+
+void rt_global_avgpool_bwd(const rt_tensor *dy, rt_tensor *dx)
+{
+    const char *op = "global_avgpool_bwd";
+    rt_check(dx, RT_F32, 4, op, "input gradient");
+    const int64_t NC = dx->shape[0] * dx->shape[1], HW = dx->shape[2] * dx->shape[3];
+    rt_check_numel(dy, NC, op, "output gradient");
+    for (int64_t p = 0; p < NC; p++) {
+        float v = rt_f32(dy)[p] / (float)HW;
+        float *plane = rt_f32(dx) + p * HW;
+        for (int64_t i = 0; i < HW; i++)
+            plane[i] = v;
+    }
+}
+
+/* ---- normalisation --------------------------------------------------------------------- */
+
+/* Batch normalisation in training mode. The statistics are sums over the
+ * shard, all-reduced over comm when there is one (SyncBN); doubles keep the
+ * sums of large batches exact enough that a plan on many ranks matches one. */
+static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gamma,
+                          const rt_tensor *beta, rt_tensor *running_mean, rt_tensor *running_var,
+                          float momentum, float eps, rt_tensor *saved, rt_tensor *y)
+{
+    const char *op = "batchnorm2d_fwd";
+    rt_check(x, RT_F32, 4, op, "input");
+    const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
+    rt_check_numel(gamma, C, op, "gamma");
+    rt_check_numel(beta, C, op, "beta");
+    rt_check_numel(saved, 2 * C, op, "saved");
+    rt_check_numel(y, x->numel, op, "output");
+    if (running_mean)
+        rt_check_numel(running_mean, C, op, "running mean");
+    if (running_var)
+        rt_check_numel(running_var, C, op, "running variance");
+    /* sums[c]: sum of x, then of (x - mean)^2; sums[C]: the element count. */
+    double *sums = rt_xcalloc((size_t)C + 1, sizeof(double), op);
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t n = 0; n < N; n++) {
+            const float *p = rt_f32(x) + (n * C + c) * HW;
+            for (int64_t i = 0; i < HW; i++)
+                sums[c] += p[i];
+        }
+    sums[C] = (double)(N * HW);
+    rt_allreduce_sum_f64(comm, sums, C + 1);
+    const double count = sums[C];
+    if (count == 0)
+        rt_fatal(op, "empty batch: batchnorm needs at least one sample");
+    float *mean = rt_f32(saved), *invstd = mean + C;
+    double *mu = rt_xcalloc((size_t)C, sizeof(double), op);
+    for (int64_t c = 0; c < C; c++) {
+        mu[c] = sums[c] / count;
+        double ss = 0.0;
+        for (int64_t n = 0; n < N; n++) {
+            const float *p = rt_f32(x) + (n * C + c) * HW;
+            for (int64_t i = 0; i < HW; i++) {
+                double dv = p[i] - mu[c];
+                ss += dv * dv;
+            }
+        }
+        sums[c] = ss;
+    }
+    rt_allreduce_sum_f64(comm, sums, C);
+    for (int64_t c = 0; c < C; c++) {
+        double var = sums[c] / count;
+        mean[c] = (float)mu[c];
+        invstd[c] = (float)(1.0 / sqrt(var + eps));
+        if (running_mean)
+            rt_f32(running_mean)[c] = (1.0f - momentum) * rt_f32(running_mean)[c] +
+                                      momentum * (float)mu[c];
+        if (running_var) {
+            double unbiased = count > 1 ? sums[c] / (count - 1) : var;
+            rt_f32(running_var)[c] = (1.0f - momentum) * rt_f32(running_var)[c] +
+                                     momentum * (float)unbiased;
+        }
+        const float sc = rt_f32(gamma)[c] * invstd[c];
+        const float sh = rt_f32(beta)[c] - mean[c] * sc;
+        for (int64_t n = 0; n < N; n++) {
+            const float *p = rt_f32(x) + (n * C + c) * HW;
+            float *q = rt_f32(y) + (n * C + c) * HW;
+            for (int64_t i = 0; i < HW; i++)
+                q[i] = p[i] * sc + sh;
+        }
+    }
+    free(mu);
+    free(sums);
+}
+
+static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gamma,
+                          const rt_tensor *saved, const rt_tensor *dy, rt_tensor *dx,
+                          rt_tensor *dgamma, rt_tensor *dbeta)
+{
+    const char *op = "batchnorm2d_bwd";
+    rt_check(x, RT_F32, 4, op, "input");
+    const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
+    rt_check_numel(gamma, C, op, "gamma");
+    rt_check_numel(saved, 2 * C, op, "saved");
+    rt_check_numel(dy, x->numel, op, "output gradient");
+    if (dx)
+        rt_check_numel(dx, x->numel, op, "input gradient");
+    const float *mean = rt_f32(saved), *invstd = mean + C;
+    /* sums: sum(dy) per channel, sum(dy * xhat) per channel, the count. */
+    double *sums = rt_xcalloc(2 * (size_t)C + 1, sizeof(double), op);
+    for (int64_t c = 0; c < C; c++) {
+        double sdy = 0.0, sdyx = 0.0;
+        for (int64_t n = 0; n < N; n++) {
+            const float *p = rt_f32(x) + (n * C + c) * HW, *g = rt_f32(dy) + (n * C + c) * HW;
+            for (int64_t i = 0; i < HW; i++) {
+                sdy += g[i];
+                sdyx += g[i] * (p[i] - mean[c]);
+            }
+        }
+        sdyx *= invstd[c];
+        /* The parameter gradients take this shard's part; the gradient
+         * all-reduce over the layer's ranks adds the others. */
+        if (dgamma)
+            rt_f32(dgamma)[c] += (float)sdyx;
+        if (dbeta)
+            rt_f32(dbeta)[c] += (float)sdy;
+        sums[c] = sdy;
+        sums[C + c] = sdyx;
+    }
+    sums[2 * C] = (double)(N * HW);
+    if (dx) {
+        rt_allreduce_sum_f64(comm, sums, 2 * C + 1);
+        const double count = sums[2 * C];
+        for (int64_t c = 0; c < C; c++) {
+            const float k = rt_f32(gamma)[c] * invstd[c];
+            const float mdy = (float)(sums[c] / count), mdyx = (float)(sums[C + c] / count);
+            for (int64_t n = 0; n < N; n++) {
+                const float *p = rt_f32(x) + (n * C + c) * HW, *g = rt_f32(dy) + (n * C + c) * HW;
+                float *d = rt_f32(dx) + (n * C + c) * HW;
+                for (int64_t i = 0; i < HW; i++) {
+                    float xhat = (p[i] - mean[c]) * invstd[c];
+                    d[i] = k * (g[i] - mdy - xhat * mdyx);
+                }
+            }
+        }
+    }
+    free(sums);
+}
+
+void rt_batchnorm2d_fwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *beta,
+                        rt_tensor *running_mean, rt_tensor *running_var, float momentum,
+                        float eps, rt_tensor *saved, rt_tensor *y)
+{
+    batchnorm_fwd(NULL, x, gamma, beta, running_mean, running_var, momentum, eps, saved, y);
+}
+
+void rt_batchnorm2d_bwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *saved,
+                        const rt_tensor *dy, rt_tensor *dx, rt_tensor *dgamma, rt_tensor *dbeta)
+{
+    batchnorm_bwd(NULL, x, gamma, saved, dy, dx, dgamma, dbeta);
+}
+
+void rt_batchnorm2d_sync_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gamma,
+                             const rt_tensor *beta, rt_tensor *running_mean,
+                             rt_tensor *running_var, float momentum, float eps,
+                             rt_tensor *saved, rt_tensor *y)
+{
+    batchnorm_fwd(comm, x, gamma, beta, running_mean, running_var, momentum, eps, saved, y);
+}
+
+void rt_batchnorm2d_sync_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gamma,
+                             const rt_tensor *saved, const rt_tensor *dy, rt_tensor *dx,
+                             rt_tensor *dgamma, rt_tensor *dbeta)
+{
+    batchnorm_bwd(comm, x, gamma, saved, dy, dx, dgamma, dbeta);
+}
+
+void rt_batchnorm2d_infer(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *beta,
+                          const rt_tensor *running_mean, const rt_tensor *running_var,
+                          float eps, rt_tensor *y)
+{
+    const char *op = "batchnorm2d_infer";
+    rt_check(x, RT_F32, 4, op, "input");
+    const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
+    rt_check_numel(gamma, C, op, "gamma");
+    rt_check_numel(beta, C, op, "beta");
+    rt_check_numel(running_mean, C, op, "running mean");
+    rt_check_numel(running_var, C, op, "running variance");
+    rt_check_numel(y, x->numel, op, "output");
+    for (int64_t c = 0; c < C; c++) {
+        const float sc = rt_f32(gamma)[c] / sqrtf(rt_f32(running_var)[c] + eps);
+        const float sh = rt_f32(beta)[c] - rt_f32(running_mean)[c] * sc;
+        for (int64_t n = 0; n < N; n++) {
+            const float *p = rt_f32(x) + (n * C + c) * HW;
+            float *q = rt_f32(y) + (n * C + c) * HW;
+            for (int64_t i = 0; i < HW; i++)
+                q[i] = p[i] * sc + sh;
+        }
+    }
+}
+
+void rt_layernorm_fwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *beta,
+                      float eps, rt_tensor *saved, rt_tensor *y)
+{
+    const char *op = "layernorm_fwd";
+    rt_check(x, RT_F32, -1, op, "input");
+    const int64_t D = x->shape[x->ndim - 1], M = x->numel / D;
+    rt_check_numel(gamma, D, op, "gamma");
+    rt_check_numel(beta, D, op, "beta");
+    rt_check_numel(saved, 2 * M, op, "saved");
+    rt_check_numel(y, x->numel, op, "output");
+    float *mean = rt_f32(saved), *rstd = mean + M;
+    const float *g = rt_f32(gamma), *b = rt_f32(beta);
+    for (int64_t m = 0; m < M; m++) {
+        const float *p = rt_f32(x) + m * D;
+        float *q = rt_f32(y) + m * D;
+        double s = 0.0, ss = 0.0;
+        for (int64_t i = 0; i < D; i++)
+            s += p[i];
+        double mu = s / (double)D;
+        for (int64_t i = 0; i < D; i++)
+            ss += (p[i] - mu) * (p[i] - mu);
+        float r = (float)(1.0 / sqrt(ss / (double)D + eps));
+        mean[m] = (float)mu;
+        rstd[m] = r;
+        for (int64_t i = 0; i < D; i++)
+            q[i] = (p[i] - mean[m]) * r * g[i] + b[i];
+    }
+}
+
+void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *saved,
+                      const rt_tensor *dy, rt_tensor *dx, rt_tensor *dgamma, rt_tensor *dbeta)
+{
+    const char *op = "layernorm_bwd";
+    rt_check(x, RT_F32, -1, op, "input");
+    const int64_t D = x->shape[x->ndim - 1], M = x->numel / D;
+    rt_check_numel(gamma, D, op, "gamma");
+    rt_check_numel(saved, 2 * M, op, "saved");
+    rt_check_numel(dy, x->numel, op, "output gradient");
+    if (dx)
+        rt_check_numel(dx, x->numel, op, "input gradient");
+    const float *mean = rt_f32(saved), *rstd = mean + M, *g = rt_f32(gamma);
+    for (int64_t m = 0; m < M; m++) {
+        const float *p = rt_f32(x) + m * D, *gy = rt_f32(dy) + m * D;
+        double a = 0.0, bsum = 0.0;
+        for (int64_t i = 0; i < D; i++) {
+            float xhat = (p[i] - mean[m]) * rstd[m];
+            float gg = gy[i] * g[i];
+            a += gg;
+            bsum += gg * xhat;
+            if (dgamma)
+                rt_f32(dgamma)[i] += gy[i] * xhat;
+            if (dbeta)
+                rt_f32(dbeta)[i] += gy[i];
+        }
+        if (!dx)
+            continue;
+        const float ma = (float)(a / (double)D), mb = (float)(bsum / (double)D);
+        float *d = rt_f32(dx) + m * D;
+        for (int64_t i = 0; i < D; i++) {
+            float xhat = (p[i] - mean[m]) * rstd[m];
+            d[i] = rstd[m] * (gy[i] * g[i] - ma - xhat * mb);
+        }
+    }
+}
+
+/* ---- embedding ------------------------------------------------------------------------- */
+
+static void embedding_check(const char *op, const rt_tensor *tokens, const rt_tensor *w,
+                            const rt_tensor *pos, const rt_tensor *y, int64_t *NT, int64_t *T,
+                            int64_t *D)
+{
+    rt_check(tokens, RT_I32, -1, op, "tokens");
+    rt_check(w, RT_F32, 2, op, "table");
+    *D = w->shape[1];
+    *NT = tokens->numel;
+    *T = tokens->ndim >= 2 ? tokens->shape[tokens->ndim - 1] : tokens->numel;
+    rt_check_numel(y, *NT * *D, op, "output");
+    if (pos) {
+        rt_check(pos, RT_F32, 2, op, "positional table");
+        if (pos->shape[1] != *D || pos->shape[0] < *T)
+            rt_fatal(op, "positional table [%lld,%lld] too small for %lld positions of %lld",
+                     (long long)pos->shape[0], (long long)pos->shape[1], (long long)*T,
+                     (long long)*D);
+    }
+    const int32_t *tok = rt_i32(tokens);
+    for (int64_t i = 0; i < *NT; i++)
+        if (tok[i] < 0 || tok[i] >= w->shape[0])
+            rt_fatal(op, "token %d at position %lld outside the vocabulary of %lld", tok[i],
+                     (long long)i, (long long)w->shape[0]);
+}
+
+void rt_embedding_fwd(const rt_tensor *tokens, const rt_tensor *w, const rt_tensor *pos,
+                      rt_tensor *y)
+{
+    int64_t NT, T, D;
+    embedding_check("embedding_fwd", tokens, w, pos, y, &NT, &T, &D);
+    for (int64_t i = 0; i < NT; i++) {
+        const float *row = rt_f32(w) + (int64_t)rt_i32(tokens)[i] * D;
+        float *out = rt_f32(y) + i * D;
+        if (pos) {
+            const float *pr = rt_f32(pos) + (i % T) * D;
+            for (int64_t k = 0; k < D; k++)
+                out[k] = row[k] + pr[k];
+        } else {
+            memcpy(out, row, (size_t)D * sizeof(float));
+        }
+    }
+}
+
+void rt_embedding_bwd(const rt_tensor *tokens, const rt_tensor *dy, rt_tensor *dw,
+                      rt_tensor *dpos)
+{
+    int64_t NT, T, D;
+    embedding_check("embedding_bwd", tokens, dw, dpos, dy, &NT, &T, &D);
+    for (int64_t i = 0; i < NT; i++) {
+        const float *g = rt_f32(dy) + i * D;
+        float *row = rt_f32(dw) + (int64_t)rt_i32(tokens)[i] * D;
+        for (int64_t k = 0; k < D; k++)
+            row[k] += g[k];
+        if (dpos) {
+            float *pr = rt_f32(dpos) + (i % T) * D;
+            for (int64_t k = 0; k < D; k++)
+                pr[k] += g[k];
+        }
+    }
+}
+
+/* ---- loss ------------------------------------------------------------------------------ */
+
+static void ce_check(const char *op, const rt_tensor *logits, const rt_tensor *labels,
+                     int64_t global_count, int64_t *M, int64_t *C)
+{
+    rt_check(logits, RT_F32, -1, op, "logits");
+    rt_check(labels, RT_I32, -1, op, "labels");
+    *C = logits->shape[logits->ndim - 1];
+    *M = logits->numel / *C;
+    rt_check_numel(labels, *M, op, "labels");
+    if (global_count < *M || global_count <= 0)
+        rt_fatal(op, "global row count %lld is smaller than this shard's %lld rows",
+                 (long long)global_count, (long long)*M);
+    for (int64_t m = 0; m < *M; m++)
+        if (rt_i32(labels)[m] < 0 || rt_i32(labels)[m] >= *C)
+            rt_fatal(op, "label %d of row %lld outside 0..%lld", rt_i32(labels)[m],
+                     (long long)m, (long long)(*C - 1));
+}
+
+double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor *labels,
+                            int64_t global_count)
+{
+    int64_t M, C;
+    ce_check("cross_entropy_fwd", logits, labels, global_count, &M, &C);
+    double total = 0.0;
+    for (int64_t m = 0; m < M; m++) {
+        const float *z = rt_f32(logits) + m * C;
+        float mx = z[0];
+        for (int64_t c = 1; c < C; c++)
+            mx = z[c] > mx ? z[c] : mx;
+        double s = 0.0;
+        for (int64_t c = 0; c < C; c++)
+            s += exp((double)(z[c] - mx));
+        total += log(s) + mx - z[rt_i32(labels)[m]];
+    }
+    return total / (double)global_count;
+}
+
+void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels,
+                          int64_t global_count, rt_tensor *dlogits)
+{
+    int64_t M, C;
+    ce_check("cross_entropy_bwd", logits, labels, global_count, &M, &C);
+    rt_check_numel(dlogits, logits->numel, "cross_entropy_bwd", "logits gradient");
+    const float inv = 1.0f / (float)global_count;
+    for (int64_t m = 0; m < M; m++) {
+        const float *z = rt_f32(logits) + m * C;
+        float *d = rt_f32(dlogits) + m * C;
+        float mx = z[0], s = 0.0f;
+        for (int64_t c = 1; c < C; c++)
+            mx = z[c] > mx ? z[c] : mx;
+        for (int64_t c = 0; c < C; c++) {
+            d[c] = expf(z[c] - mx);
+            s += d[c];
+        }
+        const float k = inv / s;
+        for (int64_t c = 0; c < C; c++)
+            d[c] *= k;
+        d[rt_i32(labels)[m]] -= inv;
+    }
+}
+
+int64_t rt_correct_count(const rt_tensor *logits, const rt_tensor *labels)
+{
+    int64_t M, C;
+    ce_check("correct_count", logits, labels, labels->numel, &M, &C);
+    int64_t ok = 0;
+    for (int64_t m = 0; m < M; m++) {
+        const float *z = rt_f32(logits) + m * C;
+        int64_t best = 0;
+        for (int64_t c = 1; c < C; c++)
+            if (z[c] > z[best])
+                best = c;
+        ok += best == rt_i32(labels)[m];
+    }
+    return ok;
+}

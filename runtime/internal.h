@@ -1,0 +1,49 @@
+/* internal.h: what the files of libburstrt share and the public header does not show:
+ * the process-wide runtime state (rank, options, watchdog), shape-check helpers used by
+ * every kernel, and the hooks between core.c, trace.c, comm_mpi.c and checkpoint.c.
+ * Sections list the file that defines each group. */
+#ifndef BURSTRT_INTERNAL_H
+#define BURSTRT_INTERNAL_H
+
+#include "burstrt.h"
+
+/* core.c */
+extern rt_options rt_opts_g;
+void *rt_xmalloc(size_t n, const char *op);
+void *rt_xcalloc(size_t n, size_t size, const char *op);
+/* Zeroed memory owned (and freed) by the pool. */
+void *rt_pool_alloc(rt_pool *pool, size_t bytes);
+/* Fatal error unless t is non-NULL, f32/i32 as asked, and has `ndim` dims (ndim<0: any). */
+void rt_check(const rt_tensor *t, rt_dtype dt, int ndim, const char *op, const char *what);
+void rt_check_numel(const rt_tensor *t, int64_t numel, const char *op, const char *what);
+/* Name of the op currently on the trace stack (for watchdog messages). */
+const char *rt_current_op(void);
+
+/* cpu/conv.c: samples per GEMM of conv2d (the benchmark mirrors the lowering with it) */
+#define RT_CONV_COLUMNS 1024
+int64_t rt_conv2d_chunk(int64_t N, int64_t ohw);
+
+/* trace.c */
+void rt_trace_init(void);
+void rt_trace_write_and_free(const char *path);
+void rt_trace_record_step(int64_t step, double t0, double t1);
+
+/* comm_mpi.c */
+void rt_comm_free_all(void);
+/* Sum-all-reduce of doubles in place within the set (no-op for NULL, one rank
+ * or non-members): the statistics of batch normalisation over a rank set. */
+void rt_allreduce_sum_f64(const rt_comm *c, double *data, int64_t n);
+void rt_comm_world_init(void);
+
+/* checkpoint.c */
+void rt_checkpoint_maybe_save(int64_t step);
+
+/* optim.c: the Adam step count that checkpoints carry */
+int64_t rt_params_adam_step(const rt_params *ps);
+void rt_params_set_adam_step(rt_params *ps, int64_t t);
+int rt_params_count(const rt_params *ps);
+rt_param *rt_params_at(const rt_params *ps, int i);
+/* Optimizer state k of p, made (zero) on first use. */
+rt_tensor *rt_param_state(rt_params *ps, rt_param *p, int k);
+
+#endif

@@ -1,0 +1,203 @@
+/* trace.c: per-op timers and the Chrome trace writer. rt_trace_push/pop bracket every
+ * op the generated program runs; each pop adds the time to a per-op table (printed by
+ * rt_timers_report) and, with --trace FILE, records a complete event. At rt_finalize
+ * every rank serialises its events to JSON text, rank 0 gathers them and writes one
+ * file (pid = rank, tid 0) through FILE.tmp + rename, loadable in Perfetto and
+ * chrome://tracing. Times are relative to rank 0's clock at rt_init (all ranks of a
+ * CPU run share the machine's monotonic clock). */
+#include "internal.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STACK_MAX 32
+#define TABLE_SIZE 1024
+
+typedef struct {
+    const char *name;
+    double t0, t1;
+} event;
+
+typedef struct {
+    const char *name;
+    double total;
+    int64_t count;
+} op_stat;
+
+static struct {
+    const char *stack_name[STACK_MAX];
+    double stack_t0[STACK_MAX];
+    int depth;
+    op_stat table[TABLE_SIZE];
+    event *events;
+    size_t n, cap;
+    bool recording;
+    double base;
+    double step_total;
+    int64_t steps;
+} tr;
+
+void rt_trace_init(void)
+{
+    tr.recording = rt_opts_g.trace_path[0] != 0;
+    double base = rt_now();
+    MPI_Bcast(&base, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    tr.base = base;
+}
+
+const char *rt_current_op(void)
+{
+    return tr.depth > 0 ? tr.stack_name[tr.depth - 1] : "between ops";
+}
+
+static void record(const char *name, double t0, double t1)
+{
+    if (!tr.recording)
+        return;
+    if (tr.n == tr.cap) {
+        tr.cap = tr.cap ? 2 * tr.cap : 4096;
+        event *ne = realloc(tr.events, tr.cap * sizeof *ne);
+        if (!ne)
+            rt_fatal("trace", "out of memory for %zu events", tr.cap);
+        tr.events = ne;
+    }
+    tr.events[tr.n++] = (event){name, t0, t1};
+}
+
+void rt_trace_push(const char *name)
+{
+    if (tr.depth == STACK_MAX)
+        rt_fatal("trace", "rt_trace_push nested deeper than %d (missing rt_trace_pop?)",
+                 STACK_MAX);
+    tr.stack_name[tr.depth] = name;
+    tr.stack_t0[tr.depth] = rt_now();
+    tr.depth++;
+}
+
+void rt_trace_pop(void)
+{
+    if (tr.depth == 0)
+        rt_fatal("trace", "rt_trace_pop without rt_trace_push");
+    double t1 = rt_now();
+    tr.depth--;
+    const char *name = tr.stack_name[tr.depth];
+    double t0 = tr.stack_t0[tr.depth];
+    /* Names are string literals, so the pointer identifies the op. */
+    size_t h = ((uintptr_t)name >> 3) % TABLE_SIZE;
+    for (size_t k = 0; k < TABLE_SIZE; k++, h = (h + 1) % TABLE_SIZE) {
+        op_stat *s = &tr.table[h];
+        if (s->name == NULL || s->name == name) {
+            s->name = name;
+            s->total += t1 - t0;
+            s->count++;
+            break;
+        }
+    }
+    record(name, t0, t1);
+}
+
+void rt_trace_record_step(int64_t step, double t0, double t1)
+{
+    (void)step;
+    tr.step_total += t1 - t0;
+    tr.steps++;
+    record("iteration", t0, t1);
+}
+
+void rt_report_loss(int64_t step, double loss)
+{
+    if (rt_opts_g.rank == 0) {
+        printf("step %lld loss %.9g\n", (long long)step, loss);
+        fflush(stdout);
+    }
+}
+
+void rt_timers_report(void)
+{
+    fprintf(stderr, "burstrt: rank %d: mean iteration %.3f ms over %lld steps\n",
+            rt_opts_g.rank, tr.steps ? 1e3 * tr.step_total / (double)tr.steps : 0.0,
+            (long long)tr.steps);
+    for (size_t i = 0; i < TABLE_SIZE; i++)
+        if (tr.table[i].name)
+            fprintf(stderr, "burstrt: rank %d:   %-28s %10.3f ms/call  %8lld calls\n",
+                    rt_opts_g.rank, tr.table[i].name,
+                    1e3 * tr.table[i].total / (double)tr.table[i].count,
+                    (long long)tr.table[i].count);
+}
+
+/* Serialises this rank's events as comma-terminated JSON objects. */
+static char *serialise(size_t *len)
+{
+    size_t cap = tr.n * 160 + 256, n = 0;
+    char *buf = rt_xmalloc(cap, "trace");
+    n += (size_t)snprintf(buf + n, cap - n,
+                          "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
+                          "\"args\":{\"name\":\"rank %d\"}},\n",
+                          rt_opts_g.rank, rt_opts_g.rank);
+    for (size_t i = 0; i < tr.n; i++) {
+        char name[96];
+        size_t k = 0;
+        for (const char *p = tr.events[i].name; *p && k + 2 < sizeof name; p++)
+            if (*p != '"' && *p != '\\' && (unsigned char)*p >= 32)
+                name[k++] = *p;
+        name[k] = 0;
+        n += (size_t)snprintf(buf + n, cap - n,
+                              "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,"
+                              "\"ts\":%.3f,\"dur\":%.3f},\n",
+                              name, rt_opts_g.rank, 1e6 * (tr.events[i].t0 - tr.base),
+                              1e6 * (tr.events[i].t1 - tr.events[i].t0));
+    }
+    *len = n;
+    return buf;
+}
+
+void rt_trace_write_and_free(const char *path)
+{
+    if (tr.recording) {
+        size_t len;
+        char *mine = serialise(&len);
+        int size = rt_opts_g.world_size, rank = rt_opts_g.rank;
+        if (len > (size_t)1 << 30)
+            rt_fatal("trace", "trace of this rank exceeds 1 GiB");
+        int ilen = (int)len;
+        int *lens = rank == 0 ? rt_xcalloc((size_t)size, sizeof(int), "trace") : NULL;
+        int *offs = rank == 0 ? rt_xcalloc((size_t)size, sizeof(int), "trace") : NULL;
+        MPI_Gather(&ilen, 1, MPI_INT, lens, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        char *all = NULL;
+        if (rank == 0) {
+            size_t total = 0;
+            for (int r = 0; r < size; r++) {
+                offs[r] = (int)total;
+                total += (size_t)lens[r];
+            }
+            if (total > (size_t)2000000000)
+                rt_fatal("trace", "trace exceeds 2 GB");
+            all = rt_xmalloc(total + 1, "trace");
+        }
+        MPI_Gatherv(mine, ilen, MPI_CHAR, all, lens, offs, MPI_CHAR, 0, MPI_COMM_WORLD);
+        if (rank == 0) {
+            size_t total = (size_t)offs[size - 1] + (size_t)lens[size - 1];
+            char tmp[600];
+            snprintf(tmp, sizeof tmp, "%s.tmp", path);
+            FILE *f = fopen(tmp, "w");
+            if (!f)
+                rt_fatal("trace", "cannot write %s", tmp);
+            fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
+            /* Drop the final ",\n" so the array is valid JSON. */
+            if (total >= 2)
+                fwrite(all, 1, total - 2, f);
+            fputs("\n]}\n", f);
+            if (fclose(f) != 0 || rename(tmp, path) != 0)
+                rt_fatal("trace", "cannot write %s", path);
+        }
+        free(all);
+        free(lens);
+        free(offs);
+        free(mine);
+    }
+    free(tr.events);
+    tr.events = NULL;
+    tr.n = tr.cap = 0;
+}
