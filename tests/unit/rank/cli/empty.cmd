@@ -1,0 +1,1 @@
+empty.csv -k 1

@@ -1,0 +1,1 @@
+disconnected.csv -k 2 --largest-component

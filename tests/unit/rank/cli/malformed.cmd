@@ -1,0 +1,1 @@
+malformed.csv -k 1

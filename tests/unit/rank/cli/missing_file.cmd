@@ -1,0 +1,1 @@
+nope.csv -k 1

@@ -1,0 +1,1 @@
+never.csv -k 2 --method mle --regularize 0.5

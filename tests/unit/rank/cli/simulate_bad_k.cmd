@@ -1,0 +1,1 @@
+--simulate n=30,k=30

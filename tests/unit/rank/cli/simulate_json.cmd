@@ -1,0 +1,1 @@
+--simulate n=30,k=3,delta=0.3,p=0.5,L=50 --trials 20 --seed 7 --json --methods spectral,mle

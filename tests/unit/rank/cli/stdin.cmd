@@ -1,0 +1,1 @@
+- -k 1 < games.csv

@@ -1,0 +1,1 @@
+games.csv -k 1 --fast
