@@ -41,7 +41,7 @@ ir_module *fe_compile(arena *a, const char *path, diag_ctx *d);
 ir_module *fe_compile_string(arena *a, const char *path, const char *text, diag_ctx *d);
 
 /* The most ops one model may expand to. */
-#define FE_MAX_OPS 1000000
+#define FE_MAX_OPS 100000
 
 /* eval.c: values, units, constant expressions, reporting. */
 

@@ -21,6 +21,6 @@ for t in ir frontend; do
     find tests/lit -name '*.burst' -exec cp {} "$corpus/" \;
   fi
   echo "== fuzz_$t for ${secs}s"
-  "$dir/tests/fuzz/fuzz_$t" -max_total_time="$secs" -max_len=65536 -timeout=10 -rss_limit_mb=4096 \
+  "$dir/tests/fuzz/fuzz_$t" -max_total_time="$secs" -max_len=65536 -timeout=60 -rss_limit_mb=4096 \
     -print_final_stats=1 -artifact_prefix=tests/fuzz/crash- "$corpus" 2>&1 | tail -25
 done
