@@ -97,6 +97,29 @@ int rt_world_size(void);
 _Noreturn void rt_fatal(const char *op, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* ---- device: precision, graphs, streams (no-ops on the CPU backend) ---------- */
+
+/* The precision of GEMM inputs (storage stays f32, accumulation f32): the job's dtype
+ * on the CUDA backend; the CPU backend computes in f32 whatever is set. */
+typedef enum { RT_COMPUTE_F32, RT_COMPUTE_BF16, RT_COMPUTE_F16 } rt_compute_dtype;
+void rt_set_compute_dtype(rt_compute_dtype dt);
+rt_compute_dtype rt_get_compute_dtype(void);
+/* A graph segment (ids 0..1023) is a stretch of a training step without host
+ * synchronisation or communication: `if (rt_graph_begin(k)) { ...kernels... }
+ * rt_graph_end(k);`. On the CUDA backend its first run is eager, its second captured,
+ * later ones replay the graph (rt_graph_begin returns false: skip the body). On the
+ * CPU backend rt_graph_begin always returns true. */
+bool rt_graph_begin(int segment);
+void rt_graph_end(int segment);
+/* Waits for this rank's device work (CPU: nothing to wait for). */
+void rt_device_sync(void);
+/* Routes kernels to the low-priority stream reserved for background work (on) or back
+ * to the foreground stream (off). */
+void rt_use_background_stream(bool on);
+/* Copies numel * 4 bytes between a tensor (device memory on CUDA) and the host. */
+void rt_tensor_write(rt_tensor *t, const void *host);
+void rt_tensor_read(const rt_tensor *t, void *host);
+
 /* ---- steps, timers, trace ---------------------------------------------------- */
 
 /* Marks the start of iteration `step`: re-arms the watchdog, starts the iteration timer. */

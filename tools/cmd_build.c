@@ -27,6 +27,8 @@ static const char build_usage[] =
 	"[--seed S] [--trace FILE] [--checkpoint-dir DIR] [--resume]` (PROG --help lists all).\n"
 	"\n"
 	"  -o PROG              the program to write (default: the job's name)\n"
+	"  --target=cpu|cuda    the runtime to link: the CPU backend (default: BLAS + MPI)\n"
+	"                       or the CUDA backend (cuBLAS + NCCL, one process per GPU)\n"
 	"  --emit=c             write the generated C source to -o instead of compiling it\n"
 	"  --job NAME           the job to build when the input holds several\n"
 	"  --strategy S         burst (default), deeppool or dp\n"
@@ -53,7 +55,7 @@ static int run(char **argv)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static bool compile_program(const char *csrc, const char *output)
+static bool compile_program(const char *csrc, const char *output, bool cuda)
 {
 	const char *cc = getenv("BURSTC_CC");
 	if (!cc || !*cc)
@@ -87,8 +89,21 @@ static bool compile_program(const char *csrc, const char *output)
 		argv[argc++] = t;
 	argv[argc++] = "-I" BURSTRT_INCLUDE_DIR;
 	argv[argc++] = (char *)csrc;
-	argv[argc++] = BURSTRT_LIBRARY;
-	argv[argc++] = BURSTRT_BLAS;
+#ifdef BURSTRT_CUDA_LIBRARY
+	if (cuda) {
+		argv[argc++] = BURSTRT_CUDA_LIBRARY;
+		argv[argc++] = "-L" BURSTRT_CUDA_LIBDIR;
+		argv[argc++] = "-Wl,-rpath," BURSTRT_CUDA_LIBDIR;
+		argv[argc++] = "-lcudart";
+		argv[argc++] = "-lcublas";
+		argv[argc++] = "-lnccl";
+		argv[argc++] = "-lstdc++";
+	}
+#endif
+	if (!cuda) {
+		argv[argc++] = BURSTRT_LIBRARY;
+		argv[argc++] = BURSTRT_BLAS;
+	}
 	argv[argc++] = "-lz";
 	argv[argc++] = "-lpthread";
 	argv[argc++] = "-lm";
@@ -113,7 +128,7 @@ static bool compile_program(const char *csrc, const char *output)
 int cmd_build(int argc, char **argv)
 {
 	const char *input = NULL, *output = NULL;
-	bool emit_c = false;
+	bool emit_c = false, cuda = false;
 	pass_options popt = {.strategy = "burst"};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -123,6 +138,15 @@ int cmd_build(int argc, char **argv)
 			return 0;
 		} else if (strcmp(a, "--emit=c") == 0) {
 			emit_c = true;
+		} else if (strcmp(a, "--target=cpu") == 0) {
+			cuda = false;
+		} else if (strcmp(a, "--target=cuda") == 0) {
+#ifndef BURSTRT_CUDA_LIBRARY
+			fputs("burstc build: error: this burstc was built without the CUDA backend "
+			      "(CMake found no nvcc)\n", stderr);
+			return 1;
+#endif
+			cuda = true;
 		} else if (strcmp(a, "-o") == 0 && v) {
 			output = v;
 			i++;
@@ -206,7 +230,7 @@ int cmd_build(int argc, char **argv)
 	if (f && fclose(f) != 0)
 		ok = false;
 	if (ok)
-		status = compile_program(csrc, output) ? 0 : 1;
+		status = compile_program(csrc, output, cuda) ? 0 : 1;
 	unlink(csrc);
 	rmdir(dir);
 done:

@@ -1,0 +1,219 @@
+/* conv.cu: conv2d on the GPU as an explicit im2col lowering onto cuBLAS. For a chunk of
+ * samples, im2col writes the columns [nb, C*kh*kw, OH*OW]; one strided-batched GEMM per
+ * group multiplies the weights [K/g, C/g*kh*kw] (stride 0: shared by all samples) with
+ * each sample's columns straight into y [N, K, OH*OW], so no transpose is needed. 1x1
+ * convolutions with stride 1 and no padding use x itself as the columns. Backward:
+ * dcol = W^T dy (batched over samples) and col2im as a gather (one thread per input
+ * element, no atomics, deterministic); dW accumulates dy_n col_n^T sample by sample
+ * (batched GEMMs cannot accumulate into one output); db sums dy per channel. The chunk
+ * keeps the columns under 256 MiB. */
+#include "cuda_internal.h"
+
+#define COL_FLOATS ((int64_t)64 << 20)
+
+typedef struct {
+    int64_t N, C, H, W, K, OH, OW, G, Cg, Kg, ckk;
+    int kh, kw, sh, sw, ph, pw, dh, dw;
+} conv_dims;
+
+static conv_dims conv_check(const char *op, const rt_tensor *x, const rt_tensor *w,
+                            const rt_conv2d_attrs *a, const rt_tensor *y)
+{
+    rt_check(x, RT_F32, 4, op, "input");
+    rt_check(w, RT_F32, 4, op, "weight");
+    rt_check(y, RT_F32, 4, op, "output");
+    conv_dims d;
+    d.N = x->shape[0], d.C = x->shape[1], d.H = x->shape[2], d.W = x->shape[3];
+    d.K = w->shape[0];
+    d.G = a->groups;
+    d.kh = a->kh, d.kw = a->kw, d.sh = a->sh, d.sw = a->sw, d.ph = a->ph, d.pw = a->pw;
+    d.dh = a->dh, d.dw = a->dw;
+    if (d.G <= 0 || d.C % d.G || d.K % d.G)
+        rt_fatal(op, "%lld groups do not divide %lld input and %lld output channels",
+                 (long long)d.G, (long long)d.C, (long long)d.K);
+    if (a->kh <= 0 || a->kw <= 0 || a->sh <= 0 || a->sw <= 0 || a->dh <= 0 || a->dw <= 0 ||
+        a->ph < 0 || a->pw < 0)
+        rt_fatal(op, "kernel, stride and dilation must be positive, padding non-negative");
+    d.Cg = d.C / d.G, d.Kg = d.K / d.G;
+    if (w->shape[1] != d.Cg || w->shape[2] != a->kh || w->shape[3] != a->kw)
+        rt_fatal(op, "weight [%lld,%lld,%lld,%lld] does not fit %lld input channels in %lld "
+                     "groups and a %dx%d kernel",
+                 (long long)w->shape[0], (long long)w->shape[1], (long long)w->shape[2],
+                 (long long)w->shape[3], (long long)d.C, (long long)d.G, a->kh, a->kw);
+    d.OH = (d.H + 2 * a->ph - a->dh * (a->kh - 1) - 1) / a->sh + 1;
+    d.OW = (d.W + 2 * a->pw - a->dw * (a->kw - 1) - 1) / a->sw + 1;
+    if (y->shape[0] != d.N || y->shape[1] != d.K || y->shape[2] != d.OH || y->shape[3] != d.OW)
+        rt_fatal(op, "output shape [%lld,%lld,%lld,%lld], expected [%lld,%lld,%lld,%lld]",
+                 (long long)y->shape[0], (long long)y->shape[1], (long long)y->shape[2],
+                 (long long)y->shape[3], (long long)d.N, (long long)d.K, (long long)d.OH,
+                 (long long)d.OW);
+    d.ckk = d.Cg * a->kh * a->kw;
+    return d;
+}
+
+static bool is_pointwise(const conv_dims &d)
+{
+    return d.kh == 1 && d.kw == 1 && d.sh == 1 && d.sw == 1 && d.ph == 0 && d.pw == 0;
+}
+
+static int64_t chunk_samples(const conv_dims &d)
+{
+    int64_t per = d.C * d.kh * d.kw * d.OH * d.OW;
+    int64_t nb = per ? COL_FLOATS / per : d.N;
+    return nb < 1 ? 1 : nb > d.N ? d.N : nb;
+}
+
+/* col [nb, C, kh, kw, OH, OW] from x [nb, C, H, W]. */
+__global__ void im2col_k(const float *x, float *col, conv_dims d, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        int64_t ow = i % d.OW, r = i / d.OW;
+        int64_t oh = r % d.OH;
+        r /= d.OH;
+        int64_t j = r % d.kw;
+        r /= d.kw;
+        int64_t k = r % d.kh;
+        r /= d.kh; /* r = sample * C + c */
+        int64_t h = oh * d.sh - d.ph + k * d.dh, w = ow * d.sw - d.pw + j * d.dw;
+        col[i] = h >= 0 && h < d.H && w >= 0 && w < d.W ? x[(r * d.H + h) * d.W + w] : 0.0f;
+    }
+}
+
+/* dx [nb, C, H, W] = sum of the dcol entries that read each input element. */
+__global__ void col2im_k(const float *dcol, float *dx, conv_dims d, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        int64_t w = i % d.W, r = i / d.W;
+        int64_t h = r % d.H;
+        r /= d.H; /* r = sample * C + c */
+        float s = 0.0f;
+        for (int k = 0; k < d.kh; k++) {
+            int64_t th = h + d.ph - k * d.dh;
+            if (th < 0 || th % d.sh)
+                continue;
+            int64_t oh = th / d.sh;
+            if (oh >= d.OH)
+                continue;
+            for (int j = 0; j < d.kw; j++) {
+                int64_t tw = w + d.pw - j * d.dw;
+                if (tw < 0 || tw % d.sw)
+                    continue;
+                int64_t ow = tw / d.sw;
+                if (ow >= d.OW)
+                    continue;
+                s += dcol[(((r * d.kh + k) * d.kw + j) * d.OH + oh) * d.OW + ow];
+            }
+        }
+        dx[i] = s;
+    }
+}
+
+/* db[k] += sum over samples and pixels of dy[n, k, :]: one block per channel. */
+__global__ void conv_bias_grad_k(const float *dy, int64_t N, int64_t K, int64_t P, float *db)
+{
+    const int64_t k = blockIdx.x;
+    float s = 0.0f;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t p = threadIdx.x; p < P; p += blockDim.x)
+            s += dy[(n * K + k) * P + p];
+    s = rt_block_sum(s);
+    if (threadIdx.x == 0)
+        db[k] += s;
+}
+
+/* y[n, k, p] += b[k] */
+__global__ void conv_add_bias_k(float *y, const float *b, int64_t K, int64_t P, int64_t n)
+{
+    RT_FOR(i, n) y[i] += b[(i / P) % K];
+}
+
+/* The columns of samples [n0, n0+nb): x itself for pointwise convolutions. */
+static const float *columns(const char *op, const conv_dims &d, const float *x, int64_t n0,
+                            int64_t nb)
+{
+    const float *xs = x + n0 * d.C * d.H * d.W;
+    if (is_pointwise(d))
+        return xs;
+    const int64_t n = nb * d.C * d.kh * d.kw * d.OH * d.OW;
+    float *col = (float *)rt_cuda_scratch(RT_SCRATCH_C, (size_t)n * 4, op);
+    im2col_k<<<rt_cuda_blocks(n), 256, 0, RT_FG>>>(xs, col, d, n);
+    rt_cuda_launched(op);
+    return col;
+}
+
+extern "C" void rt_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w,
+                              const rt_tensor *b, const rt_conv2d_attrs *a, rt_tensor *y)
+{
+    (void)pool;
+    const char *op = "conv2d_fwd";
+    conv_dims d = conv_check(op, x, w, a, y);
+    if (b)
+        rt_check_numel(b, d.K, op, "bias");
+    const int64_t P = d.OH * d.OW, nbmax = chunk_samples(d);
+    for (int64_t n0 = 0; n0 < d.N; n0 += nbmax) {
+        const int64_t nb = d.N - n0 < nbmax ? d.N - n0 : nbmax;
+        const float *col = columns(op, d, rt_f32(x), n0, nb);
+        for (int64_t g = 0; g < d.G; g++)
+            rt_cuda_gemm(op, false, false, d.Kg, P, d.ckk, 1.0f, rt_f32(w) + g * d.Kg * d.ckk,
+                         d.ckk, 0, col + g * d.ckk * P, P, d.C * d.kh * d.kw * P, 0.0f,
+                         rt_f32(y) + (n0 * d.K + g * d.Kg) * P, P, d.K * P, nb);
+    }
+    if (b && y->numel) {
+        conv_add_bias_k<<<rt_cuda_blocks(y->numel), 256, 0, RT_FG>>>(rt_f32(y), rt_f32(b), d.K, P,
+                                                                     y->numel);
+        rt_cuda_launched(op);
+    }
+}
+
+extern "C" void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w,
+                              const rt_tensor *dy, const rt_conv2d_attrs *a, rt_tensor *dx,
+                              rt_tensor *dw, rt_tensor *db)
+{
+    (void)pool;
+    const char *op = "conv2d_bwd";
+    conv_dims d = conv_check(op, x, w, a, dy);
+    if (dx)
+        rt_check_numel(dx, x->numel, op, "input gradient");
+    if (dw)
+        rt_check_numel(dw, w->numel, op, "weight gradient");
+    if (db)
+        rt_check_numel(db, d.K, op, "bias gradient");
+    const int64_t P = d.OH * d.OW, nbmax = chunk_samples(d), colstride = d.C * d.kh * d.kw * P;
+    for (int64_t n0 = 0; n0 < d.N; n0 += nbmax) {
+        const int64_t nb = d.N - n0 < nbmax ? d.N - n0 : nbmax;
+        const float *dys = rt_f32(dy) + n0 * d.K * P;
+        if (dw) {
+            const float *col = columns(op, d, rt_f32(x), n0, nb);
+            for (int64_t s = 0; s < nb; s++)
+                for (int64_t g = 0; g < d.G; g++)
+                    rt_cuda_gemm(op, false, true, d.Kg, d.ckk, P, 1.0f,
+                                 dys + (s * d.K + g * d.Kg) * P, P, 0,
+                                 col + s * colstride + g * d.ckk * P, P, 0, 1.0f,
+                                 rt_f32(dw) + g * d.Kg * d.ckk, d.ckk, 0, 1);
+        }
+        if (dx) {
+            /* Pointwise: dcol is dx itself. Otherwise dcol reuses the column buffer
+             * (dW above has consumed it; the stream orders the two). */
+            float *dxs = rt_f32(dx) + n0 * d.C * d.H * d.W;
+            float *dcol = is_pointwise(d)
+                              ? dxs
+                              : (float *)rt_cuda_scratch(RT_SCRATCH_C, (size_t)(nb * colstride) * 4,
+                                                         op);
+            for (int64_t g = 0; g < d.G; g++)
+                rt_cuda_gemm(op, true, false, d.ckk, P, d.Kg, 1.0f, rt_f32(w) + g * d.Kg * d.ckk,
+                             d.ckk, 0, dys + g * d.Kg * P, P, d.K * P, 0.0f,
+                             dcol + g * d.ckk * P, P, colstride, nb);
+            if (!is_pointwise(d)) {
+                const int64_t n = nb * d.C * d.H * d.W;
+                col2im_k<<<rt_cuda_blocks(n), 256, 0, RT_FG>>>(dcol, dxs, d, n);
+                rt_cuda_launched(op);
+            }
+        }
+    }
+    if (db && d.K) {
+        conv_bias_grad_k<<<(unsigned)d.K, 256, 0, RT_FG>>>(rt_f32(dy), d.N, d.K, P, rt_f32(db));
+        rt_cuda_launched(op);
+    }
+}

@@ -1,0 +1,439 @@
+/* elementwise.cu: the memory-bound ops of the CUDA backend: relu, gelu (tanh
+ * approximation), add and gradient accumulation, dropout, concat, transpose, softmax
+ * along an axis, and the optimizers' per-element updates. One thread per element
+ * (grid-stride), f32 in and out; every result equals the CPU backend's up to float
+ * rounding of the transcendental functions. Dropout keys its mask exactly as the CPU
+ * backend, so a GPU run drops the same elements; its step key comes from device memory
+ * (rt_step_begin) so that a captured CUDA graph uses the current step when replayed. */
+#include "cuda_internal.h"
+
+static int64_t prod(const int64_t *s, int a, int b)
+{
+    int64_t p = 1;
+    for (int i = a; i < b; i++)
+        p *= s[i];
+    return p;
+}
+
+static void same_numel(const char *op, const rt_tensor *a, const rt_tensor *b, const char *wa,
+                       const char *wb)
+{
+    rt_check(a, RT_F32, -1, op, wa);
+    rt_check(b, RT_F32, -1, op, wb);
+    rt_check_numel(b, a->numel, op, wb);
+}
+
+/* ---- relu, gelu, add ---------------------------------------------------------------- */
+
+__global__ void relu_fwd_k(const float *x, float *y, int64_t n)
+{
+    RT_FOR(i, n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+__global__ void relu_bwd_k(const float *x, const float *dy, float *dx, int64_t n)
+{
+    RT_FOR(i, n) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+#define GELU_C 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_A 0.044715f
+
+__global__ void gelu_fwd_k(const float *x, float *y, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        float v = x[i];
+        y[i] = 0.5f * v * (1.0f + tanhf(GELU_C * (v + GELU_A * v * v * v)));
+    }
+}
+__global__ void gelu_bwd_k(const float *x, const float *dy, float *dx, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        float v = x[i], t = tanhf(GELU_C * (v + GELU_A * v * v * v));
+        float dt = (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * v * v);
+        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * dt);
+    }
+}
+__global__ void add_k(const float *a, const float *b, float *y, int64_t n)
+{
+    RT_FOR(i, n) y[i] = a[i] + b[i];
+}
+__global__ void acc_k(float *d, const float *s, int64_t n)
+{
+    RT_FOR(i, n) d[i] += s[i];
+}
+__global__ void fill_k(float *p, int64_t n, float v)
+{
+    RT_FOR(i, n) p[i] = v;
+}
+
+#define LAUNCH(op, kernel, n, ...)                                                    \
+    do {                                                                              \
+        if ((n) > 0) {                                                                \
+            kernel<<<rt_cuda_blocks(n), 256, 0, RT_FG>>>(__VA_ARGS__);                \
+            rt_cuda_launched(op);                                                     \
+        }                                                                             \
+    } while (0)
+
+extern "C" void rt_relu_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    same_numel("relu_fwd", x, y, "input", "output");
+    LAUNCH("relu_fwd", relu_fwd_k, x->numel, rt_f32(x), rt_f32(y), x->numel);
+}
+extern "C" void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    same_numel("relu_bwd", x, dy, "input", "output gradient");
+    same_numel("relu_bwd", x, dx, "input", "input gradient");
+    LAUNCH("relu_bwd", relu_bwd_k, x->numel, rt_f32(x), rt_f32(dy), rt_f32(dx), x->numel);
+}
+extern "C" void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    same_numel("gelu_fwd", x, y, "input", "output");
+    LAUNCH("gelu_fwd", gelu_fwd_k, x->numel, rt_f32(x), rt_f32(y), x->numel);
+}
+extern "C" void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    same_numel("gelu_bwd", x, dy, "input", "output gradient");
+    same_numel("gelu_bwd", x, dx, "input", "input gradient");
+    LAUNCH("gelu_bwd", gelu_bwd_k, x->numel, rt_f32(x), rt_f32(dy), rt_f32(dx), x->numel);
+}
+extern "C" void rt_add_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *y)
+{
+    same_numel("add", a, b, "a", "b");
+    same_numel("add", a, y, "a", "output");
+    LAUNCH("add", add_k, a->numel, rt_f32(a), rt_f32(b), rt_f32(y), a->numel);
+}
+extern "C" void rt_accumulate(rt_tensor *dst, const rt_tensor *src)
+{
+    same_numel("accumulate", dst, src, "destination", "source");
+    LAUNCH("accumulate", acc_k, dst->numel, rt_f32(dst), rt_f32(src), dst->numel);
+}
+extern "C" void rt_cuda_fill(float *p, int64_t n, float value)
+{
+    LAUNCH("fill", fill_k, n, p, n, value);
+}
+
+/* ---- dropout ------------------------------------------------------------------------------ */
+
+/* step = *d_step + step_delta: the generated program passes the current step, whose
+ * difference to rt_step_begin's step is 0 in practice; a graph replays with the new
+ * step read from device memory. */
+__global__ void dropout_k(const float *x, float *y, int64_t n, int64_t per, float p, float scale,
+                          uint64_t seed, const int64_t *d_step, int64_t step_delta,
+                          uint64_t layer, int64_t sample0)
+{
+    const uint64_t step = (uint64_t)(*d_step + step_delta);
+    const uint64_t k0 = rt_dev_hash64(rt_dev_hash64(rt_dev_hash64(seed) ^ step) ^ layer);
+    RT_FOR(i, n)
+    {
+        int64_t s = i / per, e = i - s * per;
+        uint64_t k = rt_dev_hash64(k0 ^ (uint64_t)(sample0 + s));
+        float u = (float)(rt_dev_hash64(k ^ (uint64_t)e) >> 40) * (1.0f / 16777216.0f);
+        y[i] = u >= p ? x[i] * scale : 0.0f;
+    }
+}
+
+static void dropout(const char *op, const rt_tensor *in, float p, uint64_t seed, int64_t step,
+                    int layer_id, int64_t sample0, rt_tensor *out)
+{
+    same_numel(op, in, out, "input", "output");
+    if (!(p >= 0.0f && p <= 1.0f))
+        rt_fatal(op, "probability %g outside [0,1]", (double)p);
+    if (in->numel == 0)
+        return;
+    if (p >= 1.0f) {
+        RT_CUDA(cudaMemsetAsync(out->data, 0, (size_t)in->numel * 4, RT_FG), op);
+        return;
+    }
+    const int64_t N = in->ndim ? in->shape[0] : 1, per = N ? in->numel / N : 1;
+    LAUNCH(op, dropout_k, in->numel, rt_f32(in), rt_f32(out), in->numel, per, p,
+           1.0f / (1.0f - p), seed, rt_cuda_g.d_step, step - rt_cuda_g.step, (uint64_t)layer_id,
+           sample0);
+}
+
+extern "C" void rt_dropout_fwd(const rt_tensor *x, float p, uint64_t seed, int64_t step,
+                               int layer_id, int64_t sample0, rt_tensor *y)
+{
+    dropout("dropout_fwd", x, p, seed, step, layer_id, sample0, y);
+}
+extern "C" void rt_dropout_bwd(const rt_tensor *dy, float p, uint64_t seed, int64_t step,
+                               int layer_id, int64_t sample0, rt_tensor *dx)
+{
+    dropout("dropout_bwd", dy, p, seed, step, layer_id, sample0, dx);
+}
+
+/* ---- synthetic data ------------------------------------------------------------------- */
+
+/* rt_rand_uniform(seed, a, b, c, d) of rng.c, on the device. */
+__device__ __forceinline__ float dev_rand(uint64_t seed, uint64_t a, uint64_t b, uint64_t c,
+                                          uint64_t d)
+{
+    uint64_t h = rt_dev_hash64(rt_dev_hash64(rt_dev_hash64(rt_dev_hash64(seed) ^ a) ^ b) ^ c);
+    return (float)(rt_dev_hash64(h ^ d) >> 40) * (1.0f / 16777216.0f);
+}
+
+/* Element e of sample i of the batch: data.c's synth() for global sample g0 + i. */
+__global__ void synth_x_k(rt_synth_keys k, float *xf, int32_t *xi, int64_t n)
+{
+    RT_FOR(j, n)
+    {
+        int64_t i = j / k.per_sample, e = j - i * k.per_sample;
+        float u = dev_rand(k.seed, 0xda7a + k.stream, (uint64_t)(k.g0 + i), 0, (uint64_t)e);
+        if (xf)
+            xf[j] = u;
+        else
+            xi[j] = (int32_t)(u * (float)k.vocab) % (int32_t)k.vocab;
+    }
+}
+
+__global__ void synth_labels_k(rt_synth_keys k, int32_t *labels, int64_t n)
+{
+    RT_FOR(j, n)
+    {
+        int64_t i = j / k.labels_per_sample, e = j - i * k.labels_per_sample;
+        float u = dev_rand(k.seed, 0xda7a + k.stream, (uint64_t)(k.g0 + i), 1, (uint64_t)e);
+        labels[j] = (int32_t)(u * (float)k.classes) % (int32_t)k.classes;
+    }
+}
+
+extern "C" void rt_cuda_synth(const rt_synth_keys *k, void *x, int32_t *labels)
+{
+    rt_cuda_not_capturing("data");
+    const int64_t nx = k->count * k->per_sample, nl = k->count * k->labels_per_sample;
+    if (x)
+        LAUNCH("data", synth_x_k, nx, *k, k->in_dtype == RT_F32 ? (float *)x : NULL,
+               k->in_dtype == RT_F32 ? NULL : (int32_t *)x, nx);
+    if (labels)
+        LAUNCH("data", synth_labels_k, nl, *k, labels, nl);
+}
+
+/* ---- concat, transpose ------------------------------------------------------------------ */
+
+static void concat_check(const char *op, const rt_tensor *y, int n, const rt_tensor *const *xs,
+                         int axis)
+{
+    rt_check(y, RT_F32, -1, op, "result");
+    if (axis < 0 || axis >= y->ndim)
+        rt_fatal(op, "axis %d outside 0..%d", axis, y->ndim - 1);
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const rt_tensor *x = xs[i];
+        if (!x)
+            continue;
+        rt_check(x, RT_F32, y->ndim, op, "part");
+        for (int k = 0; k < y->ndim; k++)
+            if (k != axis && x->shape[k] != y->shape[k])
+                rt_fatal(op, "part %d differs from the result in dimension %d", i, k);
+        total += x->shape[axis];
+    }
+    if (total > y->shape[axis])
+        rt_fatal(op, "parts add up to %lld along axis %d, result has %lld", (long long)total,
+                 axis, (long long)y->shape[axis]);
+}
+
+/* A part of `chunk` contiguous floats per outer index, placed at column offset `off` of
+ * rows of `yrow` floats: one 2-D copy. */
+static void copy_part(const char *op, float *dst, int64_t dpitch, const float *src,
+                      int64_t spitch, int64_t chunk, int64_t outer)
+{
+    if (chunk == 0 || outer == 0)
+        return;
+    RT_CUDA(cudaMemcpy2DAsync(dst, (size_t)dpitch * 4, src, (size_t)spitch * 4,
+                              (size_t)chunk * 4, (size_t)outer, cudaMemcpyDeviceToDevice, RT_FG),
+            op);
+}
+
+extern "C" void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_tensor *y)
+{
+    const char *op = "concat_fwd";
+    for (int i = 0; i < n; i++)
+        if (!xs[i])
+            rt_fatal(op, "input %d is NULL", i);
+    concat_check(op, y, n, xs, axis);
+    const int64_t outer = prod(y->shape, 0, axis), inner = prod(y->shape, axis + 1, y->ndim);
+    const int64_t yrow = y->shape[axis] * inner;
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        const int64_t chunk = xs[i]->shape[axis] * inner;
+        copy_part(op, rt_f32(y) + off, yrow, rt_f32(xs[i]), chunk, chunk, outer);
+        off += chunk;
+    }
+    if (off != yrow)
+        rt_fatal(op, "parts do not fill the result along axis %d", axis);
+}
+
+extern "C" void rt_concat_bwd(const rt_tensor *dy, int axis, int n, rt_tensor *const *dxs)
+{
+    const char *op = "concat_bwd";
+    concat_check(op, dy, n, (const rt_tensor *const *)dxs, axis);
+    const int64_t outer = prod(dy->shape, 0, axis), inner = prod(dy->shape, axis + 1, dy->ndim);
+    const int64_t yrow = dy->shape[axis] * inner;
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        if (!dxs[i])
+            rt_fatal(op, "gradient %d is NULL (the shape of every part is needed)", i);
+        const int64_t chunk = dxs[i]->shape[axis] * inner;
+        copy_part(op, rt_f32(dxs[i]), chunk, rt_f32(dy) + off, yrow, chunk, outer);
+        off += chunk;
+    }
+}
+
+/* x viewed as [A, I, Bm, J, C] -> y [A, J, Bm, I, C]; one thread per output element. */
+__global__ void transpose_k(const float *x, float *y, int64_t n, int64_t I, int64_t Bm,
+                            int64_t J, int64_t C)
+{
+    RT_FOR(o, n)
+    {
+        int64_t c = o % C, r = o / C;
+        int64_t i = r % I;
+        r /= I;
+        int64_t b = r % Bm;
+        r /= Bm;
+        int64_t j = r % J, a = r / J;
+        y[o] = x[(((a * I + i) * Bm + b) * J + j) * C + c];
+    }
+}
+
+extern "C" void rt_transpose(const rt_tensor *x, int a0, int a1, rt_tensor *y)
+{
+    const char *op = "transpose";
+    rt_check(x, RT_F32, -1, op, "input");
+    rt_check(y, RT_F32, x->ndim, op, "output");
+    if (a0 > a1) {
+        int t = a0;
+        a0 = a1;
+        a1 = t;
+    }
+    if (a0 < 0 || a1 >= x->ndim)
+        rt_fatal(op, "axes %d,%d outside 0..%d", a0, a1, x->ndim - 1);
+    for (int k = 0; k < x->ndim; k++) {
+        int src = k == a0 ? a1 : k == a1 ? a0 : k;
+        if (y->shape[k] != x->shape[src])
+            rt_fatal(op, "output dimension %d is %lld, expected %lld", k, (long long)y->shape[k],
+                     (long long)x->shape[src]);
+    }
+    const int64_t I = x->shape[a0], Bm = prod(x->shape, a0 + 1, a1), J = x->shape[a1];
+    const int64_t C = prod(x->shape, a1 + 1, x->ndim);
+    if (a0 == a1) {
+        rt_tensor_copy(y, x);
+        return;
+    }
+    LAUNCH(op, transpose_k, x->numel, rt_f32(x), rt_f32(y), x->numel, I, Bm, J, C);
+}
+
+/* ---- softmax along an axis --------------------------------------------------------------- */
+
+/* One thread per (outer, inner) line of `dim` elements, stride `inner`: softmax over a
+ * non-last axis has strided lines; the last axis (inner = 1) is the common case of
+ * attention-like use and still reads whole lines per thread, which is fine for the
+ * short lines models here use (the attention op has its own row kernel). */
+__global__ void softmax_fwd_k(const float *x, float *y, int64_t lines, int64_t dim,
+                              int64_t inner)
+{
+    RT_FOR(l, lines)
+    {
+        int64_t o = l / inner, in = l - o * inner;
+        const float *xs = x + o * dim * inner + in;
+        float *ys = y + o * dim * inner + in;
+        float mx = -INFINITY, sum = 0.0f;
+        for (int64_t d = 0; d < dim; d++)
+            mx = fmaxf(mx, xs[d * inner]);
+        for (int64_t d = 0; d < dim; d++) {
+            float e = expf(xs[d * inner] - mx);
+            ys[d * inner] = e;
+            sum += e;
+        }
+        float inv = 1.0f / sum;
+        for (int64_t d = 0; d < dim; d++)
+            ys[d * inner] *= inv;
+    }
+}
+
+__global__ void softmax_bwd_k(const float *y, const float *dy, float *dx, int64_t lines,
+                              int64_t dim, int64_t inner)
+{
+    RT_FOR(l, lines)
+    {
+        int64_t o = l / inner, in = l - o * inner, base = o * dim * inner + in;
+        float dot = 0.0f;
+        for (int64_t d = 0; d < dim; d++)
+            dot += y[base + d * inner] * dy[base + d * inner];
+        for (int64_t d = 0; d < dim; d++)
+            dx[base + d * inner] = y[base + d * inner] * (dy[base + d * inner] - dot);
+    }
+}
+
+static void softmax_dims(const char *op, const rt_tensor *x, int axis, int64_t *outer,
+                         int64_t *dim, int64_t *inner)
+{
+    rt_check(x, RT_F32, -1, op, "input");
+    if (axis < 0 || axis >= x->ndim)
+        rt_fatal(op, "axis %d outside 0..%d", axis, x->ndim - 1);
+    *outer = prod(x->shape, 0, axis);
+    *dim = x->shape[axis];
+    *inner = prod(x->shape, axis + 1, x->ndim);
+}
+
+extern "C" void rt_softmax_fwd(const rt_tensor *x, int axis, rt_tensor *y)
+{
+    const char *op = "softmax_fwd";
+    int64_t outer, dim, inner;
+    softmax_dims(op, x, axis, &outer, &dim, &inner);
+    same_numel(op, x, y, "input", "output");
+    LAUNCH(op, softmax_fwd_k, outer * inner, rt_f32(x), rt_f32(y), outer * inner, dim, inner);
+}
+
+extern "C" void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis, rt_tensor *dx)
+{
+    const char *op = "softmax_bwd";
+    int64_t outer, dim, inner;
+    softmax_dims(op, y, axis, &outer, &dim, &inner);
+    same_numel(op, y, dy, "output", "output gradient");
+    same_numel(op, y, dx, "output", "input gradient");
+    LAUNCH(op, softmax_bwd_k, outer * inner, rt_f32(y), rt_f32(dy), rt_f32(dx), outer * inner,
+           dim, inner);
+}
+
+/* ---- optimizers ---------------------------------------------------------------------------- */
+
+/* PyTorch SGD. A zero momentum buffer gives buf = d, exactly the first-step rule, so no
+ * first-step flag is needed (and a graph of the update would stay valid). */
+__global__ void sgd_k(float *w, const float *g, float *buf, int64_t n, float lr, float mom,
+                      float wd, bool nesterov)
+{
+    RT_FOR(j, n)
+    {
+        float d = g[j] + wd * w[j];
+        if (buf) {
+            float b = mom * buf[j] + d;
+            buf[j] = b;
+            d = nesterov ? d + mom * b : b;
+        }
+        w[j] -= lr * d;
+    }
+}
+
+__global__ void adam_k(float *w, const float *g, float *m, float *v, int64_t n, float step,
+                       float b1, float b2, float eps, float wd, float bc2_sqrt)
+{
+    RT_FOR(j, n)
+    {
+        float d = g[j] + wd * w[j];
+        float mj = b1 * m[j] + (1.0f - b1) * d, vj = b2 * v[j] + (1.0f - b2) * d * d;
+        m[j] = mj;
+        v[j] = vj;
+        w[j] -= step * mj / (sqrtf(vj) / bc2_sqrt + eps);
+    }
+}
+
+extern "C" void rt_cuda_sgd(float *w, const float *g, float *buf, int64_t n, float lr, float mom,
+                            float wd, bool nesterov)
+{
+    LAUNCH("sgd", sgd_k, n, w, g, buf, n, lr, mom, wd, nesterov);
+}
+
+extern "C" void rt_cuda_adam(float *w, const float *g, float *m, float *v, int64_t n, float step,
+                             float b1, float b2, float eps, float wd, float bc2_sqrt)
+{
+    LAUNCH("adam", adam_k, n, w, g, m, v, n, step, b1, b2, eps, wd, bc2_sqrt);
+}

@@ -1,0 +1,774 @@
+/* nn.cu: the remaining layer kernels of the CUDA backend: max/average/global pooling,
+ * batchnorm (training mode, statistics over this shard's N,H,W or, SyncBN, over the
+ * layer's rank set; running statistics as PyTorch), layernorm over the last dimension, token + positional embedding, the
+ * cross-entropy loss (divided by the GLOBAL row count, as the CPU backend) and the
+ * argmax hit count. Reductions run one block per channel or row, with the two-pass
+ * mean/variance of the CPU backend; backward passes whose outputs overlap (pooling
+ * windows, embedding rows) accumulate with atomics. Tokens and labels live on the
+ * device, so out-of-range values are caught by the kernels: they record the first bad
+ * value in a device flag that the host checks when it next waits for the device
+ * (cross entropy's loss, the end of a step) and reports as a fatal error. */
+#include "cuda_internal.h"
+
+/* ---- device-side input errors ---------------------------------------------------------- */
+
+struct bad_input {
+    int kind; /* 0 none, 1 token, 2 label */
+    int value;
+    long long where, limit;
+};
+__device__ bad_input dev_bad;
+
+__device__ void report_bad(int kind, int value, int64_t where, int64_t limit)
+{
+    if (atomicCAS(&dev_bad.kind, 0, kind) == 0) {
+        dev_bad.value = value;
+        dev_bad.where = where;
+        dev_bad.limit = limit;
+    }
+}
+
+extern "C" void rt_cuda_check_inputs(const char *op)
+{
+    if (!rt_cuda_g.ready)
+        return;
+    bad_input b;
+    RT_CUDA(cudaMemcpyFromSymbol(&b, dev_bad, sizeof b), op);
+    if (b.kind == 1)
+        rt_fatal("embedding", "token %d at position %lld outside the vocabulary of %lld",
+                 b.value, b.where, b.limit);
+    if (b.kind == 2)
+        rt_fatal("cross_entropy", "label %d of row %lld outside 0..%lld", b.value, b.where,
+                 b.limit - 1);
+}
+
+#define LAUNCH(op, kernel, blocks, threads, ...)                                     \
+    do {                                                                             \
+        if ((blocks) > 0) {                                                          \
+            kernel<<<(blocks), (threads), 0, RT_FG>>>(__VA_ARGS__);                  \
+            rt_cuda_launched(op);                                                    \
+        }                                                                            \
+    } while (0)
+
+/* ---- pooling ------------------------------------------------------------------------------ */
+
+typedef struct {
+    int64_t N, C, H, W, OH, OW;
+    int kh, kw, sh, sw, ph, pw, exclude_pad;
+} pool_dims;
+
+/* Output size as PyTorch's pooling_output_shape (floor or ceil mode; in ceil mode the
+ * last window must start inside the image or its left padding), as the CPU backend. */
+static pool_dims pool_check(const char *op, const rt_tensor *x, const rt_pool2d_attrs *a,
+                            const rt_tensor *y)
+{
+    rt_check(x, RT_F32, 4, op, "input");
+    rt_check(y, RT_F32, 4, op, "output");
+    if (a->kh <= 0 || a->kw <= 0 || a->sh <= 0 || a->sw <= 0 || a->ph < 0 || a->pw < 0)
+        rt_fatal(op, "kernel and stride must be positive, padding non-negative");
+    pool_dims d = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], 0,     0,
+                   a->kh,       a->kw,       a->sh,       a->sw,       a->ph, a->pw,
+                   a->exclude_pad};
+    if (d.H + 2 * a->ph < a->kh || d.W + 2 * a->pw < a->kw)
+        rt_fatal(op, "kernel %dx%d larger than the padded %lldx%lld input", a->kh, a->kw,
+                 (long long)d.H, (long long)d.W);
+    d.OH = (d.H + 2 * a->ph - a->kh + (a->ceil_mode ? a->sh - 1 : 0)) / a->sh + 1;
+    d.OW = (d.W + 2 * a->pw - a->kw + (a->ceil_mode ? a->sw - 1 : 0)) / a->sw + 1;
+    if (a->ceil_mode && (d.OH - 1) * a->sh >= d.H + a->ph)
+        --d.OH;
+    if (a->ceil_mode && (d.OW - 1) * a->sw >= d.W + a->pw)
+        --d.OW;
+    if (y->shape[0] != d.N || y->shape[1] != d.C || y->shape[2] != d.OH || y->shape[3] != d.OW)
+        rt_fatal(op, "output shape [%lld,%lld,%lld,%lld], expected [%lld,%lld,%lld,%lld]",
+                 (long long)y->shape[0], (long long)y->shape[1], (long long)y->shape[2],
+                 (long long)y->shape[3], (long long)d.N, (long long)d.C, (long long)d.OH,
+                 (long long)d.OW);
+    return d;
+}
+
+/* Index in the plane of the window's maximum (first maximum, NaN wins, as PyTorch),
+ * or -1 for a window entirely in the padding. */
+__device__ int64_t window_argmax(const float *plane, const pool_dims &d, int64_t oh, int64_t ow)
+{
+    int64_t h0 = oh * d.sh - d.ph, w0 = ow * d.sw - d.pw;
+    int64_t hs = h0 < 0 ? 0 : h0, he = h0 + d.kh < d.H ? h0 + d.kh : d.H;
+    int64_t ws = w0 < 0 ? 0 : w0, we = w0 + d.kw < d.W ? w0 + d.kw : d.W;
+    if (hs >= he || ws >= we)
+        return -1;
+    int64_t best = hs * d.W + ws;
+    float mx = plane[best];
+    for (int64_t h = hs; h < he; h++)
+        for (int64_t w = ws; w < we; w++) {
+            float v = plane[h * d.W + w];
+            if (v > mx || v != v) {
+                mx = v;
+                best = h * d.W + w;
+            }
+        }
+    return best;
+}
+
+/* The average's divisor, as PyTorch: the window clipped to the padded image
+ * (count_include_pad) or the real pixels (exclude_pad). Also returns the clipped
+ * window [hs,he) x [ws,we). */
+__device__ float avg_window(const pool_dims &d, int64_t oh, int64_t ow, int64_t *hs, int64_t *he,
+                            int64_t *ws, int64_t *we)
+{
+    int64_t h0 = oh * d.sh - d.ph, w0 = ow * d.sw - d.pw;
+    *hs = h0 < 0 ? 0 : h0;
+    *he = h0 + d.kh < d.H ? h0 + d.kh : d.H;
+    *ws = w0 < 0 ? 0 : w0;
+    *we = w0 + d.kw < d.W ? w0 + d.kw : d.W;
+    if (d.exclude_pad)
+        return (float)((*he - *hs) * (*we - *ws));
+    int64_t hp = h0 + d.kh < d.H + d.ph ? h0 + d.kh : d.H + d.ph;
+    int64_t wp = w0 + d.kw < d.W + d.pw ? w0 + d.kw : d.W + d.pw;
+    return (float)((hp - h0) * (wp - w0));
+}
+
+__global__ void maxpool_fwd_k(const float *x, float *y, pool_dims d, int64_t n)
+{
+    RT_FOR(o, n)
+    {
+        int64_t ow = o % d.OW, oh = (o / d.OW) % d.OH, nc = o / (d.OW * d.OH);
+        const float *plane = x + nc * d.H * d.W;
+        int64_t b = window_argmax(plane, d, oh, ow);
+        y[o] = b < 0 ? -INFINITY : plane[b];
+    }
+}
+
+__global__ void maxpool_bwd_k(const float *x, const float *dy, float *dx, pool_dims d, int64_t n)
+{
+    RT_FOR(o, n)
+    {
+        int64_t ow = o % d.OW, oh = (o / d.OW) % d.OH, nc = o / (d.OW * d.OH);
+        int64_t b = window_argmax(x + nc * d.H * d.W, d, oh, ow);
+        if (b >= 0)
+            atomicAdd(dx + nc * d.H * d.W + b, dy[o]);
+    }
+}
+
+__global__ void avgpool_fwd_k(const float *x, float *y, pool_dims d, int64_t n)
+{
+    RT_FOR(o, n)
+    {
+        int64_t ow = o % d.OW, oh = (o / d.OW) % d.OH, nc = o / (d.OW * d.OH);
+        const float *plane = x + nc * d.H * d.W;
+        int64_t hs, he, ws, we;
+        float div = avg_window(d, oh, ow, &hs, &he, &ws, &we);
+        float s = 0.0f;
+        for (int64_t h = hs; h < he; h++)
+            for (int64_t w = ws; w < we; w++)
+                s += plane[h * d.W + w];
+        y[o] = s / div;
+    }
+}
+
+__global__ void avgpool_bwd_k(const float *dy, float *dx, pool_dims d, int64_t n)
+{
+    RT_FOR(o, n)
+    {
+        int64_t ow = o % d.OW, oh = (o / d.OW) % d.OH, nc = o / (d.OW * d.OH);
+        float *plane = dx + nc * d.H * d.W;
+        int64_t hs, he, ws, we;
+        float g = dy[o] / avg_window(d, oh, ow, &hs, &he, &ws, &we);
+        for (int64_t h = hs; h < he; h++)
+            for (int64_t w = ws; w < we; w++)
+                atomicAdd(plane + h * d.W + w, g);
+    }
+}
+
+extern "C" void rt_maxpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y)
+{
+    pool_dims d = pool_check("maxpool2d_fwd", x, a, y);
+    LAUNCH("maxpool2d_fwd", maxpool_fwd_k, rt_cuda_blocks(y->numel), 256, rt_f32(x), rt_f32(y),
+           d, y->numel);
+}
+
+extern "C" void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy,
+                                 const rt_pool2d_attrs *a, rt_tensor *dx)
+{
+    pool_dims d = pool_check("maxpool2d_bwd", x, a, dy);
+    rt_check_numel(dx, x->numel, "maxpool2d_bwd", "input gradient");
+    rt_tensor_zero(dx);
+    LAUNCH("maxpool2d_bwd", maxpool_bwd_k, rt_cuda_blocks(dy->numel), 256, rt_f32(x),
+           rt_f32(dy), rt_f32(dx), d, dy->numel);
+}
+
+extern "C" void rt_avgpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y)
+{
+    pool_dims d = pool_check("avgpool2d_fwd", x, a, y);
+    LAUNCH("avgpool2d_fwd", avgpool_fwd_k, rt_cuda_blocks(y->numel), 256, rt_f32(x), rt_f32(y),
+           d, y->numel);
+}
+
+extern "C" void rt_avgpool2d_bwd(const rt_tensor *dy, const rt_pool2d_attrs *a, rt_tensor *dx)
+{
+    pool_dims d = pool_check("avgpool2d_bwd", dx, a, dy);
+    rt_tensor_zero(dx);
+    LAUNCH("avgpool2d_bwd", avgpool_bwd_k, rt_cuda_blocks(dy->numel), 256, rt_f32(dy),
+           rt_f32(dx), d, dy->numel);
+}
+
+__global__ void gap_fwd_k(const float *x, float *y, int64_t HW)
+{
+    const float *p = x + blockIdx.x * HW;
+    float s = 0.0f;
+    for (int64_t i = threadIdx.x; i < HW; i += blockDim.x)
+        s += p[i];
+    s = rt_block_sum(s);
+    if (threadIdx.x == 0)
+        y[blockIdx.x] = s / (float)HW;
+}
+
+__global__ void gap_bwd_k(const float *dy, float *dx, int64_t HW, int64_t n)
+{
+    RT_FOR(i, n) dx[i] = dy[i / HW] / (float)HW;
+}
+
+extern "C" void rt_global_avgpool_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    const char *op = "global_avgpool_fwd";
+    rt_check(x, RT_F32, 4, op, "input");
+    rt_check_numel(y, x->shape[0] * x->shape[1], op, "output");
+    const int64_t HW = x->shape[2] * x->shape[3];
+    LAUNCH(op, gap_fwd_k, (unsigned)y->numel, 256, rt_f32(x), rt_f32(y), HW);
+}
+
+extern "C" void rt_global_avgpool_bwd(const rt_tensor *dy, rt_tensor *dx)
+{
+    const char *op = "global_avgpool_bwd";
+    rt_check(dx, RT_F32, 4, op, "input gradient");
+    rt_check_numel(dy, dx->shape[0] * dx->shape[1], op, "output gradient");
+    const int64_t HW = dx->shape[2] * dx->shape[3];
+    LAUNCH(op, gap_bwd_k, rt_cuda_blocks(dx->numel), 256, rt_f32(dy), rt_f32(dx), HW, dx->numel);
+}
+
+/* ---- batchnorm --------------------------------------------------------------------------- */
+
+/* As the CPU backend: per-channel sums in double over this shard, all-reduced over the
+ * layer's rank set for SyncBN (on the device, ncclFloat64), so a plan on any ranks
+ * computes what one rank computes. One block per channel c over the N planes of HW. */
+
+__device__ __forceinline__ double block_sum_d(double v)
+{
+    __shared__ double part_d[32];
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        part_d[warp] = v;
+    __syncthreads();
+    int nw = (blockDim.x + 31) >> 5;
+    v = lane < nw ? part_d[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* sums[c] = sum of x over channel c; sums[C] = the element count (block 0). */
+__global__ void bn_sum_k(const float *x, int64_t N, int64_t C, int64_t HW, double *sums)
+{
+    const int64_t c = blockIdx.x;
+    double s = 0.0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = threadIdx.x; i < HW; i += blockDim.x)
+            s += x[(n * C + c) * HW + i];
+    s = block_sum_d(s);
+    if (threadIdx.x == 0) {
+        sums[c] = s;
+        if (c == 0)
+            sums[C] = (double)(N * HW);
+    }
+}
+
+/* sq[c] = sum of (x - mean)^2, mean = sums[c] / sums[C] (the set's mean). */
+__global__ void bn_sq_k(const float *x, int64_t N, int64_t C, int64_t HW, const double *sums,
+                        double *sq)
+{
+    const int64_t c = blockIdx.x;
+    const double mu = sums[c] / sums[C];
+    double s = 0.0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = threadIdx.x; i < HW; i += blockDim.x) {
+            double d = x[(n * C + c) * HW + i] - mu;
+            s += d * d;
+        }
+    s = block_sum_d(s);
+    if (threadIdx.x == 0)
+        sq[c] = s;
+}
+
+__global__ void bn_finish_k(const double *sums, const double *sq, int64_t C, float eps,
+                            float momentum, float *mean, float *invstd, float *rmean, float *rvar)
+{
+    RT_FOR(c, C)
+    {
+        const double count = sums[C], mu = sums[c] / count, var = sq[c] / count;
+        mean[c] = (float)mu;
+        invstd[c] = (float)(1.0 / sqrt(var + eps));
+        if (rmean)
+            rmean[c] = (1.0f - momentum) * rmean[c] + momentum * (float)mu;
+        if (rvar) {
+            double unbiased = count > 1 ? sq[c] / (count - 1) : var;
+            rvar[c] = (1.0f - momentum) * rvar[c] + momentum * (float)unbiased;
+        }
+    }
+}
+
+__global__ void bn_apply_k(const float *x, const float *mean, const float *invstd,
+                           const float *gamma, const float *beta, float *y, int64_t C,
+                           int64_t HW, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        int64_t c = (i / HW) % C;
+        const float sc = gamma[c] * invstd[c], sh = beta[c] - mean[c] * sc;
+        y[i] = x[i] * sc + sh;
+    }
+}
+
+/* Per channel: red[c] = sum dy, red[C + c] = sum dy * xhat, red[2C] = the count;
+ * this shard's parts go into dgamma and dbeta (the gradient all-reduce adds the rest). */
+__global__ void bn_bwd_reduce_k(const float *x, const float *dy, const float *mean,
+                                const float *invstd, int64_t N, int64_t C, int64_t HW,
+                                double *red, float *dgamma, float *dbeta)
+{
+    const int64_t c = blockIdx.x;
+    double sdy = 0.0, sdyx = 0.0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t i = threadIdx.x; i < HW; i += blockDim.x) {
+            int64_t k = (n * C + c) * HW + i;
+            sdy += dy[k];
+            sdyx += dy[k] * (x[k] - mean[c]);
+        }
+    sdy = block_sum_d(sdy);
+    sdyx = block_sum_d(sdyx) * invstd[c];
+    if (threadIdx.x == 0) {
+        red[c] = sdy;
+        red[C + c] = sdyx;
+        if (c == 0)
+            red[2 * C] = (double)(N * HW);
+        if (dgamma)
+            dgamma[c] += (float)sdyx;
+        if (dbeta)
+            dbeta[c] += (float)sdy;
+    }
+}
+
+__global__ void bn_bwd_dx_k(const float *x, const float *dy, const float *mean,
+                            const float *invstd, const float *gamma, const double *red,
+                            float *dx, int64_t C, int64_t HW, int64_t n)
+{
+    const double count = red[2 * C];
+    RT_FOR(i, n)
+    {
+        int64_t c = (i / HW) % C;
+        const float mdy = (float)(red[c] / count), mdyx = (float)(red[C + c] / count);
+        float xhat = (x[i] - mean[c]) * invstd[c];
+        dx[i] = gamma[c] * invstd[c] * (dy[i] - mdy - xhat * mdyx);
+    }
+}
+
+static void bn_check(const char *op, const rt_comm *comm, const rt_tensor *x,
+                     const rt_tensor *gamma, const rt_tensor *saved, const rt_tensor *y)
+{
+    rt_check(x, RT_F32, 4, op, "input");
+    const int64_t C = x->shape[1];
+    rt_check_numel(gamma, C, op, "gamma");
+    rt_check_numel(saved, 2 * C, op, "saved");
+    rt_check_numel(y, x->numel, op, "output");
+    /* With a rank set, an empty shard is fine: the set's count is what divides. */
+    if (!comm && x->shape[0] * x->shape[2] * x->shape[3] == 0)
+        rt_fatal(op, "empty batch: batchnorm needs at least one sample");
+}
+
+static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gamma,
+                          const rt_tensor *beta, rt_tensor *running_mean, rt_tensor *running_var,
+                          float momentum, float eps, rt_tensor *saved, rt_tensor *y)
+{
+    const char *op = "batchnorm2d_fwd";
+    bn_check(op, comm, x, gamma, saved, y);
+    rt_check_numel(beta, gamma->numel, op, "beta");
+    const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
+    if (running_mean)
+        rt_check_numel(running_mean, C, op, "running mean");
+    if (running_var)
+        rt_check_numel(running_var, C, op, "running variance");
+    if (C == 0)
+        return;
+    double *sums = (double *)rt_cuda_scratch(RT_SCRATCH_RED, (size_t)(2 * C + 1) * 8, op);
+    double *sq = sums + C + 1;
+    float *mean = rt_f32(saved), *invstd = mean + C;
+    LAUNCH(op, bn_sum_k, (unsigned)C, 256, rt_f32(x), N, C, HW, sums);
+    rt_cuda_allreduce_f64(comm, sums, C + 1, op);
+    LAUNCH(op, bn_sq_k, (unsigned)C, 256, rt_f32(x), N, C, HW, sums, sq);
+    rt_cuda_allreduce_f64(comm, sq, C, op);
+    LAUNCH(op, bn_finish_k, rt_cuda_blocks(C), 256, sums, sq, C, eps, momentum, mean, invstd,
+           running_mean ? rt_f32(running_mean) : NULL, running_var ? rt_f32(running_var) : NULL);
+    LAUNCH(op, bn_apply_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), mean, invstd,
+           rt_f32(gamma), rt_f32(beta), rt_f32(y), C, HW, x->numel);
+}
+
+static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gamma,
+                          const rt_tensor *saved, const rt_tensor *dy, rt_tensor *dx,
+                          rt_tensor *dgamma, rt_tensor *dbeta)
+{
+    const char *op = "batchnorm2d_bwd";
+    bn_check(op, comm, x, gamma, saved, dy);
+    const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
+    if (C == 0)
+        return;
+    const float *mean = rt_f32(saved), *invstd = mean + C;
+    double *red = (double *)rt_cuda_scratch(RT_SCRATCH_RED, (size_t)(2 * C + 1) * 8, op);
+    LAUNCH(op, bn_bwd_reduce_k, (unsigned)C, 256, rt_f32(x), rt_f32(dy), mean, invstd, N, C, HW,
+           red, dgamma ? rt_f32(dgamma) : NULL, dbeta ? rt_f32(dbeta) : NULL);
+    if (dx) {
+        rt_check_numel(dx, x->numel, op, "input gradient");
+        rt_cuda_allreduce_f64(comm, red, 2 * C + 1, op);
+        LAUNCH(op, bn_bwd_dx_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), rt_f32(dy), mean,
+               invstd, rt_f32(gamma), red, rt_f32(dx), C, HW, x->numel);
+    }
+}
+
+extern "C" void rt_batchnorm2d_fwd(const rt_tensor *x, const rt_tensor *gamma,
+                                   const rt_tensor *beta, rt_tensor *running_mean,
+                                   rt_tensor *running_var, float momentum, float eps,
+                                   rt_tensor *saved, rt_tensor *y)
+{
+    batchnorm_fwd(NULL, x, gamma, beta, running_mean, running_var, momentum, eps, saved, y);
+}
+
+extern "C" void rt_batchnorm2d_bwd(const rt_tensor *x, const rt_tensor *gamma,
+                                   const rt_tensor *saved, const rt_tensor *dy, rt_tensor *dx,
+                                   rt_tensor *dgamma, rt_tensor *dbeta)
+{
+    batchnorm_bwd(NULL, x, gamma, saved, dy, dx, dgamma, dbeta);
+}
+
+extern "C" void rt_batchnorm2d_sync_fwd(const rt_comm *comm, const rt_tensor *x,
+                                        const rt_tensor *gamma, const rt_tensor *beta,
+                                        rt_tensor *running_mean, rt_tensor *running_var,
+                                        float momentum, float eps, rt_tensor *saved, rt_tensor *y)
+{
+    batchnorm_fwd(comm, x, gamma, beta, running_mean, running_var, momentum, eps, saved, y);
+}
+
+extern "C" void rt_batchnorm2d_sync_bwd(const rt_comm *comm, const rt_tensor *x,
+                                        const rt_tensor *gamma, const rt_tensor *saved,
+                                        const rt_tensor *dy, rt_tensor *dx, rt_tensor *dgamma,
+                                        rt_tensor *dbeta)
+{
+    batchnorm_bwd(comm, x, gamma, saved, dy, dx, dgamma, dbeta);
+}
+
+__global__ void bn_infer_k(const float *x, const float *rm, const float *rv, const float *gamma,
+                           const float *beta, float eps, float *y, int64_t C, int64_t HW,
+                           int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        int64_t c = (i / HW) % C;
+        y[i] = (x[i] - rm[c]) * rsqrtf(rv[c] + eps) * gamma[c] + beta[c];
+    }
+}
+
+extern "C" void rt_batchnorm2d_infer(const rt_tensor *x, const rt_tensor *gamma,
+                                     const rt_tensor *beta, const rt_tensor *running_mean,
+                                     const rt_tensor *running_var, float eps, rt_tensor *y)
+{
+    const char *op = "batchnorm2d_infer";
+    rt_check(x, RT_F32, 4, op, "input");
+    const int64_t C = x->shape[1], HW = x->shape[2] * x->shape[3];
+    rt_check_numel(gamma, C, op, "gamma");
+    rt_check_numel(beta, C, op, "beta");
+    rt_check_numel(running_mean, C, op, "running mean");
+    rt_check_numel(running_var, C, op, "running variance");
+    rt_check_numel(y, x->numel, op, "output");
+    LAUNCH(op, bn_infer_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), rt_f32(running_mean),
+           rt_f32(running_var), rt_f32(gamma), rt_f32(beta), eps, rt_f32(y), C, HW, x->numel);
+}
+
+/* ---- layernorm --------------------------------------------------------------------------- */
+
+__global__ void ln_fwd_k(const float *x, const float *g, const float *b, float eps, int64_t D,
+                         float *mean, float *rstd, float *y)
+{
+    const int64_t m = blockIdx.x;
+    const float *p = x + m * D;
+    float s = 0.0f;
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+        s += p[i];
+    const float mu = rt_block_sum(s) / (float)D;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+        ss += (p[i] - mu) * (p[i] - mu);
+    const float r = rsqrtf(rt_block_sum(ss) / (float)D + eps);
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
+        y[m * D + i] = (p[i] - mu) * r * g[i] + b[i];
+    if (threadIdx.x == 0) {
+        mean[m] = mu;
+        rstd[m] = r;
+    }
+}
+
+__global__ void ln_bwd_dx_k(const float *x, const float *g, const float *mean, const float *rstd,
+                            const float *dy, int64_t D, float *dx)
+{
+    const int64_t m = blockIdx.x;
+    const float *p = x + m * D, *gy = dy + m * D;
+    float a = 0.0f, b = 0.0f;
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+        float xhat = (p[i] - mean[m]) * rstd[m];
+        a += gy[i] * g[i];
+        b += gy[i] * g[i] * xhat;
+    }
+    const float ma = rt_block_sum(a) / (float)D, mb = rt_block_sum(b) / (float)D;
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+        float xhat = (p[i] - mean[m]) * rstd[m];
+        dx[m * D + i] = rstd[m] * (gy[i] * g[i] - ma - xhat * mb);
+    }
+}
+
+/* Block (x: 256 columns, y: LN_ROWS rows): partial column sums of dy*xhat and dy,
+ * added atomically into dgamma and dbeta. A thread per column over all rows would
+ * leave most of the GPU idle for GPT-2's 8192 rows of 768. */
+#define LN_ROWS 128
+
+__global__ void ln_bwd_params_k(const float *x, const float *mean, const float *rstd,
+                                const float *dy, int64_t M, int64_t D, float *dg, float *db)
+{
+    const int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (d >= D)
+        return;
+    const int64_t m0 = blockIdx.y * (int64_t)LN_ROWS, m1 = m0 + LN_ROWS < M ? m0 + LN_ROWS : M;
+    float sg = 0.0f, sb = 0.0f;
+    for (int64_t m = m0; m < m1; m++) {
+        float gy = dy[m * D + d];
+        sg += gy * (x[m * D + d] - mean[m]) * rstd[m];
+        sb += gy;
+    }
+    if (dg)
+        atomicAdd(dg + d, sg);
+    if (db)
+        atomicAdd(db + d, sb);
+}
+
+extern "C" void rt_layernorm_fwd(const rt_tensor *x, const rt_tensor *gamma,
+                                 const rt_tensor *beta, float eps, rt_tensor *saved,
+                                 rt_tensor *y)
+{
+    const char *op = "layernorm_fwd";
+    rt_check(x, RT_F32, -1, op, "input");
+    const int64_t D = x->shape[x->ndim - 1], M = D ? x->numel / D : 0;
+    rt_check_numel(gamma, D, op, "gamma");
+    rt_check_numel(beta, D, op, "beta");
+    rt_check_numel(saved, 2 * M, op, "saved");
+    rt_check_numel(y, x->numel, op, "output");
+    LAUNCH(op, ln_fwd_k, (unsigned)M, 256, rt_f32(x), rt_f32(gamma), rt_f32(beta), eps, D,
+           rt_f32(saved), rt_f32(saved) + M, rt_f32(y));
+}
+
+extern "C" void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma,
+                                 const rt_tensor *saved, const rt_tensor *dy, rt_tensor *dx,
+                                 rt_tensor *dgamma, rt_tensor *dbeta)
+{
+    const char *op = "layernorm_bwd";
+    rt_check(x, RT_F32, -1, op, "input");
+    const int64_t D = x->shape[x->ndim - 1], M = D ? x->numel / D : 0;
+    rt_check_numel(gamma, D, op, "gamma");
+    rt_check_numel(saved, 2 * M, op, "saved");
+    rt_check_numel(dy, x->numel, op, "output gradient");
+    const float *mean = rt_f32(saved), *rstd = mean + M;
+    if (dx) {
+        rt_check_numel(dx, x->numel, op, "input gradient");
+        LAUNCH(op, ln_bwd_dx_k, (unsigned)M, 256, rt_f32(x), rt_f32(gamma), mean, rstd,
+               rt_f32(dy), D, rt_f32(dx));
+    }
+    if ((dgamma || dbeta) && M > 0 && D > 0) {
+        dim3 grid((unsigned)((D + 255) / 256), (unsigned)((M + LN_ROWS - 1) / LN_ROWS));
+        ln_bwd_params_k<<<grid, 256, 0, RT_FG>>>(rt_f32(x), mean, rstd, rt_f32(dy), M, D,
+                                                 dgamma ? rt_f32(dgamma) : NULL,
+                                                 dbeta ? rt_f32(dbeta) : NULL);
+        rt_cuda_launched(op);
+    }
+}
+
+/* ---- embedding --------------------------------------------------------------------------- */
+
+__global__ void emb_fwd_k(const int32_t *tok, const float *w, const float *pos, float *y,
+                          int64_t V, int64_t T, int64_t D, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        int64_t r = i / D, k = i - r * D;
+        int32_t t = tok[r];
+        if (t < 0 || t >= V) {
+            report_bad(1, t, r, V);
+            y[i] = 0.0f;
+            continue;
+        }
+        y[i] = w[(int64_t)t * D + k] + (pos ? pos[(r % T) * D + k] : 0.0f);
+    }
+}
+
+__global__ void emb_bwd_k(const int32_t *tok, const float *dy, float *dw, float *dpos, int64_t V,
+                          int64_t T, int64_t D, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        int64_t r = i / D, k = i - r * D;
+        int32_t t = tok[r];
+        if (t < 0 || t >= V) {
+            report_bad(1, t, r, V);
+            continue;
+        }
+        if (dw)
+            atomicAdd(dw + (int64_t)t * D + k, dy[i]);
+        if (dpos)
+            atomicAdd(dpos + (r % T) * D + k, dy[i]);
+    }
+}
+
+static void emb_check(const char *op, const rt_tensor *tokens, const rt_tensor *w,
+                      const rt_tensor *pos, const rt_tensor *y, int64_t *NT, int64_t *T,
+                      int64_t *D)
+{
+    rt_check(tokens, RT_I32, -1, op, "tokens");
+    rt_check(w, RT_F32, 2, op, "table");
+    *D = w->shape[1];
+    *NT = tokens->numel;
+    *T = tokens->ndim >= 2 ? tokens->shape[tokens->ndim - 1] : tokens->numel;
+    rt_check_numel(y, *NT * *D, op, "output");
+    if (pos) {
+        rt_check(pos, RT_F32, 2, op, "positional table");
+        if (pos->shape[1] != *D || pos->shape[0] < *T)
+            rt_fatal(op, "positional table [%lld,%lld] too small for %lld positions of %lld",
+                     (long long)pos->shape[0], (long long)pos->shape[1], (long long)*T,
+                     (long long)*D);
+    }
+}
+
+extern "C" void rt_embedding_fwd(const rt_tensor *tokens, const rt_tensor *w,
+                                 const rt_tensor *pos, rt_tensor *y)
+{
+    int64_t NT, T, D;
+    emb_check("embedding_fwd", tokens, w, pos, y, &NT, &T, &D);
+    LAUNCH("embedding_fwd", emb_fwd_k, rt_cuda_blocks(NT * D), 256, rt_i32(tokens), rt_f32(w),
+           pos ? rt_f32(pos) : NULL, rt_f32(y), w->shape[0], T, D, NT * D);
+}
+
+extern "C" void rt_embedding_bwd(const rt_tensor *tokens, const rt_tensor *dy, rt_tensor *dw,
+                                 rt_tensor *dpos)
+{
+    int64_t NT, T, D;
+    emb_check("embedding_bwd", tokens, dw, dpos, dy, &NT, &T, &D);
+    LAUNCH("embedding_bwd", emb_bwd_k, rt_cuda_blocks(NT * D), 256, rt_i32(tokens), rt_f32(dy),
+           rt_f32(dw), dpos ? rt_f32(dpos) : NULL, dw->shape[0], T, D, NT * D);
+}
+
+/* ---- loss ------------------------------------------------------------------------------- */
+
+/* One block per row: loss[m] = log sum exp(z - max) + max - z[label]; with dz != NULL
+ * also writes (softmax - onehot) * inv. */
+__global__ void ce_k(const float *z, const int32_t *labels, int64_t C, float inv, float *loss,
+                     float *dz)
+{
+    const int64_t m = blockIdx.x;
+    const float *row = z + m * C;
+    float mx = -INFINITY;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+        mx = fmaxf(mx, row[c]);
+    mx = rt_block_max(mx);
+    float s = 0.0f;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+        s += expf(row[c] - mx);
+    s = rt_block_sum(s);
+    int32_t lab = labels[m];
+    bool ok = lab >= 0 && lab < C;
+    if (!ok && threadIdx.x == 0)
+        report_bad(2, lab, m, C);
+    if (loss && threadIdx.x == 0)
+        loss[m] = ok ? logf(s) + mx - row[lab] : 0.0f;
+    if (dz) {
+        const float is = 1.0f / s;
+        for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
+            dz[m * C + c] = (expf(row[c] - mx) * is - (c == lab ? 1.0f : 0.0f)) * inv;
+    }
+}
+
+static void ce_check(const char *op, const rt_tensor *logits, const rt_tensor *labels,
+                     int64_t global_count, int64_t *M, int64_t *C)
+{
+    rt_check(logits, RT_F32, -1, op, "logits");
+    rt_check(labels, RT_I32, -1, op, "labels");
+    *C = logits->shape[logits->ndim - 1];
+    *M = *C ? logits->numel / *C : 0;
+    rt_check_numel(labels, *M, op, "labels");
+    if (global_count < *M || global_count <= 0)
+        rt_fatal(op, "global row count %lld is smaller than this shard's %lld rows",
+                 (long long)global_count, (long long)*M);
+}
+
+extern "C" double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor *labels,
+                                       int64_t global_count)
+{
+    const char *op = "cross_entropy_fwd";
+    int64_t M, C;
+    ce_check(op, logits, labels, global_count, &M, &C);
+    if (M == 0)
+        return 0.0;
+    rt_cuda_not_capturing(op);
+    float *loss = (float *)rt_cuda_scratch(RT_SCRATCH_RED, (size_t)M * 4, op);
+    LAUNCH(op, ce_k, (unsigned)M, 256, rt_f32(logits), rt_i32(labels), C, 0.0f, loss, NULL);
+    float *h = (float *)rt_cuda_host_staging((size_t)M * 4, op);
+    rt_cuda_d2h(h, loss, (size_t)M * 4, op);
+    rt_cuda_check_inputs(op);
+    double total = 0.0; /* summed on the host in double, in row order, as the CPU */
+    for (int64_t m = 0; m < M; m++)
+        total += h[m];
+    return total / (double)global_count;
+}
+
+extern "C" void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels,
+                                     int64_t global_count, rt_tensor *dlogits)
+{
+    const char *op = "cross_entropy_bwd";
+    int64_t M, C;
+    ce_check(op, logits, labels, global_count, &M, &C);
+    rt_check_numel(dlogits, logits->numel, op, "logits gradient");
+    LAUNCH(op, ce_k, (unsigned)M, 256, rt_f32(logits), rt_i32(labels), C,
+           1.0f / (float)global_count, NULL, rt_f32(dlogits));
+}
+
+__global__ void correct_k(const float *z, const int32_t *labels, int64_t M, int64_t C,
+                          unsigned long long *hits)
+{
+    RT_FOR(m, M)
+    {
+        const float *row = z + m * C;
+        int64_t best = 0;
+        for (int64_t c = 1; c < C; c++)
+            if (row[c] > row[best])
+                best = c;
+        if (best == labels[m])
+            atomicAdd(hits, 1ull);
+    }
+}
+
+extern "C" int64_t rt_correct_count(const rt_tensor *logits, const rt_tensor *labels)
+{
+    const char *op = "correct_count";
+    rt_check(logits, RT_F32, -1, op, "logits");
+    rt_check(labels, RT_I32, -1, op, "labels");
+    const int64_t C = logits->shape[logits->ndim - 1], M = C ? logits->numel / C : 0;
+    rt_check_numel(labels, M, op, "labels");
+    rt_cuda_not_capturing(op);
+    unsigned long long *d = (unsigned long long *)rt_cuda_scratch(RT_SCRATCH_RED, 8, op);
+    RT_CUDA(cudaMemsetAsync(d, 0, 8, RT_FG), op);
+    LAUNCH(op, correct_k, rt_cuda_blocks(M), 256, rt_f32(logits), rt_i32(labels), M, C, d);
+    unsigned long long h = 0;
+    rt_cuda_d2h(&h, d, 8, op);
+    return (int64_t)h;
+}
