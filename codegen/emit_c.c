@@ -55,7 +55,11 @@ typedef struct emitter {
 	int64_t classes, vocab, labels_per_sample;
 	int first_loss;
 	bool fmnist;            /* the job's data is Fashion-MNIST (else synthetic) */
+	int seg, seg_set;       /* the open graph segment and its rank set (-1: none) */
+	int nsegs;
 } emitter;
+
+#define MAX_SEGMENTS 1024   /* rt_graph_begin's ids */
 
 #define MAXIN 64
 #define W(...) fprintf(e->out, __VA_ARGS__)
@@ -415,7 +419,7 @@ static void emit_globals(emitter *e)
 	for (int r = 0; r < e->nreshards; r++)
 		W("static rt_tensor *rx%d, *rg%d;   /* %s resharded to set %d, and its gradient back */\n", r, r,
 		  OP(e, e->reshards[r].value)->name, e->reshards[r].set);
-	W("static rt_tensor *x_scratch[NSETS], *labels_scratch[NSETS];\n\n");
+	W("\n");
 }
 
 /* A tensor for op i's shard: [nb[set], dims of t...]. */
@@ -443,13 +447,6 @@ static void emit_setup(emitter *e)
 		W("\tcomm[%d] = rt_comm_new(%d, set%d_ranks);\n", s, e->sets[s].n, s);
 		W("\t{\n\t\tint64_t end;\n\t\trt_comm_shard(comm[%d], BATCH, &s0[%d], &end);\n\t\tnb[%d] = end - s0[%d];\n\t}\n",
 		  s, s, s, s);
-	}
-	const ir_type *xt = &OP(e, e->sample_input)->type, *lt = &OP(e, e->label_input)->type;
-	for (int s = 0; s < e->nsets; s++) {
-		W("\tif (rt_comm_member(comm[%d])) {\n", s);
-		emit_new(e, arena_printf(e->a, "x_scratch[%d]", s), xt, s);
-		emit_new(e, arena_printf(e->a, "labels_scratch[%d]", s), lt, s);
-		W("\t}\n");
 	}
 	for (int i = 0; i < e->g->nops; i++) {
 		const ir_op *op = OP(e, i);
@@ -582,11 +579,9 @@ static void emit_forward_op(emitter *e, int i)
 	switch (op->opcode) {
 	case OP_INPUT:
 		W("\t\tif (train)\n\t\t\trt_data_batch(data, step, BATCH, s0[%d], s0[%d] + nb[%d], %s, %s);\n", e->set_of[i],
-		  e->set_of[i], e->set_of[i], i == e->sample_input ? y : arena_printf(e->a, "x_scratch[%d]", e->set_of[i]),
-		  i == e->label_input ? y : arena_printf(e->a, "labels_scratch[%d]", e->set_of[i]));
+		  e->set_of[i], e->set_of[i], i == e->sample_input ? y : "NULL", i == e->label_input ? y : "NULL");
 		W("\t\telse\n\t\t\trt_data_test_batch(data, step * BATCH + s0[%d], nb[%d], %s, %s);\n", e->set_of[i],
-		  e->set_of[i], i == e->sample_input ? y : arena_printf(e->a, "x_scratch[%d]", e->set_of[i]),
-		  i == e->label_input ? y : arena_printf(e->a, "labels_scratch[%d]", e->set_of[i]));
+		  e->set_of[i], i == e->sample_input ? y : "NULL", i == e->label_input ? y : "NULL");
 		break;
 	case OP_CONV2D:
 		emit_conv_attrs(e, op);
@@ -662,6 +657,72 @@ static void emit_forward_op(emitter *e, int i)
 	}
 }
 
+/* Graph segments: runs of layers on one rank set with no communication, no
+ * data loading and no host synchronisation between them. The CUDA backend
+ * captures each as a CUDA graph after warm-up and replays it; on the CPU the
+ * body simply runs. Evaluation (train false) always runs eagerly. */
+static bool graphable(const emitter *e, int i, bool fwd)
+{
+	const ir_op *op = OP(e, i);
+	switch (op->opcode) {
+	case OP_INPUT:
+	case OP_CROSSENTROPY:
+	case OP_RESHARD:
+	case OP_ALLREDUCE:
+		return false;   /* data loading, a loss read back by the host, communication */
+	case OP_BATCHNORM2D:
+		return e->sets[e->set_of[i]].n == 1;   /* SyncBN all-reduces its statistics */
+	default:
+		break;
+	}
+	for (int j = 0; fwd && j < op->ninputs; j++)
+		if (e->set_of[op->inputs[j]] != e->set_of[i])
+			return false;   /* an implicit reshard precedes it */
+	return e->nsegs < MAX_SEGMENTS || e->seg >= 0;
+}
+
+static void seg_close(emitter *e, bool fwd)
+{
+	if (e->seg < 0)
+		return;
+	W("\t}\n\tif (rt_comm_member(comm[%d])%s)\n\t\trt_graph_end(%d);\n", e->seg_set, fwd ? " && train" : "", e->seg);
+	e->seg = -1;
+}
+
+static void seg_open(emitter *e, int set, bool fwd)
+{
+	e->seg = e->nsegs++;
+	e->seg_set = set;
+	W("\n\t/* graph segment %d: a CUDA graph after warm-up on GPUs */\n", e->seg);
+	W("\tif (rt_comm_member(comm[%d]) && (%srt_graph_begin(%d))) {\n", set, fwd ? "!train || " : "", e->seg);
+}
+
+/* Writes what emit() writes for op i, one tab deeper, as a block of its own
+ * inside the open segment. */
+static void emit_in_segment(emitter *e, int i, void (*emit)(emitter *, int), const char *suffix)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *saved = e->out, *mem = open_memstream(&buf, &len);
+	if (!mem)
+		ice("open_memstream failed");
+	e->out = mem;
+	emit(e, i);
+	fclose(mem);
+	e->out = saved;
+	W("\t\t{   /* %s on %d rank%s */\n", OP(e, i)->name, e->sets[e->set_of[i]].n,
+	  e->sets[e->set_of[i]].n == 1 ? "" : "s");
+	W("\t\t\trt_trace_push(\"%s%s\");\n", OP(e, i)->name, suffix);
+	for (char *line = buf; line && *line;) {
+		char *nl = strchr(line, '\n');
+		size_t n = nl ? (size_t)(nl - line) : strlen(line);
+		W("\t%.*s\n", (int)n, line);
+		line = nl ? nl + 1 : NULL;
+	}
+	W("\t\t\trt_trace_pop();\n\t\t}\n");
+	free(buf);
+}
+
 static void emit_forward(emitter *e)
 {
 	W("/* One forward pass over global batch `step` (a test batch when !train).\n"
@@ -673,6 +734,15 @@ static void emit_forward(emitter *e)
 		int s = e->set_of[i];
 		if (op->opcode == OP_ALLREDUCE)
 			continue;
+		bool g = graphable(e, i, true);
+		if (e->seg >= 0 && (!g || e->seg_set != s))
+			seg_close(e, true);
+		if (g) {
+			if (e->seg < 0)
+				seg_open(e, s, true);
+			emit_in_segment(e, i, emit_forward_op, "");
+			continue;
+		}
 		W("\n\t/* %s = %s on %d rank%s */\n", op->name, ir_op_info_of(op->opcode)->name, e->sets[s].n,
 		  e->sets[s].n == 1 ? "" : "s");
 		if (op->opcode == OP_RESHARD) {
@@ -710,6 +780,7 @@ static void emit_forward(emitter *e)
 		emit_forward_op(e, i);
 		W("\t\trt_trace_pop();\n\t}\n");
 	}
+	seg_close(e, true);
 	W("\treturn loss;\n}\n\n");
 }
 
@@ -802,14 +873,18 @@ static void emit_backward_op(emitter *e, int i)
 /* The gradient all-reduce of op i's parameters within its rank set, right
  * after its backward: what the plan's allreduce op (or, when the IR has none
  * for a layer, the end of the backward pass) stands for. */
+static int allreduce_set(emitter *e, int i)
+{
+	param_desc pd[8];
+	int s = e->allreduce_of[i] >= 0 ? e->set_of[e->allreduce_of[i]] : e->set_of[i];
+	return params_of(e, i, pd) == 0 || e->sets[s].n == 1 ? -1 : s;
+}
+
 static void emit_allreduce(emitter *e, int i)
 {
 	param_desc pd[8];
-	int np = params_of(e, i, pd), s = e->set_of[i];
-	int ar = e->allreduce_of[i];
-	if (ar >= 0)
-		s = e->set_of[ar];
-	if (np == 0 || e->sets[s].n == 1)
+	int np = params_of(e, i, pd), s = allreduce_set(e, i);
+	if (s < 0)
 		return;
 	W("\tif (rt_comm_member(comm[%d])) {   /* all-reduce of %s's gradients over %d ranks */\n", s, OP(e, i)->name,
 	  e->sets[s].n);
@@ -838,6 +913,7 @@ static void emit_backward(emitter *e)
 			int p = op->inputs[0];
 			if (!e->has_grad[p])
 				continue;
+			seg_close(e, false);
 			W("\n\t/* %s: the gradient goes back, %d -> %d ranks */\n", op->name, e->sets[e->set_of[i]].n,
 			  e->sets[e->set_of[p]].n);
 			W("\trt_trace_push(\"%s.bwd\");\n", op->name);
@@ -856,18 +932,40 @@ static void emit_backward(emitter *e)
 		if (!any && !has_params)
 			continue;
 		int s = e->set_of[i];
-		W("\n\t/* %s: backward on %d rank%s */\n", op->name, e->sets[s].n, e->sets[s].n == 1 ? "" : "s");
-		W("\tif (rt_comm_member(comm[%d])) {\n\t\trt_trace_push(\"%s.bwd\");\n", s, op->name);
-		emit_backward_op(e, i);
-		W("\t\trt_trace_pop();\n\t}\n");
+		bool g = graphable(e, i, false), cross = false;
+		if (e->seg >= 0 && (!g || e->seg_set != s))
+			seg_close(e, false);
+		if (g) {
+			if (e->seg < 0)
+				seg_open(e, s, false);
+			emit_in_segment(e, i, emit_backward_op, ".bwd");
+		} else {
+			W("\n\t/* %s: backward on %d rank%s */\n", op->name, e->sets[s].n, e->sets[s].n == 1 ? "" : "s");
+			W("\tif (rt_comm_member(comm[%d])) {\n\t\trt_trace_push(\"%s.bwd\");\n", s, op->name);
+			emit_backward_op(e, i);
+			W("\t\trt_trace_pop();\n");
+		}
+		/* Contributions to gradients on the same ranks: kernels, so they stay
+		 * inside the segment (or the member block). */
+		for (int j = 0; j < op->ninputs; j++) {
+			int p = op->inputs[j];
+			if (!e->has_grad[p] || e->direct[i * MAXIN + j])
+				continue;
+			if (e->set_of[p] == s)
+				W("\t\trt_accumulate(dy_%s, g%d_%d);\n", cname(e, p), i, j);
+			else
+				cross = true;
+		}
+		if (!g)
+			W("\t}\n");
+		if (allreduce_set(e, i) >= 0 || cross)
+			seg_close(e, false);
 		emit_allreduce(e, i);
 		for (int j = 0; j < op->ninputs; j++) {
 			int p = op->inputs[j];
 			if (!e->has_grad[p] || e->direct[i * MAXIN + j])
 				continue;
-			if (e->set_of[p] == s) {
-				W("\tif (rt_comm_member(comm[%d]))\n\t\trt_accumulate(dy_%s, g%d_%d);\n", s, cname(e, p), i, j);
-			} else {
+			if (e->set_of[p] != s) {
 				int r = reshard_index(e, p, s);
 				W("\trt_trace_push(\"%s.reshard_grad\");\n", OP(e, p)->name);
 				W("\trt_reshard(g%d_%d, comm[%d], rg%d, comm[%d], BATCH, %lld);   /* %d -> %d ranks */\n", i, j, s, r,
@@ -878,6 +976,7 @@ static void emit_backward(emitter *e)
 			}
 		}
 	}
+	seg_close(e, false);
 	W("}\n\n");
 }
 
@@ -890,6 +989,9 @@ static void emit_main(emitter *e)
 	  e->fmnist ? "RT_DATA_FMNIST" : "RT_DATA_SYNTHETIC");
 	W("\tconst rt_options *o = rt_init(&argc, &argv, \"%s\");\n", j->name);
 	W("\trt_check_world_size(WORLD);\n");
+	if (j->dtype == DT_BF16 || j->dtype == DT_F16)
+		W("\trt_set_compute_dtype(%s);   /* the job's dtype: GEMM inputs in 16 bits on GPUs */\n",
+		  j->dtype == DT_BF16 ? "RT_COMPUTE_BF16" : "RT_COMPUTE_F16");
 	W("\trt_pool *pool = rt_pool_new();\n\trt_params *ps = rt_params_new(pool);\n");
 	W("\tsetup(pool, ps, o->seed);\n");
 	W("\trt_data *data = rt_data_open(o, %d, (int64_t[]){", xt->rank - 1);
@@ -927,7 +1029,8 @@ static void emit_main(emitter *e)
 bool cg_emit_c(FILE *out, const ir_module *m, int job, diag_ctx *d)
 {
 	arena *a = arena_new();
-	emitter e = {.out = out, .m = m, .job = &m->jobs[job], .g = m->graphs[m->jobs[job].graph], .d = d, .a = a};
+	emitter e = {.out = out, .m = m, .job = &m->jobs[job], .g = m->graphs[m->jobs[job].graph], .d = d, .a = a,
+		     .seg = -1};
 	bool ok = analyse(&e);
 	if (ok) {
 		emit_header(&e);
