@@ -3,8 +3,8 @@
 
 The peer is the same CNN (examples/models/fmnist_cnn.burst), the same global
 batch, the same data (Debian's Fashion-MNIST) and one thread per process,
-trained with plain PyTorch eager on CPU: one process, and 4 processes with
-DistributedDataParallel over gloo. burstc's program runs on 1 and 4 MPI ranks
+trained with plain PyTorch eager on CPU: one process, and 2 and 4 processes with
+DistributedDataParallel over gloo. burstc's program runs on 1, 2 and 4 MPI ranks
 (data parallel and the burst plan). Each configuration trains ITERS steps
 after WARMUP; the table shows the median samples/s of REPEATS runs and the
 ratio against PyTorch with the same number of processes.
@@ -113,7 +113,7 @@ def main():
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for ranks in (1, 4):
+        for ranks in (1, 2, 4):
             peer = statistics.median(torch_run(ranks, a.batch, a.iters, a.warmup, 29500 + ranks + 10 * r)
                                      for r in range(a.repeats))
             rows.append(("pytorch" + (" ddp/gloo" if ranks > 1 else ""), ranks, peer, 1.0))
