@@ -374,6 +374,7 @@ static void parse_options(int argc, char **argv, const char *program)
 
 const rt_options *rt_init(int *argc, char ***argv, const char *program)
 {
+    rt_blas_select(*argv);
     int provided;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     mpi_started = true;

@@ -19,6 +19,10 @@ void rt_check_numel(const rt_tensor *t, int64_t numel, const char *op, const cha
 /* Name of the op currently on the trace stack (for watchdog messages). */
 const char *rt_current_op(void);
 
+/* cpu/device.c: makes OpenBLAS use the kernels this CPU supports when it fell back
+ * to generic ones (re-executes the program once, before MPI starts). */
+void rt_blas_select(char **argv);
+
 /* cpu/conv.c: samples per GEMM of conv2d (the benchmark mirrors the lowering with it) */
 #define RT_CONV_COLUMNS 1024
 int64_t rt_conv2d_chunk(int64_t N, int64_t ohw);

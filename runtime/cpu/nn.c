@@ -83,10 +83,43 @@ static inline int64_t window_argmax_inside(const float *plane, int64_t W, int64_
     return best;
 }
 
+/* The 2x2, stride-2 window without padding (VGG, the small CNNs): the offset
+ * (0..3, row-major in the window) of its maximum, by the same rule as MAX_STEP. */
+static inline int argmax2x2(const float *r0, const float *r1, int64_t w)
+{
+    float mx = r0[w];
+    int best = 0;
+    const float v[3] = {r0[w + 1], r1[w], r1[w + 1]};
+    for (int k = 0; k < 3; k++)
+        if (v[k] > mx || v[k] != v[k]) {
+            mx = v[k];
+            best = k + 1;
+        }
+    return best;
+}
+
+static bool is_2x2(const rt_pool2d_attrs *a, int64_t H, int64_t W)
+{
+    return a->kh == 2 && a->kw == 2 && a->sh == 2 && a->sw == 2 && a->ph == 0 && a->pw == 0 &&
+           !a->ceil_mode && H % 2 == 0 && W % 2 == 0;
+}
+
 void rt_maxpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y)
 {
     int64_t N, C, H, W, OH, OW;
     pool_dims("maxpool2d_fwd", x, a, y, &N, &C, &H, &W, &OH, &OW);
+    if (is_2x2(a, H, W)) {
+        for (int64_t p = 0; p < N * C; p++)
+            for (int64_t oh = 0; oh < OH; oh++) {
+                const float *r0 = rt_f32(x) + (p * H + 2 * oh) * W, *r1 = r0 + W;
+                float *out = rt_f32(y) + (p * OH + oh) * OW;
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    int k = argmax2x2(r0, r1, 2 * ow);
+                    out[ow] = (k < 2 ? r0 : r1)[2 * ow + (k & 1)];
+                }
+            }
+        return;
+    }
     if (a->ph == 0 && a->pw == 0 && !a->ceil_mode) {
         for (int64_t p = 0; p < N * C; p++) {
             const float *plane = rt_f32(x) + p * H * W;
@@ -115,6 +148,23 @@ void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy, const rt_pool2d_a
     int64_t N, C, H, W, OH, OW;
     pool_dims("maxpool2d_bwd", x, a, dy, &N, &C, &H, &W, &OH, &OW);
     rt_check_numel(dx, x->numel, "maxpool2d_bwd", "input gradient");
+    if (is_2x2(a, H, W)) {
+        /* Every input element is in exactly one window: write all four, no zeroing pass. */
+        for (int64_t p = 0; p < N * C; p++)
+            for (int64_t oh = 0; oh < OH; oh++) {
+                const float *r0 = rt_f32(x) + (p * H + 2 * oh) * W, *r1 = r0 + W;
+                const float *g = rt_f32(dy) + (p * OH + oh) * OW;
+                float *d0 = rt_f32(dx) + (p * H + 2 * oh) * W, *d1 = d0 + W;
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    int k = argmax2x2(r0, r1, 2 * ow);
+                    d0[2 * ow] = k == 0 ? g[ow] : 0.0f;
+                    d0[2 * ow + 1] = k == 1 ? g[ow] : 0.0f;
+                    d1[2 * ow] = k == 2 ? g[ow] : 0.0f;
+                    d1[2 * ow + 1] = k == 3 ? g[ow] : 0.0f;
+                }
+            }
+        return;
+    }
     rt_tensor_zero(dx);
     const bool inside = a->ph == 0 && a->pw == 0 && !a->ceil_mode;
     for (int64_t p = 0; p < N * C; p++) {

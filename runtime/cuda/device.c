@@ -30,6 +30,8 @@ void rt_host_trace_pop(void);
  * here (documented in docs/cuda.md). */
 void openblas_set_num_threads(int num_threads);
 void openblas_set_num_threads(int num_threads) { (void)num_threads; }
+/* GEMMs run in cuBLAS: there is no OpenBLAS to choose kernels for. */
+void rt_blas_select(char **argv) { (void)argv; }
 
 /* ---- errors ------------------------------------------------------------------- */
 

@@ -62,7 +62,7 @@ def fit(burstc, tmp, measured):
         for half in (1e3, 1e4, 1e5, 1e6, 1e7):
             for bw in (0.5, 1, 2, 4, 8):
                 for launch in (1, 5, 20):
-                    record = ("gpu cpu {\n  flops f32 = 50 GFLOPS\n  memory = 4 GiB\n  bandwidth = %g GB/s\n"
+                    record = ("gpu cpu {\n  flops f32 = 140 GFLOPS\n  memory = 4 GiB\n  bandwidth = %g GB/s\n"
                               "  launch = %d us\n  efficiency = %g\n  half_work = %g\n}\n" % (bw, launch, eff, half))
                     start = src.index("gpu cpu {")
                     text = src[:start] + record + src[src.index("}", start) + 2:]
