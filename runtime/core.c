@@ -10,6 +10,7 @@
 #include <math.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -372,6 +373,49 @@ static void parse_options(int argc, char **argv, const char *program)
         rt_fatal("options", "--resume needs --checkpoint-dir");
 }
 
+/* The step this rank is in, for the message of a rank that mpirun stops. */
+static volatile int64_t current_step = -1;
+
+/* Appends the decimal digits of v (async-signal-safe). */
+static size_t put_int(char *buf, size_t at, int64_t v)
+{
+    char tmp[24];
+    size_t n = 0;
+    uint64_t u = v < 0 ? (uint64_t)(-v) : (uint64_t)v;
+    do
+        tmp[n++] = (char)('0' + u % 10);
+    while ((u /= 10) && n < sizeof tmp);
+    if (v < 0)
+        buf[at++] = '-';
+    while (n)
+        buf[at++] = tmp[--n];
+    return at;
+}
+
+static size_t put_str(char *buf, size_t at, const char *s)
+{
+    while (*s)
+        buf[at++] = *s++;
+    return at;
+}
+
+/* When one rank dies, mpirun stops the others with SIGTERM: each says which rank it
+ * is and the step it was in before it goes, so the job's output shows where every
+ * rank stood. Only async-signal-safe calls here. */
+static void on_terminate(int sig)
+{
+    char buf[256];
+    size_t n = put_str(buf, 0, "burstrt: rank ");
+    n = put_int(buf, n, rt_opts_g.rank);
+    n = put_str(buf, n, ": stopped at step ");
+    n = put_int(buf, n, current_step);
+    n = put_str(buf, n, ": the job was terminated (another rank failed, or mpirun was interrupted)\n");
+    ssize_t w = write(STDERR_FILENO, buf, n);
+    (void)w;
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 const rt_options *rt_init(int *argc, char ***argv, const char *program)
 {
     rt_blas_select(*argv);
@@ -383,6 +427,11 @@ const rt_options *rt_init(int *argc, char ***argv, const char *program)
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     parse_options(*argc, *argv, program ? program : (*argv)[0]);
     openblas_set_num_threads(rt_opts_g.threads);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_terminate;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
     rt_comm_world_init();
     rt_trace_init();
     wd.stop = false;
@@ -444,6 +493,7 @@ static double step_deadline(void)
 
 void rt_step_begin(int64_t step)
 {
+    current_step = step;
     watchdog_arm(step, step_deadline());
     step_t0 = rt_now();
 }

@@ -109,6 +109,10 @@ def check_fault(prog, how):
         fail("%s: the job exited 0" % how)
     if took > 30:
         fail("%s: the job took %.1f s to exit after the fault" % (how, took))
+    if how == "dead-rank" and not re.search(r"process rank \d+ .*exited on signal 9", err):
+        fail("dead-rank: mpirun did not name the dead rank:\n" + err)
+    if how == "dead-rank" and not re.search(r"burstrt: rank \d+: stopped at step \d+", err):
+        fail("dead-rank: no surviving rank said where it stopped:\n" + err)
     if how == "hung-rank" and not re.search(r"rank \d+", err):
         fail("hung-rank: no message naming a rank:\n" + err)
     if how == "hung-rank" and "step" not in err:
