@@ -32,6 +32,10 @@ void rt_trace_init(void);
 void rt_trace_write_and_free(const char *path);
 void rt_trace_record_step(int64_t step, double t0, double t1);
 
+/* ranks.c: a checked, malloc'd copy of a rank set (distinct ranks of the world);
+ * *index gets this rank's place in it, or -1. */
+int *rt_rank_set_copy(int n, const int *world_ranks, int *index);
+
 /* comm_mpi.c */
 void rt_comm_free_all(void);
 /* Sum-all-reduce of doubles in place within the set (no-op for NULL, one rank

@@ -137,35 +137,11 @@ void rt_comm_world_init(void)
 #endif
 }
 
-void rt_shard(int64_t B, int k, int index, int64_t *start, int64_t *end)
-{
-    if (k <= 0 || index < 0 || index >= k || B < 0)
-        rt_fatal("shard", "invalid shard %d of %d for batch %lld", index, k, (long long)B);
-    int64_t base = B / k, extra = B % k;
-    *start = index * base + (index < extra ? index : extra);
-    *end = *start + base + (index < extra ? 1 : 0);
-}
-
 rt_comm *rt_comm_new(int n, const int *world_ranks)
 {
-    int size = rt_opts_g.world_size, me = rt_opts_g.rank;
-    if (n <= 0)
-        rt_fatal("comm_new", "empty rank set");
     rt_comm *c = rt_xcalloc(1, sizeof *c, "comm_new");
     c->n = n;
-    c->ranks = rt_xmalloc((size_t)n * sizeof(int), "comm_new");
-    c->index = -1;
-    for (int i = 0; i < n; i++) {
-        if (world_ranks[i] < 0 || world_ranks[i] >= size)
-            rt_fatal("comm_new", "rank %d in a rank set is outside the world of %d ranks",
-                     world_ranks[i], size);
-        for (int j = 0; j < i; j++)
-            if (world_ranks[j] == world_ranks[i])
-                rt_fatal("comm_new", "rank %d appears twice in a rank set", world_ranks[i]);
-        c->ranks[i] = world_ranks[i];
-        if (world_ranks[i] == me)
-            c->index = i;
-    }
+    c->ranks = rt_rank_set_copy(n, world_ranks, &c->index);
     c->comm = MPI_COMM_NULL;
     int initialised = 0;
     MPI_Initialized(&initialised);
