@@ -35,6 +35,7 @@ static const char build_usage[] =
 	"  --amplification X    override the job's amplification limit\n"
 	"  --gpus G             plan for G ranks instead of the cluster's size\n"
 	"  --profile FILE       measured per-layer times for the planner\n"
+	"  --batch B            plan for a global batch of B instead of the job's\n"
 	"  --help               show this help\n"
 	"\n"
 	"environment: BURSTC_CC (default mpicc) compiles the program; BURSTC_CFLAGS adds flags.\n";
@@ -131,53 +132,39 @@ int cmd_build(int argc, char **argv)
 	bool emit_c = false, cuda = false;
 	pass_options popt = {.strategy = "burst"};
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		const char *a = argv[i], *v;
+		int shared;
 		if (strcmp(a, "--help") == 0) {
 			fputs(build_usage, stdout);
 			return 0;
-		} else if (strcmp(a, "--emit=c") == 0) {
+		} else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--emit"))) {
+			if (strcmp(v, "c") != 0) {
+				fprintf(stderr, "burstc build: error: --emit takes only 'c' here, got '%s'\n", v);
+				return 1;
+			}
 			emit_c = true;
-		} else if (strcmp(a, "--target=cpu") == 0) {
-			cuda = false;
-		} else if (strcmp(a, "--target=cuda") == 0) {
+		} else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--target"))) {
+			if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
+				fprintf(stderr, "burstc build: error: unknown target '%s' (expected cpu or cuda)\n", v);
+				return 1;
+			}
+			cuda = strcmp(v, "cuda") == 0;
 #ifndef BURSTRT_CUDA_LIBRARY
-			fputs("burstc build: error: this burstc was built without the CUDA backend "
-			      "(CMake found no nvcc)\n", stderr);
-			return 1;
+			if (cuda) {
+				fputs("burstc build: error: this burstc was built without the CUDA backend "
+				      "(CMake found no nvcc)\n", stderr);
+				return 1;
+			}
 #endif
-			cuda = true;
-		} else if (strcmp(a, "-o") == 0 && v) {
+		} else if ((v = tool_opt_value("burstc build", argc, argv, &i, "-o"))) {
 			output = v;
-			i++;
-		} else if (strcmp(a, "--job") == 0 && v) {
-			popt.job = v;
-			i++;
-		} else if (strcmp(a, "--strategy") == 0 && v) {
+		} else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--strategy"))) {
 			popt.strategy = v;
-			i++;
-		} else if (strcmp(a, "--profile") == 0 && v) {
-			popt.profile = v;
-			i++;
-		} else if (strcmp(a, "--amplification") == 0 && v) {
-			char *end;
-			popt.amplification = strtod(v, &end);
-			if (*end || !(popt.amplification >= 1)) {
-				fprintf(stderr, "burstc build: error: --amplification must be a number >= 1\n");
+		} else if ((shared = tool_pass_option("burstc build", argc, argv, &i, &popt)) != 0) {
+			if (shared < 0)
 				return 1;
-			}
-			i++;
-		} else if (strcmp(a, "--gpus") == 0 && v) {
-			char *end;
-			long g = strtol(v, &end, 10);
-			if (*end || g < 1 || g > (1 << 20)) {
-				fprintf(stderr, "burstc build: error: --gpus must be a positive integer\n");
-				return 1;
-			}
-			popt.gpus = (int)g;
-			i++;
 		} else if (a[0] == '-') {
-			fprintf(stderr, "burstc build: error: unknown or incomplete option '%s' (see burstc build --help)\n", a);
+			fprintf(stderr, "burstc build: error: unknown option '%s' (see burstc build --help)\n", a);
 			return 1;
 		} else if (input) {
 			fprintf(stderr, "burstc build: error: more than one input file\n");
@@ -185,6 +172,12 @@ int cmd_build(int argc, char **argv)
 		} else {
 			input = a;
 		}
+	}
+	if (strcmp(popt.strategy, "burst") != 0 && strcmp(popt.strategy, "deeppool") != 0 &&
+	    strcmp(popt.strategy, "dp") != 0) {
+		fprintf(stderr, "burstc build: error: unknown strategy '%s' (expected burst, deeppool or dp)\n",
+			popt.strategy);
+		return 1;
 	}
 	if (!input) {
 		fputs("burstc build: error: no input file\n", stderr);

@@ -42,22 +42,6 @@ static const char plan_usage[] =
 	"\n"
 	"exit status: 0 success, 1 errors in the input or no plan fits, 2 internal error\n";
 
-static const char *opt_val(int argc, char **argv, int *i, const char *name)
-{
-	size_t n = strlen(name);
-	if (strncmp(argv[*i], name, n) != 0)
-		return NULL;
-	if (argv[*i][n] == '=')
-		return argv[*i] + n + 1;
-	if (argv[*i][n] != 0)
-		return NULL;
-	if (*i + 1 >= argc) {
-		fprintf(stderr, "burstc plan: error: %s needs a value\n", name);
-		exit(1);
-	}
-	return argv[++*i];
-}
-
 /* "0..7" or "0..3,8..11" */
 static void ranks_str(const plan_layer_result *lr, char *buf, size_t n)
 {
@@ -114,47 +98,27 @@ int cmd_plan(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		const char *v;
 		char *end;
+		int shared;
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			fputs(plan_usage, stdout);
 			return 0;
 		} else if (strcmp(argv[i], "--frontier") == 0) {
 			frontier = true;
-		} else if ((v = opt_val(argc, argv, &i, "--strategy"))) {
+		} else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--strategy"))) {
 			strategy = v;
-		} else if ((v = opt_val(argc, argv, &i, "--amplification"))) {
-			popt.amplification = strtod(v, &end);
-			if (*end || !(popt.amplification >= 1)) {
-				fprintf(stderr, "burstc plan: error: --amplification must be a number >= 1, got '%s'\n", v);
-				return 1;
-			}
-		} else if ((v = opt_val(argc, argv, &i, "--gpu-budget"))) {
+		} else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--gpu-budget"))) {
 			gpu_budget = strtod(v, &end);
 			if (*end || !(gpu_budget >= 1)) {
 				fprintf(stderr, "burstc plan: error: --gpu-budget must be a number >= 1, got '%s'\n", v);
 				return 1;
 			}
-		} else if ((v = opt_val(argc, argv, &i, "--profile"))) {
-			popt.profile = v;
-		} else if ((v = opt_val(argc, argv, &i, "--json"))) {
+		} else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--json"))) {
 			json = v;
-		} else if ((v = opt_val(argc, argv, &i, "--trace"))) {
+		} else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--trace"))) {
 			trace = v;
-		} else if ((v = opt_val(argc, argv, &i, "--job"))) {
-			popt.job = v;
-		} else if ((v = opt_val(argc, argv, &i, "--gpus"))) {
-			long g = strtol(v, &end, 10);
-			if (*end || g < 1 || g > 1 << 20) {
-				fprintf(stderr, "burstc plan: error: --gpus must be a positive integer, got '%s'\n", v);
+		} else if ((shared = tool_pass_option("burstc plan", argc, argv, &i, &popt)) != 0) {
+			if (shared < 0)
 				return 1;
-			}
-			popt.gpus = (int)g;
-		} else if ((v = opt_val(argc, argv, &i, "--batch"))) {
-			long long b = strtoll(v, &end, 10);
-			if (*end || b < 1) {
-				fprintf(stderr, "burstc plan: error: --batch must be a positive integer, got '%s'\n", v);
-				return 1;
-			}
-			popt.batch = b;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			fprintf(stderr, "burstc plan: error: unknown option '%s' (see burstc plan --help)\n", argv[i]);
 			return 1;

@@ -69,29 +69,13 @@ ir_module *load_input(arena *a, const char *path, diag_ctx *d)
 	return ir_read(a, f, d);
 }
 
-/* Matches --name=value or --name value; advances *i past what it used. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name)
-{
-	size_t n = strlen(name);
-	if (strncmp(argv[*i], name, n) != 0)
-		return NULL;
-	if (argv[*i][n] == '=')
-		return argv[*i] + n + 1;
-	if (argv[*i][n] != 0)
-		return NULL;
-	if (*i + 1 >= argc) {
-		fprintf(stderr, "burstc: error: %s needs a value\n", name);
-		exit(1);
-	}
-	return argv[++*i];
-}
-
 static int compile_main(int argc, char **argv)
 {
 	const char *emit = "ir", *stop_after = NULL, *dump_after = NULL, *output = "-", *input = NULL;
 	pass_options popt = {.strategy = "burst"};
 	for (int i = 1; i < argc; i++) {
 		const char *v;
+		int shared;
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			fputs(usage, stdout);
 			print_passes(stdout);
@@ -99,42 +83,18 @@ static int compile_main(int argc, char **argv)
 		} else if (strcmp(argv[i], "--version") == 0) {
 			printf("burstc %s\n", BURSTC_VERSION);
 			return 0;
-		} else if ((v = opt_value(argc, argv, &i, "--emit"))) {
+		} else if ((v = tool_opt_value("burstc", argc, argv, &i, "--emit"))) {
 			emit = v;
-		} else if ((v = opt_value(argc, argv, &i, "--stop-after"))) {
+		} else if ((v = tool_opt_value("burstc", argc, argv, &i, "--stop-after"))) {
 			stop_after = v;
-		} else if ((v = opt_value(argc, argv, &i, "--dump-after"))) {
+		} else if ((v = tool_opt_value("burstc", argc, argv, &i, "--dump-after"))) {
 			dump_after = v;
-		} else if ((v = opt_value(argc, argv, &i, "--job"))) {
-			popt.job = v;
-		} else if ((v = opt_value(argc, argv, &i, "--strategy"))) {
+		} else if ((v = tool_opt_value("burstc", argc, argv, &i, "--strategy"))) {
 			popt.strategy = v;
-		} else if ((v = opt_value(argc, argv, &i, "--profile"))) {
-			popt.profile = v;
-		} else if ((v = opt_value(argc, argv, &i, "--amplification"))) {
-			char *end;
-			popt.amplification = strtod(v, &end);
-			if (*end || !(popt.amplification >= 1)) {
-				fprintf(stderr, "burstc: error: --amplification must be a number >= 1, got '%s'\n", v);
+		} else if ((shared = tool_pass_option("burstc", argc, argv, &i, &popt)) != 0) {
+			if (shared < 0)
 				return 1;
-			}
-		} else if ((v = opt_value(argc, argv, &i, "--gpus"))) {
-			char *end;
-			long g = strtol(v, &end, 10);
-			if (*end || g < 1 || g > (1 << 20)) {
-				fprintf(stderr, "burstc: error: --gpus must be a positive integer, got '%s'\n", v);
-				return 1;
-			}
-			popt.gpus = (int)g;
-		} else if ((v = opt_value(argc, argv, &i, "--batch"))) {
-			char *end;
-			long long b = strtoll(v, &end, 10);
-			if (*end || b < 1 || b > (1LL << 31)) {
-				fprintf(stderr, "burstc: error: --batch must be a positive integer, got '%s'\n", v);
-				return 1;
-			}
-			popt.batch = b;
-		} else if ((v = opt_value(argc, argv, &i, "-o"))) {
+		} else if ((v = tool_opt_value("burstc", argc, argv, &i, "-o"))) {
 			output = v;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			fprintf(stderr, "burstc: error: unknown option '%s' (see burstc --help)\n", argv[i]);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "ir.h"
+#include "passes.h"
 
 /* Reads FILE: `.ir` through the IR reader, anything else through the front
  * end. Errors go through d; returns NULL or a module with d->nerrors > 0 on
@@ -31,6 +32,15 @@ bool out_open(out_file *o, const char *path);
 /* Flushes, closes and renames; false (with a message) if any write failed. */
 bool out_commit(out_file *o);
 void out_abort(out_file *o);
+
+/* options.c */
+
+/* Matches --name=value or --name value at argv[*i], advancing *i past what it
+ * used; NULL if argv[*i] is another option. A missing value exits with status 1. */
+const char *tool_opt_value(const char *cmd, int argc, char **argv, int *i, const char *name);
+/* The planning options: --job, --profile, --amplification, --gpus, --batch. Returns 1
+ * if argv[*i] was one of them, 0 if not, -1 on a bad value (reported, as CMD: error). */
+int tool_pass_option(const char *cmd, int argc, char **argv, int *i, pass_options *o);
 
 /* Subcommands: argv[0] is the subcommand's name. Each returns the exit status. */
 int cmd_stats(int argc, char **argv);
