@@ -18,7 +18,7 @@
 
 static const char usage[] =
 	"usage: burstc [options] FILE            compile a .burst (or .ir) file\n"
-	"       burstc stats [--batch B] FILE    parameters, FLOPs and activations per layer\n"
+	"       burstc stats [options] FILE      parameters, FLOPs and activations per layer (burstc stats --help)\n"
 	"       burstc plan [options] JOB.burst  plan a job (burstc plan --help)\n"
 	"       burstc build [options] JOB.burst -o PROG   build a job's training program (burstc build --help)\n"
 	"       burstc rank [options] FILE       top-K ranking from comparisons (burstc rank --help)\n"
