@@ -51,24 +51,11 @@ static void linear_bwd(const float *x, const float *w, const float *dy, int64_t 
         add_colsum(dy, M, out, db);
 }
 
-static void linear_dims(const char *op, const rt_tensor *x, const rt_tensor *w, int64_t *M,
-                        int64_t *in, int64_t *out)
-{
-    rt_check(x, RT_F32, -1, op, "input");
-    rt_check(w, RT_F32, 2, op, "weight");
-    *out = w->shape[0];
-    *in = w->shape[1];
-    if (x->ndim < 1 || x->shape[x->ndim - 1] != *in)
-        rt_fatal(op, "input's last dimension %lld does not match weight in-features %lld",
-                 (long long)(x->ndim ? x->shape[x->ndim - 1] : 0), (long long)*in);
-    *M = x->numel / *in;
-}
-
 void rt_linear_fwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *b, rt_tensor *y)
 {
     const char *op = "linear_fwd";
     int64_t M, in, out;
-    linear_dims(op, x, w, &M, &in, &out);
+    rt_linear_dims(op, x, w, &M, &in, &out);
     rt_check(y, RT_F32, -1, op, "output");
     rt_check_numel(y, M * out, op, "output");
     if (b)
@@ -81,7 +68,7 @@ void rt_linear_bwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *dy, 
 {
     const char *op = "linear_bwd";
     int64_t M, in, out;
-    linear_dims(op, x, w, &M, &in, &out);
+    rt_linear_dims(op, x, w, &M, &in, &out);
     rt_check_numel(dy, M * out, op, "output gradient");
     if (dx)
         rt_check_numel(dx, x->numel, op, "input gradient");
@@ -93,26 +80,11 @@ void rt_linear_bwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *dy, 
                dw ? rt_f32(dw) : NULL, db ? rt_f32(db) : NULL);
 }
 
-static void matmul_dims(const char *op, const rt_tensor *a, const rt_tensor *b, int64_t *B,
-                        int64_t *m, int64_t *k, int64_t *n)
-{
-    rt_check(a, RT_F32, 3, op, "a");
-    rt_check(b, RT_F32, 3, op, "b");
-    *B = a->shape[0];
-    *m = a->shape[1];
-    *k = a->shape[2];
-    *n = b->shape[2];
-    if (b->shape[0] != *B || b->shape[1] != *k)
-        rt_fatal(op, "a [%lld,%lld,%lld] and b [%lld,%lld,%lld] do not multiply",
-                 (long long)*B, (long long)*m, (long long)*k, (long long)b->shape[0],
-                 (long long)b->shape[1], (long long)b->shape[2]);
-}
-
 void rt_matmul_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *c)
 {
     const char *op = "matmul_fwd";
     int64_t B, m, k, n;
-    matmul_dims(op, a, b, &B, &m, &k, &n);
+    rt_matmul_dims(op, a, b, &B, &m, &k, &n);
     rt_check(c, RT_F32, -1, op, "output");
     rt_check_numel(c, B * m * n, op, "output");
     for (int64_t i = 0; i < B; i++)
@@ -126,7 +98,7 @@ void rt_matmul_bwd(const rt_tensor *a, const rt_tensor *b, const rt_tensor *dc, 
 {
     const char *op = "matmul_bwd";
     int64_t B, m, k, n;
-    matmul_dims(op, a, b, &B, &m, &k, &n);
+    rt_matmul_dims(op, a, b, &B, &m, &k, &n);
     rt_check_numel(dc, B * m * n, op, "output gradient");
     if (da)
         rt_check_numel(da, a->numel, op, "a gradient");
@@ -147,41 +119,13 @@ void rt_matmul_bwd(const rt_tensor *a, const rt_tensor *b, const rt_tensor *dc, 
 
 /* ---- attention ---------------------------------------------------------------------- */
 
-int64_t rt_attention_saved_size(int64_t N, int64_t T, int64_t D, int heads)
-{
-    return N * T * 3 * D + N * heads * T * T + N * T * D;
-}
-
-typedef struct {
-    int64_t N, T, D, H, hd;
-} attn_dims;
-
-static attn_dims attn_check(const char *op, const rt_tensor *x, const rt_tensor *w_qkv,
-                            const rt_tensor *w_o, int heads, const rt_tensor *saved)
-{
-    rt_check(x, RT_F32, 3, op, "input");
-    attn_dims d = {x->shape[0], x->shape[1], x->shape[2], heads, 0};
-    if (heads <= 0 || d.D % heads)
-        rt_fatal(op, "heads=%d must divide the model dimension %lld", heads, (long long)d.D);
-    d.hd = d.D / heads;
-    rt_check(w_qkv, RT_F32, 2, op, "w_qkv");
-    if (w_qkv->shape[0] != 3 * d.D || w_qkv->shape[1] != d.D)
-        rt_fatal(op, "w_qkv must be [%lld,%lld]", (long long)(3 * d.D), (long long)d.D);
-    rt_check(w_o, RT_F32, 2, op, "w_o");
-    if (w_o->shape[0] != d.D || w_o->shape[1] != d.D)
-        rt_fatal(op, "w_o must be [%lld,%lld]", (long long)d.D, (long long)d.D);
-    rt_check(saved, RT_F32, -1, op, "saved");
-    rt_check_numel(saved, rt_attention_saved_size(d.N, d.T, d.D, heads), op, "saved");
-    return d;
-}
-
 void rt_attention_ex_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
                          const rt_tensor *b_qkv, const rt_tensor *w_o, const rt_tensor *b_o,
                          int heads, bool causal, rt_tensor *saved, rt_tensor *y)
 {
     (void)pool;
     const char *op = "attention_fwd";
-    attn_dims d = attn_check(op, x, w_qkv, w_o, heads, saved);
+    rt_attn_dims d = rt_attention_check(op, x, w_qkv, w_o, heads, saved);
     rt_check_numel(y, x->numel, op, "output");
     const int64_t NT = d.N * d.T, T = d.T, D = d.D, hd = d.hd;
     float *qkv = rt_f32(saved), *P = qkv + NT * 3 * D, *merged = P + d.N * d.H * T * T;
@@ -229,7 +173,7 @@ void rt_attention_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
 {
     /* Masked probabilities are stored as 0, so the same backward serves both masks. */
     const char *op = "attention_bwd";
-    attn_dims d = attn_check(op, x, w_qkv, w_o, heads, saved);
+    rt_attn_dims d = rt_attention_check(op, x, w_qkv, w_o, heads, saved);
     rt_check_numel(dy, x->numel, op, "output gradient");
     if (dx)
         rt_check_numel(dx, x->numel, op, "input gradient");

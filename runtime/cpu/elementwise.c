@@ -128,44 +128,15 @@ void rt_dropout_bwd(const rt_tensor *dy, float p, uint64_t seed, int64_t step, i
 
 /* ---- concat, transpose, softmax --------------------------------------------------------- */
 
-static int64_t prod(const int64_t *s, int from, int to)
-{
-    int64_t p = 1;
-    for (int i = from; i < to; i++)
-        p *= s[i];
-    return p;
-}
-
-static void concat_check(const char *op, const rt_tensor *y, int n, const rt_tensor *const *xs,
-                         int axis)
-{
-    rt_check(y, RT_F32, -1, op, "concatenation");
-    if (axis < 0 || axis >= y->ndim)
-        rt_fatal(op, "axis %d outside 0..%d", axis, y->ndim - 1);
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        const rt_tensor *x = xs[i];
-        if (!x)
-            continue;
-        rt_check(x, RT_F32, y->ndim, op, "part");
-        for (int k = 0; k < y->ndim; k++)
-            if (k != axis && x->shape[k] != y->shape[k])
-                rt_fatal(op, "part %d differs from the result in dimension %d", i, k);
-        total += x->shape[axis];
-    }
-    if (total > y->shape[axis])
-        rt_fatal(op, "parts add up to %lld along axis %d, result has %lld", (long long)total,
-                 axis, (long long)y->shape[axis]);
-}
-
 void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_tensor *y)
 {
     const char *op = "concat_fwd";
     for (int i = 0; i < n; i++)
         if (!xs[i])
             rt_fatal(op, "input %d is NULL", i);
-    concat_check(op, y, n, xs, axis);
-    const int64_t outer = prod(y->shape, 0, axis), inner = prod(y->shape, axis + 1, y->ndim);
+    rt_concat_check(op, y, n, xs, axis);
+    const int64_t outer = rt_dims_prod(y->shape, 0, axis);
+    const int64_t inner = rt_dims_prod(y->shape, axis + 1, y->ndim);
     const int64_t yrow = y->shape[axis] * inner;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
@@ -182,8 +153,9 @@ void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_tensor *y)
 void rt_concat_bwd(const rt_tensor *dy, int axis, int n, rt_tensor *const *dxs)
 {
     const char *op = "concat_bwd";
-    concat_check(op, dy, n, (const rt_tensor *const *)dxs, axis);
-    const int64_t outer = prod(dy->shape, 0, axis), inner = prod(dy->shape, axis + 1, dy->ndim);
+    rt_concat_check(op, dy, n, (const rt_tensor *const *)dxs, axis);
+    const int64_t outer = rt_dims_prod(dy->shape, 0, axis);
+    const int64_t inner = rt_dims_prod(dy->shape, axis + 1, dy->ndim);
     const int64_t yrow = dy->shape[axis] * inner;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
@@ -200,24 +172,10 @@ void rt_concat_bwd(const rt_tensor *dy, int axis, int n, rt_tensor *const *dxs)
 void rt_transpose(const rt_tensor *x, int a0, int a1, rt_tensor *y)
 {
     const char *op = "transpose";
-    rt_check(x, RT_F32, -1, op, "input");
-    rt_check(y, RT_F32, x->ndim, op, "output");
-    if (a0 > a1) {
-        int t = a0;
-        a0 = a1;
-        a1 = t;
-    }
-    if (a0 < 0 || a1 >= x->ndim)
-        rt_fatal(op, "axes %d,%d outside 0..%d", a0, a1, x->ndim - 1);
-    for (int k = 0; k < x->ndim; k++) {
-        int src = k == a0 ? a1 : k == a1 ? a0 : k;
-        if (y->shape[k] != x->shape[src])
-            rt_fatal(op, "output dimension %d is %lld, expected %lld", k, (long long)y->shape[k],
-                     (long long)x->shape[src]);
-    }
+    rt_transpose_check(op, x, &a0, &a1, y);
     /* x viewed as [A, I, Bm, J, C] -> y [A, J, Bm, I, C]. */
-    const int64_t A = prod(x->shape, 0, a0), I = x->shape[a0], Bm = prod(x->shape, a0 + 1, a1);
-    const int64_t J = x->shape[a1], C = prod(x->shape, a1 + 1, x->ndim);
+    const int64_t A = rt_dims_prod(x->shape, 0, a0), I = x->shape[a0], Bm = rt_dims_prod(x->shape, a0 + 1, a1);
+    const int64_t J = x->shape[a1], C = rt_dims_prod(x->shape, a1 + 1, x->ndim);
     const float *xp = rt_f32(x);
     float *yp = rt_f32(y);
     for (int64_t a = 0; a < A; a++)
@@ -233,22 +191,11 @@ void rt_transpose(const rt_tensor *x, int a0, int a1, rt_tensor *y)
                 }
 }
 
-static void softmax_dims(const char *op, const rt_tensor *x, int axis, int64_t *outer,
-                         int64_t *dim, int64_t *inner)
-{
-    rt_check(x, RT_F32, -1, op, "input");
-    if (axis < 0 || axis >= x->ndim)
-        rt_fatal(op, "axis %d outside 0..%d", axis, x->ndim - 1);
-    *outer = prod(x->shape, 0, axis);
-    *dim = x->shape[axis];
-    *inner = prod(x->shape, axis + 1, x->ndim);
-}
-
 void rt_softmax_fwd(const rt_tensor *x, int axis, rt_tensor *y)
 {
     const char *op = "softmax_fwd";
     int64_t outer, dim, inner;
-    softmax_dims(op, x, axis, &outer, &dim, &inner);
+    rt_softmax_dims(op, x, axis, &outer, &dim, &inner);
     same_numel(op, x, y, "input", "output");
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t c = 0; c < inner; c++) {
@@ -272,7 +219,7 @@ void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis, rt_tensor
 {
     const char *op = "softmax_bwd";
     int64_t outer, dim, inner;
-    softmax_dims(op, y, axis, &outer, &dim, &inner);
+    rt_softmax_dims(op, y, axis, &outer, &dim, &inner);
     same_numel(op, y, dy, "output", "output gradient");
     same_numel(op, y, dx, "output", "input gradient");
     for (int64_t o = 0; o < outer; o++) {

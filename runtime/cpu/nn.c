@@ -514,23 +514,13 @@ void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tenso
 
 /* ---- embedding ------------------------------------------------------------------------- */
 
+/* The shapes (shared with the CUDA backend), then the token ids, which only a
+ * backend with host data can read cheaply. */
 static void embedding_check(const char *op, const rt_tensor *tokens, const rt_tensor *w,
                             const rt_tensor *pos, const rt_tensor *y, int64_t *NT, int64_t *T,
                             int64_t *D)
 {
-    rt_check(tokens, RT_I32, -1, op, "tokens");
-    rt_check(w, RT_F32, 2, op, "table");
-    *D = w->shape[1];
-    *NT = tokens->numel;
-    *T = tokens->ndim >= 2 ? tokens->shape[tokens->ndim - 1] : tokens->numel;
-    rt_check_numel(y, *NT * *D, op, "output");
-    if (pos) {
-        rt_check(pos, RT_F32, 2, op, "positional table");
-        if (pos->shape[1] != *D || pos->shape[0] < *T)
-            rt_fatal(op, "positional table [%lld,%lld] too small for %lld positions of %lld",
-                     (long long)pos->shape[0], (long long)pos->shape[1], (long long)*T,
-                     (long long)*D);
-    }
+    rt_embedding_dims(op, tokens, w, pos, y, NT, T, D);
     const int32_t *tok = rt_i32(tokens);
     for (int64_t i = 0; i < *NT; i++)
         if (tok[i] < 0 || tok[i] >= w->shape[0])
@@ -579,14 +569,7 @@ void rt_embedding_bwd(const rt_tensor *tokens, const rt_tensor *dy, rt_tensor *d
 static void ce_check(const char *op, const rt_tensor *logits, const rt_tensor *labels,
                      int64_t global_count, int64_t *M, int64_t *C)
 {
-    rt_check(logits, RT_F32, -1, op, "logits");
-    rt_check(labels, RT_I32, -1, op, "labels");
-    *C = logits->shape[logits->ndim - 1];
-    *M = logits->numel / *C;
-    rt_check_numel(labels, *M, op, "labels");
-    if (global_count < *M || global_count <= 0)
-        rt_fatal(op, "global row count %lld is smaller than this shard's %lld rows",
-                 (long long)global_count, (long long)*M);
+    rt_cross_entropy_dims(op, logits, labels, global_count, M, C);
     for (int64_t m = 0; m < *M; m++)
         if (rt_i32(labels)[m] < 0 || rt_i32(labels)[m] >= *C)
             rt_fatal(op, "label %d of row %lld outside 0..%lld", rt_i32(labels)[m],

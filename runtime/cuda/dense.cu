@@ -142,25 +142,12 @@ static void linear_bwd(const char *op, const float *x, const float *w, const flo
         rt_cuda_bias_grad(op, dy, M, out, db);
 }
 
-static void linear_dims(const char *op, const rt_tensor *x, const rt_tensor *w, int64_t *M,
-                        int64_t *in, int64_t *out)
-{
-    rt_check(x, RT_F32, -1, op, "input");
-    rt_check(w, RT_F32, 2, op, "weight");
-    *out = w->shape[0];
-    *in = w->shape[1];
-    if (x->ndim < 1 || x->shape[x->ndim - 1] != *in)
-        rt_fatal(op, "input's last dimension is %lld, weight expects %lld",
-                 (long long)(x->ndim ? x->shape[x->ndim - 1] : 0), (long long)*in);
-    *M = *in ? x->numel / *in : 0;
-}
-
 extern "C" void rt_linear_fwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *b,
                               rt_tensor *y)
 {
     const char *op = "linear_fwd";
     int64_t M, in, out;
-    linear_dims(op, x, w, &M, &in, &out);
+    rt_linear_dims(op, x, w, &M, &in, &out);
     if (b)
         rt_check_numel(b, out, op, "bias");
     rt_check_numel(y, M * out, op, "output");
@@ -172,7 +159,7 @@ extern "C" void rt_linear_bwd(const rt_tensor *x, const rt_tensor *w, const rt_t
 {
     const char *op = "linear_bwd";
     int64_t M, in, out;
-    linear_dims(op, x, w, &M, &in, &out);
+    rt_linear_dims(op, x, w, &M, &in, &out);
     rt_check_numel(dy, M * out, op, "output gradient");
     if (dx)
         rt_check_numel(dx, x->numel, op, "input gradient");
@@ -186,26 +173,11 @@ extern "C" void rt_linear_bwd(const rt_tensor *x, const rt_tensor *w, const rt_t
 
 /* ---- matmul -------------------------------------------------------------------------------- */
 
-static void matmul_dims(const char *op, const rt_tensor *a, const rt_tensor *b, int64_t *B,
-                        int64_t *m, int64_t *k, int64_t *n)
-{
-    rt_check(a, RT_F32, 3, op, "a");
-    rt_check(b, RT_F32, 3, op, "b");
-    *B = a->shape[0];
-    *m = a->shape[1];
-    *k = a->shape[2];
-    *n = b->shape[2];
-    if (b->shape[0] != *B || b->shape[1] != *k)
-        rt_fatal(op, "a [%lld,%lld,%lld] and b [%lld,%lld,%lld] do not multiply",
-                 (long long)*B, (long long)*m, (long long)*k, (long long)b->shape[0],
-                 (long long)b->shape[1], (long long)*n);
-}
-
 extern "C" void rt_matmul_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *c)
 {
     const char *op = "matmul_fwd";
     int64_t B, m, k, n;
-    matmul_dims(op, a, b, &B, &m, &k, &n);
+    rt_matmul_dims(op, a, b, &B, &m, &k, &n);
     rt_check_numel(c, B * m * n, op, "c");
     rt_cuda_gemm(op, false, false, m, n, k, 1.0f, rt_f32(a), k, m * k, rt_f32(b), n, k * n, 0.0f,
                  rt_f32(c), n, m * n, B);
@@ -216,7 +188,7 @@ extern "C" void rt_matmul_bwd(const rt_tensor *a, const rt_tensor *b, const rt_t
 {
     const char *op = "matmul_bwd";
     int64_t B, m, k, n;
-    matmul_dims(op, a, b, &B, &m, &k, &n);
+    rt_matmul_dims(op, a, b, &B, &m, &k, &n);
     rt_check_numel(dc, B * m * n, op, "c gradient");
     if (da) {
         rt_check_numel(da, a->numel, op, "a gradient");
@@ -231,11 +203,6 @@ extern "C" void rt_matmul_bwd(const rt_tensor *a, const rt_tensor *b, const rt_t
 }
 
 /* ---- attention ----------------------------------------------------------------------------- */
-
-extern "C" int64_t rt_attention_saved_size(int64_t N, int64_t T, int64_t D, int heads)
-{
-    return N * T * 3 * D + N * heads * T * T + N * T * D;
-}
 
 /* One block per row r of P [rows, T] (row i = r % T of its head): softmax in place;
  * causal: entries j > i set to 0. */
@@ -273,24 +240,6 @@ __global__ void attn_softmax_bwd_k(const float *P, float *dP, int64_t T, float s
         d[j] = p[j] * (d[j] - dot) * scale;
 }
 
-typedef struct {
-    int64_t N, T, D, H, hd;
-} attn_dims;
-
-static attn_dims attn_check(const char *op, const rt_tensor *x, const rt_tensor *w_qkv,
-                            const rt_tensor *w_o, int heads, const rt_tensor *saved)
-{
-    rt_check(x, RT_F32, 3, op, "input");
-    attn_dims d = {x->shape[0], x->shape[1], x->shape[2], heads, 0};
-    if (heads <= 0 || d.D % heads != 0)
-        rt_fatal(op, "%d heads do not divide the model dimension %lld", heads, (long long)d.D);
-    d.hd = d.D / heads;
-    rt_check_numel(w_qkv, 3 * d.D * d.D, op, "w_qkv");
-    rt_check_numel(w_o, d.D * d.D, op, "w_o");
-    rt_check_numel(saved, rt_attention_saved_size(d.N, d.T, d.D, heads), op, "saved");
-    return d;
-}
-
 extern "C" void rt_attention_ex_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
                                     const rt_tensor *b_qkv, const rt_tensor *w_o,
                                     const rt_tensor *b_o, int heads, bool causal,
@@ -298,7 +247,7 @@ extern "C" void rt_attention_ex_fwd(rt_pool *pool, const rt_tensor *x, const rt_
 {
     (void)pool;
     const char *op = "attention_fwd";
-    attn_dims d = attn_check(op, x, w_qkv, w_o, heads, saved);
+    rt_attn_dims d = rt_attention_check(op, x, w_qkv, w_o, heads, saved);
     rt_check_numel(y, x->numel, op, "output");
     const int64_t NT = d.N * d.T, T = d.T, D = d.D, hd = d.hd, H = d.H;
     float *qkv = rt_f32(saved), *P = qkv + NT * 3 * D, *merged = P + d.N * H * T * T;
@@ -330,7 +279,7 @@ extern "C" void rt_attention_bwd(rt_pool *pool, const rt_tensor *x, const rt_ten
                                  rt_tensor *db_qkv, rt_tensor *dw_o, rt_tensor *db_o)
 {
     const char *op = "attention_bwd";
-    attn_dims d = attn_check(op, x, w_qkv, w_o, heads, saved);
+    rt_attn_dims d = rt_attention_check(op, x, w_qkv, w_o, heads, saved);
     rt_check_numel(dy, x->numel, op, "output gradient");
     if (dx)
         rt_check_numel(dx, x->numel, op, "input gradient");

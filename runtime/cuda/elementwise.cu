@@ -7,14 +7,6 @@
  * (rt_step_begin) so that a captured CUDA graph uses the current step when replayed. */
 #include "cuda_internal.h"
 
-static int64_t prod(const int64_t *s, int a, int b)
-{
-    int64_t p = 1;
-    for (int i = a; i < b; i++)
-        p *= s[i];
-    return p;
-}
-
 static void same_numel(const char *op, const rt_tensor *a, const rt_tensor *b, const char *wa,
                        const char *wb)
 {
@@ -209,28 +201,6 @@ extern "C" void rt_cuda_synth(const rt_synth_keys *k, void *x, int32_t *labels)
 
 /* ---- concat, transpose ------------------------------------------------------------------ */
 
-static void concat_check(const char *op, const rt_tensor *y, int n, const rt_tensor *const *xs,
-                         int axis)
-{
-    rt_check(y, RT_F32, -1, op, "result");
-    if (axis < 0 || axis >= y->ndim)
-        rt_fatal(op, "axis %d outside 0..%d", axis, y->ndim - 1);
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        const rt_tensor *x = xs[i];
-        if (!x)
-            continue;
-        rt_check(x, RT_F32, y->ndim, op, "part");
-        for (int k = 0; k < y->ndim; k++)
-            if (k != axis && x->shape[k] != y->shape[k])
-                rt_fatal(op, "part %d differs from the result in dimension %d", i, k);
-        total += x->shape[axis];
-    }
-    if (total > y->shape[axis])
-        rt_fatal(op, "parts add up to %lld along axis %d, result has %lld", (long long)total,
-                 axis, (long long)y->shape[axis]);
-}
-
 /* A part of `chunk` contiguous floats per outer index, placed at column offset `off` of
  * rows of `yrow` floats: one 2-D copy. */
 static void copy_part(const char *op, float *dst, int64_t dpitch, const float *src,
@@ -249,8 +219,9 @@ extern "C" void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_te
     for (int i = 0; i < n; i++)
         if (!xs[i])
             rt_fatal(op, "input %d is NULL", i);
-    concat_check(op, y, n, xs, axis);
-    const int64_t outer = prod(y->shape, 0, axis), inner = prod(y->shape, axis + 1, y->ndim);
+    rt_concat_check(op, y, n, xs, axis);
+    const int64_t outer = rt_dims_prod(y->shape, 0, axis);
+    const int64_t inner = rt_dims_prod(y->shape, axis + 1, y->ndim);
     const int64_t yrow = y->shape[axis] * inner;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
@@ -265,8 +236,9 @@ extern "C" void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_te
 extern "C" void rt_concat_bwd(const rt_tensor *dy, int axis, int n, rt_tensor *const *dxs)
 {
     const char *op = "concat_bwd";
-    concat_check(op, dy, n, (const rt_tensor *const *)dxs, axis);
-    const int64_t outer = prod(dy->shape, 0, axis), inner = prod(dy->shape, axis + 1, dy->ndim);
+    rt_concat_check(op, dy, n, (const rt_tensor *const *)dxs, axis);
+    const int64_t outer = rt_dims_prod(dy->shape, 0, axis);
+    const int64_t inner = rt_dims_prod(dy->shape, axis + 1, dy->ndim);
     const int64_t yrow = dy->shape[axis] * inner;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
@@ -297,23 +269,9 @@ __global__ void transpose_k(const float *x, float *y, int64_t n, int64_t I, int6
 extern "C" void rt_transpose(const rt_tensor *x, int a0, int a1, rt_tensor *y)
 {
     const char *op = "transpose";
-    rt_check(x, RT_F32, -1, op, "input");
-    rt_check(y, RT_F32, x->ndim, op, "output");
-    if (a0 > a1) {
-        int t = a0;
-        a0 = a1;
-        a1 = t;
-    }
-    if (a0 < 0 || a1 >= x->ndim)
-        rt_fatal(op, "axes %d,%d outside 0..%d", a0, a1, x->ndim - 1);
-    for (int k = 0; k < x->ndim; k++) {
-        int src = k == a0 ? a1 : k == a1 ? a0 : k;
-        if (y->shape[k] != x->shape[src])
-            rt_fatal(op, "output dimension %d is %lld, expected %lld", k, (long long)y->shape[k],
-                     (long long)x->shape[src]);
-    }
-    const int64_t I = x->shape[a0], Bm = prod(x->shape, a0 + 1, a1), J = x->shape[a1];
-    const int64_t C = prod(x->shape, a1 + 1, x->ndim);
+    rt_transpose_check(op, x, &a0, &a1, y);
+    const int64_t I = x->shape[a0], Bm = rt_dims_prod(x->shape, a0 + 1, a1), J = x->shape[a1];
+    const int64_t C = rt_dims_prod(x->shape, a1 + 1, x->ndim);
     if (a0 == a1) {
         rt_tensor_copy(y, x);
         return;
@@ -363,22 +321,11 @@ __global__ void softmax_bwd_k(const float *y, const float *dy, float *dx, int64_
     }
 }
 
-static void softmax_dims(const char *op, const rt_tensor *x, int axis, int64_t *outer,
-                         int64_t *dim, int64_t *inner)
-{
-    rt_check(x, RT_F32, -1, op, "input");
-    if (axis < 0 || axis >= x->ndim)
-        rt_fatal(op, "axis %d outside 0..%d", axis, x->ndim - 1);
-    *outer = prod(x->shape, 0, axis);
-    *dim = x->shape[axis];
-    *inner = prod(x->shape, axis + 1, x->ndim);
-}
-
 extern "C" void rt_softmax_fwd(const rt_tensor *x, int axis, rt_tensor *y)
 {
     const char *op = "softmax_fwd";
     int64_t outer, dim, inner;
-    softmax_dims(op, x, axis, &outer, &dim, &inner);
+    rt_softmax_dims(op, x, axis, &outer, &dim, &inner);
     same_numel(op, x, y, "input", "output");
     LAUNCH(op, softmax_fwd_k, outer * inner, rt_f32(x), rt_f32(y), outer * inner, dim, inner);
 }
@@ -387,7 +334,7 @@ extern "C" void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis
 {
     const char *op = "softmax_bwd";
     int64_t outer, dim, inner;
-    softmax_dims(op, y, axis, &outer, &dim, &inner);
+    rt_softmax_dims(op, y, axis, &outer, &dim, &inner);
     same_numel(op, y, dy, "output", "output gradient");
     same_numel(op, y, dx, "output", "input gradient");
     LAUNCH(op, softmax_bwd_k, outer * inner, rt_f32(y), rt_f32(dy), rt_f32(dx), outer * inner,

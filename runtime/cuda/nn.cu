@@ -631,30 +631,11 @@ __global__ void emb_bwd_k(const int32_t *tok, const float *dy, float *dw, float 
     }
 }
 
-static void emb_check(const char *op, const rt_tensor *tokens, const rt_tensor *w,
-                      const rt_tensor *pos, const rt_tensor *y, int64_t *NT, int64_t *T,
-                      int64_t *D)
-{
-    rt_check(tokens, RT_I32, -1, op, "tokens");
-    rt_check(w, RT_F32, 2, op, "table");
-    *D = w->shape[1];
-    *NT = tokens->numel;
-    *T = tokens->ndim >= 2 ? tokens->shape[tokens->ndim - 1] : tokens->numel;
-    rt_check_numel(y, *NT * *D, op, "output");
-    if (pos) {
-        rt_check(pos, RT_F32, 2, op, "positional table");
-        if (pos->shape[1] != *D || pos->shape[0] < *T)
-            rt_fatal(op, "positional table [%lld,%lld] too small for %lld positions of %lld",
-                     (long long)pos->shape[0], (long long)pos->shape[1], (long long)*T,
-                     (long long)*D);
-    }
-}
-
 extern "C" void rt_embedding_fwd(const rt_tensor *tokens, const rt_tensor *w,
                                  const rt_tensor *pos, rt_tensor *y)
 {
     int64_t NT, T, D;
-    emb_check("embedding_fwd", tokens, w, pos, y, &NT, &T, &D);
+    rt_embedding_dims("embedding_fwd", tokens, w, pos, y, &NT, &T, &D);
     LAUNCH("embedding_fwd", emb_fwd_k, rt_cuda_blocks(NT * D), 256, rt_i32(tokens), rt_f32(w),
            pos ? rt_f32(pos) : NULL, rt_f32(y), w->shape[0], T, D, NT * D);
 }
@@ -663,7 +644,7 @@ extern "C" void rt_embedding_bwd(const rt_tensor *tokens, const rt_tensor *dy, r
                                  rt_tensor *dpos)
 {
     int64_t NT, T, D;
-    emb_check("embedding_bwd", tokens, dw, dpos, dy, &NT, &T, &D);
+    rt_embedding_dims("embedding_bwd", tokens, dw, dpos, dy, &NT, &T, &D);
     LAUNCH("embedding_bwd", emb_bwd_k, rt_cuda_blocks(NT * D), 256, rt_i32(tokens), rt_f32(dy),
            rt_f32(dw), dpos ? rt_f32(dpos) : NULL, dw->shape[0], T, D, NT * D);
 }
@@ -698,25 +679,12 @@ __global__ void ce_k(const float *z, const int32_t *labels, int64_t C, float inv
     }
 }
 
-static void ce_check(const char *op, const rt_tensor *logits, const rt_tensor *labels,
-                     int64_t global_count, int64_t *M, int64_t *C)
-{
-    rt_check(logits, RT_F32, -1, op, "logits");
-    rt_check(labels, RT_I32, -1, op, "labels");
-    *C = logits->shape[logits->ndim - 1];
-    *M = *C ? logits->numel / *C : 0;
-    rt_check_numel(labels, *M, op, "labels");
-    if (global_count < *M || global_count <= 0)
-        rt_fatal(op, "global row count %lld is smaller than this shard's %lld rows",
-                 (long long)global_count, (long long)*M);
-}
-
 extern "C" double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor *labels,
                                        int64_t global_count)
 {
     const char *op = "cross_entropy_fwd";
     int64_t M, C;
-    ce_check(op, logits, labels, global_count, &M, &C);
+    rt_cross_entropy_dims(op, logits, labels, global_count, &M, &C);
     if (M == 0)
         return 0.0;
     rt_cuda_not_capturing(op);
@@ -736,7 +704,7 @@ extern "C" void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *l
 {
     const char *op = "cross_entropy_bwd";
     int64_t M, C;
-    ce_check(op, logits, labels, global_count, &M, &C);
+    rt_cross_entropy_dims(op, logits, labels, global_count, &M, &C);
     rt_check_numel(dlogits, logits->numel, op, "logits gradient");
     LAUNCH(op, ce_k, (unsigned)M, 256, rt_f32(logits), rt_i32(labels), C,
            1.0f / (float)global_count, NULL, rt_f32(dlogits));
