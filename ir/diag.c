@@ -95,6 +95,12 @@ void diag_warning(diag_ctx *d, src_loc loc, const char *fmt, ...)
 	va_end(ap);
 }
 
+void diag_summary(const diag_ctx *d)
+{
+	if (d->nerrors > 0)
+		fprintf(d->out, "%d error%s generated.\n", d->nerrors, d->nerrors == 1 ? "" : "s");
+}
+
 src_file *src_file_from_string(arena *a, const char *path, const char *text, size_t len)
 {
 	src_file *f = arena_alloc(a, sizeof *f);

@@ -58,6 +58,8 @@ void diag_error(diag_ctx *d, src_loc loc, const char *fmt, ...) __attribute__((f
 void diag_verror(diag_ctx *d, src_loc loc, const char *fmt, va_list ap);
 void diag_note(diag_ctx *d, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void diag_warning(diag_ctx *d, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* The closing count ("3 errors generated."), when there were errors. */
+void diag_summary(const diag_ctx *d);
 /* Reads a whole file into the arena; on failure returns NULL and sets errno. */
 src_file *src_file_read(arena *a, const char *path);
 src_file *src_file_from_string(arena *a, const char *path, const char *text, size_t len);

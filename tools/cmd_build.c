@@ -200,14 +200,7 @@ int cmd_build(int argc, char **argv)
 	if (!output)
 		output = emit_c ? "-" : m->jobs[ctx.job].name;
 	if (emit_c) {
-		out_file out;
-		if (!out_open(&out, output))
-			goto done;
-		if (!cg_emit_c(out.fp, m, ctx.job, &d)) {
-			out_abort(&out);
-			goto done;
-		}
-		status = out_commit(&out) ? 0 : 1;
+		status = out_write_c_program(output, m, ctx.job, &d) ? 0 : 1;
 		goto done;
 	}
 	/* The source goes to a private temporary folder, removed afterwards. */
@@ -227,8 +220,7 @@ int cmd_build(int argc, char **argv)
 	unlink(csrc);
 	rmdir(dir);
 done:
-	if (d.nerrors)
-		fprintf(stderr, "%d error%s generated.\n", d.nerrors, d.nerrors == 1 ? "" : "s");
+	diag_summary(&d);
 	arena_free(ar);
 	return status;
 }

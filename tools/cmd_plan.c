@@ -236,10 +236,9 @@ done:
 		if (have[s])
 			plan_result_free(&res[s]);
 	pass_plan_input_free(&in);
-	if (d.nerrors > 0) {
-		fprintf(stderr, "%d error%s generated.\n", d.nerrors, d.nerrors == 1 ? "" : "s");
+	if (d.nerrors > 0)
 		status = 1;
-	}
+	diag_summary(&d);
 	arena_free(a);
 	return status;
 }

@@ -131,8 +131,7 @@ int cmd_stats(int argc, char **argv)
 		else
 			status = 0;
 	}
-	if (d.nerrors)
-		fprintf(stderr, "%d error%s generated.\n", d.nerrors, d.nerrors == 1 ? "" : "s");
+	diag_summary(&d);
 	arena_free(a);
 	return status;
 }

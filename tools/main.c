@@ -6,7 +6,6 @@
  * Subcommands (`burstc stats`, `burstc plan`, `burstc rank`) live in their own
  * files. Exit status: 0 on success, 1 on user errors, 2 on internal errors.
  */
-#include "codegen.h"
 #include "frontend.h"
 #include "passes.h"
 #include "rank.h"
@@ -163,13 +162,7 @@ static int compile_main(int argc, char **argv)
 			fprintf(stderr, "burstc: error: --emit=c needs a job (and the planning passes)\n");
 			goto done;
 		}
-		if (!out_open(&out, output))
-			goto done;
-		if (!cg_emit_c(out.fp, m, ctx.job, &d)) {
-			out_abort(&out);
-			goto done;
-		}
-		status = out_commit(&out) ? 0 : 1;
+		status = out_write_c_program(output, m, ctx.job, &d) ? 0 : 1;
 		goto done;
 	}
 	if (!out_open(&out, output))
@@ -177,10 +170,9 @@ static int compile_main(int argc, char **argv)
 	ir_print_module(out.fp, m);
 	status = out_commit(&out) ? 0 : 1;
 done:
-	if (d.nerrors > 0) {
-		fprintf(stderr, "%d error%s generated.\n", d.nerrors, d.nerrors == 1 ? "" : "s");
+	if (d.nerrors > 0)
 		status = 1;
-	}
+	diag_summary(&d);
 	arena_free(a);
 	return status;
 }

@@ -5,6 +5,7 @@
  * only when everything was written, so an error or a crash never leaves a
  * half-written plan, IR dump or trace behind.
  */
+#include "codegen.h"
 #include "tools.h"
 
 #include <errno.h>
@@ -84,4 +85,16 @@ void out_abort(out_file *o)
 	o->fp = NULL;
 	free(o->tmp);
 	o->tmp = NULL;
+}
+
+bool out_write_c_program(const char *path, const ir_module *m, int job, diag_ctx *d)
+{
+	out_file out;
+	if (!out_open(&out, path))
+		return false;
+	if (!cg_emit_c(out.fp, m, job, d)) {
+		out_abort(&out);
+		return false;
+	}
+	return out_commit(&out);
 }
