@@ -7,15 +7,15 @@
  * forward of every layer, the loss, the backward in reverse order, all-reduce
  * the gradients within each layer's rank set and step the optimizer. Every
  * layer is guarded by its rank set's membership. Where a layer's rank set
- * differs from its producer's, the activations are resharded (sample ranges
- * move between ranks) before it runs, and the gradients flow back the same
- * way after its backward. Shapes per sample are compile-time constants; the
- * shard sizes follow from the rank set and the global batch at startup.
+ * differs from its producer's, the comm pass put a reshard op between them:
+ * the activations move (sample ranges between ranks) in forward and their
+ * gradients come back in backward. Shapes per sample are compile-time
+ * constants; the shard sizes follow from the rank set and the global batch at
+ * startup.
  *
- * Gradients of a value with one consumer on the same ranks are written in
- * place by that consumer; with several consumers (residual adds, branches) or
- * a consumer on other ranks, each consumer writes its own buffer and the
- * contributions are summed into the value's gradient.
+ * Gradients of a value with one consumer are written in place by that
+ * consumer; with several consumers (residual adds, branches) each writes its
+ * own buffer and the contributions are summed into the value's gradient.
  */
 #include "codegen.h"
 
@@ -26,12 +26,6 @@ typedef struct rankset {
 	int n;
 	const int *ranks;
 } rankset;
-
-/* A value resharded from its producer's set to another set, shared by every
- * consumer in that set. */
-typedef struct reshard {
-	int value, set;
-} reshard;
 
 typedef struct emitter {
 	FILE *out;
@@ -49,8 +43,6 @@ typedef struct emitter {
 	bool *accum;            /* per op: its gradient is a sum of contributions */
 	bool *has_grad;         /* per op: has a gradient tensor */
 	int *allreduce_of;      /* per op: the allreduce op that syncs its parameters, or -1 */
-	int nreshards;
-	reshard *reshards;
 	int sample_input, label_input;
 	int64_t classes, vocab, labels_per_sample;
 	int first_loss;
@@ -106,21 +98,10 @@ static int set_index(emitter *e, int n, const int *ranks)
 	return e->nsets++;
 }
 
-static int reshard_index(const emitter *e, int value, int set)
-{
-	for (int r = 0; r < e->nreshards; r++)
-		if (e->reshards[r].value == value && e->reshards[r].set == set)
-			return r;
-	return -1;
-}
-
-/* The C expression of operand j of op i on op i's ranks. */
+/* The C expression of operand j of op i (on op i's ranks: analyse() checked). */
 static const char *operand(emitter *e, int i, int j)
 {
-	int p = OP(e, i)->inputs[j];
-	if (e->set_of[p] == e->set_of[i] || OP(e, i)->opcode == OP_RESHARD)
-		return arena_printf(e->a, "y_%s", cname(e, p));
-	return arena_printf(e->a, "rx%d", reshard_index(e, p, e->set_of[i]));
+	return arena_printf(e->a, "y_%s", cname(e, OP(e, i)->inputs[j]));
 }
 
 /* The C expression of the gradient buffer operand j of op i writes, or NULL. */
@@ -157,7 +138,6 @@ static bool analyse(emitter *e)
 	e->allreduce_of = arena_alloc(e->a, sizeof(int) * (size_t)n);
 	for (int i = 0; i < n; i++)
 		e->allreduce_of[i] = -1;
-	e->reshards = arena_alloc(e->a, sizeof *e->reshards * (size_t)n * MAXIN);
 	e->sample_input = e->label_input = e->first_loss = -1;
 
 	int *all = arena_alloc(e->a, sizeof(int) * (size_t)e->world);
@@ -279,8 +259,15 @@ static bool analyse(emitter *e)
 			int p = op->inputs[j];
 			if (op->opcode == OP_ALLREDUCE)
 				break;
-			if (op->opcode != OP_RESHARD && e->set_of[p] != e->set_of[i] && reshard_index(e, p, e->set_of[i]) < 0)
-				e->reshards[e->nreshards++] = (reshard){p, e->set_of[i]};
+			if (op->opcode != OP_RESHARD && e->set_of[p] != e->set_of[i]) {
+				/* Moving data between rank sets is the comm pass's job. */
+				diag_error(e->d, op->loc,
+					   "'%s' on %d rank%s reads '%s' from other ranks without a reshard op "
+					   "(run the comm pass)",
+					   op->name, e->sets[e->set_of[i]].n, e->sets[e->set_of[i]].n == 1 ? "" : "s",
+					   OP(e, p)->name);
+				return false;
+			}
 			if (!e->has_grad[p])
 				continue;
 			if (e->uses[p] == 1 && (e->set_of[p] == e->set_of[i] || op->opcode == OP_RESHARD))
@@ -416,9 +403,6 @@ static void emit_globals(emitter *e)
 		if (op->opcode == OP_MATMUL)
 			W("static rt_tensor *a3_%s, *b3_%s, *c3_%s, *dc3_%s, *da3_%s, *db3_%s;\n", c, c, c, c, c, c);
 	}
-	for (int r = 0; r < e->nreshards; r++)
-		W("static rt_tensor *rx%d, *rg%d;   /* %s resharded to set %d, and its gradient back */\n", r, r,
-		  OP(e, e->reshards[r].value)->name, e->reshards[r].set);
 	W("\n");
 }
 
@@ -510,17 +494,7 @@ static void emit_setup(emitter *e)
 			  c, s, (long long)op->type.dim[1], (long long)op->type.dim[2], (long long)ir_attr_int(op, "heads"));
 		W("\t}\n");
 	}
-	/* Resharded copies, and the matmul views, once every tensor exists. */
-	for (int r = 0; r < e->nreshards; r++) {
-		int p = e->reshards[r].value, s = e->reshards[r].set;
-		W("\tif (rt_comm_member(comm[%d])) {   /* %s on set %d */\n", s, OP(e, p)->name, s);
-		emit_new(e, arena_printf(e->a, "rx%d", r), &OP(e, p)->type, s);
-		W("\t}\n");
-		if (e->has_grad[p]) {
-			W("\tif (rt_comm_member(comm[%d]))\n\t", e->set_of[p]);
-			emit_new(e, arena_printf(e->a, "rg%d", r), &OP(e, p)->type, e->set_of[p]);
-		}
-	}
+	/* The matmul views, once every tensor exists. */
 	for (int i = 0; i < e->g->nops; i++) {
 		const ir_op *op = OP(e, i);
 		if (op->opcode != OP_MATMUL)
@@ -661,7 +635,7 @@ static void emit_forward_op(emitter *e, int i)
  * data loading and no host synchronisation between them. The CUDA backend
  * captures each as a CUDA graph after warm-up and replays it; on the CPU the
  * body simply runs. Evaluation (train false) always runs eagerly. */
-static bool graphable(const emitter *e, int i, bool fwd)
+static bool graphable(const emitter *e, int i)
 {
 	const ir_op *op = OP(e, i);
 	switch (op->opcode) {
@@ -675,9 +649,6 @@ static bool graphable(const emitter *e, int i, bool fwd)
 	default:
 		break;
 	}
-	for (int j = 0; fwd && j < op->ninputs; j++)
-		if (e->set_of[op->inputs[j]] != e->set_of[i])
-			return false;   /* an implicit reshard precedes it */
 	return e->nsegs < MAX_SEGMENTS || e->seg >= 0;
 }
 
@@ -734,7 +705,7 @@ static void emit_forward(emitter *e)
 		int s = e->set_of[i];
 		if (op->opcode == OP_ALLREDUCE)
 			continue;
-		bool g = graphable(e, i, true);
+		bool g = graphable(e, i);
 		if (e->seg >= 0 && (!g || e->seg_set != s))
 			seg_close(e, true);
 		if (g) {
@@ -753,27 +724,6 @@ static void emit_forward(emitter *e)
 			  e->sets[s].n);
 			W("\trt_trace_pop();\n");
 			continue;
-		}
-		for (int j = 0; j < op->ninputs; j++) {
-			int p = op->inputs[j];
-			if (e->set_of[p] == s)
-				continue;
-			int r = reshard_index(e, p, s);
-			bool first = true;
-			for (int q = 0; q < j; q++)
-				if (op->inputs[q] == p)
-					first = false;
-			for (int i2 = 0; first && i2 < i; i2++)
-				for (int q = 0; q < OP(e, i2)->ninputs; q++)
-					if (OP(e, i2)->inputs[q] == p && e->set_of[i2] == s)
-						first = false;
-			if (!first)
-				continue;
-			W("\trt_trace_push(\"%s.reshard\");\n", OP(e, p)->name);
-			W("\trt_reshard(y_%s, comm[%d], rx%d, comm[%d], BATCH, %lld);   /* %d -> %d ranks */\n", cname(e, p),
-			  e->set_of[p], r, s, (long long)ir_type_elems_per_sample(&OP(e, p)->type), e->sets[e->set_of[p]].n,
-			  e->sets[s].n);
-			W("\trt_trace_pop();\n");
 		}
 		W("\tif (rt_comm_member(comm[%d])) {\n", s);
 		W("\t\trt_trace_push(\"%s\");\n", op->name);
@@ -932,7 +882,7 @@ static void emit_backward(emitter *e)
 		if (!any && !has_params)
 			continue;
 		int s = e->set_of[i];
-		bool g = graphable(e, i, false), cross = false;
+		bool g = graphable(e, i);
 		if (e->seg >= 0 && (!g || e->seg_set != s))
 			seg_close(e, false);
 		if (g) {
@@ -951,30 +901,13 @@ static void emit_backward(emitter *e)
 			int p = op->inputs[j];
 			if (!e->has_grad[p] || e->direct[i * MAXIN + j])
 				continue;
-			if (e->set_of[p] == s)
-				W("\t\trt_accumulate(dy_%s, g%d_%d);\n", cname(e, p), i, j);
-			else
-				cross = true;
+			W("\t\trt_accumulate(dy_%s, g%d_%d);\n", cname(e, p), i, j);
 		}
 		if (!g)
 			W("\t}\n");
-		if (allreduce_set(e, i) >= 0 || cross)
+		if (allreduce_set(e, i) >= 0)
 			seg_close(e, false);
 		emit_allreduce(e, i);
-		for (int j = 0; j < op->ninputs; j++) {
-			int p = op->inputs[j];
-			if (!e->has_grad[p] || e->direct[i * MAXIN + j])
-				continue;
-			if (e->set_of[p] != s) {
-				int r = reshard_index(e, p, s);
-				W("\trt_trace_push(\"%s.reshard_grad\");\n", OP(e, p)->name);
-				W("\trt_reshard(g%d_%d, comm[%d], rg%d, comm[%d], BATCH, %lld);   /* %d -> %d ranks */\n", i, j, s, r,
-				  e->set_of[p], (long long)ir_type_elems_per_sample(&OP(e, p)->type), e->sets[s].n,
-				  e->sets[e->set_of[p]].n);
-				W("\trt_trace_pop();\n");
-				W("\tif (rt_comm_member(comm[%d]))\n\t\trt_accumulate(dy_%s, rg%d);\n", e->set_of[p], cname(e, p), r);
-			}
-		}
 	}
 	seg_close(e, false);
 	W("}\n\n");
