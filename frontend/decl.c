@@ -16,444 +16,462 @@
 
 /* Field keys of one kind of item; "a|b" lists a key and its aliases. */
 typedef struct fe_keys {
-	const char *what;            /* "gpu", "cluster", "job" */
-	const char *const *keys;
-	int nkeys;
+    const char *what; /* "gpu", "cluster", "job" */
+    const char *const *keys;
+    int nkeys;
 } fe_keys;
 
 static bool fe_key_is(const char *spec, const char *key)
 {
-	size_t n = strlen(key);
-	for (const char *p = spec;;) {
-		const char *bar = strchr(p, '|');
-		size_t len = bar ? (size_t)(bar - p) : strlen(p);
-		if (len == n && strncmp(p, key, n) == 0)
-			return true;
-		if (!bar)
-			return false;
-		p = bar + 1;
-	}
+    size_t n = strlen(key);
+    for (const char *p = spec;;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, key, n) == 0)
+            return true;
+        if (!bar)
+            return false;
+        p = bar + 1;
+    }
 }
 
 static const char *fe_key_name(arena *a, const char *spec)
 {
-	const char *bar = strchr(spec, '|');
-	return bar ? arena_strndup(a, spec, (size_t)(bar - spec)) : spec;
+    const char *bar = strchr(spec, '|');
+    return bar ? arena_strndup(a, spec, (size_t)(bar - spec)) : spec;
 }
 
 /* Sorts an item's fields into out[] by key (flops fields excepted, when
  * flops_ok); reports unknown keys and duplicates. */
-static void fe_collect(fe_ctx *c, const fe_item *it, const fe_keys *k, const fe_field **out, bool flops_ok)
+static void fe_collect(fe_ctx *c, const fe_item *it, const fe_keys *k, const fe_field **out,
+                       bool flops_ok)
 {
-	for (int i = 0; i < k->nkeys; i++)
-		out[i] = NULL;
-	for (const fe_field *f = it->fields; f; f = f->next) {
-		if (flops_ok && strcmp(f->key, "flops") == 0)
-			continue;
-		int i = 0;
-		while (i < k->nkeys && !fe_key_is(k->keys[i], f->key))
-			i++;
-		if (i == k->nkeys) {
-			const char **names = arena_alloc(c->arena, sizeof *names * (size_t)(k->nkeys + 1));
-			char *list = "";
-			for (int j = 0; j < k->nkeys; j++) {
-				names[j] = fe_key_name(c->arena, k->keys[j]);
-				list = arena_printf(c->arena, "%s%s%s", list, j ? ", " : "", names[j]);
-			}
-			if (flops_ok)
-				list = arena_printf(c->arena, "flops <dtype>, %s", list);
-			const char *near = fe_closest(f->key, names, k->nkeys);
-			if (near)
-				fe_error(c, f->loc, "unknown field '%s' in %s '%s'; did you mean '%s'?", f->key, k->what,
-					 it->name, near);
-			else
-				fe_error(c, f->loc, "unknown field '%s' in %s '%s' (fields: %s)", f->key, k->what,
-					 it->name, list);
-			continue;
-		}
-		if (f->sub) {
-			fe_error(c, f->loc, "field '%s' takes no qualifier ('%s')", f->key, f->sub);
-			continue;
-		}
-		if (out[i]) {
-			fe_error(c, f->loc, "duplicate field '%s' in %s '%s'", f->key, k->what, it->name);
-			fe_note(c, out[i]->loc, "first given here");
-			continue;
-		}
-		out[i] = f;
-	}
+    for (int i = 0; i < k->nkeys; i++)
+        out[i] = NULL;
+    for (const fe_field *f = it->fields; f; f = f->next) {
+        if (flops_ok && strcmp(f->key, "flops") == 0)
+            continue;
+        int i = 0;
+        while (i < k->nkeys && !fe_key_is(k->keys[i], f->key))
+            i++;
+        if (i == k->nkeys) {
+            const char **names = arena_alloc(c->arena, sizeof *names * (size_t)(k->nkeys + 1));
+            char *list = "";
+            for (int j = 0; j < k->nkeys; j++) {
+                names[j] = fe_key_name(c->arena, k->keys[j]);
+                list = arena_printf(c->arena, "%s%s%s", list, j ? ", " : "", names[j]);
+            }
+            if (flops_ok)
+                list = arena_printf(c->arena, "flops <dtype>, %s", list);
+            const char *near = fe_closest(f->key, names, k->nkeys);
+            if (near)
+                fe_error(c, f->loc, "unknown field '%s' in %s '%s'; did you mean '%s'?", f->key,
+                         k->what, it->name, near);
+            else
+                fe_error(c, f->loc, "unknown field '%s' in %s '%s' (fields: %s)", f->key, k->what,
+                         it->name, list);
+            continue;
+        }
+        if (f->sub) {
+            fe_error(c, f->loc, "field '%s' takes no qualifier ('%s')", f->key, f->sub);
+            continue;
+        }
+        if (out[i]) {
+            fe_error(c, f->loc, "duplicate field '%s' in %s '%s'", f->key, k->what, it->name);
+            fe_note(c, out[i]->loc, "first given here");
+            continue;
+        }
+        out[i] = f;
+    }
 }
 
-static bool fe_require(fe_ctx *c, const fe_item *it, const fe_keys *k, const fe_field **fields, int i)
+static bool fe_require(fe_ctx *c, const fe_item *it, const fe_keys *k, const fe_field **fields,
+                       int i)
 {
-	if (fields[i])
-		return true;
-	fe_error(c, it->name_loc, "%s '%s' needs a field '%s'", k->what, it->name, fe_key_name(c->arena, k->keys[i]));
-	return false;
+    if (fields[i])
+        return true;
+    fe_error(c, it->name_loc, "%s '%s' needs a field '%s'", k->what, it->name,
+             fe_key_name(c->arena, k->keys[i]));
+    return false;
 }
 
 /* A quantity of the given dimension, in SI units. */
 static bool fe_qty(fe_ctx *c, const fe_expr *e, const char *key, fe_dim dim, double *out)
 {
-	fe_val v = fe_eval(c, c->global, e, false, false);
-	if (v.kind == V_ERR)
-		return false;
-	if (v.kind != V_QTY || v.dim != dim) {
-		if (v.kind == V_INT || v.kind == V_REAL)
-			fe_error(c, e->loc, "'%s' needs a unit: it is %s", key, fe_dim_name(dim));
-		else
-			fe_error(c, e->loc, "'%s' must be %s, not %s", key, fe_dim_name(dim), fe_val_desc(&v));
-		return false;
-	}
-	if (!(v.r >= 0) || isinf(v.r)) {
-		fe_error(c, e->loc, "'%s' must be a finite, non-negative amount", key);
-		return false;
-	}
-	*out = v.r;
-	return true;
+    fe_val v = fe_eval(c, c->global, e, false, false);
+    if (v.kind == V_ERR)
+        return false;
+    if (v.kind != V_QTY || v.dim != dim) {
+        if (v.kind == V_INT || v.kind == V_REAL)
+            fe_error(c, e->loc, "'%s' needs a unit: it is %s", key, fe_dim_name(dim));
+        else
+            fe_error(c, e->loc, "'%s' must be %s, not %s", key, fe_dim_name(dim), fe_val_desc(&v));
+        return false;
+    }
+    if (!(v.r >= 0) || isinf(v.r)) {
+        fe_error(c, e->loc, "'%s' must be a finite, non-negative amount", key);
+        return false;
+    }
+    *out = v.r;
+    return true;
 }
 
 static bool fe_int_field(fe_ctx *c, const fe_field *f, int64_t min, int64_t max, int64_t *out)
 {
-	int64_t v;
-	if (!fe_eval_int(c, c->global, f->value, arena_printf(c->arena, "'%s'", f->key), &v))
-		return false;
-	if (v < min || v > max) {
-		fe_error(c, f->value->loc, "'%s' is %lld; it must be between %lld and %lld", f->key, (long long)v,
-			 (long long)min, (long long)max);
-		return false;
-	}
-	*out = v;
-	return true;
+    int64_t v;
+    if (!fe_eval_int(c, c->global, f->value, arena_printf(c->arena, "'%s'", f->key), &v))
+        return false;
+    if (v < min || v > max) {
+        fe_error(c, f->value->loc, "'%s' is %lld; it must be between %lld and %lld", f->key,
+                 (long long)v, (long long)min, (long long)max);
+        return false;
+    }
+    *out = v;
+    return true;
 }
 
 static bool fe_real_field(fe_ctx *c, const fe_expr *e, const char *key, double *out)
 {
-	fe_val v = fe_eval(c, c->global, e, false, false);
-	if (v.kind == V_INT || v.kind == V_REAL) {
-		*out = v.kind == V_INT ? (double)v.i : v.r;
-		return true;
-	}
-	if (v.kind != V_ERR)
-		fe_error(c, e->loc, "'%s' must be a number, not %s", key, fe_val_desc(&v));
-	return false;
+    fe_val v = fe_eval(c, c->global, e, false, false);
+    if (v.kind == V_INT || v.kind == V_REAL) {
+        *out = v.kind == V_INT ? (double)v.i : v.r;
+        return true;
+    }
+    if (v.kind != V_ERR)
+        fe_error(c, e->loc, "'%s' must be a number, not %s", key, fe_val_desc(&v));
+    return false;
 }
 
 /* A name: model = vgg16, gpu = a100, dtype = bf16. */
 static const char *fe_name_field(fe_ctx *c, const fe_expr *e, const char *key)
 {
-	if (e->kind == EX_NAME)
-		return e->s;
-	if (e->kind == EX_STR)
-		return e->s;
-	fe_error(c, e->loc, "'%s' must be a name", key);
-	return NULL;
+    if (e->kind == EX_NAME)
+        return e->s;
+    if (e->kind == EX_STR)
+        return e->s;
+    fe_error(c, e->loc, "'%s' must be a name", key);
+    return NULL;
 }
 
 /* bandwidth [@ latency] */
 static bool fe_link(fe_ctx *c, const fe_field *f, ir_link *out)
 {
-	const fe_expr *bw = f->value, *lat = NULL;
-	if (bw->kind == EX_BINARY && bw->op == '@') {
-		lat = bw->rhs;
-		bw = bw->lhs;
-	}
-	bool ok = fe_qty(c, bw, f->key, DIM_RATE, &out->bandwidth);
-	if (lat)
-		ok &= fe_qty(c, lat, arena_printf(c->arena, "the latency of '%s'", f->key), DIM_TIME, &out->latency);
-	if (ok && out->bandwidth <= 0) {
-		fe_error(c, bw->loc, "'%s' needs a positive bandwidth", f->key);
-		ok = false;
-	}
-	return ok;
+    const fe_expr *bw = f->value, *lat = NULL;
+    if (bw->kind == EX_BINARY && bw->op == '@') {
+        lat = bw->rhs;
+        bw = bw->lhs;
+    }
+    bool ok = fe_qty(c, bw, f->key, DIM_RATE, &out->bandwidth);
+    if (lat)
+        ok &= fe_qty(c, lat, arena_printf(c->arena, "the latency of '%s'", f->key), DIM_TIME,
+                     &out->latency);
+    if (ok && out->bandwidth <= 0) {
+        fe_error(c, bw->loc, "'%s' needs a positive bandwidth", f->key);
+        ok = false;
+    }
+    return ok;
 }
 
 static bool fe_check_redef(fe_ctx *c, const fe_item *it, int old, src_loc old_loc, const char *what)
 {
-	if (old < 0)
-		return true;
-	fe_error(c, it->name_loc, "redefinition of %s '%s'", what, it->name);
-	fe_note(c, old_loc, "'%s' was defined here", it->name);
-	return false;
+    if (old < 0)
+        return true;
+    fe_error(c, it->name_loc, "redefinition of %s '%s'", what, it->name);
+    fe_note(c, old_loc, "'%s' was defined here", it->name);
+    return false;
 }
 
-static const char *const fe_gpu_keys[] = {"memory", "bandwidth", "launch", "efficiency", "half_work"};
+static const char *const fe_gpu_keys[] = {"memory", "bandwidth", "launch", "efficiency",
+                                          "half_work"};
 static const fe_keys fe_gpu = {"gpu", fe_gpu_keys, 5};
 
 void fe_lower_gpu(fe_ctx *c, const fe_item *it)
 {
-	int old = ir_gpu_find(c->module, it->name);
-	if (!fe_check_redef(c, it, old, old >= 0 ? c->module->gpus[old].loc : it->loc, "gpu"))
-		return;
-	const fe_field *f[5];
-	fe_collect(c, it, &fe_gpu, f, true);
-	ir_gpu g = {.name = it->name, .loc = it->name_loc};
-	bool ok = true, any = false;
-	const fe_field *seen[DT_COUNT] = {0};
-	for (const fe_field *fl = it->fields; fl; fl = fl->next) {
-		if (strcmp(fl->key, "flops") != 0)
-			continue;
-		ir_dtype dt;
-		if (!fl->sub) {
-			fe_error(c, fl->loc, "'flops' needs a dtype: flops f32 = ..., flops bf16 = ...");
-			ok = false;
-			continue;
-		}
-		if (!ir_dtype_lookup(fl->sub, &dt)) {
-			fe_error(c, fl->loc, "unknown dtype '%s' (f32, tf32, f16, bf16)", fl->sub);
-			ok = false;
-			continue;
-		}
-		if (seen[dt]) {
-			fe_error(c, fl->loc, "duplicate field 'flops %s' in gpu '%s'", fl->sub, it->name);
-			fe_note(c, seen[dt]->loc, "first given here");
-			ok = false;
-			continue;
-		}
-		seen[dt] = fl;
-		ok &= fe_qty(c, fl->value, "flops", DIM_FLOPS, &g.flops[dt]);
-		any = true;
-	}
-	if (!any && ok) {
-		fe_error(c, it->name_loc, "gpu '%s' needs at least one 'flops <dtype>' field", it->name);
-		ok = false;
-	}
-	ok &= fe_require(c, it, &fe_gpu, f, 0) && fe_qty(c, f[0]->value, "memory", DIM_BYTES, &g.mem_bytes);
-	ok &= fe_require(c, it, &fe_gpu, f, 1) && fe_qty(c, f[1]->value, "bandwidth", DIM_RATE, &g.mem_bandwidth);
-	if (f[2])
-		ok &= fe_qty(c, f[2]->value, "launch", DIM_TIME, &g.launch);
-	/* A measured utilisation curve: both or neither. */
-	if (f[3] && fe_real_field(c, f[3]->value, "efficiency", &g.efficiency) &&
-	    !(g.efficiency > 0 && g.efficiency <= 1)) {
-		fe_error(c, f[3]->value->loc, "'efficiency' is a fraction of the peak, in (0, 1]");
-		ok = false;
-	}
-	if (f[4] && fe_real_field(c, f[4]->value, "half_work", &g.half_work) && g.half_work < 0) {
-		fe_error(c, f[4]->value->loc, "'half_work' (FLOPs) must not be negative");
-		ok = false;
-	}
-	if (!f[3] != !f[4]) {
-		fe_error(c, it->name_loc, "gpu '%s' needs both 'efficiency' and 'half_work', or neither", it->name);
-		ok = false;
-	}
-	(void)ok;
-	ir_gpu_add(c->module, &g);
+    int old = ir_gpu_find(c->module, it->name);
+    if (!fe_check_redef(c, it, old, old >= 0 ? c->module->gpus[old].loc : it->loc, "gpu"))
+        return;
+    const fe_field *f[5];
+    fe_collect(c, it, &fe_gpu, f, true);
+    ir_gpu g = {.name = it->name, .loc = it->name_loc};
+    bool ok = true, any = false;
+    const fe_field *seen[DT_COUNT] = {0};
+    for (const fe_field *fl = it->fields; fl; fl = fl->next) {
+        if (strcmp(fl->key, "flops") != 0)
+            continue;
+        ir_dtype dt;
+        if (!fl->sub) {
+            fe_error(c, fl->loc, "'flops' needs a dtype: flops f32 = ..., flops bf16 = ...");
+            ok = false;
+            continue;
+        }
+        if (!ir_dtype_lookup(fl->sub, &dt)) {
+            fe_error(c, fl->loc, "unknown dtype '%s' (f32, tf32, f16, bf16)", fl->sub);
+            ok = false;
+            continue;
+        }
+        if (seen[dt]) {
+            fe_error(c, fl->loc, "duplicate field 'flops %s' in gpu '%s'", fl->sub, it->name);
+            fe_note(c, seen[dt]->loc, "first given here");
+            ok = false;
+            continue;
+        }
+        seen[dt] = fl;
+        ok &= fe_qty(c, fl->value, "flops", DIM_FLOPS, &g.flops[dt]);
+        any = true;
+    }
+    if (!any && ok) {
+        fe_error(c, it->name_loc, "gpu '%s' needs at least one 'flops <dtype>' field", it->name);
+        ok = false;
+    }
+    ok &= fe_require(c, it, &fe_gpu, f, 0) &&
+          fe_qty(c, f[0]->value, "memory", DIM_BYTES, &g.mem_bytes);
+    ok &= fe_require(c, it, &fe_gpu, f, 1) &&
+          fe_qty(c, f[1]->value, "bandwidth", DIM_RATE, &g.mem_bandwidth);
+    if (f[2])
+        ok &= fe_qty(c, f[2]->value, "launch", DIM_TIME, &g.launch);
+    /* A measured utilisation curve: both or neither. */
+    if (f[3] && fe_real_field(c, f[3]->value, "efficiency", &g.efficiency) &&
+        !(g.efficiency > 0 && g.efficiency <= 1)) {
+        fe_error(c, f[3]->value->loc, "'efficiency' is a fraction of the peak, in (0, 1]");
+        ok = false;
+    }
+    if (f[4] && fe_real_field(c, f[4]->value, "half_work", &g.half_work) && g.half_work < 0) {
+        fe_error(c, f[4]->value->loc, "'half_work' (FLOPs) must not be negative");
+        ok = false;
+    }
+    if (!f[3] != !f[4]) {
+        fe_error(c, it->name_loc, "gpu '%s' needs both 'efficiency' and 'half_work', or neither",
+                 it->name);
+        ok = false;
+    }
+    (void)ok;
+    ir_gpu_add(c->module, &g);
 }
 
-static const char *const fe_cluster_keys[] = {"gpu", "nodes", "gpus_per_node", "intra|nvlink|pcie|shm",
-					       "network|inter"};
+static const char *const fe_cluster_keys[] = {"gpu", "nodes", "gpus_per_node",
+                                              "intra|nvlink|pcie|shm", "network|inter"};
 static const fe_keys fe_cluster = {"cluster", fe_cluster_keys, 5};
 
 void fe_lower_cluster(fe_ctx *c, const fe_item *it)
 {
-	int old = ir_cluster_find(c->module, it->name);
-	if (!fe_check_redef(c, it, old, old >= 0 ? c->module->clusters[old].loc : it->loc, "cluster"))
-		return;
-	const fe_field *f[5];
-	fe_collect(c, it, &fe_cluster, f, false);
-	ir_cluster cl = {.name = it->name, .loc = it->name_loc, .gpu = -1, .nodes = 1};
-	if (fe_require(c, it, &fe_cluster, f, 0)) {
-		const char *g = fe_name_field(c, f[0]->value, "gpu");
-		if (g) {
-			cl.gpu = ir_gpu_find(c->module, g);
-			if (cl.gpu < 0)
-				fe_error(c, f[0]->value->loc, "unknown gpu '%s'", g);
-		}
-	}
-	int64_t v;
-	if (f[1] && fe_int_field(c, f[1], 1, 1000000, &v))
-		cl.nodes = (int)v;
-	if (fe_require(c, it, &fe_cluster, f, 2) && fe_int_field(c, f[2], 1, 1000000, &v))
-		cl.gpus_per_node = (int)v;
-	if (f[3])
-		fe_link(c, f[3], &cl.intra);
-	else if (cl.gpus_per_node > 1)
-		fe_error(c, it->name_loc, "cluster '%s' has %d gpus per node and needs 'intra' (or nvlink, pcie, "
-			 "shm) = bandwidth @ latency", it->name, cl.gpus_per_node);
-	if (f[4])
-		fe_link(c, f[4], &cl.inter);
-	else if (cl.nodes > 1)
-		fe_error(c, it->name_loc, "cluster '%s' has %d nodes and needs 'network' = bandwidth @ latency",
-			 it->name, cl.nodes);
-	if ((int64_t)cl.nodes * cl.gpus_per_node > 1000000)
-		fe_error(c, it->name_loc, "cluster '%s' has more than 1000000 gpus", it->name);
-	ir_cluster_add(c->module, &cl);
+    int old = ir_cluster_find(c->module, it->name);
+    if (!fe_check_redef(c, it, old, old >= 0 ? c->module->clusters[old].loc : it->loc, "cluster"))
+        return;
+    const fe_field *f[5];
+    fe_collect(c, it, &fe_cluster, f, false);
+    ir_cluster cl = {.name = it->name, .loc = it->name_loc, .gpu = -1, .nodes = 1};
+    if (fe_require(c, it, &fe_cluster, f, 0)) {
+        const char *g = fe_name_field(c, f[0]->value, "gpu");
+        if (g) {
+            cl.gpu = ir_gpu_find(c->module, g);
+            if (cl.gpu < 0)
+                fe_error(c, f[0]->value->loc, "unknown gpu '%s'", g);
+        }
+    }
+    int64_t v;
+    if (f[1] && fe_int_field(c, f[1], 1, 1000000, &v))
+        cl.nodes = (int)v;
+    if (fe_require(c, it, &fe_cluster, f, 2) && fe_int_field(c, f[2], 1, 1000000, &v))
+        cl.gpus_per_node = (int)v;
+    if (f[3])
+        fe_link(c, f[3], &cl.intra);
+    else if (cl.gpus_per_node > 1)
+        fe_error(c, it->name_loc,
+                 "cluster '%s' has %d gpus per node and needs 'intra' (or nvlink, pcie, "
+                 "shm) = bandwidth @ latency",
+                 it->name, cl.gpus_per_node);
+    if (f[4])
+        fe_link(c, f[4], &cl.inter);
+    else if (cl.nodes > 1)
+        fe_error(c, it->name_loc,
+                 "cluster '%s' has %d nodes and needs 'network' = bandwidth @ latency", it->name,
+                 cl.nodes);
+    if ((int64_t)cl.nodes * cl.gpus_per_node > 1000000)
+        fe_error(c, it->name_loc, "cluster '%s' has more than 1000000 gpus", it->name);
+    ir_cluster_add(c->module, &cl);
 }
 
-static const char *const fe_job_keys[] = {"model", "cluster", "batch", "dtype", "optimizer",
-					   "amplification", "background", "iterations", "data"};
+static const char *const fe_job_keys[] = {"model",      "cluster",    "batch",
+                                          "dtype",      "optimizer",  "amplification",
+                                          "background", "iterations", "data"};
 static const fe_keys fe_job = {"job", fe_job_keys, 9};
 
 /* sgd | adam | sgd(lr = 0.1, momentum = 0.9, weight_decay = 1e-4) */
 static void fe_optimizer(fe_ctx *c, const fe_expr *e, ir_job *j)
 {
-	const char *name = e->kind == EX_NAME || e->kind == EX_CALL ? e->s : NULL;
-	if (!name) {
-		fe_error(c, e->loc, "'optimizer' must be sgd or adam, optionally with (lr = ..., momentum = ..., "
-			 "weight_decay = ...)");
-		return;
-	}
-	if (strcmp(name, "sgd") == 0) {
-		j->optimizer = OPT_SGD;
-	} else if (strcmp(name, "adam") == 0) {
-		j->optimizer = OPT_ADAM;
-	} else {
-		fe_error(c, e->loc, "unknown optimizer '%s' (sgd or adam)", name);
-		return;
-	}
-	if (e->kind != EX_CALL)
-		return;
-	for (const fe_arg *a = e->args; a; a = a->next) {
-		double *slot = NULL;
-		if (!a->key)
-			fe_error(c, a->loc, "optimizer settings are named: lr = ..., momentum = ..., weight_decay = ...");
-		else if (strcmp(a->key, "lr") == 0)
-			slot = &j->lr;
-		else if (strcmp(a->key, "momentum") == 0)
-			slot = &j->momentum;
-		else if (strcmp(a->key, "weight_decay") == 0)
-			slot = &j->weight_decay;
-		else
-			fe_error(c, a->loc, "unknown optimizer setting '%s' (lr, momentum, weight_decay)", a->key);
-		if (slot && fe_real_field(c, a->value, a->key, slot) && *slot < 0)
-			fe_error(c, a->value->loc, "'%s' cannot be negative", a->key);
-	}
+    const char *name = e->kind == EX_NAME || e->kind == EX_CALL ? e->s : NULL;
+    if (!name) {
+        fe_error(c, e->loc,
+                 "'optimizer' must be sgd or adam, optionally with (lr = ..., momentum = ..., "
+                 "weight_decay = ...)");
+        return;
+    }
+    if (strcmp(name, "sgd") == 0) {
+        j->optimizer = OPT_SGD;
+    } else if (strcmp(name, "adam") == 0) {
+        j->optimizer = OPT_ADAM;
+    } else {
+        fe_error(c, e->loc, "unknown optimizer '%s' (sgd or adam)", name);
+        return;
+    }
+    if (e->kind != EX_CALL)
+        return;
+    for (const fe_arg *a = e->args; a; a = a->next) {
+        double *slot = NULL;
+        if (!a->key)
+            fe_error(c, a->loc,
+                     "optimizer settings are named: lr = ..., momentum = ..., weight_decay = ...");
+        else if (strcmp(a->key, "lr") == 0)
+            slot = &j->lr;
+        else if (strcmp(a->key, "momentum") == 0)
+            slot = &j->momentum;
+        else if (strcmp(a->key, "weight_decay") == 0)
+            slot = &j->weight_decay;
+        else
+            fe_error(c, a->loc, "unknown optimizer setting '%s' (lr, momentum, weight_decay)",
+                     a->key);
+        if (slot && fe_real_field(c, a->value, a->key, slot) && *slot < 0)
+            fe_error(c, a->value->loc, "'%s' cannot be negative", a->key);
+    }
 }
 
 /* [model @ batch, ...] */
 static void fe_background(fe_ctx *c, const fe_expr *e, ir_job *j)
 {
-	if (e->kind != EX_LIST) {
-		fe_error(c, e->loc, "'background' must be a list: [model @ batch, ...]");
-		return;
-	}
-	int n = 0;
-	for (const fe_expr *i = e->items; i; i = i->next)
-		n++;
-	j->background = arena_alloc(c->arena, sizeof *j->background * (size_t)(n ? n : 1));
-	for (const fe_expr *i = e->items; i; i = i->next) {
-		if (i->kind != EX_BINARY || i->op != '@' || i->lhs->kind != EX_NAME) {
-			fe_error(c, i->loc, "a background job is written 'model @ batch'");
-			continue;
-		}
-		int g = ir_graph_find(c->module, i->lhs->s);
-		if (g < 0) {
-			fe_error(c, i->lhs->loc, "unknown model '%s'", i->lhs->s);
-			continue;
-		}
-		int64_t b;
-		if (!fe_eval_int(c, c->global, i->rhs, "a background batch", &b))
-			continue;
-		if (b < 1) {
-			fe_error(c, i->rhs->loc, "a background batch must be positive");
-			continue;
-		}
-		j->background[j->nbackground++] = (ir_background){g, b};
-	}
+    if (e->kind != EX_LIST) {
+        fe_error(c, e->loc, "'background' must be a list: [model @ batch, ...]");
+        return;
+    }
+    int n = 0;
+    for (const fe_expr *i = e->items; i; i = i->next)
+        n++;
+    j->background = arena_alloc(c->arena, sizeof *j->background * (size_t)(n ? n : 1));
+    for (const fe_expr *i = e->items; i; i = i->next) {
+        if (i->kind != EX_BINARY || i->op != '@' || i->lhs->kind != EX_NAME) {
+            fe_error(c, i->loc, "a background job is written 'model @ batch'");
+            continue;
+        }
+        int g = ir_graph_find(c->module, i->lhs->s);
+        if (g < 0) {
+            fe_error(c, i->lhs->loc, "unknown model '%s'", i->lhs->s);
+            continue;
+        }
+        int64_t b;
+        if (!fe_eval_int(c, c->global, i->rhs, "a background batch", &b))
+            continue;
+        if (b < 1) {
+            fe_error(c, i->rhs->loc, "a background batch must be positive");
+            continue;
+        }
+        j->background[j->nbackground++] = (ir_background){g, b};
+    }
 }
 
 void fe_lower_job(fe_ctx *c, const fe_item *it)
 {
-	for (int i = 0; i < c->module->njobs; i++)
-		if (strcmp(c->module->jobs[i].name, it->name) == 0) {
-			fe_check_redef(c, it, i, c->module->jobs[i].loc, "job");
-			return;
-		}
-	const fe_field *f[9];
-	fe_collect(c, it, &fe_job, f, false);
-	ir_job j = {.name = it->name, .loc = it->name_loc, .graph = -1, .cluster = -1, .dtype = DT_F32,
-		    .optimizer = OPT_SGD, .lr = 0.01, .amplification = 0, .iterations = 100, .data = "synthetic"};
-	const char *s;
-	if (fe_require(c, it, &fe_job, f, 0) && (s = fe_name_field(c, f[0]->value, "model"))) {
-		j.graph = ir_graph_find(c->module, s);
-		if (j.graph < 0)
-			fe_error(c, f[0]->value->loc, "unknown model '%s'", s);
-	}
-	if (fe_require(c, it, &fe_job, f, 1) && (s = fe_name_field(c, f[1]->value, "cluster"))) {
-		j.cluster = ir_cluster_find(c->module, s);
-		if (j.cluster < 0)
-			fe_error(c, f[1]->value->loc, "unknown cluster '%s'", s);
-	}
-	if (fe_require(c, it, &fe_job, f, 2))
-		fe_int_field(c, f[2], 1, INT64_C(1) << 40, &j.batch);
-	if (f[3] && (s = fe_name_field(c, f[3]->value, "dtype")) && !ir_dtype_lookup(s, &j.dtype))
-		fe_error(c, f[3]->value->loc, "unknown dtype '%s' (f32, tf32, f16, bf16)", s);
-	if (f[4])
-		fe_optimizer(c, f[4]->value, &j);
-	if (f[5]) {
-		const fe_expr *e = f[5]->value;
-		if (e->kind == EX_NAME && strcmp(e->s, "auto") == 0)
-			j.amplification = IR_AMP_AUTO;
-		else if (e->kind == EX_NAME && strcmp(e->s, "none") == 0)
-			j.amplification = 0;
-		else if (fe_real_field(c, e, "amplification", &j.amplification) && !(j.amplification >= 1.0))
-			fe_error(c, e->loc, "'amplification' must be at least 1.0, or auto, or none");
-	}
-	if (f[6])
-		fe_background(c, f[6]->value, &j);
-	if (f[7])
-		fe_int_field(c, f[7], 1, INT64_C(1) << 40, &j.iterations);
-	if (f[8]) {
-		const fe_expr *e = f[8]->value;
-		if (e->kind == EX_STR)
-			j.data = e->s;
-		else if (e->kind == EX_NAME && (strcmp(e->s, "synthetic") == 0 || strcmp(e->s, "fmnist") == 0))
-			j.data = e->s;
-		else
-			fe_error(c, e->loc, "'data' must be synthetic, fmnist or a file path in quotes");
-	}
-	ir_job_add(c->module, &j);
+    for (int i = 0; i < c->module->njobs; i++)
+        if (strcmp(c->module->jobs[i].name, it->name) == 0) {
+            fe_check_redef(c, it, i, c->module->jobs[i].loc, "job");
+            return;
+        }
+    const fe_field *f[9];
+    fe_collect(c, it, &fe_job, f, false);
+    ir_job j = {.name = it->name,
+                .loc = it->name_loc,
+                .graph = -1,
+                .cluster = -1,
+                .dtype = DT_F32,
+                .optimizer = OPT_SGD,
+                .lr = 0.01,
+                .amplification = 0,
+                .iterations = 100,
+                .data = "synthetic"};
+    const char *s;
+    if (fe_require(c, it, &fe_job, f, 0) && (s = fe_name_field(c, f[0]->value, "model"))) {
+        j.graph = ir_graph_find(c->module, s);
+        if (j.graph < 0)
+            fe_error(c, f[0]->value->loc, "unknown model '%s'", s);
+    }
+    if (fe_require(c, it, &fe_job, f, 1) && (s = fe_name_field(c, f[1]->value, "cluster"))) {
+        j.cluster = ir_cluster_find(c->module, s);
+        if (j.cluster < 0)
+            fe_error(c, f[1]->value->loc, "unknown cluster '%s'", s);
+    }
+    if (fe_require(c, it, &fe_job, f, 2))
+        fe_int_field(c, f[2], 1, INT64_C(1) << 40, &j.batch);
+    if (f[3] && (s = fe_name_field(c, f[3]->value, "dtype")) && !ir_dtype_lookup(s, &j.dtype))
+        fe_error(c, f[3]->value->loc, "unknown dtype '%s' (f32, tf32, f16, bf16)", s);
+    if (f[4])
+        fe_optimizer(c, f[4]->value, &j);
+    if (f[5]) {
+        const fe_expr *e = f[5]->value;
+        if (e->kind == EX_NAME && strcmp(e->s, "auto") == 0)
+            j.amplification = IR_AMP_AUTO;
+        else if (e->kind == EX_NAME && strcmp(e->s, "none") == 0)
+            j.amplification = 0;
+        else if (fe_real_field(c, e, "amplification", &j.amplification) &&
+                 !(j.amplification >= 1.0))
+            fe_error(c, e->loc, "'amplification' must be at least 1.0, or auto, or none");
+    }
+    if (f[6])
+        fe_background(c, f[6]->value, &j);
+    if (f[7])
+        fe_int_field(c, f[7], 1, INT64_C(1) << 40, &j.iterations);
+    if (f[8]) {
+        const fe_expr *e = f[8]->value;
+        if (e->kind == EX_STR)
+            j.data = e->s;
+        else if (e->kind == EX_NAME &&
+                 (strcmp(e->s, "synthetic") == 0 || strcmp(e->s, "fmnist") == 0))
+            j.data = e->s;
+        else
+            fe_error(c, e->loc, "'data' must be synthetic, fmnist or a file path in quotes");
+    }
+    ir_job_add(c->module, &j);
 }
 
 ir_module *fe_lower(arena *a, const fe_program *p, diag_ctx *d)
 {
-	fe_ctx c = {.arena = a, .diag = d};
-	c.module = ir_module_new(a);
-	c.global = arena_alloc(a, sizeof *c.global);
-	c.global->prefix = c.global->suffix = "";
-	for (int i = 0; i < p->nfiles; i++)
-		for (const fe_item *it = p->files[i]->items; it; it = it->next) {
-			if (it->kind == IT_BLOCK) {
-				fe_define_block(&c, c.global, it->block);
-			} else if (it->kind == IT_LET) {
-				fe_binding *old = fe_lookup_local(c.global, it->name);
-				if (old) {
-					fe_error(&c, it->name_loc, "redefinition of '%s'", it->name);
-					fe_note(&c, old->loc, "'%s' was defined here", it->name);
-					continue;
-				}
-				fe_val v = fe_eval(&c, c.global, it->value, false, false);
-				fe_binding *b = fe_bind(&c, c.global, it->name, it->name_loc);
-				b->kind = B_VALUE;
-				b->val = v;
-			}
-		}
-	static const fe_item_kind order[] = {IT_GPU, IT_CLUSTER, IT_MODEL, IT_JOB};
-	for (size_t k = 0; k < sizeof order / sizeof order[0]; k++)
-		for (int i = 0; i < p->nfiles; i++)
-			for (const fe_item *it = p->files[i]->items; it; it = it->next) {
-				if (it->kind != order[k])
-					continue;
-				switch (it->kind) {
-				case IT_GPU:
-					fe_lower_gpu(&c, it);
-					break;
-				case IT_CLUSTER:
-					fe_lower_cluster(&c, it);
-					break;
-				case IT_MODEL: {
-					int old = ir_graph_find(c.module, it->name);
-					if (fe_check_redef(&c, it, old, old >= 0 ? c.module->graphs[old]->loc : it->loc,
-							   "model"))
-						fe_lower_model(&c, it);
-					break;
-				}
-				case IT_JOB:
-					fe_lower_job(&c, it);
-					break;
-				default:
-					break;
-				}
-			}
-	return c.module;
+    fe_ctx c = {.arena = a, .diag = d};
+    c.module = ir_module_new(a);
+    c.global = arena_alloc(a, sizeof *c.global);
+    c.global->prefix = c.global->suffix = "";
+    for (int i = 0; i < p->nfiles; i++)
+        for (const fe_item *it = p->files[i]->items; it; it = it->next) {
+            if (it->kind == IT_BLOCK) {
+                fe_define_block(&c, c.global, it->block);
+            } else if (it->kind == IT_LET) {
+                fe_binding *old = fe_lookup_local(c.global, it->name);
+                if (old) {
+                    fe_error(&c, it->name_loc, "redefinition of '%s'", it->name);
+                    fe_note(&c, old->loc, "'%s' was defined here", it->name);
+                    continue;
+                }
+                fe_val v = fe_eval(&c, c.global, it->value, false, false);
+                fe_binding *b = fe_bind(&c, c.global, it->name, it->name_loc);
+                b->kind = B_VALUE;
+                b->val = v;
+            }
+        }
+    static const fe_item_kind order[] = {IT_GPU, IT_CLUSTER, IT_MODEL, IT_JOB};
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++)
+        for (int i = 0; i < p->nfiles; i++)
+            for (const fe_item *it = p->files[i]->items; it; it = it->next) {
+                if (it->kind != order[k])
+                    continue;
+                switch (it->kind) {
+                case IT_GPU: fe_lower_gpu(&c, it); break;
+                case IT_CLUSTER: fe_lower_cluster(&c, it); break;
+                case IT_MODEL: {
+                    int old = ir_graph_find(c.module, it->name);
+                    if (fe_check_redef(&c, it, old, old >= 0 ? c.module->graphs[old]->loc : it->loc,
+                                       "model"))
+                        fe_lower_model(&c, it);
+                    break;
+                }
+                case IT_JOB: fe_lower_job(&c, it); break;
+                default: break;
+                }
+            }
+    return c.module;
 }

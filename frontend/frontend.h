@@ -21,8 +21,8 @@
 
 /* The parsed files: the one named and, before it, all it imports. */
 typedef struct fe_program {
-	int nfiles, cap;
-	fe_file **files;        /* dependencies first; the root file last */
+    int nfiles, cap;
+    fe_file **files; /* dependencies first; the root file last */
 } fe_program;
 
 /* Reads path (or, when text is not NULL, takes text as its contents) and all
@@ -46,33 +46,33 @@ ir_module *fe_compile_string(arena *a, const char *path, const char *text, diag_
 /* eval.c: values, units, constant expressions, reporting. */
 
 typedef enum fe_val_kind {
-	V_ERR,      /* evaluation failed; already reported */
-	V_INT,      /* i */
-	V_REAL,     /* r */
-	V_BOOL,     /* i */
-	V_QTY,      /* r in SI units (bytes, bytes/s, s, FLOP/s), dim */
-	V_STR,      /* s */
-	V_LIST,     /* n, items */
-	V_AT,       /* items[0] @ items[1] */
-	V_TENSOR,   /* op: an op id of the graph being built; -2: poisoned */
-	V_NAME,     /* s: an identifier that names no constant (job fields) */
-	V_CALL,     /* expr: a call, left for the caller (job optimizer) */
-	V_BLOCK,    /* s: a block's name */
+    V_ERR,    /* evaluation failed; already reported */
+    V_INT,    /* i */
+    V_REAL,   /* r */
+    V_BOOL,   /* i */
+    V_QTY,    /* r in SI units (bytes, bytes/s, s, FLOP/s), dim */
+    V_STR,    /* s */
+    V_LIST,   /* n, items */
+    V_AT,     /* items[0] @ items[1] */
+    V_TENSOR, /* op: an op id of the graph being built; -2: poisoned */
+    V_NAME,   /* s: an identifier that names no constant (job fields) */
+    V_CALL,   /* expr: a call, left for the caller (job optimizer) */
+    V_BLOCK,  /* s: a block's name */
 } fe_val_kind;
 
 typedef enum fe_dim { DIM_BYTES, DIM_RATE, DIM_TIME, DIM_FLOPS } fe_dim;
 
 typedef struct fe_val {
-	fe_val_kind kind;
-	int64_t i;
-	double r;
-	fe_dim dim;
-	const char *s;
-	int n;
-	struct fe_val *items;
-	int op;
-	const fe_expr *expr;
-	src_loc loc;
+    fe_val_kind kind;
+    int64_t i;
+    double r;
+    fe_dim dim;
+    const char *s;
+    int n;
+    struct fe_val *items;
+    int op;
+    const fe_expr *expr;
+    src_loc loc;
 } fe_val;
 
 /* What a name is bound to in a scope. */
@@ -81,41 +81,41 @@ typedef enum fe_bind_kind { B_VALUE, B_BLOCK } fe_bind_kind;
 typedef struct fe_scope fe_scope;
 
 typedef struct fe_binding {
-	const char *name;
-	fe_bind_kind kind;
-	fe_val val;              /* B_VALUE: a constant or a tensor */
-	const fe_block *block;   /* B_BLOCK */
-	fe_scope *def_scope;     /* B_BLOCK: where it was defined */
-	bool expanding;          /* B_BLOCK: being expanded now (recursion) */
-	src_loc loc;             /* the definition */
-	struct fe_binding *next;
+    const char *name;
+    fe_bind_kind kind;
+    fe_val val;            /* B_VALUE: a constant or a tensor */
+    const fe_block *block; /* B_BLOCK */
+    fe_scope *def_scope;   /* B_BLOCK: where it was defined */
+    bool expanding;        /* B_BLOCK: being expanded now (recursion) */
+    src_loc loc;           /* the definition */
+    struct fe_binding *next;
 } fe_binding;
 
 struct fe_scope {
-	fe_scope *parent;
-	fe_binding *bindings;
-	bool boundary;           /* a block body: outer tensors are not visible */
-	bool loop;               /* a loop iteration: assignments update outer names */
-	const char *prefix;      /* IR names here are prefix + name + suffix */
-	const char *suffix;
+    fe_scope *parent;
+    fe_binding *bindings;
+    bool boundary;      /* a block body: outer tensors are not visible */
+    bool loop;          /* a loop iteration: assignments update outer names */
+    const char *prefix; /* IR names here are prefix + name + suffix */
+    const char *suffix;
 };
 
 typedef struct fe_names fe_names;
 
 typedef struct fe_ctx {
-	arena *arena;
-	diag_ctx *diag;
-	ir_module *module;
-	fe_scope *global;        /* top-level lets and blocks */
-	bool last_printed;       /* whether the last error was shown (for notes) */
-	int nseen, seen_cap;     /* messages already shown, for de-duplication */
-	const char **seen;
-	/* Lowering of the current model (model.c). */
-	ir_graph *graph;
-	int64_t nops;
-	bool too_many_ops;
-	int depth;               /* block expansion depth */
-	struct fe_names *names;  /* IR names used in the graph */
+    arena *arena;
+    diag_ctx *diag;
+    ir_module *module;
+    fe_scope *global;    /* top-level lets and blocks */
+    bool last_printed;   /* whether the last error was shown (for notes) */
+    int nseen, seen_cap; /* messages already shown, for de-duplication */
+    const char **seen;
+    /* Lowering of the current model (model.c). */
+    ir_graph *graph;
+    int64_t nops;
+    bool too_many_ops;
+    int depth;              /* block expansion depth */
+    struct fe_names *names; /* IR names used in the graph */
 } fe_ctx;
 
 void fe_error(fe_ctx *c, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -9,7 +9,7 @@
  * a cyclic import, and an import of a file that cannot be read is an error
  * at the import.
  */
-#define _XOPEN_SOURCE 700   /* realpath */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "frontend.h"
 
 #include <errno.h>
@@ -18,28 +18,28 @@
 #include <string.h>
 
 typedef struct fe_loader {
-	arena *arena;
-	diag_ctx *diag;
-	fe_program *prog;
-	int nknown, known_cap;
-	const char **known;      /* real paths of files read or being read */
-	bool *done;              /* per known path: finished (false: on the stack) */
-	int depth;
+    arena *arena;
+    diag_ctx *diag;
+    fe_program *prog;
+    int nknown, known_cap;
+    const char **known; /* real paths of files read or being read */
+    bool *done;         /* per known path: finished (false: on the stack) */
+    int depth;
 } fe_loader;
 
 /* The directory part of path, with its trailing '/', or "" for none. */
 static const char *fe_dirname(arena *a, const char *path)
 {
-	const char *slash = strrchr(path, '/');
-	return slash ? arena_strndup(a, path, (size_t)(slash - path) + 1) : "";
+    const char *slash = strrchr(path, '/');
+    return slash ? arena_strndup(a, path, (size_t)(slash - path) + 1) : "";
 }
 
 static const char *fe_real_path(arena *a, const char *path)
 {
-	char buf[PATH_MAX];
-	if (realpath(path, buf))
-		return arena_strdup(a, buf);
-	return arena_strdup(a, path);
+    char buf[PATH_MAX];
+    if (realpath(path, buf))
+        return arena_strdup(a, buf);
+    return arena_strdup(a, path);
 }
 
 static void fe_load_file(fe_loader *ld, const src_file *src);
@@ -47,88 +47,91 @@ static void fe_load_file(fe_loader *ld, const src_file *src);
 /* Follows one import item of the file src. */
 static void fe_load_import(fe_loader *ld, const src_file *src, fe_item *it)
 {
-	const char *path = it->path[0] == '/' ? it->path
-			 : arena_printf(ld->arena, "%s%s", fe_dirname(ld->arena, src->path), it->path);
-	const char *real = fe_real_path(ld->arena, path);
-	for (int i = 0; i < ld->nknown; i++) {
-		if (strcmp(ld->known[i], real) != 0)
-			continue;
-		if (!ld->done[i])
-			diag_error(ld->diag, it->loc, "cyclic import of '%s'", it->path);
-		return;
-	}
-	if (ld->depth >= 200) {
-		diag_error(ld->diag, it->loc, "imports nest too deeply (200 levels)");
-		return;
-	}
-	errno = 0;
-	src_file *f = src_file_read(ld->arena, path);
-	if (!f) {
-		diag_error(ld->diag, it->loc, "cannot import '%s': %s", it->path,
-			   errno ? strerror(errno) : "cannot read it");
-		return;
-	}
-	fe_load_file(ld, f);
-	it->imported = ld->prog->files[ld->prog->nfiles - 1];
+    const char *path =
+        it->path[0] == '/'
+            ? it->path
+            : arena_printf(ld->arena, "%s%s", fe_dirname(ld->arena, src->path), it->path);
+    const char *real = fe_real_path(ld->arena, path);
+    for (int i = 0; i < ld->nknown; i++) {
+        if (strcmp(ld->known[i], real) != 0)
+            continue;
+        if (!ld->done[i])
+            diag_error(ld->diag, it->loc, "cyclic import of '%s'", it->path);
+        return;
+    }
+    if (ld->depth >= 200) {
+        diag_error(ld->diag, it->loc, "imports nest too deeply (200 levels)");
+        return;
+    }
+    errno = 0;
+    src_file *f = src_file_read(ld->arena, path);
+    if (!f) {
+        diag_error(ld->diag, it->loc, "cannot import '%s': %s", it->path,
+                   errno ? strerror(errno) : "cannot read it");
+        return;
+    }
+    fe_load_file(ld, f);
+    it->imported = ld->prog->files[ld->prog->nfiles - 1];
 }
 
 static void fe_load_file(fe_loader *ld, const src_file *src)
 {
-	int me = ld->nknown;
-	arena_grow(ld->arena, (void **)&ld->known, &ld->known_cap, me + 1, sizeof *ld->known);
-	int cap = ld->known_cap;
-	bool *done = arena_alloc(ld->arena, (size_t)cap);
-	if (ld->done)
-		memcpy(done, ld->done, (size_t)me);
-	ld->done = done;
-	ld->known[me] = fe_real_path(ld->arena, src->path);
-	ld->done[me] = false;
-	ld->nknown++;
+    int me = ld->nknown;
+    arena_grow(ld->arena, (void **)&ld->known, &ld->known_cap, me + 1, sizeof *ld->known);
+    int cap = ld->known_cap;
+    bool *done = arena_alloc(ld->arena, (size_t)cap);
+    if (ld->done)
+        memcpy(done, ld->done, (size_t)me);
+    ld->done = done;
+    ld->known[me] = fe_real_path(ld->arena, src->path);
+    ld->done[me] = false;
+    ld->nknown++;
 
-	int before = ld->diag->nerrors;
-	fe_file *f = fe_parse(ld->arena, src, ld->diag);
-	if (!f->items && ld->diag->nerrors == before)
-		diag_error(ld->diag, (src_loc){src, 1, 1},
-			   "'%s' is empty: expected a model, gpu, cluster, job, block, let or import", src->path);
-	ld->depth++;
-	for (fe_item *it = f->items; it; it = it->next)
-		if (it->kind == IT_IMPORT)
-			fe_load_import(ld, src, it);
-	ld->depth--;
-	ld->done[me] = true;
-	fe_program *p = ld->prog;
-	arena_grow(ld->arena, (void **)&p->files, &p->cap, p->nfiles + 1, sizeof *p->files);
-	p->files[p->nfiles++] = f;
+    int before = ld->diag->nerrors;
+    fe_file *f = fe_parse(ld->arena, src, ld->diag);
+    if (!f->items && ld->diag->nerrors == before)
+        diag_error(ld->diag, (src_loc){src, 1, 1},
+                   "'%s' is empty: expected a model, gpu, cluster, job, block, let or import",
+                   src->path);
+    ld->depth++;
+    for (fe_item *it = f->items; it; it = it->next)
+        if (it->kind == IT_IMPORT)
+            fe_load_import(ld, src, it);
+    ld->depth--;
+    ld->done[me] = true;
+    fe_program *p = ld->prog;
+    arena_grow(ld->arena, (void **)&p->files, &p->cap, p->nfiles + 1, sizeof *p->files);
+    p->files[p->nfiles++] = f;
 }
 
 fe_program *fe_load(arena *a, const char *path, const char *text, diag_ctx *d)
 {
-	src_file *src;
-	if (text) {
-		src = src_file_from_string(a, path, text, strlen(text));
-	} else {
-		errno = 0;
-		src = src_file_read(a, path);
-		if (!src) {
-			diag_error(d, (src_loc){0}, "cannot read '%s': %s", path,
-				   errno ? strerror(errno) : "cannot read it");
-			return NULL;
-		}
-	}
-	fe_loader ld = {.arena = a, .diag = d};
-	ld.prog = arena_alloc(a, sizeof *ld.prog);
-	fe_load_file(&ld, src);
-	return ld.prog;
+    src_file *src;
+    if (text) {
+        src = src_file_from_string(a, path, text, strlen(text));
+    } else {
+        errno = 0;
+        src = src_file_read(a, path);
+        if (!src) {
+            diag_error(d, (src_loc){0}, "cannot read '%s': %s", path,
+                       errno ? strerror(errno) : "cannot read it");
+            return NULL;
+        }
+    }
+    fe_loader ld = {.arena = a, .diag = d};
+    ld.prog = arena_alloc(a, sizeof *ld.prog);
+    fe_load_file(&ld, src);
+    return ld.prog;
 }
 
 ir_module *fe_compile(arena *a, const char *path, diag_ctx *d)
 {
-	fe_program *p = fe_load(a, path, NULL, d);
-	return p ? fe_lower(a, p, d) : NULL;
+    fe_program *p = fe_load(a, path, NULL, d);
+    return p ? fe_lower(a, p, d) : NULL;
 }
 
 ir_module *fe_compile_string(arena *a, const char *path, const char *text, diag_ctx *d)
 {
-	fe_program *p = fe_load(a, path, text, d);
-	return p ? fe_lower(a, p, d) : NULL;
+    fe_program *p = fe_load(a, path, text, d);
+    return p ? fe_lower(a, p, d) : NULL;
 }

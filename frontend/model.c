@@ -26,80 +26,79 @@
 
 /* IR names in use in the current graph: an open-addressing hash set. */
 struct fe_names {
-	int cap, n;
-	const char **slot;
+    int cap, n;
+    const char **slot;
 };
-
 
 static uint64_t fe_hash(const char *s)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 1099511628211ull;
-	return h;
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
 }
 
 static bool fe_names_has(const fe_names *t, const char *s)
 {
-	if (!t->cap)
-		return false;
-	for (uint64_t i = fe_hash(s) & (uint64_t)(t->cap - 1);; i = (i + 1) & (uint64_t)(t->cap - 1)) {
-		if (!t->slot[i])
-			return false;
-		if (strcmp(t->slot[i], s) == 0)
-			return true;
-	}
+    if (!t->cap)
+        return false;
+    for (uint64_t i = fe_hash(s) & (uint64_t)(t->cap - 1);; i = (i + 1) & (uint64_t)(t->cap - 1)) {
+        if (!t->slot[i])
+            return false;
+        if (strcmp(t->slot[i], s) == 0)
+            return true;
+    }
 }
 
 static void fe_names_add(arena *a, fe_names *t, const char *s)
 {
-	if (2 * (t->n + 1) > t->cap) {
-		fe_names old = *t;
-		t->cap = old.cap ? 2 * old.cap : 256;
-		t->slot = arena_alloc(a, sizeof *t->slot * (size_t)t->cap);
-		t->n = 0;
-		for (int i = 0; i < old.cap; i++)
-			if (old.slot[i])
-				fe_names_add(a, t, old.slot[i]);
-	}
-	uint64_t i = fe_hash(s) & (uint64_t)(t->cap - 1);
-	while (t->slot[i])
-		i = (i + 1) & (uint64_t)(t->cap - 1);
-	t->slot[i] = s;
-	t->n++;
+    if (2 * (t->n + 1) > t->cap) {
+        fe_names old = *t;
+        t->cap = old.cap ? 2 * old.cap : 256;
+        t->slot = arena_alloc(a, sizeof *t->slot * (size_t)t->cap);
+        t->n = 0;
+        for (int i = 0; i < old.cap; i++)
+            if (old.slot[i])
+                fe_names_add(a, t, old.slot[i]);
+    }
+    uint64_t i = fe_hash(s) & (uint64_t)(t->cap - 1);
+    while (t->slot[i])
+        i = (i + 1) & (uint64_t)(t->cap - 1);
+    t->slot[i] = s;
+    t->n++;
 }
 
 /* The IR name for want, made unique in the graph with a _2, _3... suffix. */
 static const char *fe_unique(fe_ctx *c, const char *want)
 {
-	const char *name = want;
-	for (int k = 2; fe_names_has(c->names, name); k++)
-		name = arena_printf(c->arena, "%s_%d", want, k);
-	fe_names_add(c->arena, c->names, name);
-	return name;
+    const char *name = want;
+    for (int k = 2; fe_names_has(c->names, name); k++)
+        name = arena_printf(c->arena, "%s_%d", want, k);
+    fe_names_add(c->arena, c->names, name);
+    return name;
 }
 
 static const char *fe_ir_name(fe_ctx *c, const fe_scope *s, const char *name)
 {
-	return arena_printf(c->arena, "%s%s%s", s->prefix, name, s->suffix);
+    return arena_printf(c->arena, "%s%s%s", s->prefix, name, s->suffix);
 }
 
 static fe_val fe_tensor(int op, src_loc loc)
 {
-	return (fe_val){.kind = V_TENSOR, .op = op, .loc = loc};
+    return (fe_val){.kind = V_TENSOR, .op = op, .loc = loc};
 }
 
 /* Counts one more op; false once the model is too large. */
 static bool fe_count_op(fe_ctx *c, src_loc loc)
 {
-	if (c->too_many_ops)
-		return false;
-	if (++c->nops > FE_MAX_OPS) {
-		fe_error(c, loc, "model '%s' expands to more than %d ops", c->graph->name, FE_MAX_OPS);
-		c->too_many_ops = true;
-		return false;
-	}
-	return true;
+    if (c->too_many_ops)
+        return false;
+    if (++c->nops > FE_MAX_OPS) {
+        fe_error(c, loc, "model '%s' expands to more than %d ops", c->graph->name, FE_MAX_OPS);
+        c->too_many_ops = true;
+        return false;
+    }
+    return true;
 }
 
 static fe_val fe_lower_call(fe_ctx *c, fe_scope *s, const fe_expr *call, const char *irname);
@@ -107,524 +106,529 @@ static fe_val fe_lower_call(fe_ctx *c, fe_scope *s, const fe_expr *call, const c
 /* A tensor argument: a name bound to a layer, or a nested call. */
 static fe_val fe_tensor_arg(fe_ctx *c, fe_scope *s, const fe_expr *e, const char *irname, int k)
 {
-	if (e->kind == EX_CALL)
-		return fe_lower_call(c, s, e, arena_printf(c->arena, "%s.%s", irname, e->s));
-	if (e->kind == EX_NAME) {
-		fe_binding *b = fe_lookup(s, e->s);
-		if (b && b->kind == B_VALUE && b->val.kind == V_TENSOR)
-			return fe_tensor(b->val.op, e->loc);
-		if (b && b->kind == B_VALUE && b->val.kind == V_ERR)
-			return fe_tensor(FE_POISON, e->loc);
-		if (!b) {
-			fe_binding *outer = NULL;
-			for (fe_scope *o = s; o && !outer; o = o->parent)
-				outer = fe_lookup_local(o, e->s);
-			if (outer && outer->kind == B_VALUE && outer->val.kind == V_TENSOR)
-				fe_error(c, e->loc, "'%s' is a layer outside this block; pass it to the block as an input",
-					 e->s);
-			else
-				fe_error(c, e->loc, "undefined name '%s'%s", e->s, fe_suggest_name(c, s, e->s));
-			return (fe_val){.kind = V_ERR};
-		}
-		fe_error(c, e->loc, "input %d must be a layer, but '%s' is %s", k + 1, e->s,
-			 b->kind == B_BLOCK ? "a block" : fe_val_desc(&b->val));
-		return (fe_val){.kind = V_ERR};
-	}
-	fe_val v = fe_eval(c, s, e, false, false);
-	if (v.kind != V_ERR)
-		fe_error(c, e->loc, "input %d must be a layer, not %s", k + 1, fe_val_desc(&v));
-	return (fe_val){.kind = V_ERR};
+    if (e->kind == EX_CALL)
+        return fe_lower_call(c, s, e, arena_printf(c->arena, "%s.%s", irname, e->s));
+    if (e->kind == EX_NAME) {
+        fe_binding *b = fe_lookup(s, e->s);
+        if (b && b->kind == B_VALUE && b->val.kind == V_TENSOR)
+            return fe_tensor(b->val.op, e->loc);
+        if (b && b->kind == B_VALUE && b->val.kind == V_ERR)
+            return fe_tensor(FE_POISON, e->loc);
+        if (!b) {
+            fe_binding *outer = NULL;
+            for (fe_scope *o = s; o && !outer; o = o->parent)
+                outer = fe_lookup_local(o, e->s);
+            if (outer && outer->kind == B_VALUE && outer->val.kind == V_TENSOR)
+                fe_error(c, e->loc,
+                         "'%s' is a layer outside this block; pass it to the block as an input",
+                         e->s);
+            else
+                fe_error(c, e->loc, "undefined name '%s'%s", e->s, fe_suggest_name(c, s, e->s));
+            return (fe_val){.kind = V_ERR};
+        }
+        fe_error(c, e->loc, "input %d must be a layer, but '%s' is %s", k + 1, e->s,
+                 b->kind == B_BLOCK ? "a block" : fe_val_desc(&b->val));
+        return (fe_val){.kind = V_ERR};
+    }
+    fe_val v = fe_eval(c, s, e, false, false);
+    if (v.kind != V_ERR)
+        fe_error(c, e->loc, "input %d must be a layer, not %s", k + 1, fe_val_desc(&v));
+    return (fe_val){.kind = V_ERR};
 }
 
 /* key = value of an op call as an IR attribute. */
 static bool fe_attr_value(fe_ctx *c, fe_scope *s, const fe_arg *a, ir_attr *out)
 {
-	out->key = a->key;
-	fe_val v;
-	if (a->value->kind == EX_NAME && strcmp(a->value->s, "none") == 0 && !fe_lookup(s, "none")) {
-		out->kind = AK_REF;
-		out->u.ref = -1;
-		return true;
-	}
-	v = fe_eval(c, s, a->value, false, false);
-	switch (v.kind) {
-	case V_ERR:
-		return false;
-	case V_INT:
-		out->kind = AK_INT;
-		out->u.i = v.i;
-		return true;
-	case V_BOOL:
-		out->kind = AK_BOOL;
-		out->u.i = v.i;
-		return true;
-	case V_REAL:
-		out->kind = AK_REAL;
-		out->u.real = v.r;
-		return true;
-	case V_TENSOR:
-		if (v.op < 0)
-			return false;
-		out->kind = AK_REF;
-		out->u.ref = v.op;
-		return true;
-	case V_LIST:
-		out->kind = AK_LIST;
-		out->u.list.n = v.n;
-		out->u.list.v = arena_alloc(c->arena, sizeof(int64_t) * (size_t)(v.n ? v.n : 1));
-		for (int i = 0; i < v.n; i++) {
-			const fe_val *it = &v.items[i];
-			if (it->kind != V_INT) {
-				fe_error(c, it->loc, "attribute '%s' must be a list of integers, not of %s", a->key,
-					 fe_val_desc(it));
-				return false;
-			} else {
-				out->u.list.v[i] = it->i;
-			}
-		}
-		return true;
-	default:
-		fe_error(c, a->value->loc, "attribute '%s' cannot be %s", a->key, fe_val_desc(&v));
-		return false;
-	}
+    out->key = a->key;
+    fe_val v;
+    if (a->value->kind == EX_NAME && strcmp(a->value->s, "none") == 0 && !fe_lookup(s, "none")) {
+        out->kind = AK_REF;
+        out->u.ref = -1;
+        return true;
+    }
+    v = fe_eval(c, s, a->value, false, false);
+    switch (v.kind) {
+    case V_ERR: return false;
+    case V_INT:
+        out->kind = AK_INT;
+        out->u.i = v.i;
+        return true;
+    case V_BOOL:
+        out->kind = AK_BOOL;
+        out->u.i = v.i;
+        return true;
+    case V_REAL:
+        out->kind = AK_REAL;
+        out->u.real = v.r;
+        return true;
+    case V_TENSOR:
+        if (v.op < 0)
+            return false;
+        out->kind = AK_REF;
+        out->u.ref = v.op;
+        return true;
+    case V_LIST:
+        out->kind = AK_LIST;
+        out->u.list.n = v.n;
+        out->u.list.v = arena_alloc(c->arena, sizeof(int64_t) * (size_t)(v.n ? v.n : 1));
+        for (int i = 0; i < v.n; i++) {
+            const fe_val *it = &v.items[i];
+            if (it->kind != V_INT) {
+                fe_error(c, it->loc, "attribute '%s' must be a list of integers, not of %s", a->key,
+                         fe_val_desc(it));
+                return false;
+            } else {
+                out->u.list.v[i] = it->i;
+            }
+        }
+        return true;
+    default:
+        fe_error(c, a->value->loc, "attribute '%s' cannot be %s", a->key, fe_val_desc(&v));
+        return false;
+    }
 }
 
 static const char *const *fe_op_names(fe_ctx *c, int *n)
 {
-	const char **names = arena_alloc(c->arena, sizeof *names * OP_COUNT);
-	for (int i = 0; i < OP_COUNT; i++)
-		names[i] = ir_op_info_of((ir_opcode)i)->name;
-	*n = OP_COUNT;
-	return names;
+    const char **names = arena_alloc(c->arena, sizeof *names * OP_COUNT);
+    for (int i = 0; i < OP_COUNT; i++)
+        names[i] = ir_op_info_of((ir_opcode)i)->name;
+    *n = OP_COUNT;
+    return names;
 }
 
-static fe_val fe_expand_block(fe_ctx *c, fe_scope *s, const fe_expr *call, fe_binding *b, const char *irname);
+static fe_val fe_expand_block(fe_ctx *c, fe_scope *s, const fe_expr *call, fe_binding *b,
+                              const char *irname);
 
 /* An op call or a block call, whose result is named irname (before
  * uniquing). */
 static fe_val fe_lower_call(fe_ctx *c, fe_scope *s, const fe_expr *call, const char *irname)
 {
-	if (c->too_many_ops)
-		return fe_tensor(FE_POISON, call->loc);
-	ir_opcode opc = ir_op_lookup(call->s);
-	if (opc == OP_COUNT || opc == OP_INPUT) {
-		fe_binding *b = fe_lookup(s, call->s);
-		if (b && b->kind == B_BLOCK)
-			return fe_expand_block(c, s, call, b, irname);
-		if (opc == OP_INPUT) {
-			fe_error(c, call->loc, "inputs are declared as 'input NAME: f32[batch, ...]', not called");
-			return (fe_val){.kind = V_ERR};
-		}
-		int nops;
-		const char *const *ops = fe_op_names(c, &nops);
-		const char *near = fe_closest(call->s, ops, nops);
-		if (!near) {
-			/* Blocks in scope are candidates too. */
-			const char *sugg = fe_suggest_name(c, s, call->s);
-			fe_error(c, call->loc, "unknown op '%s'%s", call->s, sugg);
-		} else {
-			fe_error(c, call->loc, "unknown op '%s'; did you mean '%s'?", call->s, near);
-		}
-		return (fe_val){.kind = V_ERR};
-	}
-	if (opc == OP_RESHARD || opc == OP_ALLREDUCE) {
-		fe_error(c, call->loc, "'%s' is communication that the planner inserts; a model cannot call it", call->s);
-		return (fe_val){.kind = V_ERR};
-	}
+    if (c->too_many_ops)
+        return fe_tensor(FE_POISON, call->loc);
+    ir_opcode opc = ir_op_lookup(call->s);
+    if (opc == OP_COUNT || opc == OP_INPUT) {
+        fe_binding *b = fe_lookup(s, call->s);
+        if (b && b->kind == B_BLOCK)
+            return fe_expand_block(c, s, call, b, irname);
+        if (opc == OP_INPUT) {
+            fe_error(c, call->loc,
+                     "inputs are declared as 'input NAME: f32[batch, ...]', not called");
+            return (fe_val){.kind = V_ERR};
+        }
+        int nops;
+        const char *const *ops = fe_op_names(c, &nops);
+        const char *near = fe_closest(call->s, ops, nops);
+        if (!near) {
+            /* Blocks in scope are candidates too. */
+            const char *sugg = fe_suggest_name(c, s, call->s);
+            fe_error(c, call->loc, "unknown op '%s'%s", call->s, sugg);
+        } else {
+            fe_error(c, call->loc, "unknown op '%s'; did you mean '%s'?", call->s, near);
+        }
+        return (fe_val){.kind = V_ERR};
+    }
+    if (opc == OP_RESHARD || opc == OP_ALLREDUCE) {
+        fe_error(c, call->loc,
+                 "'%s' is communication that the planner inserts; a model cannot call it", call->s);
+        return (fe_val){.kind = V_ERR};
+    }
 
-	int nin = 0, nattr = 0;
-	for (const fe_arg *a = call->args; a; a = a->next)
-		a->key ? nattr++ : nin++;
-	int *inputs = arena_alloc(c->arena, sizeof(int) * (size_t)(nin ? nin : 1));
-	ir_attr *attrs = arena_alloc(c->arena, sizeof(ir_attr) * (size_t)(nattr ? nattr : 1));
-	bool ok = true, poisoned = false;
-	nin = nattr = 0;
-	for (const fe_arg *a = call->args; a; a = a->next) {
-		if (a->key)
-			continue;
-		fe_val v = fe_tensor_arg(c, s, a->value, irname, nin);
-		if (v.kind == V_ERR)
-			ok = false;
-		else if (v.op < 0)
-			poisoned = true;
-		inputs[nin++] = v.op;
-	}
-	for (const fe_arg *a = call->args; a; a = a->next) {
-		if (!a->key)
-			continue;
-		for (const fe_arg *p = call->args; p != a; p = p->next)
-			if (p->key && strcmp(p->key, a->key) == 0) {
-				fe_error(c, a->loc, "attribute '%s' given twice", a->key);
-				ok = false;
-			}
-		if (!fe_attr_value(c, s, a, &attrs[nattr]))
-			ok = false;
-		else
-			nattr++;
-	}
-	if (!ok || poisoned || !fe_count_op(c, call->loc))
-		return fe_tensor(FE_POISON, call->loc);
-	int id = ir_op_add(c->module, c->graph, opc, fe_unique(c, irname), inputs, nin, attrs, nattr, call->loc);
-	if (!fe_op_check(c, id))
-		return fe_tensor(FE_POISON, call->loc);
-	return fe_tensor(id, call->loc);
+    int nin = 0, nattr = 0;
+    for (const fe_arg *a = call->args; a; a = a->next)
+        a->key ? nattr++ : nin++;
+    int *inputs = arena_alloc(c->arena, sizeof(int) * (size_t)(nin ? nin : 1));
+    ir_attr *attrs = arena_alloc(c->arena, sizeof(ir_attr) * (size_t)(nattr ? nattr : 1));
+    bool ok = true, poisoned = false;
+    nin = nattr = 0;
+    for (const fe_arg *a = call->args; a; a = a->next) {
+        if (a->key)
+            continue;
+        fe_val v = fe_tensor_arg(c, s, a->value, irname, nin);
+        if (v.kind == V_ERR)
+            ok = false;
+        else if (v.op < 0)
+            poisoned = true;
+        inputs[nin++] = v.op;
+    }
+    for (const fe_arg *a = call->args; a; a = a->next) {
+        if (!a->key)
+            continue;
+        for (const fe_arg *p = call->args; p != a; p = p->next)
+            if (p->key && strcmp(p->key, a->key) == 0) {
+                fe_error(c, a->loc, "attribute '%s' given twice", a->key);
+                ok = false;
+            }
+        if (!fe_attr_value(c, s, a, &attrs[nattr]))
+            ok = false;
+        else
+            nattr++;
+    }
+    if (!ok || poisoned || !fe_count_op(c, call->loc))
+        return fe_tensor(FE_POISON, call->loc);
+    int id = ir_op_add(c->module, c->graph, opc, fe_unique(c, irname), inputs, nin, attrs, nattr,
+                       call->loc);
+    if (!fe_op_check(c, id))
+        return fe_tensor(FE_POISON, call->loc);
+    return fe_tensor(id, call->loc);
 }
 
 static void fe_run(fe_ctx *c, fe_scope *s, const fe_stmt *body, fe_val *ret, const char *ret_name);
 
-static fe_val fe_expand_block(fe_ctx *c, fe_scope *s, const fe_expr *call, fe_binding *b, const char *irname)
+static fe_val fe_expand_block(fe_ctx *c, fe_scope *s, const fe_expr *call, fe_binding *b,
+                              const char *irname)
 {
-	const fe_block *blk = b->block;
-	if (b->expanding) {
-		fe_error(c, call->loc, "block '%s' calls itself", blk->name);
-		return (fe_val){.kind = V_ERR};
-	}
-	fe_scope *bs = arena_alloc(c->arena, sizeof *bs);
-	bs->parent = b->def_scope;
-	bs->boundary = true;
-	bs->prefix = arena_printf(c->arena, "%s.", irname);
-	bs->suffix = "";
+    const fe_block *blk = b->block;
+    if (b->expanding) {
+        fe_error(c, call->loc, "block '%s' calls itself", blk->name);
+        return (fe_val){.kind = V_ERR};
+    }
+    fe_scope *bs = arena_alloc(c->arena, sizeof *bs);
+    bs->parent = b->def_scope;
+    bs->boundary = true;
+    bs->prefix = arena_printf(c->arena, "%s.", irname);
+    bs->suffix = "";
 
-	/* Inputs: the positional arguments, evaluated in the caller's scope. */
-	int want = blk->has_inputs ? 0 : 1, got = 0;
-	for (const fe_param *p = blk->params; p; p = p->next)
-		want += p->is_input;
-	for (const fe_arg *a = call->args; a; a = a->next)
-		got += !a->key;
-	bool ok = true, poisoned = false;
-	if (want != got) {
-		fe_error(c, call->loc, "block '%s' takes %d input%s, got %d", blk->name, want, want == 1 ? "" : "s", got);
-		fe_note(c, blk->loc, "'%s' is defined here", blk->name);
-		ok = false;
-	}
-	const fe_param *p = blk->params;
-	int k = 0;
-	for (const fe_arg *a = call->args; a && ok; a = a->next) {
-		if (a->key)
-			continue;
-		fe_val v = fe_tensor_arg(c, s, a->value, irname, k);
-		if (v.kind == V_ERR)
-			ok = false;
-		else if (v.op < 0)
-			poisoned = true;
-		const char *name = "in";
-		src_loc loc = blk->loc;
-		if (blk->has_inputs) {
-			while (p && !p->is_input)
-				p = p->next;
-			name = p->name;
-			loc = p->loc;
-			p = p->next;
-		}
-		fe_binding *in = fe_bind(c, bs, name, loc);
-		in->kind = B_VALUE;
-		in->val = v;
-		k++;
-	}
-	/* Parameters: named arguments (in the caller's scope), else defaults
+    /* Inputs: the positional arguments, evaluated in the caller's scope. */
+    int want = blk->has_inputs ? 0 : 1, got = 0;
+    for (const fe_param *p = blk->params; p; p = p->next)
+        want += p->is_input;
+    for (const fe_arg *a = call->args; a; a = a->next)
+        got += !a->key;
+    bool ok = true, poisoned = false;
+    if (want != got) {
+        fe_error(c, call->loc, "block '%s' takes %d input%s, got %d", blk->name, want,
+                 want == 1 ? "" : "s", got);
+        fe_note(c, blk->loc, "'%s' is defined here", blk->name);
+        ok = false;
+    }
+    const fe_param *p = blk->params;
+    int k = 0;
+    for (const fe_arg *a = call->args; a && ok; a = a->next) {
+        if (a->key)
+            continue;
+        fe_val v = fe_tensor_arg(c, s, a->value, irname, k);
+        if (v.kind == V_ERR)
+            ok = false;
+        else if (v.op < 0)
+            poisoned = true;
+        const char *name = "in";
+        src_loc loc = blk->loc;
+        if (blk->has_inputs) {
+            while (p && !p->is_input)
+                p = p->next;
+            name = p->name;
+            loc = p->loc;
+            p = p->next;
+        }
+        fe_binding *in = fe_bind(c, bs, name, loc);
+        in->kind = B_VALUE;
+        in->val = v;
+        k++;
+    }
+    /* Parameters: named arguments (in the caller's scope), else defaults
 	 * (in the block's scope, so they may use earlier parameters). */
-	for (const fe_arg *a = call->args; a; a = a->next) {
-		if (!a->key)
-			continue;
-		const fe_param *q = blk->params;
-		while (q && (q->is_input || strcmp(q->name, a->key) != 0))
-			q = q->next;
-		if (!q) {
-			fe_error(c, a->loc, "block '%s' has no parameter '%s'", blk->name, a->key);
-			fe_note(c, blk->loc, "'%s' is defined here", blk->name);
-			ok = false;
-		}
-		for (const fe_arg *o = call->args; o != a; o = o->next)
-			if (o->key && strcmp(o->key, a->key) == 0) {
-				fe_error(c, a->loc, "parameter '%s' given twice", a->key);
-				ok = false;
-			}
-	}
-	for (const fe_param *q = blk->params; q; q = q->next) {
-		if (q->is_input)
-			continue;
-		const fe_arg *a = call->args;
-		while (a && !(a->key && strcmp(a->key, q->name) == 0))
-			a = a->next;
-		fe_val v;
-		if (a) {
-			v = fe_eval(c, s, a->value, false, false);
-		} else if (q->dflt) {
-			v = fe_eval(c, bs, q->dflt, false, false);
-		} else {
-			fe_error(c, call->loc, "missing parameter '%s' of block '%s'", q->name, blk->name);
-			fe_note(c, q->loc, "'%s' is declared here", q->name);
-			ok = false;
-			continue;
-		}
-		if (v.kind == V_ERR)
-			ok = false;
-		fe_binding *pb = fe_bind(c, bs, q->name, q->loc);
-		pb->kind = B_VALUE;
-		pb->val = v;
-	}
-	if (!ok)
-		return (fe_val){.kind = V_ERR};
-	if (poisoned)
-		return fe_tensor(FE_POISON, call->loc);
-	if (++c->depth > 64) {
-		c->depth--;
-		fe_error(c, call->loc, "blocks nest more than 64 deep");
-		return (fe_val){.kind = V_ERR};
-	}
-	b->expanding = true;
-	fe_val ret = {.kind = V_ERR};
-	bool has_ret = false;
-	fe_run(c, bs, blk->body, &ret, irname);
-	for (const fe_stmt *st = blk->body; st; st = st->next)
-		has_ret |= st->kind == ST_RETURN;
-	b->expanding = false;
-	c->depth--;
-	if (!has_ret)
-		return (fe_val){.kind = V_ERR};   /* reported where it was defined */
-	if (ret.kind == V_ERR)
-		return fe_tensor(FE_POISON, call->loc);
-	return ret;
+    for (const fe_arg *a = call->args; a; a = a->next) {
+        if (!a->key)
+            continue;
+        const fe_param *q = blk->params;
+        while (q && (q->is_input || strcmp(q->name, a->key) != 0))
+            q = q->next;
+        if (!q) {
+            fe_error(c, a->loc, "block '%s' has no parameter '%s'", blk->name, a->key);
+            fe_note(c, blk->loc, "'%s' is defined here", blk->name);
+            ok = false;
+        }
+        for (const fe_arg *o = call->args; o != a; o = o->next)
+            if (o->key && strcmp(o->key, a->key) == 0) {
+                fe_error(c, a->loc, "parameter '%s' given twice", a->key);
+                ok = false;
+            }
+    }
+    for (const fe_param *q = blk->params; q; q = q->next) {
+        if (q->is_input)
+            continue;
+        const fe_arg *a = call->args;
+        while (a && !(a->key && strcmp(a->key, q->name) == 0))
+            a = a->next;
+        fe_val v;
+        if (a) {
+            v = fe_eval(c, s, a->value, false, false);
+        } else if (q->dflt) {
+            v = fe_eval(c, bs, q->dflt, false, false);
+        } else {
+            fe_error(c, call->loc, "missing parameter '%s' of block '%s'", q->name, blk->name);
+            fe_note(c, q->loc, "'%s' is declared here", q->name);
+            ok = false;
+            continue;
+        }
+        if (v.kind == V_ERR)
+            ok = false;
+        fe_binding *pb = fe_bind(c, bs, q->name, q->loc);
+        pb->kind = B_VALUE;
+        pb->val = v;
+    }
+    if (!ok)
+        return (fe_val){.kind = V_ERR};
+    if (poisoned)
+        return fe_tensor(FE_POISON, call->loc);
+    if (++c->depth > 64) {
+        c->depth--;
+        fe_error(c, call->loc, "blocks nest more than 64 deep");
+        return (fe_val){.kind = V_ERR};
+    }
+    b->expanding = true;
+    fe_val ret = {.kind = V_ERR};
+    bool has_ret = false;
+    fe_run(c, bs, blk->body, &ret, irname);
+    for (const fe_stmt *st = blk->body; st; st = st->next)
+        has_ret |= st->kind == ST_RETURN;
+    b->expanding = false;
+    c->depth--;
+    if (!has_ret)
+        return (fe_val){.kind = V_ERR}; /* reported where it was defined */
+    if (ret.kind == V_ERR)
+        return fe_tensor(FE_POISON, call->loc);
+    return ret;
 }
 
 void fe_define_block(fe_ctx *c, fe_scope *s, const fe_block *b)
 {
-	fe_binding *old = fe_lookup_local(s, b->name);
-	if (old) {
-		fe_error(c, b->loc, "redefinition of '%s'", b->name);
-		fe_note(c, old->loc, "'%s' was defined here", b->name);
-		return;
-	}
-	if (ir_op_lookup(b->name) != OP_COUNT) {
-		fe_error(c, b->loc, "block '%s' has the name of an op", b->name);
-		return;
-	}
-	for (const fe_param *p = b->params; p; p = p->next) {
-		if (!b->has_inputs && strcmp(p->name, "in") == 0)
-			fe_error(c, p->loc, "'in' is the block's input; it cannot be a parameter");
-		if (p->is_input && p->dflt)
-			fe_error(c, p->dflt->loc, "input '%s' cannot have a default", p->name);
-		for (const fe_param *q = b->params; q != p; q = q->next)
-			if (strcmp(q->name, p->name) == 0) {
-				fe_error(c, p->loc, "parameter '%s' declared twice", p->name);
-				fe_note(c, q->loc, "first declared here");
-			}
-	}
-	const fe_stmt *last = NULL;
-	for (const fe_stmt *st = b->body; st; st = st->next) {
-		if (last && last->kind == ST_RETURN)
-			fe_error(c, st->loc, "statement after 'return'");
-		last = st;
-	}
-	if (!last || last->kind != ST_RETURN)
-		fe_error(c, b->loc, "block '%s' has no 'return' at its end", b->name);
-	fe_binding *nb = fe_bind(c, s, b->name, b->loc);
-	nb->kind = B_BLOCK;
-	nb->block = b;
-	nb->def_scope = s;
+    fe_binding *old = fe_lookup_local(s, b->name);
+    if (old) {
+        fe_error(c, b->loc, "redefinition of '%s'", b->name);
+        fe_note(c, old->loc, "'%s' was defined here", b->name);
+        return;
+    }
+    if (ir_op_lookup(b->name) != OP_COUNT) {
+        fe_error(c, b->loc, "block '%s' has the name of an op", b->name);
+        return;
+    }
+    for (const fe_param *p = b->params; p; p = p->next) {
+        if (!b->has_inputs && strcmp(p->name, "in") == 0)
+            fe_error(c, p->loc, "'in' is the block's input; it cannot be a parameter");
+        if (p->is_input && p->dflt)
+            fe_error(c, p->dflt->loc, "input '%s' cannot have a default", p->name);
+        for (const fe_param *q = b->params; q != p; q = q->next)
+            if (strcmp(q->name, p->name) == 0) {
+                fe_error(c, p->loc, "parameter '%s' declared twice", p->name);
+                fe_note(c, q->loc, "first declared here");
+            }
+    }
+    const fe_stmt *last = NULL;
+    for (const fe_stmt *st = b->body; st; st = st->next) {
+        if (last && last->kind == ST_RETURN)
+            fe_error(c, st->loc, "statement after 'return'");
+        last = st;
+    }
+    if (!last || last->kind != ST_RETURN)
+        fe_error(c, b->loc, "block '%s' has no 'return' at its end", b->name);
+    fe_binding *nb = fe_bind(c, s, b->name, b->loc);
+    nb->kind = B_BLOCK;
+    nb->block = b;
+    nb->def_scope = s;
 }
 
 static void fe_redefinition(fe_ctx *c, src_loc loc, const fe_binding *old, const char *name)
 {
-	fe_error(c, loc, "redefinition of '%s'", name);
-	fe_note(c, old->loc, "'%s' was defined here", name);
+    fe_error(c, loc, "redefinition of '%s'", name);
+    fe_note(c, old->loc, "'%s' was defined here", name);
 }
 
 /* input NAME: ELEM[batch, d1, ...] */
 static void fe_lower_input(fe_ctx *c, fe_scope *s, const fe_stmt *st)
 {
-	ir_type t = {0};
-	bool ok = true;
-	if (strcmp(st->elem, "f32") == 0) {
-		t.elem = EL_F32;
-	} else if (strcmp(st->elem, "i32") == 0) {
-		t.elem = EL_I32;
-	} else {
-		fe_error(c, st->elem_loc, "unknown element type '%s' (f32 or i32)", st->elem);
-		ok = false;
-	}
-	int rank = 0;
-	for (const fe_expr *d = st->dims; d; d = d->next, rank++) {
-		if (rank >= IR_MAX_RANK) {
-			fe_error(c, d->loc, "an input has at most %d dimensions", IR_MAX_RANK);
-			ok = false;
-			break;
-		}
-		bool is_batch = d->kind == EX_NAME && strcmp(d->s, "batch") == 0 && !fe_lookup(s, "batch");
-		if (rank == 0) {
-			if (!is_batch) {
-				fe_error(c, d->loc, "the first dimension of an input must be 'batch'");
-				ok = false;
-			}
-			t.dim[0] = IR_BATCH;
-			continue;
-		}
-		if (is_batch) {
-			fe_error(c, d->loc, "'batch' can only be the first dimension");
-			ok = false;
-			continue;
-		}
-		int64_t v;
-		if (!fe_eval_int(c, s, d, "a dimension", &v)) {
-			ok = false;
-		} else if (v <= 0) {
-			fe_error(c, d->loc, "dimension %d is %lld; it must be positive", rank, (long long)v);
-			ok = false;
-		} else {
-			t.dim[rank] = v;
-		}
-	}
-	if (rank == 0) {
-		fe_error(c, st->loc, "input '%s' needs a shape, at least [batch]", st->name);
-		ok = false;
-	}
-	t.rank = rank;
-	fe_binding *b = fe_bind(c, s, st->name, st->name_loc);
-	b->kind = B_VALUE;
-	if (!ok || !fe_count_op(c, st->loc)) {
-		b->val = fe_tensor(FE_POISON, st->loc);
-		return;
-	}
-	int id = ir_op_add(c->module, c->graph, OP_INPUT, fe_unique(c, st->name), NULL, 0, NULL, 0, st->loc);
-	c->graph->ops[id].type = t;
-	b->val = fe_tensor(fe_op_check(c, id) ? id : FE_POISON, st->loc);
+    ir_type t = {0};
+    bool ok = true;
+    if (strcmp(st->elem, "f32") == 0) {
+        t.elem = EL_F32;
+    } else if (strcmp(st->elem, "i32") == 0) {
+        t.elem = EL_I32;
+    } else {
+        fe_error(c, st->elem_loc, "unknown element type '%s' (f32 or i32)", st->elem);
+        ok = false;
+    }
+    int rank = 0;
+    for (const fe_expr *d = st->dims; d; d = d->next, rank++) {
+        if (rank >= IR_MAX_RANK) {
+            fe_error(c, d->loc, "an input has at most %d dimensions", IR_MAX_RANK);
+            ok = false;
+            break;
+        }
+        bool is_batch = d->kind == EX_NAME && strcmp(d->s, "batch") == 0 && !fe_lookup(s, "batch");
+        if (rank == 0) {
+            if (!is_batch) {
+                fe_error(c, d->loc, "the first dimension of an input must be 'batch'");
+                ok = false;
+            }
+            t.dim[0] = IR_BATCH;
+            continue;
+        }
+        if (is_batch) {
+            fe_error(c, d->loc, "'batch' can only be the first dimension");
+            ok = false;
+            continue;
+        }
+        int64_t v;
+        if (!fe_eval_int(c, s, d, "a dimension", &v)) {
+            ok = false;
+        } else if (v <= 0) {
+            fe_error(c, d->loc, "dimension %d is %lld; it must be positive", rank, (long long)v);
+            ok = false;
+        } else {
+            t.dim[rank] = v;
+        }
+    }
+    if (rank == 0) {
+        fe_error(c, st->loc, "input '%s' needs a shape, at least [batch]", st->name);
+        ok = false;
+    }
+    t.rank = rank;
+    fe_binding *b = fe_bind(c, s, st->name, st->name_loc);
+    b->kind = B_VALUE;
+    if (!ok || !fe_count_op(c, st->loc)) {
+        b->val = fe_tensor(FE_POISON, st->loc);
+        return;
+    }
+    int id =
+        ir_op_add(c->module, c->graph, OP_INPUT, fe_unique(c, st->name), NULL, 0, NULL, 0, st->loc);
+    c->graph->ops[id].type = t;
+    b->val = fe_tensor(fe_op_check(c, id) ? id : FE_POISON, st->loc);
 }
 
 /* NAME = call | NAME = name */
 static void fe_lower_assign(fe_ctx *c, fe_scope *s, const fe_stmt *st)
 {
-	fe_binding *target = fe_lookup_local(s, st->name);
-	if (target) {
-		fe_redefinition(c, st->name_loc, target, st->name);
-		return;
-	}
-	/* In a loop, a layer bound outside the loop is updated. */
-	for (fe_scope *o = s; o->loop && !target; o = o->parent) {
-		fe_binding *b = fe_lookup_local(o->parent, st->name);
-		if (b && b->kind == B_VALUE && (b->val.kind == V_TENSOR || b->val.kind == V_ERR))
-			target = b;
-		else if (b) {
-			fe_error(c, st->name_loc, "cannot assign a layer to '%s', which is not a layer", st->name);
-			fe_note(c, b->loc, "'%s' was defined here", st->name);
-			return;
-		}
-	}
-	const fe_expr *e = st->value;
-	fe_val v;
-	if (!e) {
-		v = fe_tensor(FE_POISON, st->loc);   /* a syntax error, reported */
-	} else if (e->kind == EX_CALL) {
-		v = fe_lower_call(c, s, e, fe_ir_name(c, s, st->name));
-	} else if (e->kind == EX_NAME) {
-		v = fe_tensor_arg(c, s, e, st->name, 0);
-	} else {
-		fe_error(c, e->loc, "the right side of '=' must be a layer (a call such as relu(h), or a name); "
-			 "constants are written 'let %s = ...'", st->name);
-		v = (fe_val){.kind = V_ERR};
-	}
-	if (v.kind == V_ERR)
-		v = fe_tensor(FE_POISON, st->loc);
-	if (!target) {
-		target = fe_bind(c, s, st->name, st->name_loc);
-		target->kind = B_VALUE;
-	}
-	target->val = v;
+    fe_binding *target = fe_lookup_local(s, st->name);
+    if (target) {
+        fe_redefinition(c, st->name_loc, target, st->name);
+        return;
+    }
+    /* In a loop, a layer bound outside the loop is updated. */
+    for (fe_scope *o = s; o->loop && !target; o = o->parent) {
+        fe_binding *b = fe_lookup_local(o->parent, st->name);
+        if (b && b->kind == B_VALUE && (b->val.kind == V_TENSOR || b->val.kind == V_ERR))
+            target = b;
+        else if (b) {
+            fe_error(c, st->name_loc, "cannot assign a layer to '%s', which is not a layer",
+                     st->name);
+            fe_note(c, b->loc, "'%s' was defined here", st->name);
+            return;
+        }
+    }
+    const fe_expr *e = st->value;
+    fe_val v;
+    if (!e) {
+        v = fe_tensor(FE_POISON, st->loc); /* a syntax error, reported */
+    } else if (e->kind == EX_CALL) {
+        v = fe_lower_call(c, s, e, fe_ir_name(c, s, st->name));
+    } else if (e->kind == EX_NAME) {
+        v = fe_tensor_arg(c, s, e, st->name, 0);
+    } else {
+        fe_error(c, e->loc,
+                 "the right side of '=' must be a layer (a call such as relu(h), or a name); "
+                 "constants are written 'let %s = ...'",
+                 st->name);
+        v = (fe_val){.kind = V_ERR};
+    }
+    if (v.kind == V_ERR)
+        v = fe_tensor(FE_POISON, st->loc);
+    if (!target) {
+        target = fe_bind(c, s, st->name, st->name_loc);
+        target->kind = B_VALUE;
+    }
+    target->val = v;
 }
 
 /* for NAME in lo .. hi { body } */
-static void fe_lower_for(fe_ctx *c, fe_scope *s, const fe_stmt *st, fe_val *ret, const char *ret_name)
+static void fe_lower_for(fe_ctx *c, fe_scope *s, const fe_stmt *st, fe_val *ret,
+                         const char *ret_name)
 {
-	int64_t lo, hi, n;
-	bool ok = fe_eval_int(c, s, st->lo, "a loop bound", &lo);
-	ok &= fe_eval_int(c, s, st->hi, "a loop bound", &hi);
-	if (!ok)
-		return;
-	if (__builtin_sub_overflow(hi, lo, &n) || n > FE_MAX_OPS) {
-		fe_error(c, st->loc, "loop from %lld to %lld runs too many times (the limit is %d)", (long long)lo,
-			 (long long)hi, FE_MAX_OPS);
-		return;
-	}
-	for (int64_t i = lo; i < hi && !c->too_many_ops; i++) {
-		fe_scope *it = arena_alloc(c->arena, sizeof *it);
-		it->parent = s;
-		it->loop = true;
-		it->prefix = s->prefix;
-		it->suffix = arena_printf(c->arena, "%s.%lld", s->suffix, (long long)i);
-		fe_binding *var = fe_bind(c, it, st->name, st->name_loc);
-		var->kind = B_VALUE;
-		var->val = (fe_val){.kind = V_INT, .i = i, .loc = st->name_loc};
-		fe_run(c, it, st->body, ret, ret_name);
-	}
+    int64_t lo, hi, n;
+    bool ok = fe_eval_int(c, s, st->lo, "a loop bound", &lo);
+    ok &= fe_eval_int(c, s, st->hi, "a loop bound", &hi);
+    if (!ok)
+        return;
+    if (__builtin_sub_overflow(hi, lo, &n) || n > FE_MAX_OPS) {
+        fe_error(c, st->loc, "loop from %lld to %lld runs too many times (the limit is %d)",
+                 (long long)lo, (long long)hi, FE_MAX_OPS);
+        return;
+    }
+    for (int64_t i = lo; i < hi && !c->too_many_ops; i++) {
+        fe_scope *it = arena_alloc(c->arena, sizeof *it);
+        it->parent = s;
+        it->loop = true;
+        it->prefix = s->prefix;
+        it->suffix = arena_printf(c->arena, "%s.%lld", s->suffix, (long long)i);
+        fe_binding *var = fe_bind(c, it, st->name, st->name_loc);
+        var->kind = B_VALUE;
+        var->val = (fe_val){.kind = V_INT, .i = i, .loc = st->name_loc};
+        fe_run(c, it, st->body, ret, ret_name);
+    }
 }
 
 /* Runs statements in scope s; ret is non-NULL in a block's body. */
 static void fe_run(fe_ctx *c, fe_scope *s, const fe_stmt *body, fe_val *ret, const char *ret_name)
 {
-	for (const fe_stmt *st = body; st && !c->too_many_ops; st = st->next) {
-		switch (st->kind) {
-		case ST_INPUT:
-			if (ret || s->loop) {
-				fe_error(c, st->loc, "inputs are declared at the top level of a model, not in %s",
-					 s->loop ? "a loop" : "a block");
-				break;
-			}
-			if (fe_lookup_local(s, st->name)) {
-				fe_redefinition(c, st->name_loc, fe_lookup_local(s, st->name), st->name);
-				break;
-			}
-			fe_lower_input(c, s, st);
-			break;
-		case ST_LET: {
-			fe_binding *old = fe_lookup_local(s, st->name);
-			if (old) {
-				fe_redefinition(c, st->name_loc, old, st->name);
-				break;
-			}
-			fe_val v = fe_eval(c, s, st->value, false, false);
-			fe_binding *b = fe_bind(c, s, st->name, st->name_loc);
-			b->kind = B_VALUE;
-			b->val = v;
-			break;
-		}
-		case ST_ASSIGN:
-			fe_lower_assign(c, s, st);
-			break;
-		case ST_FOR:
-			fe_lower_for(c, s, st, ret, ret_name);
-			break;
-		case ST_BLOCK:
-			fe_define_block(c, s, st->block);
-			break;
-		case ST_RETURN:
-			if (!ret) {
-				fe_error(c, st->loc, "'return' is only allowed in a block");
-				break;
-			}
-			if (s->loop) {
-				fe_error(c, st->loc, "'return' cannot be inside a loop");
-				break;
-			}
-			if (st->value->kind == EX_CALL)
-				*ret = fe_lower_call(c, s, st->value, ret_name);
-			else
-				*ret = fe_tensor_arg(c, s, st->value, ret_name, 0);
-			return;
-		}
-	}
+    for (const fe_stmt *st = body; st && !c->too_many_ops; st = st->next) {
+        switch (st->kind) {
+        case ST_INPUT:
+            if (ret || s->loop) {
+                fe_error(c, st->loc, "inputs are declared at the top level of a model, not in %s",
+                         s->loop ? "a loop" : "a block");
+                break;
+            }
+            if (fe_lookup_local(s, st->name)) {
+                fe_redefinition(c, st->name_loc, fe_lookup_local(s, st->name), st->name);
+                break;
+            }
+            fe_lower_input(c, s, st);
+            break;
+        case ST_LET: {
+            fe_binding *old = fe_lookup_local(s, st->name);
+            if (old) {
+                fe_redefinition(c, st->name_loc, old, st->name);
+                break;
+            }
+            fe_val v = fe_eval(c, s, st->value, false, false);
+            fe_binding *b = fe_bind(c, s, st->name, st->name_loc);
+            b->kind = B_VALUE;
+            b->val = v;
+            break;
+        }
+        case ST_ASSIGN: fe_lower_assign(c, s, st); break;
+        case ST_FOR: fe_lower_for(c, s, st, ret, ret_name); break;
+        case ST_BLOCK: fe_define_block(c, s, st->block); break;
+        case ST_RETURN:
+            if (!ret) {
+                fe_error(c, st->loc, "'return' is only allowed in a block");
+                break;
+            }
+            if (s->loop) {
+                fe_error(c, st->loc, "'return' cannot be inside a loop");
+                break;
+            }
+            if (st->value->kind == EX_CALL)
+                *ret = fe_lower_call(c, s, st->value, ret_name);
+            else
+                *ret = fe_tensor_arg(c, s, st->value, ret_name, 0);
+            return;
+        }
+    }
 }
 
 void fe_lower_model(fe_ctx *c, const fe_item *model)
 {
-	c->graph = ir_graph_add(c->module, model->name, model->loc);
-	c->nops = 0;
-	c->too_many_ops = false;
-	c->names = arena_alloc(c->arena, sizeof *c->names);
-	fe_scope *s = arena_alloc(c->arena, sizeof *s);
-	s->parent = c->global;
-	s->prefix = "";
-	s->suffix = "";
-	fe_run(c, s, model->body, NULL, NULL);
-	if (!model->body)
-		fe_error(c, model->name_loc, "model '%s' has no layers", model->name);
-	c->graph = NULL;
+    c->graph = ir_graph_add(c->module, model->name, model->loc);
+    c->nops = 0;
+    c->too_many_ops = false;
+    c->names = arena_alloc(c->arena, sizeof *c->names);
+    fe_scope *s = arena_alloc(c->arena, sizeof *s);
+    s->parent = c->global;
+    s->prefix = "";
+    s->suffix = "";
+    fe_run(c, s, model->body, NULL, NULL);
+    if (!model->body)
+        fe_error(c, model->name_loc, "model '%s' has no layers", model->name);
+    c->graph = NULL;
 }

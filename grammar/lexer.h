@@ -12,13 +12,13 @@
 #include "../frontend/ast.h"
 
 struct fe_lexer {
-	arena *arena;
-	diag_ctx *diag;
-	const src_file *src;
-	int line, col;          /* where the next token starts */
-	src_loc comment_loc;    /* start of the open block comment */
-	int nbad;               /* runs of invalid bytes so far */
-	int end_line, end_col;  /* just after the last token: where EOF is reported */
+    arena *arena;
+    diag_ctx *diag;
+    const src_file *src;
+    int line, col;         /* where the next token starts */
+    src_loc comment_loc;   /* start of the open block comment */
+    int nbad;              /* runs of invalid bytes so far */
+    int end_line, end_col; /* just after the last token: where EOF is reported */
 };
 
 #endif

@@ -13,326 +13,321 @@
 
 ir_module *ir_module_new(arena *a)
 {
-	ir_module *m = arena_alloc(a, sizeof *m);
-	m->arena = a;
-	return m;
+    ir_module *m = arena_alloc(a, sizeof *m);
+    m->arena = a;
+    return m;
 }
 
 ir_graph *ir_graph_add(ir_module *m, const char *name, src_loc loc)
 {
-	arena_grow(m->arena, (void **)&m->graphs, &m->graphs_cap, m->ngraphs + 1, sizeof *m->graphs);
-	ir_graph *g = arena_alloc(m->arena, sizeof *g);
-	g->name = arena_strdup(m->arena, name);
-	g->loc = loc;
-	m->graphs[m->ngraphs++] = g;
-	return g;
+    arena_grow(m->arena, (void **)&m->graphs, &m->graphs_cap, m->ngraphs + 1, sizeof *m->graphs);
+    ir_graph *g = arena_alloc(m->arena, sizeof *g);
+    g->name = arena_strdup(m->arena, name);
+    g->loc = loc;
+    m->graphs[m->ngraphs++] = g;
+    return g;
 }
 
 int ir_graph_find(const ir_module *m, const char *name)
 {
-	for (int i = 0; i < m->ngraphs; i++)
-		if (strcmp(m->graphs[i]->name, name) == 0)
-			return i;
-	return -1;
+    for (int i = 0; i < m->ngraphs; i++)
+        if (strcmp(m->graphs[i]->name, name) == 0)
+            return i;
+    return -1;
 }
 
 static uint32_t name_hash(const char *s)
 {
-	uint32_t h = 2166136261u;   /* FNV-1a */
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h;
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
 }
 
 /* Adds op id to the name index, growing it to keep it at most half full.
  * With several ops of one name (only in invalid IR) the first stays found. */
 static void index_add(arena *a, ir_graph *g, int id)
 {
-	if (2 * (g->nops + 1) > g->index_cap) {
-		int cap = g->index_cap ? 2 * g->index_cap : 64;
-		int *index = arena_alloc(a, sizeof(int) * (size_t)cap);
-		memset(index, 0xff, sizeof(int) * (size_t)cap);
-		g->index = index;
-		g->index_cap = cap;
-		for (int i = 0; i < id; i++) {
-			uint32_t h = name_hash(g->ops[i].name) & (uint32_t)(cap - 1);
-			while (index[h] >= 0 && strcmp(g->ops[index[h]].name, g->ops[i].name) != 0)
-				h = (h + 1) & (uint32_t)(cap - 1);
-			if (index[h] < 0)
-				index[h] = i;
-		}
-	}
-	uint32_t h = name_hash(g->ops[id].name) & (uint32_t)(g->index_cap - 1);
-	while (g->index[h] >= 0) {
-		if (strcmp(g->ops[g->index[h]].name, g->ops[id].name) == 0)
-			return;
-		h = (h + 1) & (uint32_t)(g->index_cap - 1);
-	}
-	g->index[h] = id;
+    if (2 * (g->nops + 1) > g->index_cap) {
+        int cap = g->index_cap ? 2 * g->index_cap : 64;
+        int *index = arena_alloc(a, sizeof(int) * (size_t)cap);
+        memset(index, 0xff, sizeof(int) * (size_t)cap);
+        g->index = index;
+        g->index_cap = cap;
+        for (int i = 0; i < id; i++) {
+            uint32_t h = name_hash(g->ops[i].name) & (uint32_t)(cap - 1);
+            while (index[h] >= 0 && strcmp(g->ops[index[h]].name, g->ops[i].name) != 0)
+                h = (h + 1) & (uint32_t)(cap - 1);
+            if (index[h] < 0)
+                index[h] = i;
+        }
+    }
+    uint32_t h = name_hash(g->ops[id].name) & (uint32_t)(g->index_cap - 1);
+    while (g->index[h] >= 0) {
+        if (strcmp(g->ops[g->index[h]].name, g->ops[id].name) == 0)
+            return;
+        h = (h + 1) & (uint32_t)(g->index_cap - 1);
+    }
+    g->index[h] = id;
 }
 
-int ir_op_add(ir_module *m, ir_graph *g, ir_opcode opcode, const char *name,
-	      const int *inputs, int ninputs, const ir_attr *attrs, int nattrs, src_loc loc)
+int ir_op_add(ir_module *m, ir_graph *g, ir_opcode opcode, const char *name, const int *inputs,
+              int ninputs, const ir_attr *attrs, int nattrs, src_loc loc)
 {
-	arena_grow(m->arena, (void **)&g->ops, &g->cap, g->nops + 1, sizeof *g->ops);
-	ir_op *op = &g->ops[g->nops];
-	memset(op, 0, sizeof *op);
-	op->opcode = opcode;
-	op->name = arena_strdup(m->arena, name);
-	op->ninputs = ninputs;
-	op->inputs = arena_alloc(m->arena, sizeof(int) * (size_t)(ninputs ? ninputs : 1));
-	if (ninputs)
-		memcpy(op->inputs, inputs, sizeof(int) * (size_t)ninputs);
-	op->nattrs = nattrs;
-	op->attrs = arena_alloc(m->arena, sizeof(ir_attr) * (size_t)(nattrs ? nattrs : 1));
-	for (int i = 0; i < nattrs; i++) {
-		op->attrs[i] = attrs[i];
-		op->attrs[i].key = arena_strdup(m->arena, attrs[i].key);
-		if (attrs[i].kind == AK_LIST) {
-			int n = attrs[i].u.list.n;
-			op->attrs[i].u.list.v = arena_alloc(m->arena, sizeof(int64_t) * (size_t)(n ? n : 1));
-			if (n)
-				memcpy(op->attrs[i].u.list.v, attrs[i].u.list.v, sizeof(int64_t) * (size_t)n);
-		}
-	}
-	op->loc = loc;
-	index_add(m->arena, g, g->nops);
-	return g->nops++;
+    arena_grow(m->arena, (void **)&g->ops, &g->cap, g->nops + 1, sizeof *g->ops);
+    ir_op *op = &g->ops[g->nops];
+    memset(op, 0, sizeof *op);
+    op->opcode = opcode;
+    op->name = arena_strdup(m->arena, name);
+    op->ninputs = ninputs;
+    op->inputs = arena_alloc(m->arena, sizeof(int) * (size_t)(ninputs ? ninputs : 1));
+    if (ninputs)
+        memcpy(op->inputs, inputs, sizeof(int) * (size_t)ninputs);
+    op->nattrs = nattrs;
+    op->attrs = arena_alloc(m->arena, sizeof(ir_attr) * (size_t)(nattrs ? nattrs : 1));
+    for (int i = 0; i < nattrs; i++) {
+        op->attrs[i] = attrs[i];
+        op->attrs[i].key = arena_strdup(m->arena, attrs[i].key);
+        if (attrs[i].kind == AK_LIST) {
+            int n = attrs[i].u.list.n;
+            op->attrs[i].u.list.v = arena_alloc(m->arena, sizeof(int64_t) * (size_t)(n ? n : 1));
+            if (n)
+                memcpy(op->attrs[i].u.list.v, attrs[i].u.list.v, sizeof(int64_t) * (size_t)n);
+        }
+    }
+    op->loc = loc;
+    index_add(m->arena, g, g->nops);
+    return g->nops++;
 }
 
 int ir_op_find(const ir_graph *g, const char *name)
 {
-	if (!g->index_cap)
-		return -1;
-	uint32_t h = name_hash(name) & (uint32_t)(g->index_cap - 1);
-	while (g->index[h] >= 0) {
-		if (strcmp(g->ops[g->index[h]].name, name) == 0)
-			return g->index[h];
-		h = (h + 1) & (uint32_t)(g->index_cap - 1);
-	}
-	return -1;
+    if (!g->index_cap)
+        return -1;
+    uint32_t h = name_hash(name) & (uint32_t)(g->index_cap - 1);
+    while (g->index[h] >= 0) {
+        if (strcmp(g->ops[g->index[h]].name, name) == 0)
+            return g->index[h];
+        h = (h + 1) & (uint32_t)(g->index_cap - 1);
+    }
+    return -1;
 }
 
 const ir_attr *ir_op_attr(const ir_op *op, const char *key)
 {
-	for (int i = 0; i < op->nattrs; i++)
-		if (strcmp(op->attrs[i].key, key) == 0)
-			return &op->attrs[i];
-	return NULL;
+    for (int i = 0; i < op->nattrs; i++)
+        if (strcmp(op->attrs[i].key, key) == 0)
+            return &op->attrs[i];
+    return NULL;
 }
 
 int64_t ir_attr_int(const ir_op *op, const char *key)
 {
-	const ir_attr *a = ir_op_attr(op, key);
-	if (!a || (a->kind != AK_INT && a->kind != AK_BOOL))
-		ice("%s has no integer attribute '%s'", op->name, key);
-	return a->u.i;
+    const ir_attr *a = ir_op_attr(op, key);
+    if (!a || (a->kind != AK_INT && a->kind != AK_BOOL))
+        ice("%s has no integer attribute '%s'", op->name, key);
+    return a->u.i;
 }
 
 double ir_attr_real(const ir_op *op, const char *key)
 {
-	const ir_attr *a = ir_op_attr(op, key);
-	if (!a || a->kind != AK_REAL)
-		ice("%s has no real attribute '%s'", op->name, key);
-	return a->u.real;
+    const ir_attr *a = ir_op_attr(op, key);
+    if (!a || a->kind != AK_REAL)
+        ice("%s has no real attribute '%s'", op->name, key);
+    return a->u.real;
 }
 
 static const char *kind_name(ir_attr_kind k)
 {
-	switch (k) {
-	case AK_INT: return "an integer";
-	case AK_PAIR: return "an integer or a pair [a, b]";
-	case AK_LIST: return "a list of integers";
-	case AK_REAL: return "a number";
-	case AK_BOOL: return "0 or 1";
-	case AK_REF: return "a layer name";
-	}
-	return "?";
+    switch (k) {
+    case AK_INT: return "an integer";
+    case AK_PAIR: return "an integer or a pair [a, b]";
+    case AK_LIST: return "a list of integers";
+    case AK_REAL: return "a number";
+    case AK_BOOL: return "0 or 1";
+    case AK_REF: return "a layer name";
+    }
+    return "?";
 }
 
 /* Converts a given value to the kind the spec wants; false if it can't. */
 static bool convert(ir_attr *out, const ir_attr *in, ir_attr_kind want)
 {
-	out->key = in->key;
-	out->kind = want;
-	switch (want) {
-	case AK_INT:
-		if (in->kind != AK_INT && in->kind != AK_BOOL)
-			return false;
-		out->u.i = in->u.i;
-		return true;
-	case AK_BOOL:
-		if ((in->kind != AK_INT && in->kind != AK_BOOL) || (in->u.i != 0 && in->u.i != 1))
-			return false;
-		out->u.i = in->u.i;
-		return true;
-	case AK_PAIR:
-		if (in->kind == AK_INT) {
-			out->u.pair[0] = out->u.pair[1] = in->u.i;
-			return true;
-		}
-		if (in->kind == AK_PAIR) {
-			out->u.pair[0] = in->u.pair[0];
-			out->u.pair[1] = in->u.pair[1];
-			return true;
-		}
-		if (in->kind == AK_LIST && in->u.list.n == 2) {
-			out->u.pair[0] = in->u.list.v[0];
-			out->u.pair[1] = in->u.list.v[1];
-			return true;
-		}
-		return false;
-	case AK_LIST:
-		if (in->kind == AK_LIST) {
-			out->u.list = in->u.list;
-			return true;
-		}
-		return false;
-	case AK_REAL:
-		if (in->kind == AK_REAL) {
-			out->u.real = in->u.real;
-			return true;
-		}
-		if (in->kind == AK_INT) {
-			out->u.real = (double)in->u.i;
-			return true;
-		}
-		return false;
-	case AK_REF:
-		if (in->kind != AK_REF)
-			return false;
-		out->u.ref = in->u.ref;
-		return true;
-	}
-	return false;
+    out->key = in->key;
+    out->kind = want;
+    switch (want) {
+    case AK_INT:
+        if (in->kind != AK_INT && in->kind != AK_BOOL)
+            return false;
+        out->u.i = in->u.i;
+        return true;
+    case AK_BOOL:
+        if ((in->kind != AK_INT && in->kind != AK_BOOL) || (in->u.i != 0 && in->u.i != 1))
+            return false;
+        out->u.i = in->u.i;
+        return true;
+    case AK_PAIR:
+        if (in->kind == AK_INT) {
+            out->u.pair[0] = out->u.pair[1] = in->u.i;
+            return true;
+        }
+        if (in->kind == AK_PAIR) {
+            out->u.pair[0] = in->u.pair[0];
+            out->u.pair[1] = in->u.pair[1];
+            return true;
+        }
+        if (in->kind == AK_LIST && in->u.list.n == 2) {
+            out->u.pair[0] = in->u.list.v[0];
+            out->u.pair[1] = in->u.list.v[1];
+            return true;
+        }
+        return false;
+    case AK_LIST:
+        if (in->kind == AK_LIST) {
+            out->u.list = in->u.list;
+            return true;
+        }
+        return false;
+    case AK_REAL:
+        if (in->kind == AK_REAL) {
+            out->u.real = in->u.real;
+            return true;
+        }
+        if (in->kind == AK_INT) {
+            out->u.real = (double)in->u.i;
+            return true;
+        }
+        return false;
+    case AK_REF:
+        if (in->kind != AK_REF)
+            return false;
+        out->u.ref = in->u.ref;
+        return true;
+    }
+    return false;
 }
 
 bool ir_op_check(ir_module *m, ir_graph *g, int id, diag_ctx *d)
 {
-	ir_op *op = &g->ops[id];
-	const ir_op_info *info = ir_op_info_of(op->opcode);
-	bool ok = true;
+    ir_op *op = &g->ops[id];
+    const ir_op_info *info = ir_op_info_of(op->opcode);
+    bool ok = true;
 
-	if (op->ninputs < info->min_inputs || (info->max_inputs >= 0 && op->ninputs > info->max_inputs)) {
-		if (info->min_inputs == info->max_inputs)
-			diag_error(d, op->loc, "%s takes %d input%s, got %d", info->name, info->min_inputs,
-				   info->min_inputs == 1 ? "" : "s", op->ninputs);
-		else
-			diag_error(d, op->loc, "%s takes at least %d input%s, got %d", info->name,
-				   info->min_inputs, info->min_inputs == 1 ? "" : "s", op->ninputs);
-		ok = false;
-	}
-	for (int i = 0; i < op->ninputs; i++)
-		if (op->inputs[i] < 0 || op->inputs[i] >= id)
-			ice("op %s uses input %d that does not precede it", op->name, op->inputs[i]);
+    if (op->ninputs < info->min_inputs ||
+        (info->max_inputs >= 0 && op->ninputs > info->max_inputs)) {
+        if (info->min_inputs == info->max_inputs)
+            diag_error(d, op->loc, "%s takes %d input%s, got %d", info->name, info->min_inputs,
+                       info->min_inputs == 1 ? "" : "s", op->ninputs);
+        else
+            diag_error(d, op->loc, "%s takes at least %d input%s, got %d", info->name,
+                       info->min_inputs, info->min_inputs == 1 ? "" : "s", op->ninputs);
+        ok = false;
+    }
+    for (int i = 0; i < op->ninputs; i++)
+        if (op->inputs[i] < 0 || op->inputs[i] >= id)
+            ice("op %s uses input %d that does not precede it", op->name, op->inputs[i]);
 
-	ir_attr *canon = arena_alloc(m->arena, sizeof(ir_attr) * (size_t)(info->nattrs ? info->nattrs : 1));
-	bool *seen = arena_alloc(m->arena, (size_t)(info->nattrs + 1));
-	for (int i = 0; i < op->nattrs; i++) {
-		const ir_attr *a = &op->attrs[i];
-		int s = 0;
-		while (s < info->nattrs && strcmp(info->attrs[s].key, a->key) != 0)
-			s++;
-		if (s == info->nattrs) {
-			if (info->nattrs == 0)
-				diag_error(d, op->loc, "%s takes no attributes, got '%s'", info->name, a->key);
-			else
-				diag_error(d, op->loc, "unknown attribute '%s' for %s", a->key, info->name);
-			ok = false;
-			continue;
-		}
-		if (seen[s]) {
-			diag_error(d, op->loc, "attribute '%s' given twice", a->key);
-			ok = false;
-			continue;
-		}
-		seen[s] = true;
-		if (!convert(&canon[s], a, info->attrs[s].kind)) {
-			diag_error(d, op->loc, "attribute '%s' of %s must be %s", a->key, info->name,
-				   kind_name(info->attrs[s].kind));
-			ok = false;
-		}
-		canon[s].key = info->attrs[s].key;
-	}
-	for (int s = 0; s < info->nattrs; s++) {
-		if (seen[s])
-			continue;
-		const ir_attr_spec *sp = &info->attrs[s];
-		if (sp->required) {
-			diag_error(d, op->loc, "missing attribute '%s' for %s", sp->key, info->name);
-			ok = false;
-			continue;
-		}
-		canon[s].key = sp->key;
-		canon[s].kind = sp->kind;
-		switch (sp->kind) {
-		case AK_INT:
-		case AK_BOOL:
-			canon[s].u.i = strtoll(sp->dflt, NULL, 10);
-			break;
-		case AK_PAIR:
-			canon[s].u.pair[0] = canon[s].u.pair[1] = strtoll(sp->dflt, NULL, 10);
-			break;
-		case AK_REAL:
-			canon[s].u.real = strtod(sp->dflt, NULL);
-			break;
-		case AK_REF:
-			canon[s].u.ref = -1;
-			break;
-		case AK_LIST:
-			canon[s].u.list.n = 0;
-			canon[s].u.list.v = NULL;
-			break;
-		}
-	}
-	if (!ok)
-		return false;
-	for (int s = 0; s < info->nattrs; s++)
-		if (canon[s].kind == AK_REF && canon[s].u.ref >= id)
-			ice("op %s refers to a later op", op->name);
-	op->attrs = canon;
-	op->nattrs = info->nattrs;
-	if (op->opcode == OP_INPUT) {
-		if (op->type.rank < 1)
-			ice("input %s has no type", op->name);
-		return true;
-	}
-	return ir_infer(g, op, d);
+    ir_attr *canon =
+        arena_alloc(m->arena, sizeof(ir_attr) * (size_t)(info->nattrs ? info->nattrs : 1));
+    bool *seen = arena_alloc(m->arena, (size_t)(info->nattrs + 1));
+    for (int i = 0; i < op->nattrs; i++) {
+        const ir_attr *a = &op->attrs[i];
+        int s = 0;
+        while (s < info->nattrs && strcmp(info->attrs[s].key, a->key) != 0)
+            s++;
+        if (s == info->nattrs) {
+            if (info->nattrs == 0)
+                diag_error(d, op->loc, "%s takes no attributes, got '%s'", info->name, a->key);
+            else
+                diag_error(d, op->loc, "unknown attribute '%s' for %s", a->key, info->name);
+            ok = false;
+            continue;
+        }
+        if (seen[s]) {
+            diag_error(d, op->loc, "attribute '%s' given twice", a->key);
+            ok = false;
+            continue;
+        }
+        seen[s] = true;
+        if (!convert(&canon[s], a, info->attrs[s].kind)) {
+            diag_error(d, op->loc, "attribute '%s' of %s must be %s", a->key, info->name,
+                       kind_name(info->attrs[s].kind));
+            ok = false;
+        }
+        canon[s].key = info->attrs[s].key;
+    }
+    for (int s = 0; s < info->nattrs; s++) {
+        if (seen[s])
+            continue;
+        const ir_attr_spec *sp = &info->attrs[s];
+        if (sp->required) {
+            diag_error(d, op->loc, "missing attribute '%s' for %s", sp->key, info->name);
+            ok = false;
+            continue;
+        }
+        canon[s].key = sp->key;
+        canon[s].kind = sp->kind;
+        switch (sp->kind) {
+        case AK_INT:
+        case AK_BOOL: canon[s].u.i = strtoll(sp->dflt, NULL, 10); break;
+        case AK_PAIR: canon[s].u.pair[0] = canon[s].u.pair[1] = strtoll(sp->dflt, NULL, 10); break;
+        case AK_REAL: canon[s].u.real = strtod(sp->dflt, NULL); break;
+        case AK_REF: canon[s].u.ref = -1; break;
+        case AK_LIST:
+            canon[s].u.list.n = 0;
+            canon[s].u.list.v = NULL;
+            break;
+        }
+    }
+    if (!ok)
+        return false;
+    for (int s = 0; s < info->nattrs; s++)
+        if (canon[s].kind == AK_REF && canon[s].u.ref >= id)
+            ice("op %s refers to a later op", op->name);
+    op->attrs = canon;
+    op->nattrs = info->nattrs;
+    if (op->opcode == OP_INPUT) {
+        if (op->type.rank < 1)
+            ice("input %s has no type", op->name);
+        return true;
+    }
+    return ir_infer(g, op, d);
 }
 
 int ir_gpu_add(ir_module *m, const ir_gpu *gpu)
 {
-	arena_grow(m->arena, (void **)&m->gpus, &m->gpus_cap, m->ngpus + 1, sizeof *m->gpus);
-	m->gpus[m->ngpus] = *gpu;
-	return m->ngpus++;
+    arena_grow(m->arena, (void **)&m->gpus, &m->gpus_cap, m->ngpus + 1, sizeof *m->gpus);
+    m->gpus[m->ngpus] = *gpu;
+    return m->ngpus++;
 }
 
 int ir_cluster_add(ir_module *m, const ir_cluster *c)
 {
-	arena_grow(m->arena, (void **)&m->clusters, &m->clusters_cap, m->nclusters + 1, sizeof *m->clusters);
-	m->clusters[m->nclusters] = *c;
-	return m->nclusters++;
+    arena_grow(m->arena, (void **)&m->clusters, &m->clusters_cap, m->nclusters + 1,
+               sizeof *m->clusters);
+    m->clusters[m->nclusters] = *c;
+    return m->nclusters++;
 }
 
 int ir_job_add(ir_module *m, const ir_job *j)
 {
-	arena_grow(m->arena, (void **)&m->jobs, &m->jobs_cap, m->njobs + 1, sizeof *m->jobs);
-	m->jobs[m->njobs] = *j;
-	return m->njobs++;
+    arena_grow(m->arena, (void **)&m->jobs, &m->jobs_cap, m->njobs + 1, sizeof *m->jobs);
+    m->jobs[m->njobs] = *j;
+    return m->njobs++;
 }
 
 int ir_gpu_find(const ir_module *m, const char *name)
 {
-	for (int i = 0; i < m->ngpus; i++)
-		if (strcmp(m->gpus[i].name, name) == 0)
-			return i;
-	return -1;
+    for (int i = 0; i < m->ngpus; i++)
+        if (strcmp(m->gpus[i].name, name) == 0)
+            return i;
+    return -1;
 }
 
 int ir_cluster_find(const ir_module *m, const char *name)
 {
-	for (int i = 0; i < m->nclusters; i++)
-		if (strcmp(m->clusters[i].name, name) == 0)
-			return i;
-	return -1;
+    for (int i = 0; i < m->nclusters; i++)
+        if (strcmp(m->clusters[i].name, name) == 0)
+            return i;
+    return -1;
 }

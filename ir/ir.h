@@ -27,7 +27,7 @@
 typedef struct arena arena;
 arena *arena_new(void);
 void arena_free(arena *a);
-void *arena_alloc(arena *a, size_t size);   /* zeroed, aligned for any type */
+void *arena_alloc(arena *a, size_t size); /* zeroed, aligned for any type */
 char *arena_strdup(arena *a, const char *s);
 char *arena_strndup(arena *a, const char *s, size_t n);
 char *arena_printf(arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -37,27 +37,30 @@ void arena_grow(arena *a, void **items, int *cap, int need, size_t elem_size);
 /* diag.c: user errors with file:line:col, the source line and a caret. */
 
 typedef struct src_file {
-	const char *path;
-	const char *text;   /* whole file, NUL-terminated */
-	size_t len;
+    const char *path;
+    const char *text; /* whole file, NUL-terminated */
+    size_t len;
 } src_file;
 
 typedef struct src_loc {
-	const src_file *file;   /* NULL: no location known */
-	int line, col;          /* 1-based */
+    const src_file *file; /* NULL: no location known */
+    int line, col;        /* 1-based */
 } src_loc;
 
 typedef struct diag_ctx {
-	FILE *out;              /* where messages go (stderr) */
-	int nerrors;
-	int max_errors;         /* stop printing after this many (0: no limit) */
+    FILE *out; /* where messages go (stderr) */
+    int nerrors;
+    int max_errors; /* stop printing after this many (0: no limit) */
 } diag_ctx;
 
 void diag_init(diag_ctx *d, FILE *out);
-void diag_error(diag_ctx *d, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void diag_error(diag_ctx *d, src_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void diag_verror(diag_ctx *d, src_loc loc, const char *fmt, va_list ap);
-void diag_note(diag_ctx *d, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void diag_warning(diag_ctx *d, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void diag_note(diag_ctx *d, src_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void diag_warning(diag_ctx *d, src_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* The closing count ("3 errors generated."), when there were errors. */
 void diag_summary(const diag_ctx *d);
 /* Reads a whole file into the arena; on failure returns NULL and sets errno. */
@@ -65,7 +68,8 @@ src_file *src_file_read(arena *a, const char *path);
 src_file *src_file_from_string(arena *a, const char *path, const char *text, size_t len);
 
 /* Internal compiler errors: a bug in burstc, not in the input. Exit status 2. */
-_Noreturn void ice_at(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+_Noreturn void ice_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 #define ice(...) ice_at(__FILE__, __LINE__, __VA_ARGS__)
 
 /* ops.c: the op table (ops.def) and per-op shape inference and costs. */
@@ -74,35 +78,41 @@ typedef enum ir_opcode {
 #define OP(e, name, min_in, max_in, attrs) e,
 #include "ops.def"
 #undef OP
-	OP_COUNT
+    OP_COUNT
 } ir_opcode;
 
-typedef enum ir_elem { EL_F32, EL_I32 } ir_elem;           /* element type of a value */
-typedef enum ir_dtype { DT_F32, DT_TF32, DT_F16, DT_BF16, DT_COUNT } ir_dtype; /* job compute type */
+typedef enum ir_elem { EL_F32, EL_I32 } ir_elem; /* element type of a value */
+typedef enum ir_dtype {
+    DT_F32,
+    DT_TF32,
+    DT_F16,
+    DT_BF16,
+    DT_COUNT
+} ir_dtype; /* job compute type */
 
 #define IR_MAX_RANK 8
-#define IR_BATCH (-1)   /* the symbolic batch dimension, always dimension 0 */
+#define IR_BATCH    (-1) /* the symbolic batch dimension, always dimension 0 */
 
 typedef struct ir_type {
-	ir_elem elem;
-	int rank;
-	int64_t dim[IR_MAX_RANK];   /* dim[0] == IR_BATCH */
+    ir_elem elem;
+    int rank;
+    int64_t dim[IR_MAX_RANK]; /* dim[0] == IR_BATCH */
 } ir_type;
 
 typedef enum ir_attr_kind { AK_INT, AK_PAIR, AK_LIST, AK_REAL, AK_BOOL, AK_REF } ir_attr_kind;
 
 typedef struct ir_attr_spec {
-	const char *key;
-	ir_attr_kind kind;
-	bool required;
-	const char *dflt;        /* default as text, NULL if required */
+    const char *key;
+    ir_attr_kind kind;
+    bool required;
+    const char *dflt; /* default as text, NULL if required */
 } ir_attr_spec;
 
 typedef struct ir_op_info {
-	const char *name;
-	int min_inputs, max_inputs;  /* max -1: any number */
-	int nattrs;
-	const ir_attr_spec *attrs;
+    const char *name;
+    int min_inputs, max_inputs; /* max -1: any number */
+    int nattrs;
+    const ir_attr_spec *attrs;
 } ir_op_info;
 
 const ir_op_info *ir_op_info_of(ir_opcode op);
@@ -115,139 +125,139 @@ const char *ir_elem_name(ir_elem el);
 
 /* One attribute value; which member is used depends on the spec's kind. */
 typedef struct ir_attr {
-	const char *key;
-	ir_attr_kind kind;
-	union {
-		int64_t i;           /* AK_INT, AK_BOOL */
-		int64_t pair[2];     /* AK_PAIR */
-		struct {             /* AK_LIST */
-			int n;
-			int64_t *v;
-		} list;
-		double real;         /* AK_REAL */
-		int ref;             /* AK_REF: an op id, or -1 for none */
-	} u;
+    const char *key;
+    ir_attr_kind kind;
+    union {
+        int64_t i;       /* AK_INT, AK_BOOL */
+        int64_t pair[2]; /* AK_PAIR */
+        struct {         /* AK_LIST */
+            int n;
+            int64_t *v;
+        } list;
+        double real; /* AK_REAL */
+        int ref;     /* AK_REF: an op id, or -1 for none */
+    } u;
 } ir_attr;
 
 /* Costs of one op, per sample of the batch unless noted. Elements, not bytes:
  * the cost model multiplies by the job's dtype size. */
 typedef struct ir_cost {
-	int64_t params;          /* trainable parameters (not per sample) */
-	double fwd_flops;        /* forward FLOPs (multiply-add = 2) */
-	double bwd_flops;        /* backward: gradients of inputs and of weights */
-	double fwd_read;         /* activation elements read in forward */
-	double fwd_written;      /* activation elements written in forward */
-	double bwd_read;         /* elements read in backward */
-	double bwd_written;      /* elements written in backward */
-	double saved;            /* elements kept from forward for backward */
+    int64_t params;     /* trainable parameters (not per sample) */
+    double fwd_flops;   /* forward FLOPs (multiply-add = 2) */
+    double bwd_flops;   /* backward: gradients of inputs and of weights */
+    double fwd_read;    /* activation elements read in forward */
+    double fwd_written; /* activation elements written in forward */
+    double bwd_read;    /* elements read in backward */
+    double bwd_written; /* elements written in backward */
+    double saved;       /* elements kept from forward for backward */
 } ir_cost;
 
 /* Planner decisions attached to an op (absent before planning). */
 typedef struct ir_plan {
-	int nranks;              /* 0: not planned */
-	int *ranks;              /* world ranks that run the op, ascending */
+    int nranks; /* 0: not planned */
+    int *ranks; /* world ranks that run the op, ascending */
 } ir_plan;
 
 typedef struct ir_op {
-	ir_opcode opcode;
-	const char *name;        /* unique within the graph; the value's name */
-	int ninputs;
-	int *inputs;             /* op ids of earlier ops */
-	int nattrs;
-	ir_attr *attrs;          /* canonical: every attribute of the spec, in spec order */
-	ir_type type;            /* the result */
-	ir_plan plan;
-	src_loc loc;             /* where it was written (.burst or .ir) */
+    ir_opcode opcode;
+    const char *name; /* unique within the graph; the value's name */
+    int ninputs;
+    int *inputs; /* op ids of earlier ops */
+    int nattrs;
+    ir_attr *attrs; /* canonical: every attribute of the spec, in spec order */
+    ir_type type;   /* the result */
+    ir_plan plan;
+    src_loc loc; /* where it was written (.burst or .ir) */
 } ir_op;
 
 typedef struct ir_graph {
-	const char *name;
-	src_loc loc;
-	int nops, cap;
-	ir_op *ops;              /* topological order: inputs precede users */
-	int *index;              /* open-addressing hash of op names to ids (-1: empty) */
-	int index_cap;           /* a power of two, at least twice nops */
+    const char *name;
+    src_loc loc;
+    int nops, cap;
+    ir_op *ops;    /* topological order: inputs precede users */
+    int *index;    /* open-addressing hash of op names to ids (-1: empty) */
+    int index_cap; /* a power of two, at least twice nops */
 } ir_graph;
 
 /* Link characteristics in SI units. */
 typedef struct ir_link {
-	double bandwidth;        /* bytes/s, per direction */
-	double latency;          /* seconds */
+    double bandwidth; /* bytes/s, per direction */
+    double latency;   /* seconds */
 } ir_link;
 
 typedef struct ir_gpu {
-	const char *name;
-	src_loc loc;
-	double flops[DT_COUNT];  /* peak FLOP/s per dtype; 0: unsupported */
-	double mem_bandwidth;    /* bytes/s */
-	double mem_bytes;        /* capacity */
-	double launch;           /* kernel launch overhead, seconds */
-	/* The utilisation curve of its kernels, when measured for this device: a
+    const char *name;
+    src_loc loc;
+    double flops[DT_COUNT]; /* peak FLOP/s per dtype; 0: unsupported */
+    double mem_bandwidth;   /* bytes/s */
+    double mem_bytes;       /* capacity */
+    double launch;          /* kernel launch overhead, seconds */
+    /* The utilisation curve of its kernels, when measured for this device: a
 	 * kernel of w FLOPs reaches efficiency * w / (w + half_work) of the peak.
 	 * 0: the curve calibrated on the A100 (passes/costmodel.c). */
-	double efficiency;
-	double half_work;        /* FLOPs */
+    double efficiency;
+    double half_work; /* FLOPs */
 } ir_gpu;
 
 typedef struct ir_cluster {
-	const char *name;
-	src_loc loc;
-	int gpu;                 /* index into module gpus */
-	int nodes;
-	int gpus_per_node;
-	ir_link intra;           /* inside a node (NVLink, PCIe) */
-	ir_link inter;           /* between nodes, per node (network) */
+    const char *name;
+    src_loc loc;
+    int gpu; /* index into module gpus */
+    int nodes;
+    int gpus_per_node;
+    ir_link intra; /* inside a node (NVLink, PCIe) */
+    ir_link inter; /* between nodes, per node (network) */
 } ir_cluster;
 
 typedef enum ir_optim { OPT_SGD, OPT_ADAM } ir_optim;
 
 typedef struct ir_background {
-	int graph;               /* index into module graphs */
-	int64_t batch;
+    int graph; /* index into module graphs */
+    int64_t batch;
 } ir_background;
 
 typedef struct ir_job {
-	const char *name;
-	src_loc loc;
-	int graph;               /* the foreground model */
-	int cluster;
-	int64_t batch;           /* global batch B */
-	ir_dtype dtype;
-	ir_optim optimizer;
-	double lr, momentum, weight_decay;
-	double amplification;    /* limit; 0: none; IR_AMP_AUTO: chosen by throughput */
-	int64_t iterations;
-	const char *data;        /* "synthetic" or a dataset name/path */
-	int nbackground;
-	ir_background *background;
+    const char *name;
+    src_loc loc;
+    int graph; /* the foreground model */
+    int cluster;
+    int64_t batch; /* global batch B */
+    ir_dtype dtype;
+    ir_optim optimizer;
+    double lr, momentum, weight_decay;
+    double amplification; /* limit; 0: none; IR_AMP_AUTO: chosen by throughput */
+    int64_t iterations;
+    const char *data; /* "synthetic" or a dataset name/path */
+    int nbackground;
+    ir_background *background;
 } ir_job;
 
 #define IR_AMP_AUTO (-1.0)
 
 typedef struct ir_module {
-	arena *arena;
-	int ngraphs, graphs_cap;
-	ir_graph **graphs;
-	int ngpus, gpus_cap;
-	ir_gpu *gpus;
-	int nclusters, clusters_cap;
-	ir_cluster *clusters;
-	int njobs, jobs_cap;
-	ir_job *jobs;
+    arena *arena;
+    int ngraphs, graphs_cap;
+    ir_graph **graphs;
+    int ngpus, gpus_cap;
+    ir_gpu *gpus;
+    int nclusters, clusters_cap;
+    ir_cluster *clusters;
+    int njobs, jobs_cap;
+    ir_job *jobs;
 } ir_module;
 
 /* build.c: constructing modules. */
 
 ir_module *ir_module_new(arena *a);
 ir_graph *ir_graph_add(ir_module *m, const char *name, src_loc loc);
-int ir_graph_find(const ir_module *m, const char *name);   /* -1 if absent */
+int ir_graph_find(const ir_module *m, const char *name); /* -1 if absent */
 /* Appends an op; inputs and attrs are copied. Returns its id. Attributes may be
  * partial and in any order: ir_op_check() canonicalises them. */
-int ir_op_add(ir_module *m, ir_graph *g, ir_opcode opcode, const char *name,
-	      const int *inputs, int ninputs, const ir_attr *attrs, int nattrs, src_loc loc);
-int ir_op_find(const ir_graph *g, const char *name);       /* -1 if absent */
+int ir_op_add(ir_module *m, ir_graph *g, ir_opcode opcode, const char *name, const int *inputs,
+              int ninputs, const ir_attr *attrs, int nattrs, src_loc loc);
+int ir_op_find(const ir_graph *g, const char *name);         /* -1 if absent */
 const ir_attr *ir_op_attr(const ir_op *op, const char *key); /* NULL if absent */
-int64_t ir_attr_int(const ir_op *op, const char *key);      /* ice() if absent */
+int64_t ir_attr_int(const ir_op *op, const char *key);       /* ice() if absent */
 double ir_attr_real(const ir_op *op, const char *key);
 /* Checks arity and attributes (unknown key, wrong kind, missing required,
  * out of range), fills defaults into canonical order, then infers the result
@@ -266,7 +276,7 @@ int ir_cluster_find(const ir_module *m, const char *name);
  * returns false. */
 bool ir_infer(const ir_graph *g, ir_op *op, diag_ctx *d);
 ir_cost ir_op_cost(const ir_graph *g, const ir_op *op);
-int64_t ir_type_elems_per_sample(const ir_type *t);   /* product of dims 1.. */
+int64_t ir_type_elems_per_sample(const ir_type *t); /* product of dims 1.. */
 void ir_type_to_str(const ir_type *t, char *buf, size_t n);
 bool ir_type_equal(const ir_type *a, const ir_type *b);
 

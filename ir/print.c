@@ -14,197 +14,195 @@
 /* Shortest %g form of v that strtod reads back exactly. */
 static void print_real(FILE *out, double v)
 {
-	char buf[40];
-	for (int prec = 6; prec <= 17; prec++) {
-		snprintf(buf, sizeof buf, "%.*g", prec, v);
-		if (strtod(buf, NULL) == v)
-			break;
-	}
-	/* Keep a real recognisable as one, so the reader never takes it for an integer. */
-	if (!strpbrk(buf, ".eEn"))
-		strcat(buf, ".0");
-	fputs(buf, out);
+    char buf[40];
+    for (int prec = 6; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    /* Keep a real recognisable as one, so the reader never takes it for an integer. */
+    if (!strpbrk(buf, ".eEn"))
+        strcat(buf, ".0");
+    fputs(buf, out);
 }
 
 void ir_print_type(FILE *out, const ir_type *t)
 {
-	char buf[256];
-	ir_type_to_str(t, buf, sizeof buf);
-	fputs(buf, out);
+    char buf[256];
+    ir_type_to_str(t, buf, sizeof buf);
+    fputs(buf, out);
 }
 
 static void print_attr(FILE *out, const ir_graph *g, const ir_attr *a)
 {
-	fprintf(out, "%s = ", a->key);
-	switch (a->kind) {
-	case AK_INT:
-	case AK_BOOL:
-		fprintf(out, "%lld", (long long)a->u.i);
-		break;
-	case AK_PAIR:
-		fprintf(out, "[%lld, %lld]", (long long)a->u.pair[0], (long long)a->u.pair[1]);
-		break;
-	case AK_LIST:
-		fputc('[', out);
-		for (int i = 0; i < a->u.list.n; i++)
-			fprintf(out, "%s%lld", i ? ", " : "", (long long)a->u.list.v[i]);
-		fputc(']', out);
-		break;
-	case AK_REAL:
-		print_real(out, a->u.real);
-		break;
-	case AK_REF:
-		if (a->u.ref < 0)
-			fputs("none", out);
-		else
-			fprintf(out, "%%%s", g->ops[a->u.ref].name);
-		break;
-	}
+    fprintf(out, "%s = ", a->key);
+    switch (a->kind) {
+    case AK_INT:
+    case AK_BOOL: fprintf(out, "%lld", (long long)a->u.i); break;
+    case AK_PAIR:
+        fprintf(out, "[%lld, %lld]", (long long)a->u.pair[0], (long long)a->u.pair[1]);
+        break;
+    case AK_LIST:
+        fputc('[', out);
+        for (int i = 0; i < a->u.list.n; i++)
+            fprintf(out, "%s%lld", i ? ", " : "", (long long)a->u.list.v[i]);
+        fputc(']', out);
+        break;
+    case AK_REAL: print_real(out, a->u.real); break;
+    case AK_REF:
+        if (a->u.ref < 0)
+            fputs("none", out);
+        else
+            fprintf(out, "%%%s", g->ops[a->u.ref].name);
+        break;
+    }
 }
 
 /* Rank sets print as ascending runs: [0..7] or [0..3, 8..11, 16]. */
 static void print_ranks(FILE *out, const ir_plan *p)
 {
-	fputs(" @[", out);
-	for (int i = 0; i < p->nranks;) {
-		int j = i;
-		while (j + 1 < p->nranks && p->ranks[j + 1] == p->ranks[j] + 1)
-			j++;
-		if (i)
-			fputs(", ", out);
-		if (j > i)
-			fprintf(out, "%d..%d", p->ranks[i], p->ranks[j]);
-		else
-			fprintf(out, "%d", p->ranks[i]);
-		i = j + 1;
-	}
-	fputc(']', out);
+    fputs(" @[", out);
+    for (int i = 0; i < p->nranks;) {
+        int j = i;
+        while (j + 1 < p->nranks && p->ranks[j + 1] == p->ranks[j] + 1)
+            j++;
+        if (i)
+            fputs(", ", out);
+        if (j > i)
+            fprintf(out, "%d..%d", p->ranks[i], p->ranks[j]);
+        else
+            fprintf(out, "%d", p->ranks[i]);
+        i = j + 1;
+    }
+    fputc(']', out);
 }
 
 void ir_print_op(FILE *out, const ir_graph *g, const ir_op *op)
 {
-	fprintf(out, "  %%%s = %s", op->name, ir_op_info_of(op->opcode)->name);
-	for (int i = 0; i < op->ninputs; i++)
-		fprintf(out, "%s %%%s", i ? "," : "", g->ops[op->inputs[i]].name);
-	if (op->nattrs) {
-		fputs(" {", out);
-		for (int i = 0; i < op->nattrs; i++) {
-			if (i)
-				fputs(", ", out);
-			print_attr(out, g, &op->attrs[i]);
-		}
-		fputc('}', out);
-	}
-	fputs(" : ", out);
-	ir_print_type(out, &op->type);
-	if (op->plan.nranks)
-		print_ranks(out, &op->plan);
-	fputc('\n', out);
+    fprintf(out, "  %%%s = %s", op->name, ir_op_info_of(op->opcode)->name);
+    for (int i = 0; i < op->ninputs; i++)
+        fprintf(out, "%s %%%s", i ? "," : "", g->ops[op->inputs[i]].name);
+    if (op->nattrs) {
+        fputs(" {", out);
+        for (int i = 0; i < op->nattrs; i++) {
+            if (i)
+                fputs(", ", out);
+            print_attr(out, g, &op->attrs[i]);
+        }
+        fputc('}', out);
+    }
+    fputs(" : ", out);
+    ir_print_type(out, &op->type);
+    if (op->plan.nranks)
+        print_ranks(out, &op->plan);
+    fputc('\n', out);
 }
 
 void ir_print_graph(FILE *out, const ir_module *m, const ir_graph *g)
 {
-	(void)m;
-	fprintf(out, "graph %s {\n", g->name);
-	for (int i = 0; i < g->nops; i++)
-		ir_print_op(out, g, &g->ops[i]);
-	fputs("}\n", out);
+    (void)m;
+    fprintf(out, "graph %s {\n", g->name);
+    for (int i = 0; i < g->nops; i++)
+        ir_print_op(out, g, &g->ops[i]);
+    fputs("}\n", out);
 }
 
 static void print_link(FILE *out, const char *name, const ir_link *l)
 {
-	fprintf(out, ", %s.bandwidth = ", name);
-	print_real(out, l->bandwidth);
-	fprintf(out, ", %s.latency = ", name);
-	print_real(out, l->latency);
+    fprintf(out, ", %s.bandwidth = ", name);
+    print_real(out, l->bandwidth);
+    fprintf(out, ", %s.latency = ", name);
+    print_real(out, l->latency);
 }
 
 static void print_string(FILE *out, const char *s)
 {
-	fputc('"', out);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fputc('\\', out);
-		fputc(*s, out);
-	}
-	fputc('"', out);
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', out);
+        fputc(*s, out);
+    }
+    fputc('"', out);
 }
 
 void ir_print_module(FILE *out, const ir_module *m)
 {
-	fputs("; burstc IR (the format is docs/ir.md)\n", out);
-	for (int i = 0; i < m->ngraphs; i++) {
-		fputc('\n', out);
-		ir_print_graph(out, m, m->graphs[i]);
-	}
-	if (m->ngpus || m->nclusters || m->njobs)
-		fputc('\n', out);
-	for (int i = 0; i < m->ngpus; i++) {
-		const ir_gpu *gp = &m->gpus[i];
-		fprintf(out, "gpu %s {", gp->name);
-		for (int d = 0; d < DT_COUNT; d++) {
-			fprintf(out, "%sflops.%s = ", d ? ", " : "", ir_dtype_name((ir_dtype)d));
-			print_real(out, gp->flops[d]);
-		}
-		fputs(", bandwidth = ", out);
-		print_real(out, gp->mem_bandwidth);
-		fputs(", memory = ", out);
-		print_real(out, gp->mem_bytes);
-		fputs(", launch = ", out);
-		print_real(out, gp->launch);
-		if (gp->efficiency > 0) {
-			fputs(", efficiency = ", out);
-			print_real(out, gp->efficiency);
-			fputs(", half_work = ", out);
-			print_real(out, gp->half_work);
-		}
-		fputs("}\n", out);
-	}
-	for (int i = 0; i < m->nclusters; i++) {
-		const ir_cluster *c = &m->clusters[i];
-		fprintf(out, "cluster %s {gpu = %s, nodes = %d, gpus_per_node = %d", c->name, m->gpus[c->gpu].name,
-			c->nodes, c->gpus_per_node);
-		print_link(out, "intra", &c->intra);
-		print_link(out, "inter", &c->inter);
-		fputs("}\n", out);
-	}
-	for (int i = 0; i < m->njobs; i++) {
-		const ir_job *j = &m->jobs[i];
-		fprintf(out, "job %s {model = %s, cluster = %s, batch = %lld, dtype = %s, optimizer = %s, lr = ", j->name,
-			m->graphs[j->graph]->name, m->clusters[j->cluster].name, (long long)j->batch,
-			ir_dtype_name(j->dtype), j->optimizer == OPT_ADAM ? "adam" : "sgd");
-		print_real(out, j->lr);
-		fputs(", momentum = ", out);
-		print_real(out, j->momentum);
-		fputs(", weight_decay = ", out);
-		print_real(out, j->weight_decay);
-		fputs(", amplification = ", out);
-		if (j->amplification == IR_AMP_AUTO)
-			fputs("auto", out);
-		else if (j->amplification == 0)
-			fputs("none", out);
-		else
-			print_real(out, j->amplification);
-		fprintf(out, ", iterations = %lld, data = ", (long long)j->iterations);
-		print_string(out, j->data ? j->data : "synthetic");
-		fputs(", background = [", out);
-		for (int b = 0; b < j->nbackground; b++)
-			fprintf(out, "%s%s @ %lld", b ? ", " : "", m->graphs[j->background[b].graph]->name,
-				(long long)j->background[b].batch);
-		fputs("]}\n", out);
-	}
+    fputs("; burstc IR (the format is docs/ir.md)\n", out);
+    for (int i = 0; i < m->ngraphs; i++) {
+        fputc('\n', out);
+        ir_print_graph(out, m, m->graphs[i]);
+    }
+    if (m->ngpus || m->nclusters || m->njobs)
+        fputc('\n', out);
+    for (int i = 0; i < m->ngpus; i++) {
+        const ir_gpu *gp = &m->gpus[i];
+        fprintf(out, "gpu %s {", gp->name);
+        for (int d = 0; d < DT_COUNT; d++) {
+            fprintf(out, "%sflops.%s = ", d ? ", " : "", ir_dtype_name((ir_dtype)d));
+            print_real(out, gp->flops[d]);
+        }
+        fputs(", bandwidth = ", out);
+        print_real(out, gp->mem_bandwidth);
+        fputs(", memory = ", out);
+        print_real(out, gp->mem_bytes);
+        fputs(", launch = ", out);
+        print_real(out, gp->launch);
+        if (gp->efficiency > 0) {
+            fputs(", efficiency = ", out);
+            print_real(out, gp->efficiency);
+            fputs(", half_work = ", out);
+            print_real(out, gp->half_work);
+        }
+        fputs("}\n", out);
+    }
+    for (int i = 0; i < m->nclusters; i++) {
+        const ir_cluster *c = &m->clusters[i];
+        fprintf(out, "cluster %s {gpu = %s, nodes = %d, gpus_per_node = %d", c->name,
+                m->gpus[c->gpu].name, c->nodes, c->gpus_per_node);
+        print_link(out, "intra", &c->intra);
+        print_link(out, "inter", &c->inter);
+        fputs("}\n", out);
+    }
+    for (int i = 0; i < m->njobs; i++) {
+        const ir_job *j = &m->jobs[i];
+        fprintf(out,
+                "job %s {model = %s, cluster = %s, batch = %lld, dtype = %s, optimizer = %s, lr = ",
+                j->name, m->graphs[j->graph]->name, m->clusters[j->cluster].name,
+                (long long)j->batch, ir_dtype_name(j->dtype),
+                j->optimizer == OPT_ADAM ? "adam" : "sgd");
+        print_real(out, j->lr);
+        fputs(", momentum = ", out);
+        print_real(out, j->momentum);
+        fputs(", weight_decay = ", out);
+        print_real(out, j->weight_decay);
+        fputs(", amplification = ", out);
+        if (j->amplification == IR_AMP_AUTO)
+            fputs("auto", out);
+        else if (j->amplification == 0)
+            fputs("none", out);
+        else
+            print_real(out, j->amplification);
+        fprintf(out, ", iterations = %lld, data = ", (long long)j->iterations);
+        print_string(out, j->data ? j->data : "synthetic");
+        fputs(", background = [", out);
+        for (int b = 0; b < j->nbackground; b++)
+            fprintf(out, "%s%s @ %lld", b ? ", " : "", m->graphs[j->background[b].graph]->name,
+                    (long long)j->background[b].batch);
+        fputs("]}\n", out);
+    }
 }
 
 char *ir_print_module_to_string(const ir_module *m, size_t *len)
 {
-	char *buf = NULL;
-	size_t n = 0;
-	FILE *f = open_memstream(&buf, &n);
-	if (!f)
-		ice("open_memstream failed");
-	ir_print_module(f, m);
-	fclose(f);
-	if (len)
-		*len = n;
-	return buf;
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f)
+        ice("open_memstream failed");
+    ir_print_module(f, m);
+    fclose(f);
+    if (len)
+        *len = n;
+    return buf;
 }

@@ -16,822 +16,851 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum tok_kind {
-	T_EOF, T_IDENT, T_VALUE, T_INT, T_REAL, T_STRING, T_PUNCT, T_BAD
-} tok_kind;
+typedef enum tok_kind { T_EOF, T_IDENT, T_VALUE, T_INT, T_REAL, T_STRING, T_PUNCT, T_BAD } tok_kind;
 
 typedef struct token {
-	tok_kind kind;
-	const char *start;
-	int len;
-	src_loc loc;
-	int64_t ival;
-	double rval;
-	char punct;
+    tok_kind kind;
+    const char *start;
+    int len;
+    src_loc loc;
+    int64_t ival;
+    double rval;
+    char punct;
 } token;
 
 typedef struct reader {
-	arena *a;
-	const src_file *f;
-	diag_ctx *d;
-	const char *p, *end;
-	int line, col;
-	token tok;
-	ir_module *m;
-	bool line_error;   /* an error was reported for the current statement */
-	src_loc last_error;   /* where the last error was: one message per place */
+    arena *a;
+    const src_file *f;
+    diag_ctx *d;
+    const char *p, *end;
+    int line, col;
+    token tok;
+    ir_module *m;
+    bool line_error;    /* an error was reported for the current statement */
+    src_loc last_error; /* where the last error was: one message per place */
 } reader;
 
-static bool is_ident_start(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-static bool is_ident_char(int c) { return is_ident_start(c) || (c >= '0' && c <= '9') || c == '.'; }
+static bool is_ident_start(int c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+static bool is_ident_char(int c)
+{
+    return is_ident_start(c) || (c >= '0' && c <= '9') || c == '.';
+}
 
 static void advance_char(reader *r)
 {
-	if (*r->p == '\n') {
-		r->line++;
-		r->col = 1;
-	} else {
-		r->col++;
-	}
-	r->p++;
+    if (*r->p == '\n') {
+        r->line++;
+        r->col = 1;
+    } else {
+        r->col++;
+    }
+    r->p++;
 }
 
 static void next(reader *r)
 {
-	for (;;) {
-		while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' || *r->p == '\r' || *r->p == '\n'))
-			advance_char(r);
-		if (r->p < r->end && *r->p == ';') {
-			while (r->p < r->end && *r->p != '\n')
-				advance_char(r);
-			continue;
-		}
-		break;
-	}
-	token *t = &r->tok;
-	memset(t, 0, sizeof *t);
-	t->loc = (src_loc){r->f, r->line, r->col};
-	t->start = r->p;
-	if (r->p >= r->end) {
-		t->kind = T_EOF;
-		return;
-	}
-	int c = (unsigned char)*r->p;
-	if (is_ident_start(c) || c == '%') {
-		t->kind = c == '%' ? T_VALUE : T_IDENT;
-		if (c == '%') {
-			advance_char(r);
-			t->start = r->p;
-		}
-		while (r->p < r->end && is_ident_char((unsigned char)*r->p))
-			advance_char(r);
-		t->len = (int)(r->p - t->start);
-		if (t->kind == T_VALUE && t->len == 0)
-			t->kind = T_BAD;
-		return;
-	}
-	if ((c >= '0' && c <= '9') || ((c == '-' || c == '+') && r->p + 1 < r->end && r->p[1] >= '0' && r->p[1] <= '9')) {
-		const char *s = r->p;
-		advance_char(r);
-		bool real = false;
-		while (r->p < r->end) {
-			int ch = (unsigned char)*r->p;
-			if (ch >= '0' && ch <= '9') {
-				advance_char(r);
-			} else if (ch == '.' && !(r->p + 1 < r->end && r->p[1] == '.')) {
-				real = true;
-				advance_char(r);
-			} else if ((ch == 'e' || ch == 'E')) {
-				real = true;
-				advance_char(r);
-				if (r->p < r->end && (*r->p == '-' || *r->p == '+'))
-					advance_char(r);
-			} else {
-				break;
-			}
-		}
-		t->len = (int)(r->p - s);
-		char buf[64];
-		if (t->len >= (int)sizeof buf) {
-			t->kind = T_BAD;
-			return;
-		}
-		memcpy(buf, s, (size_t)t->len);
-		buf[t->len] = 0;
-		char *endp;
-		errno = 0;
-		if (real) {
-			t->rval = strtod(buf, &endp);
-			t->kind = *endp || errno == ERANGE || !isfinite(t->rval) ? T_BAD : T_REAL;
-		} else {
-			t->ival = strtoll(buf, &endp, 10);
-			t->kind = *endp || errno == ERANGE ? T_BAD : T_INT;
-		}
-		return;
-	}
-	if (c == '"') {
-		advance_char(r);
-		t->start = r->p;
-		while (r->p < r->end && *r->p != '"' && *r->p != '\n') {
-			if (*r->p == '\\' && r->p + 1 < r->end)
-				advance_char(r);
-			advance_char(r);
-		}
-		t->len = (int)(r->p - t->start);
-		if (r->p < r->end && *r->p == '"') {
-			advance_char(r);
-			t->kind = T_STRING;
-		} else {
-			t->kind = T_BAD;
-		}
-		return;
-	}
-	if (r->p + 1 < r->end && c == '.' && r->p[1] == '.') {
-		advance_char(r);
-		advance_char(r);
-		t->kind = T_PUNCT;
-		t->punct = '.';   /* '.' stands for the range operator '..' */
-		t->len = 2;
-		return;
-	}
-	if (strchr("{}[](),=:@", c)) {
-		advance_char(r);
-		t->kind = T_PUNCT;
-		t->punct = (char)c;
-		t->len = 1;
-		return;
-	}
-	advance_char(r);
-	t->kind = T_BAD;
-	t->len = 1;
+    for (;;) {
+        while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' || *r->p == '\r' || *r->p == '\n'))
+            advance_char(r);
+        if (r->p < r->end && *r->p == ';') {
+            while (r->p < r->end && *r->p != '\n')
+                advance_char(r);
+            continue;
+        }
+        break;
+    }
+    token *t = &r->tok;
+    memset(t, 0, sizeof *t);
+    t->loc = (src_loc){r->f, r->line, r->col};
+    t->start = r->p;
+    if (r->p >= r->end) {
+        t->kind = T_EOF;
+        return;
+    }
+    int c = (unsigned char)*r->p;
+    if (is_ident_start(c) || c == '%') {
+        t->kind = c == '%' ? T_VALUE : T_IDENT;
+        if (c == '%') {
+            advance_char(r);
+            t->start = r->p;
+        }
+        while (r->p < r->end && is_ident_char((unsigned char)*r->p))
+            advance_char(r);
+        t->len = (int)(r->p - t->start);
+        if (t->kind == T_VALUE && t->len == 0)
+            t->kind = T_BAD;
+        return;
+    }
+    if ((c >= '0' && c <= '9') ||
+        ((c == '-' || c == '+') && r->p + 1 < r->end && r->p[1] >= '0' && r->p[1] <= '9')) {
+        const char *s = r->p;
+        advance_char(r);
+        bool real = false;
+        while (r->p < r->end) {
+            int ch = (unsigned char)*r->p;
+            if (ch >= '0' && ch <= '9') {
+                advance_char(r);
+            } else if (ch == '.' && !(r->p + 1 < r->end && r->p[1] == '.')) {
+                real = true;
+                advance_char(r);
+            } else if ((ch == 'e' || ch == 'E')) {
+                real = true;
+                advance_char(r);
+                if (r->p < r->end && (*r->p == '-' || *r->p == '+'))
+                    advance_char(r);
+            } else {
+                break;
+            }
+        }
+        t->len = (int)(r->p - s);
+        char buf[64];
+        if (t->len >= (int)sizeof buf) {
+            t->kind = T_BAD;
+            return;
+        }
+        memcpy(buf, s, (size_t)t->len);
+        buf[t->len] = 0;
+        char *endp;
+        errno = 0;
+        if (real) {
+            t->rval = strtod(buf, &endp);
+            t->kind = *endp || errno == ERANGE || !isfinite(t->rval) ? T_BAD : T_REAL;
+        } else {
+            t->ival = strtoll(buf, &endp, 10);
+            t->kind = *endp || errno == ERANGE ? T_BAD : T_INT;
+        }
+        return;
+    }
+    if (c == '"') {
+        advance_char(r);
+        t->start = r->p;
+        while (r->p < r->end && *r->p != '"' && *r->p != '\n') {
+            if (*r->p == '\\' && r->p + 1 < r->end)
+                advance_char(r);
+            advance_char(r);
+        }
+        t->len = (int)(r->p - t->start);
+        if (r->p < r->end && *r->p == '"') {
+            advance_char(r);
+            t->kind = T_STRING;
+        } else {
+            t->kind = T_BAD;
+        }
+        return;
+    }
+    if (r->p + 1 < r->end && c == '.' && r->p[1] == '.') {
+        advance_char(r);
+        advance_char(r);
+        t->kind = T_PUNCT;
+        t->punct = '.'; /* '.' stands for the range operator '..' */
+        t->len = 2;
+        return;
+    }
+    if (strchr("{}[](),=:@", c)) {
+        advance_char(r);
+        t->kind = T_PUNCT;
+        t->punct = (char)c;
+        t->len = 1;
+        return;
+    }
+    advance_char(r);
+    t->kind = T_BAD;
+    t->len = 1;
 }
 
 #define RANGE_OP '.'
 
 static const char *describe(const token *t, char *buf, size_t n)
 {
-	switch (t->kind) {
-	case T_EOF: return "end of file";
-	case T_BAD:
-		if (t->len == 1 && ((unsigned char)*t->start < 32 || (unsigned char)*t->start >= 127))
-			snprintf(buf, n, "byte 0x%02x", (unsigned char)*t->start);
-		else
-			snprintf(buf, n, "'%.*s'", t->len > 40 ? 40 : t->len, t->start);
-		return buf;
-	case T_VALUE: snprintf(buf, n, "'%%%.*s'", t->len > 40 ? 40 : t->len, t->start); return buf;
-	case T_PUNCT:
-		if (t->punct == RANGE_OP)
-			return "'..'";
-		snprintf(buf, n, "'%c'", t->punct);
-		return buf;
-	default: snprintf(buf, n, "'%.*s'", t->len > 40 ? 40 : t->len, t->start); return buf;
-	}
+    switch (t->kind) {
+    case T_EOF: return "end of file";
+    case T_BAD:
+        if (t->len == 1 && ((unsigned char)*t->start < 32 || (unsigned char)*t->start >= 127))
+            snprintf(buf, n, "byte 0x%02x", (unsigned char)*t->start);
+        else
+            snprintf(buf, n, "'%.*s'", t->len > 40 ? 40 : t->len, t->start);
+        return buf;
+    case T_VALUE: snprintf(buf, n, "'%%%.*s'", t->len > 40 ? 40 : t->len, t->start); return buf;
+    case T_PUNCT:
+        if (t->punct == RANGE_OP)
+            return "'..'";
+        snprintf(buf, n, "'%c'", t->punct);
+        return buf;
+    default: snprintf(buf, n, "'%.*s'", t->len > 40 ? 40 : t->len, t->start); return buf;
+    }
 }
 
-static void err_at(reader *r, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void err_at(reader *r, src_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void err_at(reader *r, src_loc loc, const char *fmt, ...)
 {
-	if (r->line_error || (loc.line == r->last_error.line && loc.col == r->last_error.col))
-		return;   /* one error per statement and per place: the rest would be noise */
-	r->line_error = true;
-	r->last_error = loc;
-	va_list ap;
-	va_start(ap, fmt);
-	diag_verror(r->d, loc, fmt, ap);
-	va_end(ap);
+    if (r->line_error || (loc.line == r->last_error.line && loc.col == r->last_error.col))
+        return; /* one error per statement and per place: the rest would be noise */
+    r->line_error = true;
+    r->last_error = loc;
+    va_list ap;
+    va_start(ap, fmt);
+    diag_verror(r->d, loc, fmt, ap);
+    va_end(ap);
 }
 
 static void expected(reader *r, const char *what)
 {
-	char buf[64];
-	if (r->tok.kind == T_BAD && r->tok.start < r->end && (*r->tok.start == '-' || (*r->tok.start >= '0' && *r->tok.start <= '9')))
-		err_at(r, r->tok.loc, "number out of range or malformed: %s", describe(&r->tok, buf, sizeof buf));
-	else
-		err_at(r, r->tok.loc, "expected %s, got %s", what, describe(&r->tok, buf, sizeof buf));
+    char buf[64];
+    if (r->tok.kind == T_BAD && r->tok.start < r->end &&
+        (*r->tok.start == '-' || (*r->tok.start >= '0' && *r->tok.start <= '9')))
+        err_at(r, r->tok.loc, "number out of range or malformed: %s",
+               describe(&r->tok, buf, sizeof buf));
+    else
+        err_at(r, r->tok.loc, "expected %s, got %s", what, describe(&r->tok, buf, sizeof buf));
 }
 
-static bool is_punct(reader *r, char c) { return r->tok.kind == T_PUNCT && r->tok.punct == c; }
+static bool is_punct(reader *r, char c)
+{
+    return r->tok.kind == T_PUNCT && r->tok.punct == c;
+}
 
 static bool eat(reader *r, char c)
 {
-	if (is_punct(r, c)) {
-		next(r);
-		return true;
-	}
-	return false;
+    if (is_punct(r, c)) {
+        next(r);
+        return true;
+    }
+    return false;
 }
 
 static bool expect(reader *r, char c)
 {
-	if (eat(r, c))
-		return true;
-	char what[8];
-	snprintf(what, sizeof what, "'%c'", c);
-	expected(r, what);
-	return false;
+    if (eat(r, c))
+        return true;
+    char what[8];
+    snprintf(what, sizeof what, "'%c'", c);
+    expected(r, what);
+    return false;
 }
 
 static bool is_word(reader *r, const char *w)
 {
-	return r->tok.kind == T_IDENT && (int)strlen(w) == r->tok.len && memcmp(r->tok.start, w, (size_t)r->tok.len) == 0;
+    return r->tok.kind == T_IDENT && (int)strlen(w) == r->tok.len &&
+           memcmp(r->tok.start, w, (size_t)r->tok.len) == 0;
 }
 
-static char *tok_str(reader *r) { return arena_strndup(r->a, r->tok.start, (size_t)r->tok.len); }
+static char *tok_str(reader *r)
+{
+    return arena_strndup(r->a, r->tok.start, (size_t)r->tok.len);
+}
 
 /* Skips the rest of a malformed statement: to the next line for ops, past the
  * closing brace for one-line records. */
 static void skip_line(reader *r, int line)
 {
-	while (r->tok.kind != T_EOF && r->tok.loc.line == line && !is_punct(r, '}'))
-		next(r);
+    while (r->tok.kind != T_EOF && r->tok.loc.line == line && !is_punct(r, '}'))
+        next(r);
 }
 
 /* type := ELEM '[' dim (',' dim)* ']'    dim := 'N' | INT */
 static bool parse_type(reader *r, ir_type *t)
 {
-	memset(t, 0, sizeof *t);
-	if (is_word(r, "f32"))
-		t->elem = EL_F32;
-	else if (is_word(r, "i32"))
-		t->elem = EL_I32;
-	else {
-		expected(r, "a type (f32[...] or i32[...])");
-		return false;
-	}
-	next(r);
-	if (!expect(r, '['))
-		return false;
-	do {
-		if (t->rank == IR_MAX_RANK) {
-			err_at(r, r->tok.loc, "too many dimensions (at most %d)", IR_MAX_RANK);
-			return false;
-		}
-		if (t->rank == 0) {
-			if (!is_word(r, "N")) {
-				expected(r, "'N' (the batch dimension comes first)");
-				return false;
-			}
-			t->dim[t->rank++] = IR_BATCH;
-		} else {
-			if (r->tok.kind != T_INT || r->tok.ival <= 0 || r->tok.ival > ((int64_t)1 << 40)) {
-				expected(r, "a positive dimension");
-				return false;
-			}
-			t->dim[t->rank++] = r->tok.ival;
-		}
-		next(r);
-	} while (eat(r, ','));
-	return expect(r, ']');
+    memset(t, 0, sizeof *t);
+    if (is_word(r, "f32"))
+        t->elem = EL_F32;
+    else if (is_word(r, "i32"))
+        t->elem = EL_I32;
+    else {
+        expected(r, "a type (f32[...] or i32[...])");
+        return false;
+    }
+    next(r);
+    if (!expect(r, '['))
+        return false;
+    do {
+        if (t->rank == IR_MAX_RANK) {
+            err_at(r, r->tok.loc, "too many dimensions (at most %d)", IR_MAX_RANK);
+            return false;
+        }
+        if (t->rank == 0) {
+            if (!is_word(r, "N")) {
+                expected(r, "'N' (the batch dimension comes first)");
+                return false;
+            }
+            t->dim[t->rank++] = IR_BATCH;
+        } else {
+            if (r->tok.kind != T_INT || r->tok.ival <= 0 || r->tok.ival > ((int64_t)1 << 40)) {
+                expected(r, "a positive dimension");
+                return false;
+            }
+            t->dim[t->rank++] = r->tok.ival;
+        }
+        next(r);
+    } while (eat(r, ','));
+    return expect(r, ']');
 }
 
 static int find_value(reader *r, ir_graph *g)
 {
-	char *name = tok_str(r);
-	int id = ir_op_find(g, name);
-	if (id < 0)
-		err_at(r, r->tok.loc, "undefined value '%%%s'", name);
-	return id;
+    char *name = tok_str(r);
+    int id = ir_op_find(g, name);
+    if (id < 0)
+        err_at(r, r->tok.loc, "undefined value '%%%s'", name);
+    return id;
 }
 
 /* attr := IDENT '=' (INT | REAL | '[' INT (',' INT)* ']' | '%'NAME | 'none') */
 static bool parse_attr(reader *r, ir_graph *g, ir_attr *a)
 {
-	memset(a, 0, sizeof *a);
-	if (r->tok.kind != T_IDENT) {
-		expected(r, "an attribute name");
-		return false;
-	}
-	a->key = tok_str(r);
-	next(r);
-	if (!expect(r, '='))
-		return false;
-	if (r->tok.kind == T_INT) {
-		a->kind = AK_INT;
-		a->u.i = r->tok.ival;
-	} else if (r->tok.kind == T_REAL) {
-		a->kind = AK_REAL;
-		a->u.real = r->tok.rval;
-	} else if (r->tok.kind == T_VALUE) {
-		a->kind = AK_REF;
-		a->u.ref = find_value(r, g);
-		if (a->u.ref < 0)
-			return false;
-	} else if (is_word(r, "none")) {
-		a->kind = AK_REF;
-		a->u.ref = -1;
-	} else if (eat(r, '[')) {
-		a->kind = AK_LIST;
-		int cap = 0;
-		do {
-			if (r->tok.kind != T_INT) {
-				expected(r, "an integer");
-				return false;
-			}
-			arena_grow(r->a, (void **)&a->u.list.v, &cap, a->u.list.n + 1, sizeof(int64_t));
-			a->u.list.v[a->u.list.n++] = r->tok.ival;
-			next(r);
-		} while (eat(r, ','));
-		return expect(r, ']');
-	} else {
-		expected(r, "an attribute value");
-		return false;
-	}
-	next(r);
-	return true;
+    memset(a, 0, sizeof *a);
+    if (r->tok.kind != T_IDENT) {
+        expected(r, "an attribute name");
+        return false;
+    }
+    a->key = tok_str(r);
+    next(r);
+    if (!expect(r, '='))
+        return false;
+    if (r->tok.kind == T_INT) {
+        a->kind = AK_INT;
+        a->u.i = r->tok.ival;
+    } else if (r->tok.kind == T_REAL) {
+        a->kind = AK_REAL;
+        a->u.real = r->tok.rval;
+    } else if (r->tok.kind == T_VALUE) {
+        a->kind = AK_REF;
+        a->u.ref = find_value(r, g);
+        if (a->u.ref < 0)
+            return false;
+    } else if (is_word(r, "none")) {
+        a->kind = AK_REF;
+        a->u.ref = -1;
+    } else if (eat(r, '[')) {
+        a->kind = AK_LIST;
+        int cap = 0;
+        do {
+            if (r->tok.kind != T_INT) {
+                expected(r, "an integer");
+                return false;
+            }
+            arena_grow(r->a, (void **)&a->u.list.v, &cap, a->u.list.n + 1, sizeof(int64_t));
+            a->u.list.v[a->u.list.n++] = r->tok.ival;
+            next(r);
+        } while (eat(r, ','));
+        return expect(r, ']');
+    } else {
+        expected(r, "an attribute value");
+        return false;
+    }
+    next(r);
+    return true;
 }
 
 /* ranks := '@' '[' range (',' range)* ']'    range := INT ['..' INT] */
 static bool parse_ranks(reader *r, ir_plan *p)
 {
-	int cap = 0;
-	if (!expect(r, '['))
-		return false;
-	do {
-		if (r->tok.kind != T_INT || r->tok.ival < 0 || r->tok.ival > (1 << 24)) {
-			expected(r, "a rank");
-			return false;
-		}
-		int64_t lo = r->tok.ival, hi = lo;
-		src_loc at = r->tok.loc;
-		next(r);
-		if (eat(r, RANGE_OP)) {
-			if (r->tok.kind != T_INT || r->tok.ival < lo || r->tok.ival > (1 << 24)) {
-				expected(r, "the last rank of the range");
-				return false;
-			}
-			hi = r->tok.ival;
-			next(r);
-		}
-		if (p->nranks && lo <= p->ranks[p->nranks - 1]) {
-			err_at(r, at, "ranks must be listed in ascending order without repeats");
-			return false;
-		}
-		for (int64_t k = lo; k <= hi; k++) {
-			arena_grow(r->a, (void **)&p->ranks, &cap, p->nranks + 1, sizeof(int));
-			p->ranks[p->nranks++] = (int)k;
-		}
-	} while (eat(r, ','));
-	return expect(r, ']');
+    int cap = 0;
+    if (!expect(r, '['))
+        return false;
+    do {
+        if (r->tok.kind != T_INT || r->tok.ival < 0 || r->tok.ival > (1 << 24)) {
+            expected(r, "a rank");
+            return false;
+        }
+        int64_t lo = r->tok.ival, hi = lo;
+        src_loc at = r->tok.loc;
+        next(r);
+        if (eat(r, RANGE_OP)) {
+            if (r->tok.kind != T_INT || r->tok.ival < lo || r->tok.ival > (1 << 24)) {
+                expected(r, "the last rank of the range");
+                return false;
+            }
+            hi = r->tok.ival;
+            next(r);
+        }
+        if (p->nranks && lo <= p->ranks[p->nranks - 1]) {
+            err_at(r, at, "ranks must be listed in ascending order without repeats");
+            return false;
+        }
+        for (int64_t k = lo; k <= hi; k++) {
+            arena_grow(r->a, (void **)&p->ranks, &cap, p->nranks + 1, sizeof(int));
+            p->ranks[p->nranks++] = (int)k;
+        }
+    } while (eat(r, ','));
+    return expect(r, ']');
 }
 
 /* op := '%'NAME '=' OPNAME [operands] ['{' attrs '}'] ':' type ['@' ranks] */
 static void parse_op(reader *r, ir_graph *g)
 {
-	int line = r->tok.loc.line;
-	src_loc loc = r->tok.loc;
-	r->line_error = false;
-	if (r->tok.kind != T_VALUE) {
-		expected(r, "an op ('%name = ...') or '}'");
-		skip_line(r, line);
-		if (r->tok.loc.line == line && !is_punct(r, '}'))
-			next(r);
-		return;
-	}
-	char *name = tok_str(r);
-	next(r);
-	if (!expect(r, '=')) {
-		skip_line(r, line);
-		return;
-	}
-	src_loc oploc = r->tok.loc;
-	if (r->tok.kind != T_IDENT) {
-		expected(r, "an op name");
-		skip_line(r, line);
-		return;
-	}
-	char *opname = tok_str(r);
-	ir_opcode opc = ir_op_lookup(opname);
-	if (opc == OP_COUNT) {
-		err_at(r, oploc, "unknown op '%s'", opname);
-		skip_line(r, line);
-		return;
-	}
-	next(r);
-	int inputs[64], nin = 0;
-	if (r->tok.kind == T_VALUE) {
-		do {
-			if (r->tok.kind != T_VALUE) {
-				expected(r, "an operand ('%name')");
-				skip_line(r, line);
-				return;
-			}
-			if (nin == 64) {
-				err_at(r, r->tok.loc, "too many operands (at most 64)");
-				skip_line(r, line);
-				return;
-			}
-			int id = find_value(r, g);
-			if (id < 0) {
-				skip_line(r, line);
-				return;
-			}
-			inputs[nin++] = id;
-			next(r);
-		} while (eat(r, ','));
-	}
-	ir_attr attrs[16];
-	int nattrs = 0;
-	if (eat(r, '{')) {
-		if (!is_punct(r, '}')) {
-			do {
-				if (nattrs == 16) {
-					err_at(r, r->tok.loc, "too many attributes");
-					skip_line(r, line);
-					return;
-				}
-				if (!parse_attr(r, g, &attrs[nattrs++])) {
-					skip_line(r, line);
-					return;
-				}
-			} while (eat(r, ','));
-		}
-		if (!expect(r, '}')) {
-			skip_line(r, line);
-			return;
-		}
-	}
-	ir_type declared;
-	if (!expect(r, ':') || !parse_type(r, &declared)) {
-		skip_line(r, line);
-		return;
-	}
-	ir_plan plan = {0};
-	if (eat(r, '@') && !parse_ranks(r, &plan)) {
-		skip_line(r, line);
-		return;
-	}
-	if (r->tok.loc.line == line && r->tok.kind != T_EOF && !is_punct(r, '}')) {
-		expected(r, "the end of the line");
-		skip_line(r, line);
-		return;
-	}
-	if (ir_op_find(g, name) >= 0) {
-		err_at(r, loc, "redefinition of '%%%s'", name);
-		return;
-	}
-	int id = ir_op_add(r->m, g, opc, name, inputs, nin, attrs, nattrs, loc);
-	ir_op *op = &g->ops[id];
-	op->plan = plan;
-	if (opc == OP_INPUT)
-		op->type = declared;
-	int before = r->d->nerrors;
-	if (!ir_op_check(r->m, g, id, r->d)) {
-		if (r->d->nerrors == before)
-			err_at(r, loc, "invalid op '%%%s'", name);
-		r->line_error = true;
-		op->type = declared;   /* keep going with what the text says */
-		return;
-	}
-	if (!ir_type_equal(&declared, &op->type)) {
-		char a[128], b[128];
-		ir_type_to_str(&declared, a, sizeof a);
-		ir_type_to_str(&op->type, b, sizeof b);
-		err_at(r, loc, "type mismatch: '%%%s' is declared %s, but %s gives %s", name, a, opname, b);
-	}
+    int line = r->tok.loc.line;
+    src_loc loc = r->tok.loc;
+    r->line_error = false;
+    if (r->tok.kind != T_VALUE) {
+        expected(r, "an op ('%name = ...') or '}'");
+        skip_line(r, line);
+        if (r->tok.loc.line == line && !is_punct(r, '}'))
+            next(r);
+        return;
+    }
+    char *name = tok_str(r);
+    next(r);
+    if (!expect(r, '=')) {
+        skip_line(r, line);
+        return;
+    }
+    src_loc oploc = r->tok.loc;
+    if (r->tok.kind != T_IDENT) {
+        expected(r, "an op name");
+        skip_line(r, line);
+        return;
+    }
+    char *opname = tok_str(r);
+    ir_opcode opc = ir_op_lookup(opname);
+    if (opc == OP_COUNT) {
+        err_at(r, oploc, "unknown op '%s'", opname);
+        skip_line(r, line);
+        return;
+    }
+    next(r);
+    int inputs[64], nin = 0;
+    if (r->tok.kind == T_VALUE) {
+        do {
+            if (r->tok.kind != T_VALUE) {
+                expected(r, "an operand ('%name')");
+                skip_line(r, line);
+                return;
+            }
+            if (nin == 64) {
+                err_at(r, r->tok.loc, "too many operands (at most 64)");
+                skip_line(r, line);
+                return;
+            }
+            int id = find_value(r, g);
+            if (id < 0) {
+                skip_line(r, line);
+                return;
+            }
+            inputs[nin++] = id;
+            next(r);
+        } while (eat(r, ','));
+    }
+    ir_attr attrs[16];
+    int nattrs = 0;
+    if (eat(r, '{')) {
+        if (!is_punct(r, '}')) {
+            do {
+                if (nattrs == 16) {
+                    err_at(r, r->tok.loc, "too many attributes");
+                    skip_line(r, line);
+                    return;
+                }
+                if (!parse_attr(r, g, &attrs[nattrs++])) {
+                    skip_line(r, line);
+                    return;
+                }
+            } while (eat(r, ','));
+        }
+        if (!expect(r, '}')) {
+            skip_line(r, line);
+            return;
+        }
+    }
+    ir_type declared;
+    if (!expect(r, ':') || !parse_type(r, &declared)) {
+        skip_line(r, line);
+        return;
+    }
+    ir_plan plan = {0};
+    if (eat(r, '@') && !parse_ranks(r, &plan)) {
+        skip_line(r, line);
+        return;
+    }
+    if (r->tok.loc.line == line && r->tok.kind != T_EOF && !is_punct(r, '}')) {
+        expected(r, "the end of the line");
+        skip_line(r, line);
+        return;
+    }
+    if (ir_op_find(g, name) >= 0) {
+        err_at(r, loc, "redefinition of '%%%s'", name);
+        return;
+    }
+    int id = ir_op_add(r->m, g, opc, name, inputs, nin, attrs, nattrs, loc);
+    ir_op *op = &g->ops[id];
+    op->plan = plan;
+    if (opc == OP_INPUT)
+        op->type = declared;
+    int before = r->d->nerrors;
+    if (!ir_op_check(r->m, g, id, r->d)) {
+        if (r->d->nerrors == before)
+            err_at(r, loc, "invalid op '%%%s'", name);
+        r->line_error = true;
+        op->type = declared; /* keep going with what the text says */
+        return;
+    }
+    if (!ir_type_equal(&declared, &op->type)) {
+        char a[128], b[128];
+        ir_type_to_str(&declared, a, sizeof a);
+        ir_type_to_str(&op->type, b, sizeof b);
+        err_at(r, loc, "type mismatch: '%%%s' is declared %s, but %s gives %s", name, a, opname, b);
+    }
 }
 
 static void parse_graph(reader *r)
 {
-	src_loc loc = r->tok.loc;
-	next(r);
-	if (r->tok.kind != T_IDENT) {
-		expected(r, "a graph name");
-		return;
-	}
-	char *name = tok_str(r);
-	if (ir_graph_find(r->m, name) >= 0)
-		err_at(r, r->tok.loc, "redefinition of graph '%s'", name);
-	ir_graph *g = ir_graph_add(r->m, name, loc);
-	next(r);
-	if (!expect(r, '{'))
-		return;
-	while (r->tok.kind != T_EOF && !is_punct(r, '}'))
-		parse_op(r, g);
-	r->line_error = false;
-	if (r->tok.kind == T_EOF)
-		err_at(r, r->tok.loc, "unexpected end of file: graph '%s' is not closed with '}'", name);
-	else
-		next(r);
+    src_loc loc = r->tok.loc;
+    next(r);
+    if (r->tok.kind != T_IDENT) {
+        expected(r, "a graph name");
+        return;
+    }
+    char *name = tok_str(r);
+    if (ir_graph_find(r->m, name) >= 0)
+        err_at(r, r->tok.loc, "redefinition of graph '%s'", name);
+    ir_graph *g = ir_graph_add(r->m, name, loc);
+    next(r);
+    if (!expect(r, '{'))
+        return;
+    while (r->tok.kind != T_EOF && !is_punct(r, '}'))
+        parse_op(r, g);
+    r->line_error = false;
+    if (r->tok.kind == T_EOF)
+        err_at(r, r->tok.loc, "unexpected end of file: graph '%s' is not closed with '}'", name);
+    else
+        next(r);
 }
 
 /* A field of a gpu, cluster or job record: NAME '=' value. */
 typedef struct field {
-	char *key;
-	src_loc loc;
-	token val;
-	char *str;              /* identifier or string value */
-	int nbg;                /* background list */
-	char *bg_name[16];
-	int64_t bg_batch[16];
-	src_loc bg_loc[16];
+    char *key;
+    src_loc loc;
+    token val;
+    char *str; /* identifier or string value */
+    int nbg;   /* background list */
+    char *bg_name[16];
+    int64_t bg_batch[16];
+    src_loc bg_loc[16];
 } field;
 
 static bool parse_field(reader *r, field *f)
 {
-	memset(f, 0, sizeof *f);
-	if (r->tok.kind != T_IDENT) {
-		expected(r, "a field name");
-		return false;
-	}
-	f->key = tok_str(r);
-	f->loc = r->tok.loc;
-	next(r);
-	if (!expect(r, '='))
-		return false;
-	f->val = r->tok;
-	if (r->tok.kind == T_IDENT || r->tok.kind == T_STRING) {
-		f->str = tok_str(r);
-	} else if (eat(r, '[')) {
-		f->val.kind = T_PUNCT;
-		while (r->tok.kind == T_IDENT && f->nbg < 16) {
-			f->bg_loc[f->nbg] = r->tok.loc;
-			f->bg_name[f->nbg] = tok_str(r);
-			next(r);
-			if (!expect(r, '@'))
-				return false;
-			if (r->tok.kind != T_INT || r->tok.ival <= 0) {
-				expected(r, "a positive batch size");
-				return false;
-			}
-			f->bg_batch[f->nbg++] = r->tok.ival;
-			next(r);
-			if (!eat(r, ','))
-				break;
-		}
-		return expect(r, ']');
-	} else if (r->tok.kind != T_INT && r->tok.kind != T_REAL) {
-		expected(r, "a value");
-		return false;
-	}
-	next(r);
-	return true;
+    memset(f, 0, sizeof *f);
+    if (r->tok.kind != T_IDENT) {
+        expected(r, "a field name");
+        return false;
+    }
+    f->key = tok_str(r);
+    f->loc = r->tok.loc;
+    next(r);
+    if (!expect(r, '='))
+        return false;
+    f->val = r->tok;
+    if (r->tok.kind == T_IDENT || r->tok.kind == T_STRING) {
+        f->str = tok_str(r);
+    } else if (eat(r, '[')) {
+        f->val.kind = T_PUNCT;
+        while (r->tok.kind == T_IDENT && f->nbg < 16) {
+            f->bg_loc[f->nbg] = r->tok.loc;
+            f->bg_name[f->nbg] = tok_str(r);
+            next(r);
+            if (!expect(r, '@'))
+                return false;
+            if (r->tok.kind != T_INT || r->tok.ival <= 0) {
+                expected(r, "a positive batch size");
+                return false;
+            }
+            f->bg_batch[f->nbg++] = r->tok.ival;
+            next(r);
+            if (!eat(r, ','))
+                break;
+        }
+        return expect(r, ']');
+    } else if (r->tok.kind != T_INT && r->tok.kind != T_REAL) {
+        expected(r, "a value");
+        return false;
+    }
+    next(r);
+    return true;
 }
 
 static bool num(reader *r, const field *f, double *out, bool positive)
 {
-	if (f->val.kind != T_INT && f->val.kind != T_REAL) {
-		err_at(r, f->val.loc, "'%s' must be a number", f->key);
-		return false;
-	}
-	*out = f->val.kind == T_INT ? (double)f->val.ival : f->val.rval;
-	if (*out < 0 || (positive && *out == 0)) {
-		err_at(r, f->val.loc, "'%s' must be %s", f->key, positive ? "positive" : "non-negative");
-		return false;
-	}
-	return true;
+    if (f->val.kind != T_INT && f->val.kind != T_REAL) {
+        err_at(r, f->val.loc, "'%s' must be a number", f->key);
+        return false;
+    }
+    *out = f->val.kind == T_INT ? (double)f->val.ival : f->val.rval;
+    if (*out < 0 || (positive && *out == 0)) {
+        err_at(r, f->val.loc, "'%s' must be %s", f->key, positive ? "positive" : "non-negative");
+        return false;
+    }
+    return true;
 }
 
 static bool integer(reader *r, const field *f, int64_t *out, int64_t max)
 {
-	if (f->val.kind != T_INT || f->val.ival <= 0 || f->val.ival > max) {
-		err_at(r, f->val.loc, "'%s' must be an integer from 1 to %lld", f->key, (long long)max);
-		return false;
-	}
-	*out = f->val.ival;
-	return true;
+    if (f->val.kind != T_INT || f->val.ival <= 0 || f->val.ival > max) {
+        err_at(r, f->val.loc, "'%s' must be an integer from 1 to %lld", f->key, (long long)max);
+        return false;
+    }
+    *out = f->val.ival;
+    return true;
 }
 
 /* Parses '{' field (',' field)* '}' and hands each field to apply(). */
 static void parse_record(reader *r, const char *what, void *obj,
-			 bool (*apply)(reader *, void *, const field *), uint64_t *seen_mask,
-			 const char *const *keys)
+                         bool (*apply)(reader *, void *, const field *), uint64_t *seen_mask,
+                         const char *const *keys)
 {
-	if (!expect(r, '{'))
-		return;
-	if (!is_punct(r, '}')) {
-		do {
-			field f;
-			if (!parse_field(r, &f))
-				goto skip;
-			int k = 0;
-			while (keys[k] && strcmp(keys[k], f.key) != 0)
-				k++;
-			if (!keys[k]) {
-				err_at(r, f.loc, "unknown field '%s' in %s", f.key, what);
-				continue;
-			}
-			if (*seen_mask & (1ull << k))
-				err_at(r, f.loc, "field '%s' given twice", f.key);
-			*seen_mask |= 1ull << k;
-			apply(r, obj, &f);
-		} while (eat(r, ','));
-	}
-	if (expect(r, '}'))
-		return;
+    if (!expect(r, '{'))
+        return;
+    if (!is_punct(r, '}')) {
+        do {
+            field f;
+            if (!parse_field(r, &f))
+                goto skip;
+            int k = 0;
+            while (keys[k] && strcmp(keys[k], f.key) != 0)
+                k++;
+            if (!keys[k]) {
+                err_at(r, f.loc, "unknown field '%s' in %s", f.key, what);
+                continue;
+            }
+            if (*seen_mask & (1ull << k))
+                err_at(r, f.loc, "field '%s' given twice", f.key);
+            *seen_mask |= 1ull << k;
+            apply(r, obj, &f);
+        } while (eat(r, ','));
+    }
+    if (expect(r, '}'))
+        return;
 skip:
-	while (r->tok.kind != T_EOF && !is_punct(r, '}'))
-		next(r);
-	eat(r, '}');
+    while (r->tok.kind != T_EOF && !is_punct(r, '}'))
+        next(r);
+    eat(r, '}');
 }
 
 static const char *const gpu_keys[] = {"flops.f32", "flops.tf32", "flops.f16", "flops.bf16",
-				       "bandwidth", "memory", "launch", "efficiency", "half_work", NULL};
+                                       "bandwidth", "memory",     "launch",    "efficiency",
+                                       "half_work", NULL};
 
 static bool apply_gpu(reader *r, void *obj, const field *f)
 {
-	ir_gpu *g = obj;
-	double v;
-	if (strncmp(f->key, "flops.", 6) == 0) {
-		ir_dtype dt;
-		if (!ir_dtype_lookup(f->key + 6, &dt) || !num(r, f, &v, false))
-			return false;
-		g->flops[dt] = v;
-		return true;
-	}
-	bool launch = strcmp(f->key, "launch") == 0, half = strcmp(f->key, "half_work") == 0;
-	if (!num(r, f, &v, !launch && !half))
-		return false;
-	if (strcmp(f->key, "efficiency") == 0) {
-		if (v > 1) {
-			err_at(r, f->val.loc, "'efficiency' is a fraction of the peak, at most 1");
-			return false;
-		}
-		g->efficiency = v;
-	} else if (half)
-		g->half_work = v;
-	else if (strcmp(f->key, "bandwidth") == 0)
-		g->mem_bandwidth = v;
-	else if (strcmp(f->key, "memory") == 0)
-		g->mem_bytes = v;
-	else
-		g->launch = v;
-	return true;
+    ir_gpu *g = obj;
+    double v;
+    if (strncmp(f->key, "flops.", 6) == 0) {
+        ir_dtype dt;
+        if (!ir_dtype_lookup(f->key + 6, &dt) || !num(r, f, &v, false))
+            return false;
+        g->flops[dt] = v;
+        return true;
+    }
+    bool launch = strcmp(f->key, "launch") == 0, half = strcmp(f->key, "half_work") == 0;
+    if (!num(r, f, &v, !launch && !half))
+        return false;
+    if (strcmp(f->key, "efficiency") == 0) {
+        if (v > 1) {
+            err_at(r, f->val.loc, "'efficiency' is a fraction of the peak, at most 1");
+            return false;
+        }
+        g->efficiency = v;
+    } else if (half)
+        g->half_work = v;
+    else if (strcmp(f->key, "bandwidth") == 0)
+        g->mem_bandwidth = v;
+    else if (strcmp(f->key, "memory") == 0)
+        g->mem_bytes = v;
+    else
+        g->launch = v;
+    return true;
 }
 
-static const char *const cluster_keys[] = {"gpu", "nodes", "gpus_per_node", "intra.bandwidth", "intra.latency",
-					   "inter.bandwidth", "inter.latency", NULL};
+static const char *const cluster_keys[] = {
+    "gpu",           "nodes",           "gpus_per_node", "intra.bandwidth",
+    "intra.latency", "inter.bandwidth", "inter.latency", NULL};
 
 static bool apply_cluster(reader *r, void *obj, const field *f)
 {
-	ir_cluster *c = obj;
-	double v;
-	int64_t n;
-	if (strcmp(f->key, "gpu") == 0) {
-		c->gpu = f->str ? ir_gpu_find(r->m, f->str) : -1;
-		if (c->gpu < 0)
-			err_at(r, f->val.loc, "unknown gpu '%.*s'", f->val.len, f->val.start);
-		return c->gpu >= 0;
-	}
-	if (strcmp(f->key, "nodes") == 0 || strcmp(f->key, "gpus_per_node") == 0) {
-		if (!integer(r, f, &n, 1 << 20))
-			return false;
-		*(f->key[0] == 'n' ? &c->nodes : &c->gpus_per_node) = (int)n;
-		return true;
-	}
-	/* A one-node cluster has no network: inter.bandwidth = 0 says so. */
-	bool lat = strstr(f->key, "latency") != NULL, intra = strncmp(f->key, "intra", 5) == 0;
-	if (!num(r, f, &v, !lat && intra))
-		return false;
-	ir_link *l = intra ? &c->intra : &c->inter;
-	*(lat ? &l->latency : &l->bandwidth) = v;
-	return true;
+    ir_cluster *c = obj;
+    double v;
+    int64_t n;
+    if (strcmp(f->key, "gpu") == 0) {
+        c->gpu = f->str ? ir_gpu_find(r->m, f->str) : -1;
+        if (c->gpu < 0)
+            err_at(r, f->val.loc, "unknown gpu '%.*s'", f->val.len, f->val.start);
+        return c->gpu >= 0;
+    }
+    if (strcmp(f->key, "nodes") == 0 || strcmp(f->key, "gpus_per_node") == 0) {
+        if (!integer(r, f, &n, 1 << 20))
+            return false;
+        *(f->key[0] == 'n' ? &c->nodes : &c->gpus_per_node) = (int)n;
+        return true;
+    }
+    /* A one-node cluster has no network: inter.bandwidth = 0 says so. */
+    bool lat = strstr(f->key, "latency") != NULL, intra = strncmp(f->key, "intra", 5) == 0;
+    if (!num(r, f, &v, !lat && intra))
+        return false;
+    ir_link *l = intra ? &c->intra : &c->inter;
+    *(lat ? &l->latency : &l->bandwidth) = v;
+    return true;
 }
 
-static const char *const job_keys[] = {"model", "cluster", "batch", "dtype", "optimizer", "lr", "momentum",
-				       "weight_decay", "amplification", "iterations", "data", "background", NULL};
+static const char *const job_keys[] = {
+    "model",        "cluster",       "batch",      "dtype", "optimizer",  "lr", "momentum",
+    "weight_decay", "amplification", "iterations", "data",  "background", NULL};
 
 static bool apply_job(reader *r, void *obj, const field *f)
 {
-	ir_job *j = obj;
-	const char *k = f->key;
-	if (strcmp(k, "model") == 0 || strcmp(k, "cluster") == 0) {
-		int id = -1;
-		if (f->str)
-			id = k[0] == 'm' ? ir_graph_find(r->m, f->str) : ir_cluster_find(r->m, f->str);
-		if (id < 0) {
-			err_at(r, f->val.loc, "unknown %s '%.*s'", k, f->val.len, f->val.start);
-			return false;
-		}
-		*(k[0] == 'm' ? &j->graph : &j->cluster) = id;
-		return true;
-	}
-	if (strcmp(k, "batch") == 0)
-		return integer(r, f, &j->batch, (int64_t)1 << 31);
-	if (strcmp(k, "iterations") == 0)
-		return integer(r, f, &j->iterations, (int64_t)1 << 40);
-	if (strcmp(k, "dtype") == 0) {
-		if (!f->str || !ir_dtype_lookup(f->str, &j->dtype)) {
-			err_at(r, f->val.loc, "unknown dtype (expected f32, tf32, f16 or bf16)");
-			return false;
-		}
-		return true;
-	}
-	if (strcmp(k, "optimizer") == 0) {
-		if (f->str && strcmp(f->str, "sgd") == 0)
-			j->optimizer = OPT_SGD;
-		else if (f->str && strcmp(f->str, "adam") == 0)
-			j->optimizer = OPT_ADAM;
-		else {
-			err_at(r, f->val.loc, "unknown optimizer (expected sgd or adam)");
-			return false;
-		}
-		return true;
-	}
-	if (strcmp(k, "amplification") == 0) {
-		if (f->str && strcmp(f->str, "auto") == 0)
-			j->amplification = IR_AMP_AUTO;
-		else if (f->str && strcmp(f->str, "none") == 0)
-			j->amplification = 0;
-		else if (!num(r, f, &j->amplification, true))
-			return false;
-		return true;
-	}
-	if (strcmp(k, "data") == 0) {
-		if (!f->str) {
-			err_at(r, f->val.loc, "'data' must be a string");
-			return false;
-		}
-		j->data = f->str;
-		return true;
-	}
-	if (strcmp(k, "background") == 0) {
-		if (f->val.kind != T_PUNCT) {
-			err_at(r, f->val.loc, "'background' must be a list [model @ batch, ...]");
-			return false;
-		}
-		j->background = arena_alloc(r->a, sizeof *j->background * (size_t)(f->nbg ? f->nbg : 1));
-		for (int b = 0; b < f->nbg; b++) {
-			int gid = ir_graph_find(r->m, f->bg_name[b]);
-			if (gid < 0) {
-				err_at(r, f->bg_loc[b], "unknown model '%s'", f->bg_name[b]);
-				return false;
-			}
-			j->background[j->nbackground++] = (ir_background){gid, f->bg_batch[b]};
-		}
-		return true;
-	}
-	double *dst = strcmp(k, "lr") == 0 ? &j->lr : strcmp(k, "momentum") == 0 ? &j->momentum : &j->weight_decay;
-	return num(r, f, dst, false);
+    ir_job *j = obj;
+    const char *k = f->key;
+    if (strcmp(k, "model") == 0 || strcmp(k, "cluster") == 0) {
+        int id = -1;
+        if (f->str)
+            id = k[0] == 'm' ? ir_graph_find(r->m, f->str) : ir_cluster_find(r->m, f->str);
+        if (id < 0) {
+            err_at(r, f->val.loc, "unknown %s '%.*s'", k, f->val.len, f->val.start);
+            return false;
+        }
+        *(k[0] == 'm' ? &j->graph : &j->cluster) = id;
+        return true;
+    }
+    if (strcmp(k, "batch") == 0)
+        return integer(r, f, &j->batch, (int64_t)1 << 31);
+    if (strcmp(k, "iterations") == 0)
+        return integer(r, f, &j->iterations, (int64_t)1 << 40);
+    if (strcmp(k, "dtype") == 0) {
+        if (!f->str || !ir_dtype_lookup(f->str, &j->dtype)) {
+            err_at(r, f->val.loc, "unknown dtype (expected f32, tf32, f16 or bf16)");
+            return false;
+        }
+        return true;
+    }
+    if (strcmp(k, "optimizer") == 0) {
+        if (f->str && strcmp(f->str, "sgd") == 0)
+            j->optimizer = OPT_SGD;
+        else if (f->str && strcmp(f->str, "adam") == 0)
+            j->optimizer = OPT_ADAM;
+        else {
+            err_at(r, f->val.loc, "unknown optimizer (expected sgd or adam)");
+            return false;
+        }
+        return true;
+    }
+    if (strcmp(k, "amplification") == 0) {
+        if (f->str && strcmp(f->str, "auto") == 0)
+            j->amplification = IR_AMP_AUTO;
+        else if (f->str && strcmp(f->str, "none") == 0)
+            j->amplification = 0;
+        else if (!num(r, f, &j->amplification, true))
+            return false;
+        return true;
+    }
+    if (strcmp(k, "data") == 0) {
+        if (!f->str) {
+            err_at(r, f->val.loc, "'data' must be a string");
+            return false;
+        }
+        j->data = f->str;
+        return true;
+    }
+    if (strcmp(k, "background") == 0) {
+        if (f->val.kind != T_PUNCT) {
+            err_at(r, f->val.loc, "'background' must be a list [model @ batch, ...]");
+            return false;
+        }
+        j->background = arena_alloc(r->a, sizeof *j->background * (size_t)(f->nbg ? f->nbg : 1));
+        for (int b = 0; b < f->nbg; b++) {
+            int gid = ir_graph_find(r->m, f->bg_name[b]);
+            if (gid < 0) {
+                err_at(r, f->bg_loc[b], "unknown model '%s'", f->bg_name[b]);
+                return false;
+            }
+            j->background[j->nbackground++] = (ir_background){gid, f->bg_batch[b]};
+        }
+        return true;
+    }
+    double *dst = strcmp(k, "lr") == 0         ? &j->lr
+                  : strcmp(k, "momentum") == 0 ? &j->momentum
+                                               : &j->weight_decay;
+    return num(r, f, dst, false);
 }
 
 static void parse_item(reader *r)
 {
-	r->line_error = false;
-	src_loc loc = r->tok.loc;
-	const char *what = is_word(r, "gpu") ? "gpu" : is_word(r, "cluster") ? "cluster" : is_word(r, "job") ? "job" : NULL;
-	if (is_word(r, "graph")) {
-		parse_graph(r);
-		return;
-	}
-	if (!what) {
-		/* Skip to the next line that starts with an item keyword, so that
+    r->line_error = false;
+    src_loc loc = r->tok.loc;
+    const char *what = is_word(r, "gpu")       ? "gpu"
+                       : is_word(r, "cluster") ? "cluster"
+                       : is_word(r, "job")     ? "job"
+                                               : NULL;
+    if (is_word(r, "graph")) {
+        parse_graph(r);
+        return;
+    }
+    if (!what) {
+        /* Skip to the next line that starts with an item keyword, so that
 		 * one unknown record gives one error. */
-		expected(r, "'graph', 'gpu', 'cluster' or 'job'");
-		next(r);
-		while (r->tok.kind != T_EOF &&
-		       !(r->tok.loc.col == 1 && (is_word(r, "graph") || is_word(r, "gpu") || is_word(r, "cluster") ||
-						is_word(r, "job"))))
-			next(r);
-		return;
-	}
-	next(r);
-	if (r->tok.kind != T_IDENT) {
-		expected(r, "a name");
-		return;
-	}
-	char *name = tok_str(r);
-	src_loc nloc = r->tok.loc;
-	next(r);
-	uint64_t seen = 0;
-	int before = r->d->nerrors;
-	if (what[0] == 'g') {
-		ir_gpu g = {.name = name, .loc = loc};
-		parse_record(r, "gpu", &g, apply_gpu, &seen, gpu_keys);
-		if (ir_gpu_find(r->m, name) >= 0)
-			err_at(r, nloc, "redefinition of gpu '%s'", name);
-		else if (r->d->nerrors == before && (seen & (1ull << 4 | 1ull << 5)) != (1ull << 4 | 1ull << 5))
-			err_at(r, loc, "gpu '%s' needs 'bandwidth' and 'memory'", name);
-		ir_gpu_add(r->m, &g);
-	} else if (what[0] == 'c') {
-		ir_cluster c = {.name = name, .loc = loc, .gpu = -1, .nodes = 1, .gpus_per_node = 1};
-		parse_record(r, "cluster", &c, apply_cluster, &seen, cluster_keys);
-		if (ir_cluster_find(r->m, name) >= 0)
-			err_at(r, nloc, "redefinition of cluster '%s'", name);
-		else if (r->d->nerrors == before && c.gpu < 0)
-			err_at(r, loc, "cluster '%s' needs a 'gpu'", name);
-		if (c.gpu >= 0)
-			ir_cluster_add(r->m, &c);
-	} else {
-		ir_job j = {.name = name, .loc = loc, .graph = -1, .cluster = -1, .iterations = 1, .data = "synthetic"};
-		parse_record(r, "job", &j, apply_job, &seen, job_keys);
-		if (r->d->nerrors == before && (j.graph < 0 || j.cluster < 0 || j.batch == 0))
-			err_at(r, loc, "job '%s' needs 'model', 'cluster' and 'batch'", name);
-		if (j.graph >= 0 && j.cluster >= 0 && j.batch > 0)
-			ir_job_add(r->m, &j);
-	}
+        expected(r, "'graph', 'gpu', 'cluster' or 'job'");
+        next(r);
+        while (r->tok.kind != T_EOF &&
+               !(r->tok.loc.col == 1 && (is_word(r, "graph") || is_word(r, "gpu") ||
+                                         is_word(r, "cluster") || is_word(r, "job"))))
+            next(r);
+        return;
+    }
+    next(r);
+    if (r->tok.kind != T_IDENT) {
+        expected(r, "a name");
+        return;
+    }
+    char *name = tok_str(r);
+    src_loc nloc = r->tok.loc;
+    next(r);
+    uint64_t seen = 0;
+    int before = r->d->nerrors;
+    if (what[0] == 'g') {
+        ir_gpu g = {.name = name, .loc = loc};
+        parse_record(r, "gpu", &g, apply_gpu, &seen, gpu_keys);
+        if (ir_gpu_find(r->m, name) >= 0)
+            err_at(r, nloc, "redefinition of gpu '%s'", name);
+        else if (r->d->nerrors == before &&
+                 (seen & (1ull << 4 | 1ull << 5)) != (1ull << 4 | 1ull << 5))
+            err_at(r, loc, "gpu '%s' needs 'bandwidth' and 'memory'", name);
+        ir_gpu_add(r->m, &g);
+    } else if (what[0] == 'c') {
+        ir_cluster c = {.name = name, .loc = loc, .gpu = -1, .nodes = 1, .gpus_per_node = 1};
+        parse_record(r, "cluster", &c, apply_cluster, &seen, cluster_keys);
+        if (ir_cluster_find(r->m, name) >= 0)
+            err_at(r, nloc, "redefinition of cluster '%s'", name);
+        else if (r->d->nerrors == before && c.gpu < 0)
+            err_at(r, loc, "cluster '%s' needs a 'gpu'", name);
+        if (c.gpu >= 0)
+            ir_cluster_add(r->m, &c);
+    } else {
+        ir_job j = {.name = name,
+                    .loc = loc,
+                    .graph = -1,
+                    .cluster = -1,
+                    .iterations = 1,
+                    .data = "synthetic"};
+        parse_record(r, "job", &j, apply_job, &seen, job_keys);
+        if (r->d->nerrors == before && (j.graph < 0 || j.cluster < 0 || j.batch == 0))
+            err_at(r, loc, "job '%s' needs 'model', 'cluster' and 'batch'", name);
+        if (j.graph >= 0 && j.cluster >= 0 && j.batch > 0)
+            ir_job_add(r->m, &j);
+    }
 }
 
 ir_module *ir_read(arena *a, const src_file *f, diag_ctx *d)
 {
-	reader r = {.a = a, .f = f, .d = d, .p = f->text, .end = f->text + f->len, .line = 1, .col = 1};
-	r.m = ir_module_new(a);
-	int before = d->nerrors;
-	next(&r);
-	if (r.tok.kind == T_EOF)
-		diag_error(d, (src_loc){f, 1, 1}, "empty IR file: expected at least one graph");
-	while (r.tok.kind != T_EOF)
-		parse_item(&r);
-	if (d->nerrors == before)
-		ir_verify(r.m, d);
-	return r.m;
+    reader r = {.a = a, .f = f, .d = d, .p = f->text, .end = f->text + f->len, .line = 1, .col = 1};
+    r.m = ir_module_new(a);
+    int before = d->nerrors;
+    next(&r);
+    if (r.tok.kind == T_EOF)
+        diag_error(d, (src_loc){f, 1, 1}, "empty IR file: expected at least one graph");
+    while (r.tok.kind != T_EOF)
+        parse_item(&r);
+    if (d->nerrors == before)
+        ir_verify(r.m, d);
+    return r.m;
 }

@@ -14,26 +14,26 @@
 
 /* What a compilation asks of the passes; filled from the command line. */
 typedef struct pass_options {
-	const char *job;          /* job name; NULL: the module's only (or first) job */
-	const char *strategy;     /* "burst" (default), "deeppool" or "dp" */
-	double amplification;     /* > 0: overrides the job's limit; 0: keep the job's */
-	const char *profile;      /* measured profile table (--profile), or NULL */
-	int gpus;                 /* > 0: overrides the cluster's GPU count */
-	int64_t batch;            /* > 0: overrides the job's global batch */
+    const char *job;      /* job name; NULL: the module's only (or first) job */
+    const char *strategy; /* "burst" (default), "deeppool" or "dp" */
+    double amplification; /* > 0: overrides the job's limit; 0: keep the job's */
+    const char *profile;  /* measured profile table (--profile), or NULL */
+    int gpus;             /* > 0: overrides the cluster's GPU count */
+    int64_t batch;        /* > 0: overrides the job's global batch */
 } pass_options;
 
 typedef struct pass_ctx {
-	ir_module *m;
-	const pass_options *opt;
-	diag_ctx *d;
-	int job;                  /* index of the job being compiled, -1 if none */
+    ir_module *m;
+    const pass_options *opt;
+    diag_ctx *d;
+    int job; /* index of the job being compiled, -1 if none */
 } pass_ctx;
 
 typedef struct pass {
-	const char *name;
-	const char *help;         /* one line for --help */
-	bool needs_job;           /* skipped (with no error) for a module without a job */
-	bool (*run)(pass_ctx *ctx);
+    const char *name;
+    const char *help; /* one line for --help */
+    bool needs_job;   /* skipped (with no error) for a module without a job */
+    bool (*run)(pass_ctx *ctx);
 } pass;
 
 /* pipeline.c */
@@ -54,25 +54,27 @@ bool pass_run_pipeline(pass_ctx *ctx, const char *stop_after, const char *dump_a
 #include "plan.h"
 
 typedef struct pass_plan_input {
-	plan_problem p;
-	int graph;                /* the job's model */
-	int *op_of_layer;         /* layer -> op id */
-	int *layer_of_op;         /* op id -> layer, -1 for inputs */
-	plan_profile prof;        /* --profile, if any */
-	int nmeasured;            /* layers with a measured table */
+    plan_problem p;
+    int graph;         /* the job's model */
+    int *op_of_layer;  /* layer -> op id */
+    int *layer_of_op;  /* op id -> layer, -1 for inputs */
+    plan_profile prof; /* --profile, if any */
+    int nmeasured;     /* layers with a measured table */
 } pass_plan_input;
 
 /* Builds the planning problem of job (options override GPUs, batch,
  * amplification and add a profile); errors go through d. */
-bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_input *in, diag_ctx *d);
+bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_input *in,
+                     diag_ctx *d);
 void pass_plan_input_free(pass_plan_input *in);
 /* One layer's per-sample costs from ir_op_cost. */
 void pass_plan_layer(const ir_graph *g, const ir_op *op, plan_layer *l);
 /* The measured table of a profile for op, or NULL. */
-const plan_timing *pass_plan_profile_match(const plan_profile *pr, const ir_graph *g, const ir_op *op);
+const plan_timing *pass_plan_profile_match(const plan_profile *pr, const ir_graph *g,
+                                           const ir_op *op);
 /* Writes a plan's rank sets into the job's ops. */
 void pass_plan_apply(ir_module *m, const pass_plan_input *in, const plan_result *r);
-bool pass_plan(pass_ctx *ctx);    /* pass "plan" */
-bool pass_comm(pass_ctx *ctx);    /* pass "comm" */
+bool pass_plan(pass_ctx *ctx); /* pass "plan" */
+bool pass_comm(pass_ctx *ctx); /* pass "comm" */
 
 #endif

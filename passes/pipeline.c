@@ -14,22 +14,24 @@
  * compilation, so that hand-edited IR is rejected before any planning. */
 static bool pass_verify(pass_ctx *ctx)
 {
-	return ir_verify(ctx->m, ctx->d);
+    return ir_verify(ctx->m, ctx->d);
 }
 
 const pass pass_table[] = {
-	{"verify", "check the module: names, operands, attributes, types, rank sets", false, pass_verify},
-	{"plan", "burst planner: GPU count and ranks of every layer of the job", true, pass_plan},
-	{"comm", "make communication explicit: reshard and allreduce ops with rank sets", true, pass_comm},
+    {"verify", "check the module: names, operands, attributes, types, rank sets", false,
+     pass_verify},
+    {"plan", "burst planner: GPU count and ranks of every layer of the job", true, pass_plan},
+    {"comm", "make communication explicit: reshard and allreduce ops with rank sets", true,
+     pass_comm},
 };
 const int pass_count = (int)(sizeof pass_table / sizeof pass_table[0]);
 
 int pass_find(const char *name)
 {
-	for (int i = 0; i < pass_count; i++)
-		if (strcmp(pass_table[i].name, name) == 0)
-			return i;
-	return -1;
+    for (int i = 0; i < pass_count; i++)
+        if (strcmp(pass_table[i].name, name) == 0)
+            return i;
+    return -1;
 }
 
 /* --gpus and --batch rewrite the job's cluster and batch in the module itself,
@@ -38,65 +40,66 @@ int pass_find(const char *name)
  * shrink the node; more must fill whole nodes. */
 static bool apply_overrides(pass_ctx *ctx)
 {
-	ir_job *j = &ctx->m->jobs[ctx->job];
-	if (ctx->opt->batch > 0)
-		j->batch = ctx->opt->batch;
-	int g = ctx->opt->gpus;
-	if (g <= 0)
-		return true;
-	ir_cluster c = ctx->m->clusters[j->cluster];
-	if (g <= c.gpus_per_node) {
-		c.nodes = 1;
-		c.gpus_per_node = g;
-	} else if (g % c.gpus_per_node == 0) {
-		c.nodes = g / c.gpus_per_node;
-	} else {
-		diag_error(ctx->d, (src_loc){0}, "--gpus %d does not fill whole nodes of %d GPUs of cluster '%s'", g,
-			   c.gpus_per_node, c.name);
-		return false;
-	}
-	c.name = arena_printf(ctx->m->arena, "%s_%d", c.name, g);
-	j->cluster = ir_cluster_add(ctx->m, &c);
-	return true;
+    ir_job *j = &ctx->m->jobs[ctx->job];
+    if (ctx->opt->batch > 0)
+        j->batch = ctx->opt->batch;
+    int g = ctx->opt->gpus;
+    if (g <= 0)
+        return true;
+    ir_cluster c = ctx->m->clusters[j->cluster];
+    if (g <= c.gpus_per_node) {
+        c.nodes = 1;
+        c.gpus_per_node = g;
+    } else if (g % c.gpus_per_node == 0) {
+        c.nodes = g / c.gpus_per_node;
+    } else {
+        diag_error(ctx->d, (src_loc){0},
+                   "--gpus %d does not fill whole nodes of %d GPUs of cluster '%s'", g,
+                   c.gpus_per_node, c.name);
+        return false;
+    }
+    c.name = arena_printf(ctx->m->arena, "%s_%d", c.name, g);
+    j->cluster = ir_cluster_add(ctx->m, &c);
+    return true;
 }
 
 bool pass_select_job(pass_ctx *ctx)
 {
-	ctx->job = -1;
-	if (ctx->opt->job) {
-		for (int i = 0; i < ctx->m->njobs; i++)
-			if (strcmp(ctx->m->jobs[i].name, ctx->opt->job) == 0)
-				ctx->job = i;
-		if (ctx->job < 0) {
-			diag_error(ctx->d, (src_loc){0}, "no job named '%s' in the input", ctx->opt->job);
-			return false;
-		}
-		return apply_overrides(ctx);
-	}
-	if (ctx->m->njobs > 0)
-		ctx->job = ctx->m->njobs - 1;   /* the job of the file given, declared after its imports */
-	return ctx->job < 0 || apply_overrides(ctx);
+    ctx->job = -1;
+    if (ctx->opt->job) {
+        for (int i = 0; i < ctx->m->njobs; i++)
+            if (strcmp(ctx->m->jobs[i].name, ctx->opt->job) == 0)
+                ctx->job = i;
+        if (ctx->job < 0) {
+            diag_error(ctx->d, (src_loc){0}, "no job named '%s' in the input", ctx->opt->job);
+            return false;
+        }
+        return apply_overrides(ctx);
+    }
+    if (ctx->m->njobs > 0)
+        ctx->job = ctx->m->njobs - 1; /* the job of the file given, declared after its imports */
+    return ctx->job < 0 || apply_overrides(ctx);
 }
 
 bool pass_run_pipeline(pass_ctx *ctx, const char *stop_after, const char *dump_after, FILE *dump)
 {
-	for (int i = 0; i < pass_count; i++) {
-		const pass *p = &pass_table[i];
-		if (p->needs_job && ctx->job < 0)
-			continue;
-		int before = ctx->d->nerrors;
-		if (!p->run(ctx) || ctx->d->nerrors != before)
-			return false;
+    for (int i = 0; i < pass_count; i++) {
+        const pass *p = &pass_table[i];
+        if (p->needs_job && ctx->job < 0)
+            continue;
+        int before = ctx->d->nerrors;
+        if (!p->run(ctx) || ctx->d->nerrors != before)
+            return false;
 #ifdef BURSTC_DEBUG
-		if (!ir_verify(ctx->m, ctx->d))
-			ice("the module is invalid after pass '%s'", p->name);
+        if (!ir_verify(ctx->m, ctx->d))
+            ice("the module is invalid after pass '%s'", p->name);
 #endif
-		if (dump_after && (strcmp(dump_after, "all") == 0 || strcmp(dump_after, p->name) == 0)) {
-			fprintf(dump, "; after %s\n", p->name);
-			ir_print_module(dump, ctx->m);
-		}
-		if (stop_after && strcmp(stop_after, p->name) == 0)
-			break;
-	}
-	return true;
+        if (dump_after && (strcmp(dump_after, "all") == 0 || strcmp(dump_after, p->name) == 0)) {
+            fprintf(dump, "; after %s\n", p->name);
+            ir_print_module(dump, ctx->m);
+        }
+        if (stop_after && strcmp(stop_after, p->name) == 0)
+            break;
+    }
+    return true;
 }

@@ -20,88 +20,88 @@
 typedef enum plan_class { PC_CONV, PC_LINEAR, PC_OTHER, PC_COUNT } plan_class;
 
 typedef struct plan_cluster {
-	int gpus;                /* G */
-	int gpus_per_node;
-	double intra_alpha, intra_bw;   /* seconds, bytes/s per direction */
-	double inter_alpha, inter_bw;   /* per node link */
-	double peak_flops;       /* FLOP/s for the job's dtype */
-	double mem_bw;           /* bytes/s */
-	double mem_bytes;        /* capacity of one GPU; 0: unlimited */
-	double launch;           /* seconds per kernel */
-	/* This device's own utilisation curve (all classes); umax 0: the
+    int gpus; /* G */
+    int gpus_per_node;
+    double intra_alpha, intra_bw; /* seconds, bytes/s per direction */
+    double inter_alpha, inter_bw; /* per node link */
+    double peak_flops;            /* FLOP/s for the job's dtype */
+    double mem_bw;                /* bytes/s */
+    double mem_bytes;             /* capacity of one GPU; 0: unlimited */
+    double launch;                /* seconds per kernel */
+    /* This device's own utilisation curve (all classes); umax 0: the
 	 * calibrated plan_util_curve. */
-	double umax, whalf;
+    double umax, whalf;
 } plan_cluster;
 
 /* A measured time table: total forward+backward seconds at batch sizes. */
 typedef struct plan_timing {
-	int n;
-	int64_t *batch;          /* ascending */
-	double *seconds;
+    int n;
+    int64_t *batch; /* ascending */
+    double *seconds;
 } plan_timing;
 
 typedef struct plan_layer {
-	const char *name;
-	plan_class cls;
-	double fwd_flops, bwd_flops;   /* per sample */
-	double fwd_elems, bwd_elems;   /* elements read+written per sample */
-	double params;                 /* trainable parameter elements */
-	double saved;                  /* elements per sample kept for backward */
-	int fwd_kernels, bwd_kernels;  /* launches; 0 counts as 1 */
-	const plan_timing *measured;   /* optional: replaces the analytic model */
+    const char *name;
+    plan_class cls;
+    double fwd_flops, bwd_flops;  /* per sample */
+    double fwd_elems, bwd_elems;  /* elements read+written per sample */
+    double params;                /* trainable parameter elements */
+    double saved;                 /* elements per sample kept for backward */
+    int fwd_kernels, bwd_kernels; /* launches; 0 counts as 1 */
+    const plan_timing *measured;  /* optional: replaces the analytic model */
 } plan_layer;
 
 /* A data dependency: per-sample activation elements from layer `from` to `to`
  * (the gradient flows back with the same size). */
 typedef struct plan_edge {
-	int from, to;
-	double elems;
+    int from, to;
+    double elems;
 } plan_edge;
 
 typedef enum plan_strategy { PS_DP, PS_DEEPPOOL, PS_BURST, PS_COUNT } plan_strategy;
 
 typedef struct plan_problem {
-	plan_cluster cluster;
-	int nlayers;
-	plan_layer *layers;      /* topological order */
-	int nedges;
-	plan_edge *edges;        /* from < to */
-	int64_t batch;           /* global batch B */
-	int dtype_bytes;         /* activations, gradients, parameters */
-	int optimizer_states;    /* extra per-parameter tensors: SGD momentum 1, Adam 2 */
-	double amp_limit;        /* per layer; <= 0: none */
-	double gpu_budget;       /* global: GPU-seconds <= budget x one-GPU time; <= 0: none */
-	double price;            /* Lagrangian price on GPU-seconds (seconds per GPU-second) */
+    plan_cluster cluster;
+    int nlayers;
+    plan_layer *layers; /* topological order */
+    int nedges;
+    plan_edge *edges;     /* from < to */
+    int64_t batch;        /* global batch B */
+    int dtype_bytes;      /* activations, gradients, parameters */
+    int optimizer_states; /* extra per-parameter tensors: SGD momentum 1, Adam 2 */
+    double amp_limit;     /* per layer; <= 0: none */
+    double gpu_budget;    /* global: GPU-seconds <= budget x one-GPU time; <= 0: none */
+    double price;         /* Lagrangian price on GPU-seconds (seconds per GPU-second) */
 } plan_problem;
 
 /* Per-layer result and breakdown, all in seconds per iteration. */
 typedef struct plan_layer_result {
-	int k;                   /* GPU count */
-	int *ranks;              /* k ranks, ascending (after placement) */
-	int64_t shard;           /* largest per-GPU batch */
-	double fwd, bwd;         /* compute at the largest shard */
-	double reshard;          /* forward + backward resharding into this layer */
-	double allreduce;        /* gradient all-reduce (whole) */
-	double ar_exposed;       /* the part not hidden behind earlier backward */
-	double amplification;
-	double mem_bytes;        /* per-GPU footprint of this layer */
+    int k;             /* GPU count */
+    int *ranks;        /* k ranks, ascending (after placement) */
+    int64_t shard;     /* largest per-GPU batch */
+    double fwd, bwd;   /* compute at the largest shard */
+    double reshard;    /* forward + backward resharding into this layer */
+    double allreduce;  /* gradient all-reduce (whole) */
+    double ar_exposed; /* the part not hidden behind earlier backward */
+    double amplification;
+    double mem_bytes; /* per-GPU footprint of this layer */
 } plan_layer_result;
 
 typedef struct plan_result {
-	plan_strategy strategy;
-	int nlayers;
-	plan_layer_result *layer;
-	bool exact;              /* graph was series-parallel (DP exact) */
-	int nconcurrent;         /* parallel blocks run on disjoint GPUs */
-	double model_objective;  /* the DP's optimum: time + price x GPU-seconds, ranks at offset 0 */
-	double time;             /* predicted iteration time (placed ranks) */
-	double gpu_seconds;      /* GPU-seconds per iteration */
-	double samples_per_s;
-	double cross_node_bytes; /* per iteration, after placement */
-	double peak_mem;         /* busiest GPU, bytes */
-	int peak_mem_rank;
-	/* Placement: for concurrently run branches, where each layer's ranks start. */
-	int *offset;
+    plan_strategy strategy;
+    int nlayers;
+    plan_layer_result *layer;
+    bool exact;             /* graph was series-parallel (DP exact) */
+    int nconcurrent;        /* parallel blocks run on disjoint GPUs */
+    double model_objective; /* the DP's optimum: time + price x GPU-seconds, ranks at offset 0 */
+    double time;            /* predicted iteration time (placed ranks) */
+    double gpu_seconds;     /* GPU-seconds per iteration */
+    double samples_per_s;
+    double cross_node_bytes; /* per iteration, after placement */
+    double peak_mem;         /* busiest GPU, bytes */
+    int peak_mem_rank;
+    /* Placement: for concurrently run branches, where each layer's ranks start. */
+    int *offset;
 } plan_result;
 
 /* costmodel.c */
@@ -109,15 +109,16 @@ typedef struct plan_result {
 /* Per class: the utilisation curve u(w) = umax * (w / (w + whalf))^gamma,
  * w = FLOPs of one kernel, and the fraction of the memory bandwidth reached. */
 typedef struct plan_util {
-	double umax, whalf, gamma, mem_eff;
+    double umax, whalf, gamma, mem_eff;
 } plan_util;
 extern plan_util plan_util_curve[PC_COUNT];
 
 /* Forward and backward seconds of layer at per-GPU batch b. */
-void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, double *fwd, double *bwd);
+void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, double *fwd,
+                     double *bwd);
 /* Analytic only (ignores l->measured). */
-void plan_layer_time_analytic(const plan_cluster *c, int dtype_bytes, const plan_layer *l, int64_t b,
-			      double *fwd, double *bwd);
+void plan_layer_time_analytic(const plan_cluster *c, int dtype_bytes, const plan_layer *l,
+                              int64_t b, double *fwd, double *bwd);
 /* Interpolates a measured table at batch b (linear; beyond the largest batch
  * proportional to b; below the smallest, the smallest's time). */
 double plan_timing_at(const plan_timing *t, int64_t b);
@@ -130,14 +131,14 @@ double plan_allreduce_time(const plan_cluster *c, int first, int k, double bytes
 /* Moving sample ranges of a batch B split over k1 ranks from r1 to k2 ranks
  * from r2 (uneven splits: the first B mod k shards get one more). */
 typedef struct plan_reshard {
-	double gpu_samples;      /* most samples any one GPU sends or receives */
-	int gpu_msgs;            /* most messages any one GPU sends or receives */
-	double node_samples;     /* most samples any node sends or receives off-node */
-	double cross_samples;    /* total samples crossing between nodes */
+    double gpu_samples;   /* most samples any one GPU sends or receives */
+    int gpu_msgs;         /* most messages any one GPU sends or receives */
+    double node_samples;  /* most samples any node sends or receives off-node */
+    double cross_samples; /* total samples crossing between nodes */
 } plan_reshard;
 plan_reshard plan_reshard_count(int64_t B, int gpn, int r1, int k1, int r2, int k2);
 double plan_reshard_time(const plan_cluster *c, const plan_reshard *r, double bytes_per_sample);
-int64_t plan_shard(int64_t B, int k);   /* the largest shard: ceil(B/k) */
+int64_t plan_shard(int64_t B, int k); /* the largest shard: ceil(B/k) */
 
 /* planner.c */
 
@@ -151,7 +152,7 @@ bool plan_evaluate(const plan_problem *p, const int *k, plan_result *out, char *
 
 /* One point of the Pareto frontier. */
 typedef struct plan_point {
-	double price, time, gpu_seconds;
+    double price, time, gpu_seconds;
 } plan_point;
 /* Sweeps the price on GPU-time; returns the number of non-dominated points
  * written to pts (at most maxpts), sorted by time. */
@@ -182,16 +183,16 @@ bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nr
 /* profile.c: measured per-layer tables in the DeepPool text format. */
 
 typedef struct plan_profile_entry {
-	char *op;                /* e.g. "conv2d" */
-	char *attrs;             /* canonical JSON text of the attributes */
-	int nshape;
-	int64_t shape[8];        /* input shape without the batch */
-	plan_timing timing;
+    char *op;    /* e.g. "conv2d" */
+    char *attrs; /* canonical JSON text of the attributes */
+    int nshape;
+    int64_t shape[8]; /* input shape without the batch */
+    plan_timing timing;
 } plan_profile_entry;
 
 typedef struct plan_profile {
-	int n, cap;
-	plan_profile_entry *e;
+    int n, cap;
+    plan_profile_entry *e;
 } plan_profile;
 
 /* Reads FILE; malformed lines are reported as `FILE:LINE: error: ...` on err
@@ -201,8 +202,8 @@ bool plan_profile_parse(plan_profile *pr, const char *path, const char *text, FI
 void plan_profile_free(plan_profile *pr);
 /* Finds the entry for an op with attributes (JSON object text, any key
  * order) and input shape; NULL if none. */
-const plan_profile_entry *plan_profile_find(const plan_profile *pr, const char *op, const char *attrs,
-					    const int64_t *shape, int nshape);
+const plan_profile_entry *plan_profile_find(const plan_profile *pr, const char *op,
+                                            const char *attrs, const int64_t *shape, int nshape);
 /* The integer attribute `key` of an entry's JSON attributes; false if absent. */
 bool plan_profile_attr(const plan_profile_entry *e, const char *key, int64_t *out);
 /* The same for an integer or a pair `[a,b]` (non-square kernels). */

@@ -18,363 +18,378 @@
 
 static void *xcalloc(size_t n, size_t size)
 {
-	void *q = calloc(n ? n : 1, size ? size : 1);
-	if (!q) {
-		fprintf(stderr, "burstc: out of memory\n");
-		exit(2);
-	}
-	return q;
+    void *q = calloc(n ? n : 1, size ? size : 1);
+    if (!q) {
+        fprintf(stderr, "burstc: out of memory\n");
+        exit(2);
+    }
+    return q;
 }
 
 void pass_plan_layer(const ir_graph *g, const ir_op *op, plan_layer *l)
 {
-	ir_cost c = ir_op_cost(g, op);
-	memset(l, 0, sizeof *l);
-	l->name = op->name;
-	switch (op->opcode) {
-	case OP_CONV2D: l->cls = PC_CONV; break;
-	case OP_LINEAR: case OP_MATMUL: case OP_ATTENTION: l->cls = PC_LINEAR; break;
-	default: l->cls = PC_OTHER; break;
-	}
-	l->fwd_flops = c.fwd_flops;
-	l->bwd_flops = c.bwd_flops;
-	l->fwd_elems = c.fwd_read + c.fwd_written;
-	l->bwd_elems = c.bwd_read + c.bwd_written;
-	l->params = (double)c.params;
-	l->saved = c.saved;
-	/* forward: one kernel; backward: input and weight gradients. Attention
+    ir_cost c = ir_op_cost(g, op);
+    memset(l, 0, sizeof *l);
+    l->name = op->name;
+    switch (op->opcode) {
+    case OP_CONV2D: l->cls = PC_CONV; break;
+    case OP_LINEAR:
+    case OP_MATMUL:
+    case OP_ATTENTION: l->cls = PC_LINEAR; break;
+    default: l->cls = PC_OTHER; break;
+    }
+    l->fwd_flops = c.fwd_flops;
+    l->bwd_flops = c.bwd_flops;
+    l->fwd_elems = c.fwd_read + c.fwd_written;
+    l->bwd_elems = c.bwd_read + c.bwd_written;
+    l->params = (double)c.params;
+    l->saved = c.saved;
+    /* forward: one kernel; backward: input and weight gradients. Attention
 	 * is a handful of GEMMs and a softmax each way. */
-	l->fwd_kernels = op->opcode == OP_ATTENTION ? 5 : 1;
-	l->bwd_kernels = op->opcode == OP_ATTENTION ? 9 : c.params > 0 ? 2 : 1;
+    l->fwd_kernels = op->opcode == OP_ATTENTION ? 5 : 1;
+    l->bwd_kernels = op->opcode == OP_ATTENTION ? 9 : c.params > 0 ? 2 : 1;
 }
 
 /* An IR pair as the profiles write it: `3`, or `[1,7]` when the two differ. */
 static void pair_json(char *buf, size_t n, const int64_t *v)
 {
-	if (v[0] == v[1])
-		snprintf(buf, n, "%lld", (long long)v[0]);
-	else
-		snprintf(buf, n, "[%lld,%lld]", (long long)v[0], (long long)v[1]);
+    if (v[0] == v[1])
+        snprintf(buf, n, "%lld", (long long)v[0]);
+    else
+        snprintf(buf, n, "[%lld,%lld]", (long long)v[0], (long long)v[1]);
 }
 
 /* The DeepPool profile names and attributes of an op; false for ops the
  * profiles do not describe (or shapes they cannot express). */
-static bool profile_key(const ir_graph *g, const ir_op *op, const char **name, char *attrs, size_t n, int64_t *shape,
-			int *nshape)
+static bool profile_key(const ir_graph *g, const ir_op *op, const char **name, char *attrs,
+                        size_t n, int64_t *shape, int *nshape)
 {
-	const ir_type *in = op->ninputs ? &g->ops[op->inputs[0]].type : NULL;
-	if (!in)
-		return false;
-	*nshape = in->rank - 1;
-	for (int i = 1; i < in->rank; i++)
-		shape[i - 1] = in->dim[i];
-	attrs[0] = 0;
-	switch (op->opcode) {
-	case OP_CONV2D: {
-		const int64_t *k = ir_op_attr(op, "kernel")->u.pair, *s = ir_op_attr(op, "stride")->u.pair,
-			      *p = ir_op_attr(op, "pad")->u.pair, *d = ir_op_attr(op, "dilation")->u.pair;
-		if (d[0] != 1 || d[1] != 1 || ir_attr_int(op, "groups") != 1)
-			return false;
-		char ks[48], ps[48], ss[48];
-		pair_json(ks, sizeof ks, k);
-		pair_json(ps, sizeof ps, p);
-		pair_json(ss, sizeof ss, s);
-		*name = "conv2d";
-		snprintf(attrs, n, "{\"in_channels\":%lld,\"kernel_size\":%s,\"out_channels\":%lld,\"padding\":%s,\"stride\":%s}",
-			 (long long)in->dim[1], ks, (long long)ir_attr_int(op, "channels"), ps, ss);
-		return true;
-	}
-	case OP_MAXPOOL2D:
-	case OP_AVGPOOL2D: {
-		const int64_t *k = ir_op_attr(op, "kernel")->u.pair, *s = ir_op_attr(op, "stride")->u.pair,
-			      *p = ir_op_attr(op, "pad")->u.pair;
-		if (k[0] != k[1] || s[0] != s[1] || p[0] != p[1])
-			return false;
-		*name = op->opcode == OP_MAXPOOL2D ? "maxPool2d" : "avgPool2d";
-		snprintf(attrs, n, "{\"kernel_size\":%lld,\"padding\":%lld,\"stride\":%lld}", (long long)k[0],
-			 (long long)p[0], (long long)(s[0] ? s[0] : k[0]));
-		return true;
-	}
-	case OP_LINEAR:
-		if (in->rank != 2)
-			return false;
-		*name = "linear";
-		snprintf(attrs, n, "{\"bias\":%s,\"in_features\":%lld,\"out_features\":%lld}",
-			 ir_attr_int(op, "bias") ? "true" : "false", (long long)in->dim[1], (long long)ir_attr_int(op, "out"));
-		return true;
-	case OP_GLOBALAVGPOOL:
-		*name = "adAvgPool2d";
-		snprintf(attrs, n, "{\"output_height\":1,\"output_width\":1}");
-		return true;
-	case OP_FLATTEN:
-		*name = "flatten";
-		snprintf(attrs, n, "{\"kernel_size\":1}");
-		return true;
-	default:
-		return false;
-	}
+    const ir_type *in = op->ninputs ? &g->ops[op->inputs[0]].type : NULL;
+    if (!in)
+        return false;
+    *nshape = in->rank - 1;
+    for (int i = 1; i < in->rank; i++)
+        shape[i - 1] = in->dim[i];
+    attrs[0] = 0;
+    switch (op->opcode) {
+    case OP_CONV2D: {
+        const int64_t *k = ir_op_attr(op, "kernel")->u.pair, *s = ir_op_attr(op, "stride")->u.pair,
+                      *p = ir_op_attr(op, "pad")->u.pair, *d = ir_op_attr(op, "dilation")->u.pair;
+        if (d[0] != 1 || d[1] != 1 || ir_attr_int(op, "groups") != 1)
+            return false;
+        char ks[48], ps[48], ss[48];
+        pair_json(ks, sizeof ks, k);
+        pair_json(ps, sizeof ps, p);
+        pair_json(ss, sizeof ss, s);
+        *name = "conv2d";
+        snprintf(
+            attrs, n,
+            "{\"in_channels\":%lld,\"kernel_size\":%s,\"out_channels\":%lld,\"padding\":%s,\"stride\":%s}",
+            (long long)in->dim[1], ks, (long long)ir_attr_int(op, "channels"), ps, ss);
+        return true;
+    }
+    case OP_MAXPOOL2D:
+    case OP_AVGPOOL2D: {
+        const int64_t *k = ir_op_attr(op, "kernel")->u.pair, *s = ir_op_attr(op, "stride")->u.pair,
+                      *p = ir_op_attr(op, "pad")->u.pair;
+        if (k[0] != k[1] || s[0] != s[1] || p[0] != p[1])
+            return false;
+        *name = op->opcode == OP_MAXPOOL2D ? "maxPool2d" : "avgPool2d";
+        snprintf(attrs, n, "{\"kernel_size\":%lld,\"padding\":%lld,\"stride\":%lld}",
+                 (long long)k[0], (long long)p[0], (long long)(s[0] ? s[0] : k[0]));
+        return true;
+    }
+    case OP_LINEAR:
+        if (in->rank != 2)
+            return false;
+        *name = "linear";
+        snprintf(attrs, n, "{\"bias\":%s,\"in_features\":%lld,\"out_features\":%lld}",
+                 ir_attr_int(op, "bias") ? "true" : "false", (long long)in->dim[1],
+                 (long long)ir_attr_int(op, "out"));
+        return true;
+    case OP_GLOBALAVGPOOL:
+        *name = "adAvgPool2d";
+        snprintf(attrs, n, "{\"output_height\":1,\"output_width\":1}");
+        return true;
+    case OP_FLATTEN:
+        *name = "flatten";
+        snprintf(attrs, n, "{\"kernel_size\":1}");
+        return true;
+    default: return false;
+    }
 }
 
-const plan_timing *pass_plan_profile_match(const plan_profile *pr, const ir_graph *g, const ir_op *op)
+const plan_timing *pass_plan_profile_match(const plan_profile *pr, const ir_graph *g,
+                                           const ir_op *op)
 {
-	const char *name;
-	char attrs[512];
-	int64_t shape[IR_MAX_RANK];
-	int nshape;
-	if (!pr || !profile_key(g, op, &name, attrs, sizeof attrs, shape, &nshape))
-		return NULL;
-	const plan_profile_entry *e = plan_profile_find(pr, name, attrs, shape, nshape);
-	return e ? &e->timing : NULL;
+    const char *name;
+    char attrs[512];
+    int64_t shape[IR_MAX_RANK];
+    int nshape;
+    if (!pr || !profile_key(g, op, &name, attrs, sizeof attrs, shape, &nshape))
+        return NULL;
+    const plan_profile_entry *e = plan_profile_find(pr, name, attrs, shape, nshape);
+    return e ? &e->timing : NULL;
 }
 
 void pass_plan_input_free(pass_plan_input *in)
 {
-	free(in->p.layers);
-	free(in->p.edges);
-	free(in->op_of_layer);
-	free(in->layer_of_op);
-	plan_profile_free(&in->prof);
-	memset(in, 0, sizeof *in);
+    free(in->p.layers);
+    free(in->p.edges);
+    free(in->op_of_layer);
+    free(in->layer_of_op);
+    plan_profile_free(&in->prof);
+    memset(in, 0, sizeof *in);
 }
 
-bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_input *in, diag_ctx *d)
+bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_input *in,
+                     diag_ctx *d)
 {
-	memset(in, 0, sizeof *in);
-	const ir_job *j = &m->jobs[job];
-	const ir_cluster *cl = &m->clusters[j->cluster];
-	const ir_gpu *gpu = &m->gpus[cl->gpu];
-	ir_graph *g = m->graphs[j->graph];
-	in->graph = j->graph;
-	plan_problem *p = &in->p;
-	p->cluster.gpus = opt && opt->gpus > 0 ? opt->gpus : cl->nodes * cl->gpus_per_node;
-	p->cluster.gpus_per_node = cl->gpus_per_node;
-	p->cluster.intra_alpha = cl->intra.latency;
-	p->cluster.intra_bw = cl->intra.bandwidth;
-	p->cluster.inter_alpha = cl->inter.latency;
-	p->cluster.inter_bw = cl->inter.bandwidth;
-	p->cluster.peak_flops = gpu->flops[j->dtype];
-	p->cluster.mem_bw = gpu->mem_bandwidth;
-	p->cluster.mem_bytes = gpu->mem_bytes;
-	p->cluster.launch = gpu->launch;
-	p->cluster.umax = gpu->efficiency;
-	p->cluster.whalf = gpu->half_work;
-	if (p->cluster.peak_flops <= 0) {
-		diag_error(d, j->loc, "GPU '%s' has no FLOP rate for dtype %s", gpu->name, ir_dtype_name(j->dtype));
-		return false;
-	}
-	if (p->cluster.gpus > p->cluster.gpus_per_node && !(p->cluster.inter_bw > 0)) {
-		diag_error(d, j->loc, "planning for %d GPUs needs %d nodes, but cluster '%s' has no network between nodes",
-			   p->cluster.gpus, (p->cluster.gpus + p->cluster.gpus_per_node - 1) / p->cluster.gpus_per_node,
-			   cl->name);
-		return false;
-	}
-	if (!(p->cluster.intra_bw > 0) && p->cluster.gpus_per_node > 1) {
-		diag_error(d, j->loc, "cluster '%s' has no link between the GPUs of a node", cl->name);
-		return false;
-	}
-	p->batch = opt && opt->batch > 0 ? opt->batch : j->batch;
-	p->dtype_bytes = ir_dtype_size(j->dtype);
-	p->optimizer_states = j->optimizer == OPT_ADAM ? 2 : j->momentum > 0 ? 1 : 0;
-	p->amp_limit = opt && opt->amplification > 0 ? opt->amplification : j->amplification > 0 ? j->amplification : 0;
-	if (opt && opt->profile && !plan_profile_read(&in->prof, opt->profile, d->out)) {
-		d->nerrors++;
-		return false;
-	}
-	in->layer_of_op = xcalloc((size_t)g->nops, sizeof(int));
-	in->op_of_layer = xcalloc((size_t)g->nops, sizeof(int));
-	p->layers = xcalloc((size_t)g->nops, sizeof(plan_layer));
-	int n = 0;
-	for (int i = 0; i < g->nops; i++) {
-		const ir_op *op = &g->ops[i];
-		if (op->opcode == OP_INPUT) {
-			in->layer_of_op[i] = -1;
-			continue;
-		}
-		in->layer_of_op[i] = n;
-		in->op_of_layer[n] = i;
-		pass_plan_layer(g, op, &p->layers[n]);
-		if (in->prof.n) {
-			p->layers[n].measured = pass_plan_profile_match(&in->prof, g, op);
-			if (p->layers[n].measured)
-				in->nmeasured++;
-		}
-		n++;
-	}
-	p->nlayers = n;
-	int ne = 0, cap = 0;
-	for (int i = 0; i < g->nops; i++)
-		cap += g->ops[i].ninputs;
-	p->edges = xcalloc((size_t)cap, sizeof(plan_edge));
-	for (int i = 0; i < g->nops; i++) {
-		const ir_op *op = &g->ops[i];
-		int v = in->layer_of_op[i];
-		if (v < 0)
-			continue;
-		for (int q = 0; q < op->ninputs; q++) {
-			int u = in->layer_of_op[op->inputs[q]];
-			if (u < 0)
-				continue;
-			double elems = (double)ir_type_elems_per_sample(&g->ops[op->inputs[q]].type);
-			int e = 0;
-			while (e < ne && !(p->edges[e].from == u && p->edges[e].to == v))
-				e++;
-			if (e < ne)
-				continue;    /* the same value twice: one transfer */
-			p->edges[ne++] = (plan_edge){ u, v, elems };
-		}
-	}
-	p->nedges = ne;
-	return true;
+    memset(in, 0, sizeof *in);
+    const ir_job *j = &m->jobs[job];
+    const ir_cluster *cl = &m->clusters[j->cluster];
+    const ir_gpu *gpu = &m->gpus[cl->gpu];
+    ir_graph *g = m->graphs[j->graph];
+    in->graph = j->graph;
+    plan_problem *p = &in->p;
+    p->cluster.gpus = opt && opt->gpus > 0 ? opt->gpus : cl->nodes * cl->gpus_per_node;
+    p->cluster.gpus_per_node = cl->gpus_per_node;
+    p->cluster.intra_alpha = cl->intra.latency;
+    p->cluster.intra_bw = cl->intra.bandwidth;
+    p->cluster.inter_alpha = cl->inter.latency;
+    p->cluster.inter_bw = cl->inter.bandwidth;
+    p->cluster.peak_flops = gpu->flops[j->dtype];
+    p->cluster.mem_bw = gpu->mem_bandwidth;
+    p->cluster.mem_bytes = gpu->mem_bytes;
+    p->cluster.launch = gpu->launch;
+    p->cluster.umax = gpu->efficiency;
+    p->cluster.whalf = gpu->half_work;
+    if (p->cluster.peak_flops <= 0) {
+        diag_error(d, j->loc, "GPU '%s' has no FLOP rate for dtype %s", gpu->name,
+                   ir_dtype_name(j->dtype));
+        return false;
+    }
+    if (p->cluster.gpus > p->cluster.gpus_per_node && !(p->cluster.inter_bw > 0)) {
+        diag_error(
+            d, j->loc,
+            "planning for %d GPUs needs %d nodes, but cluster '%s' has no network between nodes",
+            p->cluster.gpus,
+            (p->cluster.gpus + p->cluster.gpus_per_node - 1) / p->cluster.gpus_per_node, cl->name);
+        return false;
+    }
+    if (!(p->cluster.intra_bw > 0) && p->cluster.gpus_per_node > 1) {
+        diag_error(d, j->loc, "cluster '%s' has no link between the GPUs of a node", cl->name);
+        return false;
+    }
+    p->batch = opt && opt->batch > 0 ? opt->batch : j->batch;
+    p->dtype_bytes = ir_dtype_size(j->dtype);
+    p->optimizer_states = j->optimizer == OPT_ADAM ? 2 : j->momentum > 0 ? 1 : 0;
+    p->amp_limit = opt && opt->amplification > 0 ? opt->amplification
+                   : j->amplification > 0        ? j->amplification
+                                                 : 0;
+    if (opt && opt->profile && !plan_profile_read(&in->prof, opt->profile, d->out)) {
+        d->nerrors++;
+        return false;
+    }
+    in->layer_of_op = xcalloc((size_t)g->nops, sizeof(int));
+    in->op_of_layer = xcalloc((size_t)g->nops, sizeof(int));
+    p->layers = xcalloc((size_t)g->nops, sizeof(plan_layer));
+    int n = 0;
+    for (int i = 0; i < g->nops; i++) {
+        const ir_op *op = &g->ops[i];
+        if (op->opcode == OP_INPUT) {
+            in->layer_of_op[i] = -1;
+            continue;
+        }
+        in->layer_of_op[i] = n;
+        in->op_of_layer[n] = i;
+        pass_plan_layer(g, op, &p->layers[n]);
+        if (in->prof.n) {
+            p->layers[n].measured = pass_plan_profile_match(&in->prof, g, op);
+            if (p->layers[n].measured)
+                in->nmeasured++;
+        }
+        n++;
+    }
+    p->nlayers = n;
+    int ne = 0, cap = 0;
+    for (int i = 0; i < g->nops; i++)
+        cap += g->ops[i].ninputs;
+    p->edges = xcalloc((size_t)cap, sizeof(plan_edge));
+    for (int i = 0; i < g->nops; i++) {
+        const ir_op *op = &g->ops[i];
+        int v = in->layer_of_op[i];
+        if (v < 0)
+            continue;
+        for (int q = 0; q < op->ninputs; q++) {
+            int u = in->layer_of_op[op->inputs[q]];
+            if (u < 0)
+                continue;
+            double elems = (double)ir_type_elems_per_sample(&g->ops[op->inputs[q]].type);
+            int e = 0;
+            while (e < ne && !(p->edges[e].from == u && p->edges[e].to == v))
+                e++;
+            if (e < ne)
+                continue; /* the same value twice: one transfer */
+            p->edges[ne++] = (plan_edge){u, v, elems};
+        }
+    }
+    p->nedges = ne;
+    return true;
 }
 
 static plan_strategy strategy_of(const pass_options *opt)
 {
-	plan_strategy s = PS_BURST;
-	if (opt && opt->strategy)
-		plan_strategy_lookup(opt->strategy, &s);
-	return s;
+    plan_strategy s = PS_BURST;
+    if (opt && opt->strategy)
+        plan_strategy_lookup(opt->strategy, &s);
+    return s;
 }
 
 void pass_plan_apply(ir_module *m, const pass_plan_input *in, const plan_result *r)
 {
-	ir_graph *g = m->graphs[in->graph];
-	for (int l = 0; l < r->nlayers; l++) {
-		ir_op *op = &g->ops[in->op_of_layer[l]];
-		op->plan.nranks = r->layer[l].k;
-		op->plan.ranks = arena_alloc(m->arena, sizeof(int) * (size_t)r->layer[l].k);
-		memcpy(op->plan.ranks, r->layer[l].ranks, sizeof(int) * (size_t)r->layer[l].k);
-	}
-	/* An input lives where its first consumer runs (that is where the data
+    ir_graph *g = m->graphs[in->graph];
+    for (int l = 0; l < r->nlayers; l++) {
+        ir_op *op = &g->ops[in->op_of_layer[l]];
+        op->plan.nranks = r->layer[l].k;
+        op->plan.ranks = arena_alloc(m->arena, sizeof(int) * (size_t)r->layer[l].k);
+        memcpy(op->plan.ranks, r->layer[l].ranks, sizeof(int) * (size_t)r->layer[l].k);
+    }
+    /* An input lives where its first consumer runs (that is where the data
 	 * loader puts it). */
-	for (int i = 0; i < g->nops; i++) {
-		if (g->ops[i].opcode != OP_INPUT)
-			continue;
-		for (int c = i + 1; c < g->nops; c++) {
-			const ir_op *u = &g->ops[c];
-			bool uses = false;
-			for (int q = 0; q < u->ninputs; q++)
-				uses |= u->inputs[q] == i;
-			if (uses && u->plan.nranks) {
-				g->ops[i].plan = u->plan;
-				break;
-			}
-		}
-	}
+    for (int i = 0; i < g->nops; i++) {
+        if (g->ops[i].opcode != OP_INPUT)
+            continue;
+        for (int c = i + 1; c < g->nops; c++) {
+            const ir_op *u = &g->ops[c];
+            bool uses = false;
+            for (int q = 0; q < u->ninputs; q++)
+                uses |= u->inputs[q] == i;
+            if (uses && u->plan.nranks) {
+                g->ops[i].plan = u->plan;
+                break;
+            }
+        }
+    }
 }
 
 /* A graph read back from a planned dump keeps its plan: every op already
  * has ranks (or communication was made explicit). */
 static bool already_planned(const ir_graph *g)
 {
-	bool all = g->nops > 0;
-	for (int i = 0; i < g->nops; i++) {
-		if (g->ops[i].opcode == OP_RESHARD || g->ops[i].opcode == OP_ALLREDUCE)
-			return true;
-		if (g->ops[i].opcode != OP_INPUT && g->ops[i].plan.nranks == 0)
-			all = false;
-	}
-	return all;
+    bool all = g->nops > 0;
+    for (int i = 0; i < g->nops; i++) {
+        if (g->ops[i].opcode == OP_RESHARD || g->ops[i].opcode == OP_ALLREDUCE)
+            return true;
+        if (g->ops[i].opcode != OP_INPUT && g->ops[i].plan.nranks == 0)
+            all = false;
+    }
+    return all;
 }
 
 static bool has_comm(const ir_graph *g)
 {
-	for (int i = 0; i < g->nops; i++)
-		if (g->ops[i].opcode == OP_RESHARD || g->ops[i].opcode == OP_ALLREDUCE)
-			return true;
-	return false;
+    for (int i = 0; i < g->nops; i++)
+        if (g->ops[i].opcode == OP_RESHARD || g->ops[i].opcode == OP_ALLREDUCE)
+            return true;
+    return false;
 }
 
 bool pass_plan(pass_ctx *ctx)
 {
-	if (already_planned(ctx->m->graphs[ctx->m->jobs[ctx->job].graph]))
-		return true;
-	pass_plan_input in;
-	if (!pass_plan_build(ctx->m, ctx->job, ctx->opt, &in, ctx->d)) {
-		pass_plan_input_free(&in);
-		return false;
-	}
-	plan_result r;
-	char err[512];
-	if (!plan_solve(&in.p, strategy_of(ctx->opt), &r, err, sizeof err)) {
-		diag_error(ctx->d, ctx->m->jobs[ctx->job].loc, "%s", err);
-		pass_plan_input_free(&in);
-		return false;
-	}
-	pass_plan_apply(ctx->m, &in, &r);
-	plan_result_free(&r);
-	pass_plan_input_free(&in);
-	return true;
+    if (already_planned(ctx->m->graphs[ctx->m->jobs[ctx->job].graph]))
+        return true;
+    pass_plan_input in;
+    if (!pass_plan_build(ctx->m, ctx->job, ctx->opt, &in, ctx->d)) {
+        pass_plan_input_free(&in);
+        return false;
+    }
+    plan_result r;
+    char err[512];
+    if (!plan_solve(&in.p, strategy_of(ctx->opt), &r, err, sizeof err)) {
+        diag_error(ctx->d, ctx->m->jobs[ctx->job].loc, "%s", err);
+        pass_plan_input_free(&in);
+        return false;
+    }
+    pass_plan_apply(ctx->m, &in, &r);
+    plan_result_free(&r);
+    pass_plan_input_free(&in);
+    return true;
 }
 
 static bool same_ranks(const ir_plan *a, const ir_plan *b)
 {
-	return a->nranks == b->nranks && memcmp(a->ranks, b->ranks, sizeof(int) * (size_t)a->nranks) == 0;
+    return a->nranks == b->nranks &&
+           memcmp(a->ranks, b->ranks, sizeof(int) * (size_t)a->nranks) == 0;
 }
 
 static ir_attr rank_list(arena *a, const char *key, const ir_plan *p)
 {
-	ir_attr at = { .key = key, .kind = AK_LIST };
-	at.u.list.n = p->nranks;
-	at.u.list.v = arena_alloc(a, sizeof(int64_t) * (size_t)(p->nranks ? p->nranks : 1));
-	for (int i = 0; i < p->nranks; i++)
-		at.u.list.v[i] = p->ranks[i];
-	return at;
+    ir_attr at = {.key = key, .kind = AK_LIST};
+    at.u.list.n = p->nranks;
+    at.u.list.v = arena_alloc(a, sizeof(int64_t) * (size_t)(p->nranks ? p->nranks : 1));
+    for (int i = 0; i < p->nranks; i++)
+        at.u.list.v[i] = p->ranks[i];
+    return at;
 }
 
 bool pass_comm(pass_ctx *ctx)
 {
-	ir_module *m = ctx->m;
-	ir_graph *g = m->graphs[m->jobs[ctx->job].graph];
-	if (has_comm(g))
-		return true;
-	ir_graph ng = { .name = g->name, .loc = g->loc };
-	int *map = xcalloc((size_t)g->nops, sizeof(int));
-	bool ok = true;
-	for (int i = 0; i < g->nops && ok; i++) {
-		const ir_op *op = &g->ops[i];
-		int *ins = xcalloc((size_t)op->ninputs + 1, sizeof(int));
-		for (int q = 0; q < op->ninputs; q++) {
-			const ir_op *src = &g->ops[op->inputs[q]];
-			ins[q] = map[op->inputs[q]];
-			if (!op->plan.nranks || !src->plan.nranks || same_ranks(&src->plan, &op->plan))
-				continue;
-			ir_attr at[2] = { rank_list(m->arena, "from", &src->plan), rank_list(m->arena, "to", &op->plan) };
-			const char *name = arena_printf(m->arena, "%s.to.%s", src->name, op->name);
-			if (ir_op_find(&ng, name) >= 0) {
-				ins[q] = ir_op_find(&ng, name);
-				continue;
-			}
-			int id = ir_op_add(m, &ng, OP_RESHARD, name, &ins[q], 1, at, 2, op->loc);
-			ng.ops[id].plan = op->plan;
-			ok &= ir_op_check(m, &ng, id, ctx->d);
-			ins[q] = id;
-		}
-		int id = ir_op_add(m, &ng, op->opcode, op->name, ins, op->ninputs, op->attrs, op->nattrs, op->loc);
-		free(ins);
-		ir_op *nop = &ng.ops[id];
-		for (int a = 0; a < nop->nattrs; a++)
-			if (nop->attrs[a].kind == AK_REF && nop->attrs[a].u.ref >= 0)
-				nop->attrs[a].u.ref = map[nop->attrs[a].u.ref];
-		nop->type = op->type;
-		nop->plan = op->plan;
-		map[i] = id;
-		int64_t params = ir_op_cost(g, op).params;
-		if (op->plan.nranks > 1 && params > 0) {
-			ir_attr at[2] = { rank_list(m->arena, "ranks", &op->plan), { .key = "elems", .kind = AK_INT } };
-			at[1].u.i = params;
-			const char *name = arena_printf(m->arena, "%s.grad", op->name);
-			int ar = ir_op_add(m, &ng, OP_ALLREDUCE, name, &id, 1, at, 2, op->loc);
-			ng.ops[ar].plan = op->plan;
-			ok &= ir_op_check(m, &ng, ar, ctx->d);
-		}
-	}
-	free(map);
-	if (ok) {
-		g->ops = ng.ops;
-		g->nops = ng.nops;
-		g->cap = ng.cap;
-		g->index = ng.index;
-		g->index_cap = ng.index_cap;
-	}
-	return ok;
+    ir_module *m = ctx->m;
+    ir_graph *g = m->graphs[m->jobs[ctx->job].graph];
+    if (has_comm(g))
+        return true;
+    ir_graph ng = {.name = g->name, .loc = g->loc};
+    int *map = xcalloc((size_t)g->nops, sizeof(int));
+    bool ok = true;
+    for (int i = 0; i < g->nops && ok; i++) {
+        const ir_op *op = &g->ops[i];
+        int *ins = xcalloc((size_t)op->ninputs + 1, sizeof(int));
+        for (int q = 0; q < op->ninputs; q++) {
+            const ir_op *src = &g->ops[op->inputs[q]];
+            ins[q] = map[op->inputs[q]];
+            if (!op->plan.nranks || !src->plan.nranks || same_ranks(&src->plan, &op->plan))
+                continue;
+            ir_attr at[2] = {rank_list(m->arena, "from", &src->plan),
+                             rank_list(m->arena, "to", &op->plan)};
+            const char *name = arena_printf(m->arena, "%s.to.%s", src->name, op->name);
+            if (ir_op_find(&ng, name) >= 0) {
+                ins[q] = ir_op_find(&ng, name);
+                continue;
+            }
+            int id = ir_op_add(m, &ng, OP_RESHARD, name, &ins[q], 1, at, 2, op->loc);
+            ng.ops[id].plan = op->plan;
+            ok &= ir_op_check(m, &ng, id, ctx->d);
+            ins[q] = id;
+        }
+        int id = ir_op_add(m, &ng, op->opcode, op->name, ins, op->ninputs, op->attrs, op->nattrs,
+                           op->loc);
+        free(ins);
+        ir_op *nop = &ng.ops[id];
+        for (int a = 0; a < nop->nattrs; a++)
+            if (nop->attrs[a].kind == AK_REF && nop->attrs[a].u.ref >= 0)
+                nop->attrs[a].u.ref = map[nop->attrs[a].u.ref];
+        nop->type = op->type;
+        nop->plan = op->plan;
+        map[i] = id;
+        int64_t params = ir_op_cost(g, op).params;
+        if (op->plan.nranks > 1 && params > 0) {
+            ir_attr at[2] = {rank_list(m->arena, "ranks", &op->plan),
+                             {.key = "elems", .kind = AK_INT}};
+            at[1].u.i = params;
+            const char *name = arena_printf(m->arena, "%s.grad", op->name);
+            int ar = ir_op_add(m, &ng, OP_ALLREDUCE, name, &id, 1, at, 2, op->loc);
+            ng.ops[ar].plan = op->plan;
+            ok &= ir_op_check(m, &ng, ar, ctx->d);
+        }
+    }
+    free(map);
+    if (ok) {
+        g->ops = ng.ops;
+        g->nops = ng.nops;
+        g->cap = ng.cap;
+        g->index = ng.index;
+        g->index_cap = ng.index_cap;
+    }
+    return ok;
 }

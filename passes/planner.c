@@ -27,219 +27,224 @@
 enum { TN_LEAF, TN_SERIES, TN_PARALLEL };
 
 typedef struct tnode {
-	int kind;
-	int u, v;                /* the component's ends (layer ids; n, n+1 virtual) */
-	int edge;                /* TN_LEAF: problem edge, -1 for a virtual edge */
-	int a, b;                /* children */
-	int mid;                 /* TN_SERIES: the middle layer */
-	bool interior;           /* has layers inside */
+    int kind;
+    int u, v;      /* the component's ends (layer ids; n, n+1 virtual) */
+    int edge;      /* TN_LEAF: problem edge, -1 for a virtual edge */
+    int a, b;      /* children */
+    int mid;       /* TN_SERIES: the middle layer */
+    bool interior; /* has layers inside */
 } tnode;
 
 typedef struct table {
-	double *s;               /* [cu][cv] objective: t + price * g */
-	double *t, *g;           /* [cu][cv] time, GPU-seconds */
-	int *arg;                /* series: candidate of mid; parallel: -1 seq, else budget level of a */
+    double *s;     /* [cu][cv] objective: t + price * g */
+    double *t, *g; /* [cu][cv] time, GPU-seconds */
+    int *arg;      /* series: candidate of mid; parallel: -1 seq, else budget level of a */
 } table;
 
 typedef struct lay {
-	int nc;
-	int *k;
-	double *tf, *tb, *ar, *amp, *mem;
+    int nc;
+    int *k;
+    double *tf, *tb, *ar, *amp, *mem;
 } lay;
 
 typedef struct ctx {
-	const plan_problem *p;
-	plan_strategy s;
-	double lambda;
-	int n, G;
-	lay *L;                  /* n + 2: virtual source n, sink n + 1 */
-	int *nin;                /* real in-degree */
-	double *hide;            /* backward time of earlier layers an all-reduce surely hides behind */
-	double *minb;            /* a layer's backward at the smallest shard */
-	int *gidx, ng;           /* k -> index of the reshard memo */
-	plan_reshard *rs;
-	unsigned char *rs_done;
-	int ntn, captn;
-	tnode *tn;
-	int root;
-	int nb, *bl, top;
-	table **tab;             /* [tn][level], NULL until computed */
-	bool concurrency;
-	int *kc, *off;           /* chosen candidate index and rank offset per layer */
-	unsigned char *conc;     /* per tree node: parallel branches run concurrently */
-	int nconc;
+    const plan_problem *p;
+    plan_strategy s;
+    double lambda;
+    int n, G;
+    lay *L;        /* n + 2: virtual source n, sink n + 1 */
+    int *nin;      /* real in-degree */
+    double *hide;  /* backward time of earlier layers an all-reduce surely hides behind */
+    double *minb;  /* a layer's backward at the smallest shard */
+    int *gidx, ng; /* k -> index of the reshard memo */
+    plan_reshard *rs;
+    unsigned char *rs_done;
+    int ntn, captn;
+    tnode *tn;
+    int root;
+    int nb, *bl, top;
+    table **tab; /* [tn][level], NULL until computed */
+    bool concurrency;
+    int *kc, *off;       /* chosen candidate index and rank offset per layer */
+    unsigned char *conc; /* per tree node: parallel branches run concurrently */
+    int nconc;
 } ctx;
 
-static const char *strategy_names[PS_COUNT] = { "dp", "deeppool", "burst" };
+static const char *strategy_names[PS_COUNT] = {"dp", "deeppool", "burst"};
 
-const char *plan_strategy_name(plan_strategy s) { return strategy_names[s]; }
+const char *plan_strategy_name(plan_strategy s)
+{
+    return strategy_names[s];
+}
 
 bool plan_strategy_lookup(const char *name, plan_strategy *out)
 {
-	for (int i = 0; i < PS_COUNT; i++)
-		if (strcmp(name, strategy_names[i]) == 0) {
-			*out = (plan_strategy)i;
-			return true;
-		}
-	return false;
+    for (int i = 0; i < PS_COUNT; i++)
+        if (strcmp(name, strategy_names[i]) == 0) {
+            *out = (plan_strategy)i;
+            return true;
+        }
+    return false;
 }
 
 static void *xcalloc(size_t n, size_t size)
 {
-	void *q = calloc(n ? n : 1, size ? size : 1);
-	if (!q) {
-		fprintf(stderr, "burstc: out of memory\n");
-		exit(2);
-	}
-	return q;
+    void *q = calloc(n ? n : 1, size ? size : 1);
+    if (!q) {
+        fprintf(stderr, "burstc: out of memory\n");
+        exit(2);
+    }
+    return q;
 }
 
 /* ---- candidates ---- */
 
 static double layer_mem(const plan_problem *p, const plan_layer *l, int64_t shard)
 {
-	return l->params * p->dtype_bytes * (2.0 + p->optimizer_states) + l->saved * (double)shard * p->dtype_bytes;
+    return l->params * p->dtype_bytes * (2.0 + p->optimizer_states) +
+           l->saved * (double)shard * p->dtype_bytes;
 }
 
 static bool allowed_count(plan_strategy s, int k, int kmax)
 {
-	switch (s) {
-	case PS_DP: return k == kmax;
-	case PS_DEEPPOOL: return (k & (k - 1)) == 0;
-	default: return true;
-	}
+    switch (s) {
+    case PS_DP: return k == kmax;
+    case PS_DEEPPOOL: return (k & (k - 1)) == 0;
+    default: return true;
+    }
 }
 
 static bool make_candidates(ctx *c, char *err, size_t errlen)
 {
-	const plan_problem *p = c->p;
-	int kmax = (int64_t)c->G < p->batch ? c->G : (int)p->batch;
-	int *tmp = xcalloc((size_t)kmax + 1, sizeof(int));
-	for (int l = 0; l < c->n; l++) {
-		const plan_layer *ly = &p->layers[l];
-		lay *L = &c->L[l];
-		double f1, b1;
-		plan_layer_time(p, ly, p->batch, &f1, &b1);
-		double t1 = f1 + b1;
-		int nc = 0;
-		int64_t last = -1;
-		double minmem = INFINITY;
-		for (int k = 1; k <= kmax; k++) {
-			if (!allowed_count(c->s, k, kmax))
-				continue;
-			int64_t sh = plan_shard(p->batch, k);
-			/* Counts with the same largest shard compute equally fast:
+    const plan_problem *p = c->p;
+    int kmax = (int64_t)c->G < p->batch ? c->G : (int)p->batch;
+    int *tmp = xcalloc((size_t)kmax + 1, sizeof(int));
+    for (int l = 0; l < c->n; l++) {
+        const plan_layer *ly = &p->layers[l];
+        lay *L = &c->L[l];
+        double f1, b1;
+        plan_layer_time(p, ly, p->batch, &f1, &b1);
+        double t1 = f1 + b1;
+        int nc = 0;
+        int64_t last = -1;
+        double minmem = INFINITY;
+        for (int k = 1; k <= kmax; k++) {
+            if (!allowed_count(c->s, k, kmax))
+                continue;
+            int64_t sh = plan_shard(p->batch, k);
+            /* Counts with the same largest shard compute equally fast:
 			 * keep the smallest, and the powers of two, whose aligned
 			 * splits reshard cheaply (so burst's candidates include
 			 * deeppool's). */
-			if (sh == last && (k & (k - 1)) != 0)
-				continue;
-			last = sh;
-			double m = layer_mem(p, ly, sh);
-			if (m < minmem)
-				minmem = m;
-			if (p->cluster.mem_bytes > 0 && m > p->cluster.mem_bytes)
-				continue;
-			if (c->s != PS_DP && p->amp_limit > 0 && k > 1) {
-				double f, b;
-				plan_layer_time(p, ly, sh, &f, &b);
-				if (k * (f + b) > p->amp_limit * t1 * (1 + 1e-12))
-					continue;
-			}
-			tmp[nc++] = k;
-		}
-		if (nc == 0) {
-			if (p->cluster.mem_bytes > 0 && minmem > p->cluster.mem_bytes)
-				snprintf(err, errlen,
-					 "layer '%s' needs %.0f bytes per GPU (parameters, gradients, optimizer state and "
-					 "saved activations) but a GPU has %.0f",
-					 ly->name, minmem, p->cluster.mem_bytes);
-			else
-				snprintf(err, errlen, "layer '%s' has no GPU count within the limits", ly->name);
-			free(tmp);
-			return false;
-		}
-		L->nc = nc;
-		L->k = xcalloc((size_t)nc, sizeof(int));
-		L->tf = xcalloc((size_t)nc, sizeof(double));
-		L->tb = xcalloc((size_t)nc, sizeof(double));
-		L->ar = xcalloc((size_t)nc, sizeof(double));
-		L->amp = xcalloc((size_t)nc, sizeof(double));
-		L->mem = xcalloc((size_t)nc, sizeof(double));
-		for (int i = 0; i < nc; i++) {
-			int k = tmp[i];
-			int64_t sh = plan_shard(p->batch, k);
-			L->k[i] = k;
-			plan_layer_time(p, ly, sh, &L->tf[i], &L->tb[i]);
-			L->ar[i] = plan_allreduce_time(&p->cluster, 0, k, ly->params * p->dtype_bytes);
-			L->amp[i] = t1 > 0 ? k * (L->tf[i] + L->tb[i]) / t1 : 1;
-			L->mem[i] = layer_mem(p, ly, sh);
-		}
-	}
-	free(tmp);
-	for (int v = c->n; v < c->n + 2; v++) {
-		lay *L = &c->L[v];
-		L->nc = 1;
-		L->k = xcalloc(1, sizeof(int));
-		L->tf = xcalloc(1, sizeof(double));
-		L->tb = xcalloc(1, sizeof(double));
-		L->ar = xcalloc(1, sizeof(double));
-		L->amp = xcalloc(1, sizeof(double));
-		L->mem = xcalloc(1, sizeof(double));
-	}
-	return true;
+            if (sh == last && (k & (k - 1)) != 0)
+                continue;
+            last = sh;
+            double m = layer_mem(p, ly, sh);
+            if (m < minmem)
+                minmem = m;
+            if (p->cluster.mem_bytes > 0 && m > p->cluster.mem_bytes)
+                continue;
+            if (c->s != PS_DP && p->amp_limit > 0 && k > 1) {
+                double f, b;
+                plan_layer_time(p, ly, sh, &f, &b);
+                if (k * (f + b) > p->amp_limit * t1 * (1 + 1e-12))
+                    continue;
+            }
+            tmp[nc++] = k;
+        }
+        if (nc == 0) {
+            if (p->cluster.mem_bytes > 0 && minmem > p->cluster.mem_bytes)
+                snprintf(
+                    err, errlen,
+                    "layer '%s' needs %.0f bytes per GPU (parameters, gradients, optimizer state and "
+                    "saved activations) but a GPU has %.0f",
+                    ly->name, minmem, p->cluster.mem_bytes);
+            else
+                snprintf(err, errlen, "layer '%s' has no GPU count within the limits", ly->name);
+            free(tmp);
+            return false;
+        }
+        L->nc = nc;
+        L->k = xcalloc((size_t)nc, sizeof(int));
+        L->tf = xcalloc((size_t)nc, sizeof(double));
+        L->tb = xcalloc((size_t)nc, sizeof(double));
+        L->ar = xcalloc((size_t)nc, sizeof(double));
+        L->amp = xcalloc((size_t)nc, sizeof(double));
+        L->mem = xcalloc((size_t)nc, sizeof(double));
+        for (int i = 0; i < nc; i++) {
+            int k = tmp[i];
+            int64_t sh = plan_shard(p->batch, k);
+            L->k[i] = k;
+            plan_layer_time(p, ly, sh, &L->tf[i], &L->tb[i]);
+            L->ar[i] = plan_allreduce_time(&p->cluster, 0, k, ly->params * p->dtype_bytes);
+            L->amp[i] = t1 > 0 ? k * (L->tf[i] + L->tb[i]) / t1 : 1;
+            L->mem[i] = layer_mem(p, ly, sh);
+        }
+    }
+    free(tmp);
+    for (int v = c->n; v < c->n + 2; v++) {
+        lay *L = &c->L[v];
+        L->nc = 1;
+        L->k = xcalloc(1, sizeof(int));
+        L->tf = xcalloc(1, sizeof(double));
+        L->tb = xcalloc(1, sizeof(double));
+        L->ar = xcalloc(1, sizeof(double));
+        L->amp = xcalloc(1, sizeof(double));
+        L->mem = xcalloc(1, sizeof(double));
+    }
+    return true;
 }
 
 /* ---- costs of one layer and one edge ---- */
 
 static void node_cost(ctx *c, int l, int ci, double *t, double *g)
 {
-	if (l >= c->n) {
-		*t = *g = 0;
-		return;
-	}
-	const lay *L = &c->L[l];
-	double x = L->tf[ci] + L->tb[ci];
-	if (c->nin[l] != 1)
-		x += fmax(0, L->ar[ci] - c->hide[l]);
-	*t = x;
-	*g = x * L->k[ci];
+    if (l >= c->n) {
+        *t = *g = 0;
+        return;
+    }
+    const lay *L = &c->L[l];
+    double x = L->tf[ci] + L->tb[ci];
+    if (c->nin[l] != 1)
+        x += fmax(0, L->ar[ci] - c->hide[l]);
+    *t = x;
+    *g = x * L->k[ci];
 }
 
 /* Both ways cost the same with both sets starting at rank 0. */
 static const plan_reshard *reshard_of(ctx *c, int k1, int k2)
 {
-	if (k1 > k2) {
-		int t = k1;
-		k1 = k2;
-		k2 = t;
-	}
-	size_t i = (size_t)c->gidx[k1] * c->ng + c->gidx[k2];
-	if (!c->rs_done[i]) {
-		c->rs[i] = plan_reshard_count(c->p->batch, c->p->cluster.gpus_per_node, 0, k1, 0, k2);
-		c->rs_done[i] = 1;
-	}
-	return &c->rs[i];
+    if (k1 > k2) {
+        int t = k1;
+        k1 = k2;
+        k2 = t;
+    }
+    size_t i = (size_t)c->gidx[k1] * c->ng + c->gidx[k2];
+    if (!c->rs_done[i]) {
+        c->rs[i] = plan_reshard_count(c->p->batch, c->p->cluster.gpus_per_node, 0, k1, 0, k2);
+        c->rs_done[i] = 1;
+    }
+    return &c->rs[i];
 }
 
 static void edge_cost(ctx *c, int e, int cu, int cv, double *t, double *g)
 {
-	*t = *g = 0;
-	if (e < 0)
-		return;
-	const plan_edge *pe = &c->p->edges[e];
-	const lay *U = &c->L[pe->from], *V = &c->L[pe->to];
-	int ku = U->k[cu], kv = V->k[cv];
-	double r = 0;
-	if (ku != kv) {
-		double bps = pe->elems * c->p->dtype_bytes;
-		r = 2 * plan_reshard_time(&c->p->cluster, reshard_of(c, ku, kv), bps);
-	}
-	double ex = 0;
-	if (c->nin[pe->to] == 1)
-		ex = fmax(0, V->ar[cv] - U->tb[cu] - c->hide[pe->to] + c->minb[pe->from]);
-	*t = r + ex;
-	*g = r * (ku > kv ? ku : kv) + ex * kv;
+    *t = *g = 0;
+    if (e < 0)
+        return;
+    const plan_edge *pe = &c->p->edges[e];
+    const lay *U = &c->L[pe->from], *V = &c->L[pe->to];
+    int ku = U->k[cu], kv = V->k[cv];
+    double r = 0;
+    if (ku != kv) {
+        double bps = pe->elems * c->p->dtype_bytes;
+        r = 2 * plan_reshard_time(&c->p->cluster, reshard_of(c, ku, kv), bps);
+    }
+    double ex = 0;
+    if (c->nin[pe->to] == 1)
+        ex = fmax(0, V->ar[cv] - U->tb[cu] - c->hide[pe->to] + c->minb[pe->from]);
+    *t = r + ex;
+    *g = r * (ku > kv ? ku : kv) + ex * kv;
 }
 
 /* The same costs for ranks placed at offsets (concurrent branches): the
@@ -247,179 +252,185 @@ static void edge_cost(ctx *c, int e, int cu, int cv, double *t, double *g)
  * uses these. */
 static void node_cost_at(ctx *c, int l, int ci, int off, double *t, double *g)
 {
-	node_cost(c, l, ci, t, g);
-	if (l >= c->n || off == 0 || c->nin[l] == 1)
-		return;
-	const lay *L = &c->L[l];
-	double ar = plan_allreduce_time(&c->p->cluster, off, L->k[ci], c->p->layers[l].params * c->p->dtype_bytes);
-	double x = L->tf[ci] + L->tb[ci] + fmax(0, ar - c->hide[l]);
-	*t = x;
-	*g = x * L->k[ci];
+    node_cost(c, l, ci, t, g);
+    if (l >= c->n || off == 0 || c->nin[l] == 1)
+        return;
+    const lay *L = &c->L[l];
+    double ar = plan_allreduce_time(&c->p->cluster, off, L->k[ci],
+                                    c->p->layers[l].params * c->p->dtype_bytes);
+    double x = L->tf[ci] + L->tb[ci] + fmax(0, ar - c->hide[l]);
+    *t = x;
+    *g = x * L->k[ci];
 }
 
 static void edge_cost_at(ctx *c, int e, double *t, double *g, double *reshard, double *exposed)
 {
-	const plan_edge *pe = &c->p->edges[e];
-	int cu = c->kc[pe->from], cv = c->kc[pe->to];
-	const lay *U = &c->L[pe->from], *V = &c->L[pe->to];
-	int ku = U->k[cu], kv = V->k[cv], ou = c->off[pe->from], ov = c->off[pe->to];
-	double r = 0;
-	if (ku != kv || ou != ov) {
-		double bps = pe->elems * c->p->dtype_bytes;
-		int gpn = c->p->cluster.gpus_per_node;
-		plan_reshard f = plan_reshard_count(c->p->batch, gpn, ou, ku, ov, kv);
-		plan_reshard b = plan_reshard_count(c->p->batch, gpn, ov, kv, ou, ku);
-		r = plan_reshard_time(&c->p->cluster, &f, bps) + plan_reshard_time(&c->p->cluster, &b, bps);
-	}
-	double ex = 0;
-	if (c->nin[pe->to] == 1) {
-		double ar = plan_allreduce_time(&c->p->cluster, ov, kv, c->p->layers[pe->to].params * c->p->dtype_bytes);
-		ex = fmax(0, ar - U->tb[cu] - c->hide[pe->to] + c->minb[pe->from]);
-	}
-	*t = r + ex;
-	*g = r * (ku > kv ? ku : kv) + ex * kv;
-	if (reshard)
-		*reshard = r;
-	if (exposed)
-		*exposed = ex;
+    const plan_edge *pe = &c->p->edges[e];
+    int cu = c->kc[pe->from], cv = c->kc[pe->to];
+    const lay *U = &c->L[pe->from], *V = &c->L[pe->to];
+    int ku = U->k[cu], kv = V->k[cv], ou = c->off[pe->from], ov = c->off[pe->to];
+    double r = 0;
+    if (ku != kv || ou != ov) {
+        double bps = pe->elems * c->p->dtype_bytes;
+        int gpn = c->p->cluster.gpus_per_node;
+        plan_reshard f = plan_reshard_count(c->p->batch, gpn, ou, ku, ov, kv);
+        plan_reshard b = plan_reshard_count(c->p->batch, gpn, ov, kv, ou, ku);
+        r = plan_reshard_time(&c->p->cluster, &f, bps) + plan_reshard_time(&c->p->cluster, &b, bps);
+    }
+    double ex = 0;
+    if (c->nin[pe->to] == 1) {
+        double ar = plan_allreduce_time(&c->p->cluster, ov, kv,
+                                        c->p->layers[pe->to].params * c->p->dtype_bytes);
+        ex = fmax(0, ar - U->tb[cu] - c->hide[pe->to] + c->minb[pe->from]);
+    }
+    *t = r + ex;
+    *g = r * (ku > kv ? ku : kv) + ex * kv;
+    if (reshard)
+        *reshard = r;
+    if (exposed)
+        *exposed = ex;
 }
 
 /* ---- series-parallel decomposition ---- */
 
 typedef struct xedge {
-	int u, v, tn;
-	bool live;
+    int u, v, tn;
+    bool live;
 } xedge;
 
 typedef struct adj {
-	int n, cap;
-	int *e;
+    int n, cap;
+    int *e;
 } adj;
 
 static void adj_push(adj *a, int e)
 {
-	if (a->n == a->cap) {
-		a->cap = a->cap ? 2 * a->cap : 4;
-		a->e = realloc(a->e, (size_t)a->cap * sizeof(int));
-		if (!a->e) {
-			fprintf(stderr, "burstc: out of memory\n");
-			exit(2);
-		}
-	}
-	a->e[a->n++] = e;
+    if (a->n == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 4;
+        a->e = realloc(a->e, (size_t)a->cap * sizeof(int));
+        if (!a->e) {
+            fprintf(stderr, "burstc: out of memory\n");
+            exit(2);
+        }
+    }
+    a->e[a->n++] = e;
 }
 
 static void adj_compact(adj *a, const xedge *x)
 {
-	int m = 0;
-	for (int i = 0; i < a->n; i++)
-		if (x[a->e[i]].live)
-			a->e[m++] = a->e[i];
-	a->n = m;
+    int m = 0;
+    for (int i = 0; i < a->n; i++)
+        if (x[a->e[i]].live)
+            a->e[m++] = a->e[i];
+    a->n = m;
 }
 
 static int tn_new(ctx *c, tnode t)
 {
-	if (c->ntn == c->captn) {
-		c->captn = c->captn ? 2 * c->captn : 64;
-		c->tn = realloc(c->tn, (size_t)c->captn * sizeof(tnode));
-		if (!c->tn) {
-			fprintf(stderr, "burstc: out of memory\n");
-			exit(2);
-		}
-	}
-	c->tn[c->ntn] = t;
-	return c->ntn++;
+    if (c->ntn == c->captn) {
+        c->captn = c->captn ? 2 * c->captn : 64;
+        c->tn = realloc(c->tn, (size_t)c->captn * sizeof(tnode));
+        if (!c->tn) {
+            fprintf(stderr, "burstc: out of memory\n");
+            exit(2);
+        }
+    }
+    c->tn[c->ntn] = t;
+    return c->ntn++;
 }
 
 /* Builds the decomposition tree; returns false if the graph is not
  * series-parallel. */
 static bool decompose(ctx *c)
 {
-	int n = c->n, S = n, T = n + 1, nv = n + 2;
-	const plan_problem *p = c->p;
-	int cap = p->nedges + 2 * n + 4, nx = 0;
-	xedge *x = xcalloc((size_t)cap * 2, sizeof(xedge));
-	cap *= 2;
-	adj *in = xcalloc((size_t)nv, sizeof(adj)), *out = xcalloc((size_t)nv, sizeof(adj));
-	int *nout = xcalloc((size_t)nv, sizeof(int));
-	for (int e = 0; e < p->nedges; e++)
-		nout[p->edges[e].from]++;
-#define ADD_X(U, V, TN) do { \
-		if (nx == cap) { \
-			cap *= 2; \
-			x = realloc(x, (size_t)cap * sizeof(xedge)); \
-			if (!x) { fprintf(stderr, "burstc: out of memory\n"); exit(2); } \
-		} \
-		x[nx] = (xedge){ (U), (V), (TN), true }; \
-		adj_push(&out[(U)], nx); \
-		adj_push(&in[(V)], nx); \
-		nx++; \
-	} while (0)
-	for (int l = 0; l < n; l++)
-		if (c->nin[l] == 0)
-			ADD_X(S, l, tn_new(c, (tnode){ TN_LEAF, S, l, -1, -1, -1, -1, false }));
-	for (int e = 0; e < p->nedges; e++) {
-		int u = p->edges[e].from, v = p->edges[e].to;
-		ADD_X(u, v, tn_new(c, (tnode){ TN_LEAF, u, v, e, -1, -1, -1, false }));
-	}
-	for (int l = 0; l < n; l++)
-		if (nout[l] == 0)
-			ADD_X(l, T, tn_new(c, (tnode){ TN_LEAF, l, T, -1, -1, -1, -1, false }));
-	bool changed = true;
-	while (changed) {
-		changed = false;
-		for (int step = 0; step < nv; step++) {
-			int m = step == 0 ? S : step - 1 < n ? step - 1 : T;
-			adj_compact(&out[m], x);
-			for (int i = 0; i < out[m].n; i++) {
-				for (int j = i + 1; j < out[m].n; j++) {
-					xedge *ei = &x[out[m].e[i]], *ej = &x[out[m].e[j]];
-					if (!ei->live || !ej->live || ei->v != ej->v)
-						continue;
-					tnode a = c->tn[ei->tn], b = c->tn[ej->tn];
-					int t = tn_new(c, (tnode){ TN_PARALLEL, m, ei->v, -1, ei->tn, ej->tn, -1,
-								   a.interior || b.interior });
-					int v = ei->v;
-					ei->live = ej->live = false;
-					ADD_X(m, v, t);
-					changed = true;
-				}
-				adj_compact(&out[m], x);
-			}
-			if (m == S || m == T)
-				continue;
-			adj_compact(&in[m], x);
-			adj_compact(&out[m], x);
-			if (in[m].n == 1 && out[m].n == 1) {
-				xedge *e1 = &x[in[m].e[0]], *e2 = &x[out[m].e[0]];
-				int u = e1->u, v = e2->v;
-				int t = tn_new(c, (tnode){ TN_SERIES, u, v, -1, e1->tn, e2->tn, m, true });
-				e1->live = e2->live = false;
-				in[m].n = out[m].n = 0;
-				ADD_X(u, v, t);
-				changed = true;
-			}
-		}
-	}
+    int n = c->n, S = n, T = n + 1, nv = n + 2;
+    const plan_problem *p = c->p;
+    int cap = p->nedges + 2 * n + 4, nx = 0;
+    xedge *x = xcalloc((size_t)cap * 2, sizeof(xedge));
+    cap *= 2;
+    adj *in = xcalloc((size_t)nv, sizeof(adj)), *out = xcalloc((size_t)nv, sizeof(adj));
+    int *nout = xcalloc((size_t)nv, sizeof(int));
+    for (int e = 0; e < p->nedges; e++)
+        nout[p->edges[e].from]++;
+#define ADD_X(U, V, TN)                                     \
+    do {                                                    \
+        if (nx == cap) {                                    \
+            cap *= 2;                                       \
+            x = realloc(x, (size_t)cap * sizeof(xedge));    \
+            if (!x) {                                       \
+                fprintf(stderr, "burstc: out of memory\n"); \
+                exit(2);                                    \
+            }                                               \
+        }                                                   \
+        x[nx] = (xedge){(U), (V), (TN), true};              \
+        adj_push(&out[(U)], nx);                            \
+        adj_push(&in[(V)], nx);                             \
+        nx++;                                               \
+    } while (0)
+    for (int l = 0; l < n; l++)
+        if (c->nin[l] == 0)
+            ADD_X(S, l, tn_new(c, (tnode){TN_LEAF, S, l, -1, -1, -1, -1, false}));
+    for (int e = 0; e < p->nedges; e++) {
+        int u = p->edges[e].from, v = p->edges[e].to;
+        ADD_X(u, v, tn_new(c, (tnode){TN_LEAF, u, v, e, -1, -1, -1, false}));
+    }
+    for (int l = 0; l < n; l++)
+        if (nout[l] == 0)
+            ADD_X(l, T, tn_new(c, (tnode){TN_LEAF, l, T, -1, -1, -1, -1, false}));
+    bool changed = true;
+    while (changed) {
+        changed = false;
+        for (int step = 0; step < nv; step++) {
+            int m = step == 0 ? S : step - 1 < n ? step - 1 : T;
+            adj_compact(&out[m], x);
+            for (int i = 0; i < out[m].n; i++) {
+                for (int j = i + 1; j < out[m].n; j++) {
+                    xedge *ei = &x[out[m].e[i]], *ej = &x[out[m].e[j]];
+                    if (!ei->live || !ej->live || ei->v != ej->v)
+                        continue;
+                    tnode a = c->tn[ei->tn], b = c->tn[ej->tn];
+                    int t = tn_new(c, (tnode){TN_PARALLEL, m, ei->v, -1, ei->tn, ej->tn, -1,
+                                              a.interior || b.interior});
+                    int v = ei->v;
+                    ei->live = ej->live = false;
+                    ADD_X(m, v, t);
+                    changed = true;
+                }
+                adj_compact(&out[m], x);
+            }
+            if (m == S || m == T)
+                continue;
+            adj_compact(&in[m], x);
+            adj_compact(&out[m], x);
+            if (in[m].n == 1 && out[m].n == 1) {
+                xedge *e1 = &x[in[m].e[0]], *e2 = &x[out[m].e[0]];
+                int u = e1->u, v = e2->v;
+                int t = tn_new(c, (tnode){TN_SERIES, u, v, -1, e1->tn, e2->tn, m, true});
+                e1->live = e2->live = false;
+                in[m].n = out[m].n = 0;
+                ADD_X(u, v, t);
+                changed = true;
+            }
+        }
+    }
 #undef ADD_X
-	int live = 0, last = -1;
-	for (int i = 0; i < nx; i++)
-		if (x[i].live) {
-			live++;
-			last = i;
-		}
-	bool sp = live == 1 && x[last].u == S && x[last].v == T;
-	c->root = sp ? x[last].tn : -1;
-	for (int v = 0; v < nv; v++) {
-		free(in[v].e);
-		free(out[v].e);
-	}
-	free(in);
-	free(out);
-	free(nout);
-	free(x);
-	return sp;
+    int live = 0, last = -1;
+    for (int i = 0; i < nx; i++)
+        if (x[i].live) {
+            live++;
+            last = i;
+        }
+    bool sp = live == 1 && x[last].u == S && x[last].v == T;
+    c->root = sp ? x[last].tn : -1;
+    for (int v = 0; v < nv; v++) {
+        free(in[v].e);
+        free(out[v].e);
+    }
+    free(in);
+    free(out);
+    free(nout);
+    free(x);
+    return sp;
 }
 
 /* ---- the DP over the tree ---- */
@@ -428,18 +439,18 @@ static table *solve(ctx *c, int t, int lev);
 
 static table *table_new(int nu, int nv)
 {
-	/* every entry is written by solve(); no need to clear */
-	size_t n = (size_t)nu * nv;
-	table *tb = xcalloc(1, sizeof(table));
-	tb->s = malloc(sizeof(double) * n);
-	tb->t = malloc(sizeof(double) * n);
-	tb->g = malloc(sizeof(double) * n);
-	tb->arg = malloc(sizeof(int) * n);
-	if (!tb->s || !tb->t || !tb->g || !tb->arg) {
-		fprintf(stderr, "burstc: out of memory\n");
-		exit(2);
-	}
-	return tb;
+    /* every entry is written by solve(); no need to clear */
+    size_t n = (size_t)nu * nv;
+    table *tb = xcalloc(1, sizeof(table));
+    tb->s = malloc(sizeof(double) * n);
+    tb->t = malloc(sizeof(double) * n);
+    tb->g = malloc(sizeof(double) * n);
+    tb->arg = malloc(sizeof(int) * n);
+    if (!tb->s || !tb->t || !tb->g || !tb->arg) {
+        fprintf(stderr, "burstc: out of memory\n");
+        exit(2);
+    }
+    return tb;
 }
 
 /* best[j] = min(best[j], base + row[j]), remembering m where it improves:
@@ -450,771 +461,779 @@ typedef double v2d __attribute__((vector_size(16), aligned(8), may_alias));
 typedef long long v2l __attribute__((vector_size(16), aligned(8), may_alias));
 #endif
 
-static void min_plus_row(double *restrict best, double *restrict bestm, const double *restrict row, double base,
-			 double m, int n)
+static void min_plus_row(double *restrict best, double *restrict bestm, const double *restrict row,
+                         double base, double m, int n)
 {
-	int j = 0;
+    int j = 0;
 #if defined(__GNUC__)
-	v2d vb = { base, base }, vm = { m, m };
-	for (; j + 2 <= n; j += 2) {
-		v2d x = *(const v2d *)&row[j] + vb;
-		v2d b = *(const v2d *)&best[j];
-		v2d bm = *(const v2d *)&bestm[j];
-		v2l lt = x < b;
-		*(v2d *)&best[j] = (v2d)(((v2l)x & lt) | ((v2l)b & ~lt));
-		*(v2d *)&bestm[j] = (v2d)(((v2l)vm & lt) | ((v2l)bm & ~lt));
-	}
+    v2d vb = {base, base}, vm = {m, m};
+    for (; j + 2 <= n; j += 2) {
+        v2d x = *(const v2d *)&row[j] + vb;
+        v2d b = *(const v2d *)&best[j];
+        v2d bm = *(const v2d *)&bestm[j];
+        v2l lt = x < b;
+        *(v2d *)&best[j] = (v2d)(((v2l)x & lt) | ((v2l)b & ~lt));
+        *(v2d *)&bestm[j] = (v2d)(((v2l)vm & lt) | ((v2l)bm & ~lt));
+    }
 #endif
-	for (; j < n; j++) {
-		double x = base + row[j];
-		if (x < best[j]) {
-			best[j] = x;
-			bestm[j] = m;
-		}
-	}
+    for (; j < n; j++) {
+        double x = base + row[j];
+        if (x < best[j]) {
+            best[j] = x;
+            bestm[j] = m;
+        }
+    }
 }
 
 static table *solve(ctx *c, int t, int lev)
 {
-	tnode *T = &c->tn[t];
-	if (!T->interior)
-		lev = c->top;    /* no layers inside: the budget does not matter */
-	if (c->tab[(size_t)t * c->nb + lev])
-		return c->tab[(size_t)t * c->nb + lev];
-	int nu = c->L[T->u].nc, nv = c->L[T->v].nc;
-	table *r = table_new(nu, nv);
-	double lam = c->lambda;
-	if (T->kind == TN_LEAF) {
-		for (int i = 0; i < nu; i++)
-			for (int j = 0; j < nv; j++) {
-				edge_cost(c, T->edge, i, j, &r->t[i * nv + j], &r->g[i * nv + j]);
-				r->s[i * nv + j] = r->t[i * nv + j] + lam * r->g[i * nv + j];
-				r->arg[i * nv + j] = -1;
-			}
-	} else if (T->kind == TN_SERIES) {
-		table *A = solve(c, T->a, lev), *B = solve(c, T->b, lev);
-		const lay *M = &c->L[T->mid];
-		int nm = M->nc, budget = c->bl[lev];
-		double *nt = xcalloc((size_t)nm, sizeof(double)), *ng = xcalloc((size_t)nm, sizeof(double));
-		for (int m = 0; m < nm; m++)
-			node_cost(c, T->mid, m, &nt[m], &ng[m]);
-		/* Min-plus product through the middle layer: first the objective
+    tnode *T = &c->tn[t];
+    if (!T->interior)
+        lev = c->top; /* no layers inside: the budget does not matter */
+    if (c->tab[(size_t)t * c->nb + lev])
+        return c->tab[(size_t)t * c->nb + lev];
+    int nu = c->L[T->u].nc, nv = c->L[T->v].nc;
+    table *r = table_new(nu, nv);
+    double lam = c->lambda;
+    if (T->kind == TN_LEAF) {
+        for (int i = 0; i < nu; i++)
+            for (int j = 0; j < nv; j++) {
+                edge_cost(c, T->edge, i, j, &r->t[i * nv + j], &r->g[i * nv + j]);
+                r->s[i * nv + j] = r->t[i * nv + j] + lam * r->g[i * nv + j];
+                r->arg[i * nv + j] = -1;
+            }
+    } else if (T->kind == TN_SERIES) {
+        table *A = solve(c, T->a, lev), *B = solve(c, T->b, lev);
+        const lay *M = &c->L[T->mid];
+        int nm = M->nc, budget = c->bl[lev];
+        double *nt = xcalloc((size_t)nm, sizeof(double)), *ng = xcalloc((size_t)nm, sizeof(double));
+        for (int m = 0; m < nm; m++)
+            node_cost(c, T->mid, m, &nt[m], &ng[m]);
+        /* Min-plus product through the middle layer: first the objective
 		 * and its argmin in a tight loop, then time and GPU-seconds. */
-		double *best = xcalloc((size_t)nv, sizeof(double)), *bestm = xcalloc((size_t)nv, sizeof(double));
-		for (int i = 0; i < nu; i++) {
-			double *rs = &r->s[i * nv];
-			int *ra = &r->arg[i * nv];
-			for (int j = 0; j < nv; j++) {
-				best[j] = INFINITY;
-				bestm[j] = -1;
-			}
-			for (int m = 0; m < nm; m++) {
-				double a = A->s[i * nm + m];
-				if (a == INFINITY || M->k[m] > budget)
-					continue;
-				min_plus_row(best, bestm, &B->s[m * nv], a + nt[m] + lam * ng[m], (double)m, nv);
-			}
-			for (int j = 0; j < nv; j++) {
-				rs[j] = best[j];
-				ra[j] = (int)bestm[j];
-			}
-			for (int j = 0; j < nv; j++) {
-				int m = ra[j];
-				if (m < 0) {
-					r->t[i * nv + j] = INFINITY;
-					r->g[i * nv + j] = 0;
-					continue;
-				}
-				r->t[i * nv + j] = A->t[i * nm + m] + nt[m] + B->t[m * nv + j];
-				r->g[i * nv + j] = A->g[i * nm + m] + ng[m] + B->g[m * nv + j];
-			}
-		}
-		free(nt);
-		free(ng);
-		free(best);
-		free(bestm);
-	} else {
-		table *A = solve(c, T->a, lev), *B = solve(c, T->b, lev);
-		for (int i = 0; i < nu * nv; i++) {
-			r->t[i] = A->t[i] + B->t[i];
-			r->g[i] = A->g[i] + B->g[i];
-			r->s[i] = A->s[i] + B->s[i];
-			r->arg[i] = -1;
-		}
-		bool conc = c->concurrency && c->tn[T->a].interior && c->tn[T->b].interior;
-		for (int la = 1; conc && la < c->nb && c->bl[la] < c->bl[lev]; la++) {
-			int lb = -1;
-			for (int q = c->nb - 1; q >= 1; q--)
-				if (c->bl[la] + c->bl[q] <= c->bl[lev]) {
-					lb = q;
-					break;
-				}
-			if (lb < 0)
-				continue;
-			table *A2 = solve(c, T->a, la), *B2 = solve(c, T->b, lb);
-			for (int i = 0; i < nu * nv; i++) {
-				double tt = fmax(A2->t[i], B2->t[i]), gg = A2->g[i] + B2->g[i];
-				double ss = tt + lam * gg;
-				if (ss < r->s[i]) {
-					r->t[i] = tt;
-					r->g[i] = gg;
-					r->s[i] = ss;
-					r->arg[i] = la;
-				}
-			}
-		}
-	}
-	c->tab[(size_t)t * c->nb + lev] = r;
-	return r;
+        double *best = xcalloc((size_t)nv, sizeof(double)),
+               *bestm = xcalloc((size_t)nv, sizeof(double));
+        for (int i = 0; i < nu; i++) {
+            double *rs = &r->s[i * nv];
+            int *ra = &r->arg[i * nv];
+            for (int j = 0; j < nv; j++) {
+                best[j] = INFINITY;
+                bestm[j] = -1;
+            }
+            for (int m = 0; m < nm; m++) {
+                double a = A->s[i * nm + m];
+                if (a == INFINITY || M->k[m] > budget)
+                    continue;
+                min_plus_row(best, bestm, &B->s[m * nv], a + nt[m] + lam * ng[m], (double)m, nv);
+            }
+            for (int j = 0; j < nv; j++) {
+                rs[j] = best[j];
+                ra[j] = (int)bestm[j];
+            }
+            for (int j = 0; j < nv; j++) {
+                int m = ra[j];
+                if (m < 0) {
+                    r->t[i * nv + j] = INFINITY;
+                    r->g[i * nv + j] = 0;
+                    continue;
+                }
+                r->t[i * nv + j] = A->t[i * nm + m] + nt[m] + B->t[m * nv + j];
+                r->g[i * nv + j] = A->g[i * nm + m] + ng[m] + B->g[m * nv + j];
+            }
+        }
+        free(nt);
+        free(ng);
+        free(best);
+        free(bestm);
+    } else {
+        table *A = solve(c, T->a, lev), *B = solve(c, T->b, lev);
+        for (int i = 0; i < nu * nv; i++) {
+            r->t[i] = A->t[i] + B->t[i];
+            r->g[i] = A->g[i] + B->g[i];
+            r->s[i] = A->s[i] + B->s[i];
+            r->arg[i] = -1;
+        }
+        bool conc = c->concurrency && c->tn[T->a].interior && c->tn[T->b].interior;
+        for (int la = 1; conc && la < c->nb && c->bl[la] < c->bl[lev]; la++) {
+            int lb = -1;
+            for (int q = c->nb - 1; q >= 1; q--)
+                if (c->bl[la] + c->bl[q] <= c->bl[lev]) {
+                    lb = q;
+                    break;
+                }
+            if (lb < 0)
+                continue;
+            table *A2 = solve(c, T->a, la), *B2 = solve(c, T->b, lb);
+            for (int i = 0; i < nu * nv; i++) {
+                double tt = fmax(A2->t[i], B2->t[i]), gg = A2->g[i] + B2->g[i];
+                double ss = tt + lam * gg;
+                if (ss < r->s[i]) {
+                    r->t[i] = tt;
+                    r->g[i] = gg;
+                    r->s[i] = ss;
+                    r->arg[i] = la;
+                }
+            }
+        }
+    }
+    c->tab[(size_t)t * c->nb + lev] = r;
+    return r;
 }
 
 static int level_for_a_budget(ctx *c, int la, int lev)
 {
-	for (int q = c->nb - 1; q >= 1; q--)
-		if (c->bl[la] + c->bl[q] <= c->bl[lev])
-			return q;
-	return 0;
+    for (int q = c->nb - 1; q >= 1; q--)
+        if (c->bl[la] + c->bl[q] <= c->bl[lev])
+            return q;
+    return 0;
 }
 
 static void mark_offset(ctx *c, int t, int add)
 {
-	tnode *T = &c->tn[t];
-	if (T->kind == TN_LEAF)
-		return;
-	if (T->kind == TN_SERIES)
-		c->off[T->mid] += add;
-	mark_offset(c, T->a, add);
-	mark_offset(c, T->b, add);
+    tnode *T = &c->tn[t];
+    if (T->kind == TN_LEAF)
+        return;
+    if (T->kind == TN_SERIES)
+        c->off[T->mid] += add;
+    mark_offset(c, T->a, add);
+    mark_offset(c, T->b, add);
 }
 
 static void reconstruct(ctx *c, int t, int lev, int i, int j)
 {
-	tnode *T = &c->tn[t];
-	if (!T->interior)
-		lev = c->top;
-	table *r = c->tab[(size_t)t * c->nb + lev];
-	int nv = c->L[T->v].nc;
-	if (T->kind == TN_LEAF)
-		return;
-	if (T->kind == TN_SERIES) {
-		int m = r->arg[i * nv + j];
-		c->kc[T->mid] = m;
-		reconstruct(c, T->a, lev, i, m);
-		reconstruct(c, T->b, lev, m, j);
-		return;
-	}
-	int la = r->arg[i * nv + j];
-	if (la < 0) {
-		reconstruct(c, T->a, lev, i, j);
-		reconstruct(c, T->b, lev, i, j);
-		return;
-	}
-	int lb = level_for_a_budget(c, la, lev);
-	c->nconc++;
-	c->conc[t] = 1;
-	reconstruct(c, T->a, la, i, j);
-	reconstruct(c, T->b, lb, i, j);
-	mark_offset(c, T->b, c->bl[la]);
+    tnode *T = &c->tn[t];
+    if (!T->interior)
+        lev = c->top;
+    table *r = c->tab[(size_t)t * c->nb + lev];
+    int nv = c->L[T->v].nc;
+    if (T->kind == TN_LEAF)
+        return;
+    if (T->kind == TN_SERIES) {
+        int m = r->arg[i * nv + j];
+        c->kc[T->mid] = m;
+        reconstruct(c, T->a, lev, i, m);
+        reconstruct(c, T->b, lev, m, j);
+        return;
+    }
+    int la = r->arg[i * nv + j];
+    if (la < 0) {
+        reconstruct(c, T->a, lev, i, j);
+        reconstruct(c, T->b, lev, i, j);
+        return;
+    }
+    int lb = level_for_a_budget(c, la, lev);
+    c->nconc++;
+    c->conc[t] = 1;
+    reconstruct(c, T->a, la, i, j);
+    reconstruct(c, T->b, lb, i, j);
+    mark_offset(c, T->b, c->bl[la]);
 }
 
 /* The chosen plan's time and GPU-seconds with its real rank offsets. */
 static void placed_eval(ctx *c, int t, double *time, double *gpu)
 {
-	tnode *T = &c->tn[t];
-	if (T->kind == TN_LEAF) {
-		*time = *gpu = 0;
-		if (T->edge >= 0)
-			edge_cost_at(c, T->edge, time, gpu, NULL, NULL);
-		return;
-	}
-	double at, ag, bt, bg;
-	placed_eval(c, T->a, &at, &ag);
-	placed_eval(c, T->b, &bt, &bg);
-	if (T->kind == TN_SERIES) {
-		double nt, ng;
-		node_cost_at(c, T->mid, c->kc[T->mid], c->off[T->mid], &nt, &ng);
-		*time = at + nt + bt;
-		*gpu = ag + ng + bg;
-		return;
-	}
-	*time = c->conc[t] ? fmax(at, bt) : at + bt;
-	*gpu = ag + bg;
+    tnode *T = &c->tn[t];
+    if (T->kind == TN_LEAF) {
+        *time = *gpu = 0;
+        if (T->edge >= 0)
+            edge_cost_at(c, T->edge, time, gpu, NULL, NULL);
+        return;
+    }
+    double at, ag, bt, bg;
+    placed_eval(c, T->a, &at, &ag);
+    placed_eval(c, T->b, &bt, &bg);
+    if (T->kind == TN_SERIES) {
+        double nt, ng;
+        node_cost_at(c, T->mid, c->kc[T->mid], c->off[T->mid], &nt, &ng);
+        *time = at + nt + bt;
+        *gpu = ag + ng + bg;
+        return;
+    }
+    *time = c->conc[t] ? fmax(at, bt) : at + bt;
+    *gpu = ag + bg;
 }
 
 /* ---- the heuristic for other DAGs ---- */
 
 static double total_cost(ctx *c, const int *kc, double *gout)
 {
-	double t = 0, g = 0, a, b;
-	for (int l = 0; l < c->n; l++) {
-		node_cost(c, l, kc[l], &a, &b);
-		t += a;
-		g += b;
-	}
-	for (int e = 0; e < c->p->nedges; e++) {
-		edge_cost(c, e, kc[c->p->edges[e].from], kc[c->p->edges[e].to], &a, &b);
-		t += a;
-		g += b;
-	}
-	if (gout)
-		*gout = g;
-	return t;
+    double t = 0, g = 0, a, b;
+    for (int l = 0; l < c->n; l++) {
+        node_cost(c, l, kc[l], &a, &b);
+        t += a;
+        g += b;
+    }
+    for (int e = 0; e < c->p->nedges; e++) {
+        edge_cost(c, e, kc[c->p->edges[e].from], kc[c->p->edges[e].to], &a, &b);
+        t += a;
+        g += b;
+    }
+    if (gout)
+        *gout = g;
+    return t;
 }
 
 static double scalar_cost(ctx *c, const int *kc)
 {
-	double g, t = total_cost(c, kc, &g);
-	return t + c->lambda * g;
+    double g, t = total_cost(c, kc, &g);
+    return t + c->lambda * g;
 }
 
 /* Iterated conditional modes: each layer in turn takes its best count given
  * its neighbours' until nothing changes. */
 static void icm(ctx *c, int *kc, const int *inc_start, const int *inc)
 {
-	const plan_problem *p = c->p;
-	for (int sweep = 0; sweep < 50; sweep++) {
-		bool changed = false;
-		for (int l = 0; l < c->n; l++) {
-			int best = kc[l];
-			double bestv = INFINITY;
-			for (int ci = 0; ci < c->L[l].nc; ci++) {
-				double a, b, v;
-				node_cost(c, l, ci, &a, &b);
-				v = a + c->lambda * b;
-				for (int q = inc_start[l]; q < inc_start[l + 1]; q++) {
-					const plan_edge *pe = &p->edges[inc[q]];
-					if (pe->to == l)
-						edge_cost(c, inc[q], kc[pe->from], ci, &a, &b);
-					else
-						edge_cost(c, inc[q], ci, kc[pe->to], &a, &b);
-					v += a + c->lambda * b;
-				}
-				if (v < bestv - 1e-15) {
-					bestv = v;
-					best = ci;
-				}
-			}
-			if (best != kc[l]) {
-				kc[l] = best;
-				changed = true;
-			}
-		}
-		if (!changed)
-			break;
-	}
+    const plan_problem *p = c->p;
+    for (int sweep = 0; sweep < 50; sweep++) {
+        bool changed = false;
+        for (int l = 0; l < c->n; l++) {
+            int best = kc[l];
+            double bestv = INFINITY;
+            for (int ci = 0; ci < c->L[l].nc; ci++) {
+                double a, b, v;
+                node_cost(c, l, ci, &a, &b);
+                v = a + c->lambda * b;
+                for (int q = inc_start[l]; q < inc_start[l + 1]; q++) {
+                    const plan_edge *pe = &p->edges[inc[q]];
+                    if (pe->to == l)
+                        edge_cost(c, inc[q], kc[pe->from], ci, &a, &b);
+                    else
+                        edge_cost(c, inc[q], ci, kc[pe->to], &a, &b);
+                    v += a + c->lambda * b;
+                }
+                if (v < bestv - 1e-15) {
+                    bestv = v;
+                    best = ci;
+                }
+            }
+            if (best != kc[l]) {
+                kc[l] = best;
+                changed = true;
+            }
+        }
+        if (!changed)
+            break;
+    }
 }
 
 static void heuristic(ctx *c)
 {
-	const plan_problem *p = c->p;
-	int n = c->n;
-	int *kc = xcalloc((size_t)n, sizeof(int)), *best = c->kc;
-	int *inc_start = xcalloc((size_t)n + 2, sizeof(int)), *inc = xcalloc((size_t)p->nedges * 2 + 1, sizeof(int));
-	for (int e = 0; e < p->nedges; e++) {
-		inc_start[p->edges[e].from + 1]++;
-		inc_start[p->edges[e].to + 1]++;
-	}
-	for (int l = 0; l < n; l++)
-		inc_start[l + 1] += inc_start[l];
-	int *fill = xcalloc((size_t)n + 1, sizeof(int));
-	for (int e = 0; e < p->nedges; e++) {
-		int u = p->edges[e].from, v = p->edges[e].to;
-		inc[inc_start[u] + fill[u]++] = e;
-		inc[inc_start[v] + fill[v]++] = e;
-	}
-	free(fill);
-	int *glist = xcalloc((size_t)c->ng + 1, sizeof(int));
-	for (int k = 0; k <= c->G; k++)
-		if (c->gidx[k] >= 0)
-			glist[c->gidx[k]] = k;
-	double bestv = INFINITY;
-	/* Starts: each layer's cheapest count alone, then up to 16 uniform
+    const plan_problem *p = c->p;
+    int n = c->n;
+    int *kc = xcalloc((size_t)n, sizeof(int)), *best = c->kc;
+    int *inc_start = xcalloc((size_t)n + 2, sizeof(int)),
+        *inc = xcalloc((size_t)p->nedges * 2 + 1, sizeof(int));
+    for (int e = 0; e < p->nedges; e++) {
+        inc_start[p->edges[e].from + 1]++;
+        inc_start[p->edges[e].to + 1]++;
+    }
+    for (int l = 0; l < n; l++)
+        inc_start[l + 1] += inc_start[l];
+    int *fill = xcalloc((size_t)n + 1, sizeof(int));
+    for (int e = 0; e < p->nedges; e++) {
+        int u = p->edges[e].from, v = p->edges[e].to;
+        inc[inc_start[u] + fill[u]++] = e;
+        inc[inc_start[v] + fill[v]++] = e;
+    }
+    free(fill);
+    int *glist = xcalloc((size_t)c->ng + 1, sizeof(int));
+    for (int k = 0; k <= c->G; k++)
+        if (c->gidx[k] >= 0)
+            glist[c->gidx[k]] = k;
+    double bestv = INFINITY;
+    /* Starts: each layer's cheapest count alone, then up to 16 uniform
 	 * counts spread over the candidates; ICM from each, keep the best. */
-	int nuni = c->ng < 16 ? c->ng : 16;
-	for (int s = 0; s <= nuni; s++) {
-		int kw = s == 0 ? 0 : glist[(int)((long)(s - 1) * (c->ng - 1) / (nuni > 1 ? nuni - 1 : 1))];
-		for (int l = 0; l < n; l++) {
-			const lay *L = &c->L[l];
-			int pick = 0;
-			if (s == 0) {
-				double bv = INFINITY, a, b;
-				for (int ci = 0; ci < L->nc; ci++) {
-					node_cost(c, l, ci, &a, &b);
-					if (a + c->lambda * b < bv) {
-						bv = a + c->lambda * b;
-						pick = ci;
-					}
-				}
-			} else {
-				for (int ci = 0; ci < L->nc && L->k[ci] <= kw; ci++)
-					pick = ci;
-			}
-			kc[l] = pick;
-		}
-		icm(c, kc, inc_start, inc);
-		double v = scalar_cost(c, kc);
-		if (v < bestv) {
-			bestv = v;
-			memcpy(best, kc, (size_t)n * sizeof(int));
-		}
-	}
-	free(glist);
-	free(inc_start);
-	free(inc);
-	free(kc);
+    int nuni = c->ng < 16 ? c->ng : 16;
+    for (int s = 0; s <= nuni; s++) {
+        int kw = s == 0 ? 0 : glist[(int)((long)(s - 1) * (c->ng - 1) / (nuni > 1 ? nuni - 1 : 1))];
+        for (int l = 0; l < n; l++) {
+            const lay *L = &c->L[l];
+            int pick = 0;
+            if (s == 0) {
+                double bv = INFINITY, a, b;
+                for (int ci = 0; ci < L->nc; ci++) {
+                    node_cost(c, l, ci, &a, &b);
+                    if (a + c->lambda * b < bv) {
+                        bv = a + c->lambda * b;
+                        pick = ci;
+                    }
+                }
+            } else {
+                for (int ci = 0; ci < L->nc && L->k[ci] <= kw; ci++)
+                    pick = ci;
+            }
+            kc[l] = pick;
+        }
+        icm(c, kc, inc_start, inc);
+        double v = scalar_cost(c, kc);
+        if (v < bestv) {
+            bestv = v;
+            memcpy(best, kc, (size_t)n * sizeof(int));
+        }
+    }
+    free(glist);
+    free(inc_start);
+    free(inc);
+    free(kc);
 }
 
 /* ---- driver ---- */
 
 static void ctx_free(ctx *c)
 {
-	if (c->L)
-		for (int l = 0; l < c->n + 2; l++) {
-			free(c->L[l].k);
-			free(c->L[l].tf);
-			free(c->L[l].tb);
-			free(c->L[l].ar);
-			free(c->L[l].amp);
-			free(c->L[l].mem);
-		}
-	free(c->L);
-	free(c->nin);
-	free(c->hide);
-	free(c->minb);
-	free(c->gidx);
-	free(c->rs);
-	free(c->rs_done);
-	if (c->tab)
-		for (size_t i = 0; i < (size_t)c->ntn * c->nb; i++)
-			if (c->tab[i]) {
-				free(c->tab[i]->s);
-				free(c->tab[i]->t);
-				free(c->tab[i]->g);
-				free(c->tab[i]->arg);
-				free(c->tab[i]);
-			}
-	free(c->tab);
-	free(c->tn);
-	free(c->bl);
-	free(c->kc);
-	free(c->off);
-	free(c->conc);
+    if (c->L)
+        for (int l = 0; l < c->n + 2; l++) {
+            free(c->L[l].k);
+            free(c->L[l].tf);
+            free(c->L[l].tb);
+            free(c->L[l].ar);
+            free(c->L[l].amp);
+            free(c->L[l].mem);
+        }
+    free(c->L);
+    free(c->nin);
+    free(c->hide);
+    free(c->minb);
+    free(c->gidx);
+    free(c->rs);
+    free(c->rs_done);
+    if (c->tab)
+        for (size_t i = 0; i < (size_t)c->ntn * c->nb; i++)
+            if (c->tab[i]) {
+                free(c->tab[i]->s);
+                free(c->tab[i]->t);
+                free(c->tab[i]->g);
+                free(c->tab[i]->arg);
+                free(c->tab[i]);
+            }
+    free(c->tab);
+    free(c->tn);
+    free(c->bl);
+    free(c->kc);
+    free(c->off);
+    free(c->conc);
 }
 
-static bool ctx_init(ctx *c, const plan_problem *p, plan_strategy s, const int *forced, char *err, size_t errlen)
+static bool ctx_init(ctx *c, const plan_problem *p, plan_strategy s, const int *forced, char *err,
+                     size_t errlen)
 {
-	memset(c, 0, sizeof *c);
-	c->p = p;
-	c->s = s;
-	c->lambda = p->price;
-	c->n = p->nlayers;
-	c->G = p->cluster.gpus;
-	c->concurrency = s == PS_BURST;
-	c->L = xcalloc((size_t)c->n + 2, sizeof(lay));
-	c->nin = xcalloc((size_t)c->n + 2, sizeof(int));
-	for (int e = 0; e < p->nedges; e++)
-		c->nin[p->edges[e].to]++;
-	if (forced) {
-		for (int l = 0; l < c->n; l++) {
-			const plan_layer *ly = &p->layers[l];
-			lay *L = &c->L[l];
-			int k = forced[l];
-			int64_t sh = plan_shard(p->batch, k);
-			double f1, b1;
-			plan_layer_time(p, ly, p->batch, &f1, &b1);
-			L->nc = 1;
-			L->k = xcalloc(1, sizeof(int));
-			L->tf = xcalloc(1, sizeof(double));
-			L->tb = xcalloc(1, sizeof(double));
-			L->ar = xcalloc(1, sizeof(double));
-			L->amp = xcalloc(1, sizeof(double));
-			L->mem = xcalloc(1, sizeof(double));
-			L->k[0] = k;
-			plan_layer_time(p, ly, sh, &L->tf[0], &L->tb[0]);
-			L->ar[0] = plan_allreduce_time(&p->cluster, 0, k, ly->params * p->dtype_bytes);
-			L->amp[0] = f1 + b1 > 0 ? k * (L->tf[0] + L->tb[0]) / (f1 + b1) : 1;
-			L->mem[0] = layer_mem(p, ly, sh);
-		}
-		for (int v = c->n; v < c->n + 2; v++) {
-			lay *L = &c->L[v];
-			L->nc = 1;
-			L->k = xcalloc(1, sizeof(int));
-			L->tf = xcalloc(1, sizeof(double));
-			L->tb = xcalloc(1, sizeof(double));
-			L->ar = xcalloc(1, sizeof(double));
-			L->amp = xcalloc(1, sizeof(double));
-			L->mem = xcalloc(1, sizeof(double));
-		}
-	} else if (!make_candidates(c, err, errlen)) {
-		return false;
-	}
-	/* The backward of every layer before l runs after l's: l's gradient
+    memset(c, 0, sizeof *c);
+    c->p = p;
+    c->s = s;
+    c->lambda = p->price;
+    c->n = p->nlayers;
+    c->G = p->cluster.gpus;
+    c->concurrency = s == PS_BURST;
+    c->L = xcalloc((size_t)c->n + 2, sizeof(lay));
+    c->nin = xcalloc((size_t)c->n + 2, sizeof(int));
+    for (int e = 0; e < p->nedges; e++)
+        c->nin[p->edges[e].to]++;
+    if (forced) {
+        for (int l = 0; l < c->n; l++) {
+            const plan_layer *ly = &p->layers[l];
+            lay *L = &c->L[l];
+            int k = forced[l];
+            int64_t sh = plan_shard(p->batch, k);
+            double f1, b1;
+            plan_layer_time(p, ly, p->batch, &f1, &b1);
+            L->nc = 1;
+            L->k = xcalloc(1, sizeof(int));
+            L->tf = xcalloc(1, sizeof(double));
+            L->tb = xcalloc(1, sizeof(double));
+            L->ar = xcalloc(1, sizeof(double));
+            L->amp = xcalloc(1, sizeof(double));
+            L->mem = xcalloc(1, sizeof(double));
+            L->k[0] = k;
+            plan_layer_time(p, ly, sh, &L->tf[0], &L->tb[0]);
+            L->ar[0] = plan_allreduce_time(&p->cluster, 0, k, ly->params * p->dtype_bytes);
+            L->amp[0] = f1 + b1 > 0 ? k * (L->tf[0] + L->tb[0]) / (f1 + b1) : 1;
+            L->mem[0] = layer_mem(p, ly, sh);
+        }
+        for (int v = c->n; v < c->n + 2; v++) {
+            lay *L = &c->L[v];
+            L->nc = 1;
+            L->k = xcalloc(1, sizeof(int));
+            L->tf = xcalloc(1, sizeof(double));
+            L->tb = xcalloc(1, sizeof(double));
+            L->ar = xcalloc(1, sizeof(double));
+            L->amp = xcalloc(1, sizeof(double));
+            L->mem = xcalloc(1, sizeof(double));
+        }
+    } else if (!make_candidates(c, err, errlen)) {
+        return false;
+    }
+    /* The backward of every layer before l runs after l's: l's gradient
 	 * all-reduce hides behind at least their shortest backward times. */
-	c->hide = xcalloc((size_t)c->n + 2, sizeof(double));
-	c->minb = xcalloc((size_t)c->n + 2, sizeof(double));
-	int kmax = (int64_t)c->G < p->batch ? c->G : (int)p->batch;
-	for (int l = 0; l < c->n; l++) {
-		double f, b;
-		plan_layer_time(p, &p->layers[l], plan_shard(p->batch, kmax), &f, &b);
-		c->minb[l] = b;
-		c->hide[l + 1] = c->hide[l] + b;
-	}
-	c->gidx = xcalloc((size_t)c->G + 1, sizeof(int));
-	for (int k = 0; k <= c->G; k++)
-		c->gidx[k] = -1;
-	for (int l = 0; l < c->n; l++)
-		for (int i = 0; i < c->L[l].nc; i++)
-			c->gidx[c->L[l].k[i]] = 0;
-	c->ng = 0;
-	for (int k = 0; k <= c->G; k++)
-		if (c->gidx[k] == 0)
-			c->gidx[k] = c->ng++;
-	c->rs = xcalloc((size_t)c->ng * c->ng, sizeof(plan_reshard));
-	c->rs_done = xcalloc((size_t)c->ng * c->ng, 1);
-	/* Budget levels for concurrent branches: every integer up to 16 GPUs
+    c->hide = xcalloc((size_t)c->n + 2, sizeof(double));
+    c->minb = xcalloc((size_t)c->n + 2, sizeof(double));
+    int kmax = (int64_t)c->G < p->batch ? c->G : (int)p->batch;
+    for (int l = 0; l < c->n; l++) {
+        double f, b;
+        plan_layer_time(p, &p->layers[l], plan_shard(p->batch, kmax), &f, &b);
+        c->minb[l] = b;
+        c->hide[l + 1] = c->hide[l] + b;
+    }
+    c->gidx = xcalloc((size_t)c->G + 1, sizeof(int));
+    for (int k = 0; k <= c->G; k++)
+        c->gidx[k] = -1;
+    for (int l = 0; l < c->n; l++)
+        for (int i = 0; i < c->L[l].nc; i++)
+            c->gidx[c->L[l].k[i]] = 0;
+    c->ng = 0;
+    for (int k = 0; k <= c->G; k++)
+        if (c->gidx[k] == 0)
+            c->gidx[k] = c->ng++;
+    c->rs = xcalloc((size_t)c->ng * c->ng, sizeof(plan_reshard));
+    c->rs_done = xcalloc((size_t)c->ng * c->ng, 1);
+    /* Budget levels for concurrent branches: every integer up to 16 GPUs
 	 * (exact), else 17 geometric levels. */
-	int nb = c->G <= 16 ? c->G + 1 : 18;
-	c->bl = xcalloc((size_t)nb, sizeof(int));
-	if (c->G <= 16) {
-		for (int i = 0; i <= c->G; i++)
-			c->bl[i] = i;
-	} else {
-		c->bl[0] = 0;
-		for (int i = 1; i < nb; i++) {
-			int v = (int)llround(pow((double)c->G, (double)(i - 1) / (nb - 2)));
-			c->bl[i] = v > c->bl[i - 1] ? v : c->bl[i - 1] + 1;
-		}
-		c->bl[nb - 1] = c->G;
-	}
-	c->nb = nb;
-	c->top = nb - 1;
-	c->kc = xcalloc((size_t)c->n + 2, sizeof(int));
-	c->off = xcalloc((size_t)c->n + 2, sizeof(int));
-	return true;
+    int nb = c->G <= 16 ? c->G + 1 : 18;
+    c->bl = xcalloc((size_t)nb, sizeof(int));
+    if (c->G <= 16) {
+        for (int i = 0; i <= c->G; i++)
+            c->bl[i] = i;
+    } else {
+        c->bl[0] = 0;
+        for (int i = 1; i < nb; i++) {
+            int v = (int)llround(pow((double)c->G, (double)(i - 1) / (nb - 2)));
+            c->bl[i] = v > c->bl[i - 1] ? v : c->bl[i - 1] + 1;
+        }
+        c->bl[nb - 1] = c->G;
+    }
+    c->nb = nb;
+    c->top = nb - 1;
+    c->kc = xcalloc((size_t)c->n + 2, sizeof(int));
+    c->off = xcalloc((size_t)c->n + 2, sizeof(int));
+    return true;
 }
 
 /* Runs the optimisation on an initialised context; fills kc and off. */
 static bool run(ctx *c)
 {
-	bool sp = decompose(c);
-	if (sp) {
-		c->conc = xcalloc((size_t)c->ntn, 1);
-		c->tab = xcalloc((size_t)c->ntn * c->nb, sizeof(table *));
-		table *r = solve(c, c->root, c->top);
-		if (r->t[0] == INFINITY)
-			return false;
-		reconstruct(c, c->root, c->top, 0, 0);
-	} else {
-		heuristic(c);
-	}
-	return sp;
+    bool sp = decompose(c);
+    if (sp) {
+        c->conc = xcalloc((size_t)c->ntn, 1);
+        c->tab = xcalloc((size_t)c->ntn * c->nb, sizeof(table *));
+        table *r = solve(c, c->root, c->top);
+        if (r->t[0] == INFINITY)
+            return false;
+        reconstruct(c, c->root, c->top, 0, 0);
+    } else {
+        heuristic(c);
+    }
+    return sp;
 }
 
 static void fill_result(ctx *c, bool sp, plan_result *out)
 {
-	const plan_problem *p = c->p;
-	memset(out, 0, sizeof *out);
-	out->strategy = c->s;
-	out->nlayers = c->n;
-	out->exact = sp;
-	out->nconcurrent = c->nconc;
-	out->layer = xcalloc((size_t)c->n, sizeof(plan_layer_result));
-	out->offset = xcalloc((size_t)c->n, sizeof(int));
-	double T = 0, Gs = 0;
-	if (sp) {
-		table *r = c->tab[(size_t)c->root * c->nb + c->top];
-		out->model_objective = r->t[0] + c->lambda * r->g[0];
-		placed_eval(c, c->root, &T, &Gs);
-	} else {
-		T = total_cost(c, c->kc, &Gs);
-		out->model_objective = T + c->lambda * Gs;
-	}
-	for (int l = 0; l < c->n; l++) {
-		plan_layer_result *lr = &out->layer[l];
-		const lay *L = &c->L[l];
-		int ci = c->kc[l];
-		lr->k = L->k[ci];
-		lr->shard = plan_shard(p->batch, lr->k);
-		lr->fwd = L->tf[ci];
-		lr->bwd = L->tb[ci];
-		lr->allreduce = plan_allreduce_time(&p->cluster, c->off[l], lr->k, p->layers[l].params * p->dtype_bytes);
-		lr->ar_exposed = c->nin[l] != 1 ? fmax(0, lr->allreduce - c->hide[l]) : 0;
-		lr->amplification = L->amp[ci];
-		lr->mem_bytes = L->mem[ci];
-		out->offset[l] = c->off[l];
-	}
-	for (int e = 0; e < p->nedges; e++) {
-		const plan_edge *pe = &p->edges[e];
-		double t, g, r, ex;
-		edge_cost_at(c, e, &t, &g, &r, &ex);
-		out->layer[pe->to].reshard += r;
-		if (c->nin[pe->to] == 1)
-			out->layer[pe->to].ar_exposed = ex;
-	}
-	out->time = T;
-	out->gpu_seconds = Gs;
-	out->samples_per_s = T > 0 ? (double)p->batch / T : 0;
+    const plan_problem *p = c->p;
+    memset(out, 0, sizeof *out);
+    out->strategy = c->s;
+    out->nlayers = c->n;
+    out->exact = sp;
+    out->nconcurrent = c->nconc;
+    out->layer = xcalloc((size_t)c->n, sizeof(plan_layer_result));
+    out->offset = xcalloc((size_t)c->n, sizeof(int));
+    double T = 0, Gs = 0;
+    if (sp) {
+        table *r = c->tab[(size_t)c->root * c->nb + c->top];
+        out->model_objective = r->t[0] + c->lambda * r->g[0];
+        placed_eval(c, c->root, &T, &Gs);
+    } else {
+        T = total_cost(c, c->kc, &Gs);
+        out->model_objective = T + c->lambda * Gs;
+    }
+    for (int l = 0; l < c->n; l++) {
+        plan_layer_result *lr = &out->layer[l];
+        const lay *L = &c->L[l];
+        int ci = c->kc[l];
+        lr->k = L->k[ci];
+        lr->shard = plan_shard(p->batch, lr->k);
+        lr->fwd = L->tf[ci];
+        lr->bwd = L->tb[ci];
+        lr->allreduce = plan_allreduce_time(&p->cluster, c->off[l], lr->k,
+                                            p->layers[l].params * p->dtype_bytes);
+        lr->ar_exposed = c->nin[l] != 1 ? fmax(0, lr->allreduce - c->hide[l]) : 0;
+        lr->amplification = L->amp[ci];
+        lr->mem_bytes = L->mem[ci];
+        out->offset[l] = c->off[l];
+    }
+    for (int e = 0; e < p->nedges; e++) {
+        const plan_edge *pe = &p->edges[e];
+        double t, g, r, ex;
+        edge_cost_at(c, e, &t, &g, &r, &ex);
+        out->layer[pe->to].reshard += r;
+        if (c->nin[pe->to] == 1)
+            out->layer[pe->to].ar_exposed = ex;
+    }
+    out->time = T;
+    out->gpu_seconds = Gs;
+    out->samples_per_s = T > 0 ? (double)p->batch / T : 0;
 }
 
-static bool solve_at_price(const plan_problem *p, plan_strategy s, const int *forced, plan_result *out, char *err,
-			   size_t errlen)
+static bool solve_at_price(const plan_problem *p, plan_strategy s, const int *forced,
+                           plan_result *out, char *err, size_t errlen)
 {
-	ctx c;
-	if (!ctx_init(&c, p, s, forced, err, errlen)) {
-		ctx_free(&c);
-		return false;
-	}
-	bool sp = run(&c);
-	if (sp && c.tab[(size_t)c.root * c.nb + c.top]->t[0] == INFINITY) {
-		snprintf(err, errlen, "no plan fits the GPU budget");
-		ctx_free(&c);
-		return false;
-	}
-	fill_result(&c, sp, out);
-	ctx_free(&c);
-	if (out->nconcurrent > 0) {
-		/* The DP priced concurrent branches as if they started at rank 0;
+    ctx c;
+    if (!ctx_init(&c, p, s, forced, err, errlen)) {
+        ctx_free(&c);
+        return false;
+    }
+    bool sp = run(&c);
+    if (sp && c.tab[(size_t)c.root * c.nb + c.top]->t[0] == INFINITY) {
+        snprintf(err, errlen, "no plan fits the GPU budget");
+        ctx_free(&c);
+        return false;
+    }
+    fill_result(&c, sp, out);
+    ctx_free(&c);
+    if (out->nconcurrent > 0) {
+        /* The DP priced concurrent branches as if they started at rank 0;
 		 * placed, their resharding may cost more. Keep the better of this
 		 * plan and the best plan with every branch in sequence. */
-		ctx c2;
-		if (ctx_init(&c2, p, s, forced, err, errlen)) {
-			c2.concurrency = false;
-			plan_result alt;
-			bool sp2 = run(&c2);
-			fill_result(&c2, sp2, &alt);
-			alt.model_objective = out->model_objective;
-			if (alt.time + p->price * alt.gpu_seconds < out->time + p->price * out->gpu_seconds) {
-				plan_result_free(out);
-				*out = alt;
-			} else {
-				plan_result_free(&alt);
-			}
-		}
-		ctx_free(&c2);
-	}
-	plan_place(p, out);
-	if (p->cluster.mem_bytes > 0 && out->peak_mem > p->cluster.mem_bytes) {
-		int big = 0;
-		double bigb = -1;
-		for (int l = 0; l < out->nlayers; l++) {
-			const plan_layer_result *lr = &out->layer[l];
-			int r0 = lr->ranks[0];
-			if (out->peak_mem_rank >= r0 && out->peak_mem_rank < r0 + lr->k && lr->mem_bytes > bigb) {
-				bigb = lr->mem_bytes;
-				big = l;
-			}
-		}
-		snprintf(err, errlen,
-			 "rank %d needs %.0f bytes but a GPU has %.0f; the largest share is layer '%s' with %.0f bytes",
-			 out->peak_mem_rank, out->peak_mem, p->cluster.mem_bytes, p->layers[big].name, bigb);
-		plan_result_free(out);
-		return false;
-	}
-	return true;
+        ctx c2;
+        if (ctx_init(&c2, p, s, forced, err, errlen)) {
+            c2.concurrency = false;
+            plan_result alt;
+            bool sp2 = run(&c2);
+            fill_result(&c2, sp2, &alt);
+            alt.model_objective = out->model_objective;
+            if (alt.time + p->price * alt.gpu_seconds < out->time + p->price * out->gpu_seconds) {
+                plan_result_free(out);
+                *out = alt;
+            } else {
+                plan_result_free(&alt);
+            }
+        }
+        ctx_free(&c2);
+    }
+    plan_place(p, out);
+    if (p->cluster.mem_bytes > 0 && out->peak_mem > p->cluster.mem_bytes) {
+        int big = 0;
+        double bigb = -1;
+        for (int l = 0; l < out->nlayers; l++) {
+            const plan_layer_result *lr = &out->layer[l];
+            int r0 = lr->ranks[0];
+            if (out->peak_mem_rank >= r0 && out->peak_mem_rank < r0 + lr->k &&
+                lr->mem_bytes > bigb) {
+                bigb = lr->mem_bytes;
+                big = l;
+            }
+        }
+        snprintf(
+            err, errlen,
+            "rank %d needs %.0f bytes but a GPU has %.0f; the largest share is layer '%s' with %.0f bytes",
+            out->peak_mem_rank, out->peak_mem, p->cluster.mem_bytes, p->layers[big].name, bigb);
+        plan_result_free(out);
+        return false;
+    }
+    return true;
 }
 
 static double one_gpu_time(const plan_problem *p)
 {
-	double t = 0, f, b;
-	for (int l = 0; l < p->nlayers; l++) {
-		plan_layer_time(p, &p->layers[l], p->batch, &f, &b);
-		t += f + b;
-	}
-	return t;
+    double t = 0, f, b;
+    for (int l = 0; l < p->nlayers; l++) {
+        plan_layer_time(p, &p->layers[l], p->batch, &f, &b);
+        t += f + b;
+    }
+    return t;
 }
 
 bool plan_solve(const plan_problem *p, plan_strategy s, plan_result *out, char *err, size_t errlen)
 {
-	if (p->gpu_budget > 0 && s != PS_DP) {
-		/* Global GPU-time budget: the fastest point of the price sweep
+    if (p->gpu_budget > 0 && s != PS_DP) {
+        /* Global GPU-time budget: the fastest point of the price sweep
 		 * whose GPU-seconds fit. */
-		double cap = p->gpu_budget * one_gpu_time(p);
-		plan_problem q = *p;
-		plan_result best;
-		bool have = false;
-		for (int i = 0; i <= 40; i++) {
-			q.price = i == 0 ? 0 : pow(10.0, -6.0 + 7.0 * (i - 1) / 39.0);
-			plan_result r;
-			if (!solve_at_price(&q, s, NULL, &r, err, errlen))
-				return false;
-			bool fits = r.gpu_seconds <= cap * (1 + 1e-9);
-			if (fits && (!have || r.time < best.time)) {
-				if (have)
-					plan_result_free(&best);
-				best = r;
-				have = true;
-			} else {
-				plan_result_free(&r);
-			}
-			if (fits)
-				break;
-		}
-		if (!have) {
-			snprintf(err, errlen, "no plan needs at most %.6g GPU-seconds per iteration (budget %.3g x %.6g s)",
-				 cap, p->gpu_budget, one_gpu_time(p));
-			return false;
-		}
-		*out = best;
-		return true;
-	}
-	return solve_at_price(p, s, NULL, out, err, errlen);
+        double cap = p->gpu_budget * one_gpu_time(p);
+        plan_problem q = *p;
+        plan_result best;
+        bool have = false;
+        for (int i = 0; i <= 40; i++) {
+            q.price = i == 0 ? 0 : pow(10.0, -6.0 + 7.0 * (i - 1) / 39.0);
+            plan_result r;
+            if (!solve_at_price(&q, s, NULL, &r, err, errlen))
+                return false;
+            bool fits = r.gpu_seconds <= cap * (1 + 1e-9);
+            if (fits && (!have || r.time < best.time)) {
+                if (have)
+                    plan_result_free(&best);
+                best = r;
+                have = true;
+            } else {
+                plan_result_free(&r);
+            }
+            if (fits)
+                break;
+        }
+        if (!have) {
+            snprintf(err, errlen,
+                     "no plan needs at most %.6g GPU-seconds per iteration (budget %.3g x %.6g s)",
+                     cap, p->gpu_budget, one_gpu_time(p));
+            return false;
+        }
+        *out = best;
+        return true;
+    }
+    return solve_at_price(p, s, NULL, out, err, errlen);
 }
 
 bool plan_evaluate(const plan_problem *p, const int *k, plan_result *out, char *err, size_t errlen)
 {
-	return solve_at_price(p, PS_BURST, k, out, err, errlen);
+    return solve_at_price(p, PS_BURST, k, out, err, errlen);
 }
 
 void plan_result_free(plan_result *r)
 {
-	if (r->layer)
-		for (int l = 0; l < r->nlayers; l++)
-			free(r->layer[l].ranks);
-	free(r->layer);
-	free(r->offset);
-	memset(r, 0, sizeof *r);
+    if (r->layer)
+        for (int l = 0; l < r->nlayers; l++)
+            free(r->layer[l].ranks);
+    free(r->layer);
+    free(r->offset);
+    memset(r, 0, sizeof *r);
 }
 
 double plan_objective(const plan_problem *p, const plan_result *r)
 {
-	(void)p;
-	return r->model_objective;
+    (void)p;
+    return r->model_objective;
 }
 
 bool plan_is_series_parallel(const plan_problem *p)
 {
-	ctx c;
-	memset(&c, 0, sizeof c);
-	c.p = p;
-	c.n = p->nlayers;
-	c.nin = xcalloc((size_t)c.n + 2, sizeof(int));
-	for (int e = 0; e < p->nedges; e++)
-		c.nin[p->edges[e].to]++;
-	bool sp = decompose(&c);
-	free(c.nin);
-	free(c.tn);
-	return sp;
+    ctx c;
+    memset(&c, 0, sizeof c);
+    c.p = p;
+    c.n = p->nlayers;
+    c.nin = xcalloc((size_t)c.n + 2, sizeof(int));
+    for (int e = 0; e < p->nedges; e++)
+        c.nin[p->edges[e].to]++;
+    bool sp = decompose(&c);
+    free(c.nin);
+    free(c.tn);
+    return sp;
 }
 
 int plan_frontier(const plan_problem *p, plan_point *pts, int maxpts)
 {
-	plan_problem q = *p;
-	q.gpu_budget = 0;
-	int n = 0;
-	char err[512];
-	for (int i = 0; i <= 48; i++) {
-		q.price = i == 0 ? 0 : pow(10.0, -7.0 + 8.0 * (i - 1) / 47.0);
-		plan_result r;
-		if (!solve_at_price(&q, PS_BURST, NULL, &r, err, sizeof err))
-			break;
-		plan_point pt = { q.price, r.time, r.gpu_seconds };
-		plan_result_free(&r);
-		bool dominated = false;
-		for (int j = 0; j < n; j++)
-			if (pts[j].time <= pt.time * (1 + 1e-12) && pts[j].gpu_seconds <= pt.gpu_seconds * (1 + 1e-12))
-				dominated = true;
-		if (dominated)
-			continue;
-		int m = 0;
-		for (int j = 0; j < n; j++)
-			if (!(pt.time <= pts[j].time && pt.gpu_seconds <= pts[j].gpu_seconds))
-				pts[m++] = pts[j];
-		n = m;
-		if (n < maxpts)
-			pts[n++] = pt;
-	}
-	for (int i = 1; i < n; i++)
-		for (int j = i; j > 0 && pts[j].time < pts[j - 1].time; j--) {
-			plan_point t = pts[j];
-			pts[j] = pts[j - 1];
-			pts[j - 1] = t;
-		}
-	return n;
+    plan_problem q = *p;
+    q.gpu_budget = 0;
+    int n = 0;
+    char err[512];
+    for (int i = 0; i <= 48; i++) {
+        q.price = i == 0 ? 0 : pow(10.0, -7.0 + 8.0 * (i - 1) / 47.0);
+        plan_result r;
+        if (!solve_at_price(&q, PS_BURST, NULL, &r, err, sizeof err))
+            break;
+        plan_point pt = {q.price, r.time, r.gpu_seconds};
+        plan_result_free(&r);
+        bool dominated = false;
+        for (int j = 0; j < n; j++)
+            if (pts[j].time <= pt.time * (1 + 1e-12) &&
+                pts[j].gpu_seconds <= pt.gpu_seconds * (1 + 1e-12))
+                dominated = true;
+        if (dominated)
+            continue;
+        int m = 0;
+        for (int j = 0; j < n; j++)
+            if (!(pt.time <= pts[j].time && pt.gpu_seconds <= pts[j].gpu_seconds))
+                pts[m++] = pts[j];
+        n = m;
+        if (n < maxpts)
+            pts[n++] = pt;
+    }
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && pts[j].time < pts[j - 1].time; j--) {
+            plan_point t = pts[j];
+            pts[j] = pts[j - 1];
+            pts[j - 1] = t;
+        }
+    return n;
 }
 
 /* ---- brute force (tests) ---- */
 
 typedef struct bf_val {
-	double t, g;
-	int width;
-	bool ok;
+    double t, g;
+    int width;
+    bool ok;
 } bf_val;
 
 /* Evaluates a tree node for a fixed assignment and fixed parallel modes
  * (bit i of modes: parallel node number i runs concurrently). */
 static bf_val bf_eval(ctx *c, int t, unsigned long modes, const int *pidx)
 {
-	tnode *T = &c->tn[t];
-	bf_val r = { 0, 0, 0, true };
-	if (T->kind == TN_LEAF) {
-		edge_cost(c, T->edge, c->kc[T->u], c->kc[T->v], &r.t, &r.g);
-		return r;
-	}
-	bf_val a = bf_eval(c, T->a, modes, pidx), b = bf_eval(c, T->b, modes, pidx);
-	r.ok = a.ok && b.ok;
-	if (T->kind == TN_SERIES) {
-		double nt, ng;
-		node_cost(c, T->mid, c->kc[T->mid], &nt, &ng);
-		r.t = a.t + nt + b.t;
-		r.g = a.g + ng + b.g;
-		int k = c->L[T->mid].k[c->kc[T->mid]];
-		r.width = a.width > k ? a.width : k;
-		if (b.width > r.width)
-			r.width = b.width;
-		return r;
-	}
-	bool conc = (modes >> pidx[t]) & 1;
-	if (conc && !(c->tn[T->a].interior && c->tn[T->b].interior))
-		r.ok = false;
-	if (conc) {
-		r.t = fmax(a.t, b.t);
-		r.width = a.width + b.width;
-	} else {
-		r.t = a.t + b.t;
-		r.width = a.width > b.width ? a.width : b.width;
-	}
-	r.g = a.g + b.g;
-	return r;
+    tnode *T = &c->tn[t];
+    bf_val r = {0, 0, 0, true};
+    if (T->kind == TN_LEAF) {
+        edge_cost(c, T->edge, c->kc[T->u], c->kc[T->v], &r.t, &r.g);
+        return r;
+    }
+    bf_val a = bf_eval(c, T->a, modes, pidx), b = bf_eval(c, T->b, modes, pidx);
+    r.ok = a.ok && b.ok;
+    if (T->kind == TN_SERIES) {
+        double nt, ng;
+        node_cost(c, T->mid, c->kc[T->mid], &nt, &ng);
+        r.t = a.t + nt + b.t;
+        r.g = a.g + ng + b.g;
+        int k = c->L[T->mid].k[c->kc[T->mid]];
+        r.width = a.width > k ? a.width : k;
+        if (b.width > r.width)
+            r.width = b.width;
+        return r;
+    }
+    bool conc = (modes >> pidx[t]) & 1;
+    if (conc && !(c->tn[T->a].interior && c->tn[T->b].interior))
+        r.ok = false;
+    if (conc) {
+        r.t = fmax(a.t, b.t);
+        r.width = a.width + b.width;
+    } else {
+        r.t = a.t + b.t;
+        r.width = a.width > b.width ? a.width : b.width;
+    }
+    r.g = a.g + b.g;
+    return r;
 }
 
 double plan_brute_force(const plan_problem *p, plan_strategy s)
 {
-	ctx c;
-	char err[256];
-	if (!ctx_init(&c, p, s, NULL, err, sizeof err)) {
-		ctx_free(&c);
-		return INFINITY;
-	}
-	bool sp = decompose(&c);
-	int *pidx = xcalloc((size_t)c.ntn + 1, sizeof(int));
-	int npar = 0;
-	if (sp)
-		for (int t = 0; t < c.ntn; t++)
-			if (c.tn[t].kind == TN_PARALLEL)
-				pidx[t] = npar++;
-	unsigned long nmodes = (sp && c.concurrency && npar < 20) ? 1ul << npar : 1;
-	double best = INFINITY;
-	for (int l = 0; l < c.n + 2; l++)
-		c.kc[l] = 0;
-	for (;;) {
-		if (sp) {
-			for (unsigned long m = 0; m < nmodes; m++) {
-				bf_val v = bf_eval(&c, c.root, m, pidx);
-				if (v.ok && v.width <= c.G && v.t + c.lambda * v.g < best)
-					best = v.t + c.lambda * v.g;
-			}
-		} else {
-			double v = scalar_cost(&c, c.kc);
-			if (v < best)
-				best = v;
-		}
-		int l = 0;
-		while (l < c.n && ++c.kc[l] == c.L[l].nc)
-			c.kc[l++] = 0;
-		if (l == c.n)
-			break;
-	}
-	free(pidx);
-	ctx_free(&c);
-	return best;
+    ctx c;
+    char err[256];
+    if (!ctx_init(&c, p, s, NULL, err, sizeof err)) {
+        ctx_free(&c);
+        return INFINITY;
+    }
+    bool sp = decompose(&c);
+    int *pidx = xcalloc((size_t)c.ntn + 1, sizeof(int));
+    int npar = 0;
+    if (sp)
+        for (int t = 0; t < c.ntn; t++)
+            if (c.tn[t].kind == TN_PARALLEL)
+                pidx[t] = npar++;
+    unsigned long nmodes = (sp && c.concurrency && npar < 20) ? 1ul << npar : 1;
+    double best = INFINITY;
+    for (int l = 0; l < c.n + 2; l++)
+        c.kc[l] = 0;
+    for (;;) {
+        if (sp) {
+            for (unsigned long m = 0; m < nmodes; m++) {
+                bf_val v = bf_eval(&c, c.root, m, pidx);
+                if (v.ok && v.width <= c.G && v.t + c.lambda * v.g < best)
+                    best = v.t + c.lambda * v.g;
+            }
+        } else {
+            double v = scalar_cost(&c, c.kc);
+            if (v < best)
+                best = v;
+        }
+        int l = 0;
+        while (l < c.n && ++c.kc[l] == c.L[l].nc)
+            c.kc[l++] = 0;
+        if (l == c.n)
+            break;
+    }
+    free(pidx);
+    ctx_free(&c);
+    return best;
 }

@@ -21,369 +21,371 @@
 
 static void *xrealloc(void *q, size_t size)
 {
-	q = realloc(q, size);
-	if (!q) {
-		fprintf(stderr, "burstc: out of memory\n");
-		exit(2);
-	}
-	return q;
+    q = realloc(q, size);
+    if (!q) {
+        fprintf(stderr, "burstc: out of memory\n");
+        exit(2);
+    }
+    return q;
 }
 
 static char *xstrndup(const char *s, size_t n)
 {
-	char *d = xrealloc(NULL, n + 1);
-	memcpy(d, s, n);
-	d[n] = 0;
-	return d;
+    char *d = xrealloc(NULL, n + 1);
+    memcpy(d, s, n);
+    d[n] = 0;
+    return d;
 }
 
 /* Sorts the top-level members of a JSON object text so that key order does
  * not matter; whitespace outside strings is dropped. */
 static char *canon_attrs(const char *s, size_t n)
 {
-	char *flat = xrealloc(NULL, n + 1);
-	size_t m = 0;
-	bool instr = false;
-	for (size_t i = 0; i < n; i++) {
-		char ch = s[i];
-		if (ch == '"' && (i == 0 || s[i - 1] != '\\'))
-			instr = !instr;
-		if (!instr && isspace((unsigned char)ch))
-			continue;
-		flat[m++] = ch;
-	}
-	flat[m] = 0;
-	if (m < 2) {
-		return flat;
-	}
-	/* split flat[1..m-2] at depth-0 commas */
-	char **mem = NULL;
-	int nm = 0, depth = 0;
-	size_t start = 1;
-	instr = false;
-	for (size_t i = 1; i + 1 <= m - 1; i++) {
-		char ch = flat[i];
-		if (ch == '"' && flat[i - 1] != '\\')
-			instr = !instr;
-		if (instr)
-			continue;
-		if (ch == '{' || ch == '[')
-			depth++;
-		else if (ch == '}' || ch == ']')
-			depth--;
-		if ((ch == ',' && depth == 0) || i == m - 1) {
-			mem = xrealloc(mem, (size_t)(nm + 1) * sizeof(char *));
-			mem[nm++] = xstrndup(flat + start, i - start);
-			start = i + 1;
-		}
-	}
-	if (start < m - 1) {
-		mem = xrealloc(mem, (size_t)(nm + 1) * sizeof(char *));
-		mem[nm++] = xstrndup(flat + start, m - 1 - start);
-	}
-	for (int i = 1; i < nm; i++)
-		for (int j = i; j > 0 && strcmp(mem[j], mem[j - 1]) < 0; j--) {
-			char *t = mem[j];
-			mem[j] = mem[j - 1];
-			mem[j - 1] = t;
-		}
-	char *out = xrealloc(NULL, m + 2);
-	size_t o = 0;
-	out[o++] = '{';
-	for (int i = 0; i < nm; i++) {
-		if (i)
-			out[o++] = ',';
-		size_t len = strlen(mem[i]);
-		memcpy(out + o, mem[i], len);
-		o += len;
-		free(mem[i]);
-	}
-	out[o++] = '}';
-	out[o] = 0;
-	free(mem);
-	free(flat);
-	return out;
+    char *flat = xrealloc(NULL, n + 1);
+    size_t m = 0;
+    bool instr = false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch == '"' && (i == 0 || s[i - 1] != '\\'))
+            instr = !instr;
+        if (!instr && isspace((unsigned char)ch))
+            continue;
+        flat[m++] = ch;
+    }
+    flat[m] = 0;
+    if (m < 2) {
+        return flat;
+    }
+    /* split flat[1..m-2] at depth-0 commas */
+    char **mem = NULL;
+    int nm = 0, depth = 0;
+    size_t start = 1;
+    instr = false;
+    for (size_t i = 1; i + 1 <= m - 1; i++) {
+        char ch = flat[i];
+        if (ch == '"' && flat[i - 1] != '\\')
+            instr = !instr;
+        if (instr)
+            continue;
+        if (ch == '{' || ch == '[')
+            depth++;
+        else if (ch == '}' || ch == ']')
+            depth--;
+        if ((ch == ',' && depth == 0) || i == m - 1) {
+            mem = xrealloc(mem, (size_t)(nm + 1) * sizeof(char *));
+            mem[nm++] = xstrndup(flat + start, i - start);
+            start = i + 1;
+        }
+    }
+    if (start < m - 1) {
+        mem = xrealloc(mem, (size_t)(nm + 1) * sizeof(char *));
+        mem[nm++] = xstrndup(flat + start, m - 1 - start);
+    }
+    for (int i = 1; i < nm; i++)
+        for (int j = i; j > 0 && strcmp(mem[j], mem[j - 1]) < 0; j--) {
+            char *t = mem[j];
+            mem[j] = mem[j - 1];
+            mem[j - 1] = t;
+        }
+    char *out = xrealloc(NULL, m + 2);
+    size_t o = 0;
+    out[o++] = '{';
+    for (int i = 0; i < nm; i++) {
+        if (i)
+            out[o++] = ',';
+        size_t len = strlen(mem[i]);
+        memcpy(out + o, mem[i], len);
+        o += len;
+        free(mem[i]);
+    }
+    out[o++] = '}';
+    out[o] = 0;
+    free(mem);
+    free(flat);
+    return out;
 }
 
 static bool perr(FILE *err, const char *path, int line, const char *msg)
 {
-	if (err)
-		fprintf(err, "%s:%d: error: %s\n", path, line, msg);
-	return false;
+    if (err)
+        fprintf(err, "%s:%d: error: %s\n", path, line, msg);
+    return false;
 }
 
 static bool parse_int(const char **pp, int64_t *out)
 {
-	const char *p = *pp;
-	if (!isdigit((unsigned char)*p))
-		return false;
-	errno = 0;
-	char *end;
-	long long v = strtoll(p, &end, 10);
-	if (errno)
-		return false;
-	*out = v;
-	*pp = end;
-	return true;
+    const char *p = *pp;
+    if (!isdigit((unsigned char)*p))
+        return false;
+    errno = 0;
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (errno)
+        return false;
+    *out = v;
+    *pp = end;
+    return true;
 }
 
-static void add_sample(plan_profile *pr, const char *op, size_t oplen, char *attrs, const int64_t *shape, int nshape,
-		       int64_t batch, double sec)
+static void add_sample(plan_profile *pr, const char *op, size_t oplen, char *attrs,
+                       const int64_t *shape, int nshape, int64_t batch, double sec)
 {
-	plan_profile_entry *e = NULL;
-	for (int i = 0; i < pr->n; i++) {
-		plan_profile_entry *x = &pr->e[i];
-		if (strlen(x->op) == oplen && strncmp(x->op, op, oplen) == 0 && strcmp(x->attrs, attrs) == 0 &&
-		    x->nshape == nshape && memcmp(x->shape, shape, sizeof(int64_t) * (size_t)nshape) == 0) {
-			e = x;
-			break;
-		}
-	}
-	if (!e) {
-		if (pr->n == pr->cap) {
-			pr->cap = pr->cap ? 2 * pr->cap : 32;
-			pr->e = xrealloc(pr->e, (size_t)pr->cap * sizeof(plan_profile_entry));
-		}
-		e = &pr->e[pr->n++];
-		memset(e, 0, sizeof *e);
-		e->op = xstrndup(op, oplen);
-		e->attrs = attrs;
-		e->nshape = nshape;
-		memcpy(e->shape, shape, sizeof(int64_t) * (size_t)nshape);
-	} else {
-		free(attrs);
-	}
-	plan_timing *t = &e->timing;
-	for (int i = 0; i < t->n; i++)
-		if (t->batch[i] == batch) {
-			/* several lines at one batch: keep a running mean (count in
+    plan_profile_entry *e = NULL;
+    for (int i = 0; i < pr->n; i++) {
+        plan_profile_entry *x = &pr->e[i];
+        if (strlen(x->op) == oplen && strncmp(x->op, op, oplen) == 0 &&
+            strcmp(x->attrs, attrs) == 0 && x->nshape == nshape &&
+            memcmp(x->shape, shape, sizeof(int64_t) * (size_t)nshape) == 0) {
+            e = x;
+            break;
+        }
+    }
+    if (!e) {
+        if (pr->n == pr->cap) {
+            pr->cap = pr->cap ? 2 * pr->cap : 32;
+            pr->e = xrealloc(pr->e, (size_t)pr->cap * sizeof(plan_profile_entry));
+        }
+        e = &pr->e[pr->n++];
+        memset(e, 0, sizeof *e);
+        e->op = xstrndup(op, oplen);
+        e->attrs = attrs;
+        e->nshape = nshape;
+        memcpy(e->shape, shape, sizeof(int64_t) * (size_t)nshape);
+    } else {
+        free(attrs);
+    }
+    plan_timing *t = &e->timing;
+    for (int i = 0; i < t->n; i++)
+        if (t->batch[i] == batch) {
+            /* several lines at one batch: keep a running mean (count in
 			 * the low bits is not kept; the mean of two is enough here) */
-			t->seconds[i] = (t->seconds[i] + sec) / 2;
-			return;
-		}
-	t->batch = xrealloc(t->batch, (size_t)(t->n + 1) * sizeof(int64_t));
-	t->seconds = xrealloc(t->seconds, (size_t)(t->n + 1) * sizeof(double));
-	int i = t->n++;
-	while (i > 0 && t->batch[i - 1] > batch) {
-		t->batch[i] = t->batch[i - 1];
-		t->seconds[i] = t->seconds[i - 1];
-		i--;
-	}
-	t->batch[i] = batch;
-	t->seconds[i] = sec;
+            t->seconds[i] = (t->seconds[i] + sec) / 2;
+            return;
+        }
+    t->batch = xrealloc(t->batch, (size_t)(t->n + 1) * sizeof(int64_t));
+    t->seconds = xrealloc(t->seconds, (size_t)(t->n + 1) * sizeof(double));
+    int i = t->n++;
+    while (i > 0 && t->batch[i - 1] > batch) {
+        t->batch[i] = t->batch[i - 1];
+        t->seconds[i] = t->seconds[i - 1];
+        i--;
+    }
+    t->batch[i] = batch;
+    t->seconds[i] = sec;
 }
 
 static bool parse_line(plan_profile *pr, const char *path, int ln, const char *p, FILE *err)
 {
-	while (*p == ' ' || *p == '\t')
-		p++;
-	if (*p == 0 || *p == '\n' || *p == '\r' || *p == '#')
-		return true;
-	if (strncmp(p, "SUM(", 4) == 0 || strncmp(p, "sum:", 4) == 0)
-		return true;
-	const char *op = p;
-	if (!isalpha((unsigned char)*p) && *p != '_')
-		return perr(err, path, ln, "expected an op name");
-	while (isalnum((unsigned char)*p) || *p == '_')
-		p++;
-	size_t oplen = (size_t)(p - op);
-	if (*p != '{')
-		return perr(err, path, ln, "expected '{' after the op name");
-	const char *a0 = p;
-	int depth = 0;
-	bool instr = false;
-	for (; *p && *p != '\n'; p++) {
-		if (*p == '"' && p[-1] != '\\')
-			instr = !instr;
-		if (instr)
-			continue;
-		if (*p == '{' || *p == '[')
-			depth++;
-		else if (*p == '}' || *p == ']') {
-			if (--depth == 0)
-				break;
-		}
-	}
-	if (*p != '}')
-		return perr(err, path, ln, "unterminated attribute object");
-	p++;
-	size_t alen = (size_t)(p - a0);
-	int64_t batch;
-	if (*p != '[')
-		return perr(err, path, ln, "expected '[batch]' after the attributes");
-	p++;
-	if (!parse_int(&p, &batch) || batch < 1 || *p != ']')
-		return perr(err, path, ln, "batch size must be a positive integer in brackets");
-	p++;
-	int64_t shape[8];
-	int nshape = 0;
-	if (*p == '[') {
-		p++;
-		for (;;) {
-			if (nshape == 8)
-				return perr(err, path, ln, "input shape has more than 8 dimensions");
-			if (!parse_int(&p, &shape[nshape]))
-				return perr(err, path, ln, "expected an integer in the input shape");
-			nshape++;
-			if (*p == ',') {
-				p++;
-				continue;
-			}
-			if (*p == ']') {
-				p++;
-				break;
-			}
-			return perr(err, path, ln, "expected ',' or ']' in the input shape");
-		}
-	} else if (isdigit((unsigned char)*p)) {
-		parse_int(&p, &shape[0]);
-		nshape = 1;
-	} else {
-		return perr(err, path, ln, "expected the input shape after the batch size");
-	}
-	if (*p == 0 || *p == '\n' || *p == '\r')
-		return perr(err, path, ln, "missing the average time (ms)");
-	if (*p != ' ' && *p != '\t')
-		return perr(err, path, ln, "expected whitespace before the time");
-	double vals[4];
-	int nv = 0;
-	for (;;) {
-		while (*p == ' ' || *p == '\t' || *p == '\r')
-			p++;
-		if (*p == 0 || *p == '\n')
-			break;
-		char *end;
-		errno = 0;
-		double v = strtod(p, &end);
-		if (end == p || errno || (*end && !isspace((unsigned char)*end)))
-			return perr(err, path, ln, "expected a time in milliseconds");
-		if (nv < 4)
-			vals[nv] = v;
-		nv++;
-		p = end;
-	}
-	if (nv == 0)
-		return perr(err, path, ln, "missing the average time (ms)");
-	if (nv > 4)
-		return perr(err, path, ln, "too many columns (expected avg_ms [p50 p90 p99])");
-	if (!(vals[0] >= 0))
-		return perr(err, path, ln, "time must not be negative");
-	add_sample(pr, op, oplen, canon_attrs(a0, alen), shape, nshape, batch, vals[0] * 1e-3);
-	return true;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    if (*p == 0 || *p == '\n' || *p == '\r' || *p == '#')
+        return true;
+    if (strncmp(p, "SUM(", 4) == 0 || strncmp(p, "sum:", 4) == 0)
+        return true;
+    const char *op = p;
+    if (!isalpha((unsigned char)*p) && *p != '_')
+        return perr(err, path, ln, "expected an op name");
+    while (isalnum((unsigned char)*p) || *p == '_')
+        p++;
+    size_t oplen = (size_t)(p - op);
+    if (*p != '{')
+        return perr(err, path, ln, "expected '{' after the op name");
+    const char *a0 = p;
+    int depth = 0;
+    bool instr = false;
+    for (; *p && *p != '\n'; p++) {
+        if (*p == '"' && p[-1] != '\\')
+            instr = !instr;
+        if (instr)
+            continue;
+        if (*p == '{' || *p == '[')
+            depth++;
+        else if (*p == '}' || *p == ']') {
+            if (--depth == 0)
+                break;
+        }
+    }
+    if (*p != '}')
+        return perr(err, path, ln, "unterminated attribute object");
+    p++;
+    size_t alen = (size_t)(p - a0);
+    int64_t batch;
+    if (*p != '[')
+        return perr(err, path, ln, "expected '[batch]' after the attributes");
+    p++;
+    if (!parse_int(&p, &batch) || batch < 1 || *p != ']')
+        return perr(err, path, ln, "batch size must be a positive integer in brackets");
+    p++;
+    int64_t shape[8];
+    int nshape = 0;
+    if (*p == '[') {
+        p++;
+        for (;;) {
+            if (nshape == 8)
+                return perr(err, path, ln, "input shape has more than 8 dimensions");
+            if (!parse_int(&p, &shape[nshape]))
+                return perr(err, path, ln, "expected an integer in the input shape");
+            nshape++;
+            if (*p == ',') {
+                p++;
+                continue;
+            }
+            if (*p == ']') {
+                p++;
+                break;
+            }
+            return perr(err, path, ln, "expected ',' or ']' in the input shape");
+        }
+    } else if (isdigit((unsigned char)*p)) {
+        parse_int(&p, &shape[0]);
+        nshape = 1;
+    } else {
+        return perr(err, path, ln, "expected the input shape after the batch size");
+    }
+    if (*p == 0 || *p == '\n' || *p == '\r')
+        return perr(err, path, ln, "missing the average time (ms)");
+    if (*p != ' ' && *p != '\t')
+        return perr(err, path, ln, "expected whitespace before the time");
+    double vals[4];
+    int nv = 0;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\r')
+            p++;
+        if (*p == 0 || *p == '\n')
+            break;
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno || (*end && !isspace((unsigned char)*end)))
+            return perr(err, path, ln, "expected a time in milliseconds");
+        if (nv < 4)
+            vals[nv] = v;
+        nv++;
+        p = end;
+    }
+    if (nv == 0)
+        return perr(err, path, ln, "missing the average time (ms)");
+    if (nv > 4)
+        return perr(err, path, ln, "too many columns (expected avg_ms [p50 p90 p99])");
+    if (!(vals[0] >= 0))
+        return perr(err, path, ln, "time must not be negative");
+    add_sample(pr, op, oplen, canon_attrs(a0, alen), shape, nshape, batch, vals[0] * 1e-3);
+    return true;
 }
 
 bool plan_profile_parse(plan_profile *pr, const char *path, const char *text, FILE *err)
 {
-	bool ok = true;
-	int ln = 1;
-	const char *p = text;
-	while (*p) {
-		const char *nl = strchr(p, '\n');
-		size_t len = nl ? (size_t)(nl - p) : strlen(p);
-		char *line = xstrndup(p, len);
-		if (!parse_line(pr, path, ln, line, err))
-			ok = false;
-		free(line);
-		ln++;
-		if (!nl)
-			break;
-		p = nl + 1;
-	}
-	return ok;
+    bool ok = true;
+    int ln = 1;
+    const char *p = text;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        char *line = xstrndup(p, len);
+        if (!parse_line(pr, path, ln, line, err))
+            ok = false;
+        free(line);
+        ln++;
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    return ok;
 }
 
 bool plan_profile_read(plan_profile *pr, const char *path, FILE *err)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		if (err)
-			fprintf(err, "%s: error: cannot open: %s\n", path, strerror(errno));
-		return false;
-	}
-	size_t cap = 1 << 16, n = 0;
-	char *buf = xrealloc(NULL, cap);
-	size_t got;
-	while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-		n += got;
-		if (cap - n - 1 == 0) {
-			cap *= 2;
-			buf = xrealloc(buf, cap);
-		}
-	}
-	fclose(f);
-	buf[n] = 0;
-	bool ok = plan_profile_parse(pr, path, buf, err);
-	free(buf);
-	return ok;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (err)
+            fprintf(err, "%s: error: cannot open: %s\n", path, strerror(errno));
+        return false;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = xrealloc(NULL, cap);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n - 1 == 0) {
+            cap *= 2;
+            buf = xrealloc(buf, cap);
+        }
+    }
+    fclose(f);
+    buf[n] = 0;
+    bool ok = plan_profile_parse(pr, path, buf, err);
+    free(buf);
+    return ok;
 }
 
 void plan_profile_free(plan_profile *pr)
 {
-	for (int i = 0; i < pr->n; i++) {
-		free(pr->e[i].op);
-		free(pr->e[i].attrs);
-		free(pr->e[i].timing.batch);
-		free(pr->e[i].timing.seconds);
-	}
-	free(pr->e);
-	memset(pr, 0, sizeof *pr);
+    for (int i = 0; i < pr->n; i++) {
+        free(pr->e[i].op);
+        free(pr->e[i].attrs);
+        free(pr->e[i].timing.batch);
+        free(pr->e[i].timing.seconds);
+    }
+    free(pr->e);
+    memset(pr, 0, sizeof *pr);
 }
 
-const plan_profile_entry *plan_profile_find(const plan_profile *pr, const char *op, const char *attrs,
-					    const int64_t *shape, int nshape)
+const plan_profile_entry *plan_profile_find(const plan_profile *pr, const char *op,
+                                            const char *attrs, const int64_t *shape, int nshape)
 {
-	char *ca = canon_attrs(attrs, strlen(attrs));
-	const plan_profile_entry *hit = NULL;
-	for (int i = 0; i < pr->n && !hit; i++) {
-		const plan_profile_entry *e = &pr->e[i];
-		if (strcmp(e->op, op) == 0 && strcmp(e->attrs, ca) == 0 && e->nshape == nshape &&
-		    memcmp(e->shape, shape, sizeof(int64_t) * (size_t)nshape) == 0)
-			hit = e;
-	}
-	free(ca);
-	return hit;
+    char *ca = canon_attrs(attrs, strlen(attrs));
+    const plan_profile_entry *hit = NULL;
+    for (int i = 0; i < pr->n && !hit; i++) {
+        const plan_profile_entry *e = &pr->e[i];
+        if (strcmp(e->op, op) == 0 && strcmp(e->attrs, ca) == 0 && e->nshape == nshape &&
+            memcmp(e->shape, shape, sizeof(int64_t) * (size_t)nshape) == 0)
+            hit = e;
+    }
+    free(ca);
+    return hit;
 }
 
 bool plan_profile_attr_pair(const plan_profile_entry *e, const char *key, int64_t out[2])
 {
-	if (plan_profile_attr(e, key, &out[0])) {
-		out[1] = out[0];
-		return true;
-	}
-	size_t kl = strlen(key);
-	for (const char *p = e->attrs; (p = strchr(p, '"')) != NULL; p++)
-		if (strncmp(p + 1, key, kl) == 0 && p[1 + kl] == '"' && p[2 + kl] == ':' && p[3 + kl] == '[') {
-			long long a, b;
-			if (sscanf(p + 4 + kl, "%lld,%lld]", &a, &b) != 2)
-				return false;
-			out[0] = a;
-			out[1] = b;
-			return true;
-		}
-	return false;
+    if (plan_profile_attr(e, key, &out[0])) {
+        out[1] = out[0];
+        return true;
+    }
+    size_t kl = strlen(key);
+    for (const char *p = e->attrs; (p = strchr(p, '"')) != NULL; p++)
+        if (strncmp(p + 1, key, kl) == 0 && p[1 + kl] == '"' && p[2 + kl] == ':' &&
+            p[3 + kl] == '[') {
+            long long a, b;
+            if (sscanf(p + 4 + kl, "%lld,%lld]", &a, &b) != 2)
+                return false;
+            out[0] = a;
+            out[1] = b;
+            return true;
+        }
+    return false;
 }
 
 bool plan_profile_attr(const plan_profile_entry *e, const char *key, int64_t *out)
 {
-	size_t kl = strlen(key);
-	for (const char *p = e->attrs; (p = strchr(p, '"')) != NULL; p++) {
-		if (strncmp(p + 1, key, kl) == 0 && p[1 + kl] == '"' && p[2 + kl] == ':') {
-			const char *v = p + 3 + kl;
-			if (strncmp(v, "true", 4) == 0) {
-				*out = 1;
-				return true;
-			}
-			if (strncmp(v, "false", 5) == 0) {
-				*out = 0;
-				return true;
-			}
-			char *end;
-			long long x = strtoll(v, &end, 10);
-			if (end == v)
-				return false;
-			*out = x;
-			return true;
-		}
-	}
-	return false;
+    size_t kl = strlen(key);
+    for (const char *p = e->attrs; (p = strchr(p, '"')) != NULL; p++) {
+        if (strncmp(p + 1, key, kl) == 0 && p[1 + kl] == '"' && p[2 + kl] == ':') {
+            const char *v = p + 3 + kl;
+            if (strncmp(v, "true", 4) == 0) {
+                *out = 1;
+                return true;
+            }
+            if (strncmp(v, "false", 5) == 0) {
+                *out = 0;
+                return true;
+            }
+            char *end;
+            long long x = strtoll(v, &end, 10);
+            if (end == v)
+                return false;
+            *out = x;
+            return true;
+        }
+    }
+    return false;
 }

@@ -20,16 +20,16 @@
 /* One record: item a beat item b a_wins times and lost to it b_wins times.  A file
  * line gives (winner, loser, count, 0); the generator gives both counts of a pair. */
 typedef struct rank_data {
-  int32_t n;          /* number of items, ids 0..n-1 */
-  char **names;       /* names[id], or NULL when items are anonymous (generated) */
-  size_t names_cap;
-  size_t m, cap;      /* records */
-  int32_t *a, *b;
-  int64_t *a_wins, *b_wins;
-  /* name -> id hash table (open addressing, power-of-two size): each slot holds the
+    int32_t n;    /* number of items, ids 0..n-1 */
+    char **names; /* names[id], or NULL when items are anonymous (generated) */
+    size_t names_cap;
+    size_t m, cap; /* records */
+    int32_t *a, *b;
+    int64_t *a_wins, *b_wins;
+    /* name -> id hash table (open addressing, power-of-two size): each slot holds the
    * high 32 bits of the name's hash and id + 1, 0 = empty */
-  uint64_t *slots;
-  size_t nslots;
+    uint64_t *slots;
+    size_t nslots;
 } rank_data;
 
 void rank_data_init(rank_data *d);
@@ -58,13 +58,13 @@ int64_t rank_parse(FILE *f, const char *fname, rank_data *d, FILE *err);
  * wins[e] is how often the row item beat the column item (plus the regularisation),
  * games[e] how often they met (plus twice the regularisation). */
 typedef struct rank_graph {
-  int32_t n;
-  int64_t nnz;         /* directed entries = 2 x compared pairs */
-  int64_t *row;        /* n + 1 offsets */
-  int32_t *col;
-  double *wins, *games;
-  int32_t max_degree;  /* largest number of distinct opponents: d_max */
-  double comparisons;  /* total observed comparisons, regularisation excluded */
+    int32_t n;
+    int64_t nnz;  /* directed entries = 2 x compared pairs */
+    int64_t *row; /* n + 1 offsets */
+    int32_t *col;
+    double *wins, *games;
+    int32_t max_degree; /* largest number of distinct opponents: d_max */
+    double comparisons; /* total observed comparisons, regularisation excluded */
 } rank_graph;
 
 /* Aggregates records into G; EPS >= 0 pseudo-wins are added in each direction of every
@@ -80,14 +80,14 @@ int32_t rank_components(const rank_graph *g, int32_t *comp, int64_t **sizes);
 
 /* Restricts D to the items with comp[id] == which; old_id (optional) gets a malloc'ed
  * map from new ids to old ids.  Returns 0, or -1 when out of memory. */
-int rank_data_restrict(const rank_data *d, const int32_t *comp, int32_t which,
-                       rank_data *out, int32_t **old_id);
+int rank_data_restrict(const rank_data *d, const int32_t *comp, int32_t which, rank_data *out,
+                       int32_t **old_id);
 
 /* Why a connected graph is not strongly connected in the "who beat whom" sense. */
 typedef struct rank_strength {
-  int strongly_connected;
-  int64_t never_win, never_lose;  /* items with no win / no loss */
-  int32_t first_never_win, first_never_lose;  /* an example of each, or -1 */
+    int strongly_connected;
+    int64_t never_win, never_lose;             /* items with no win / no loss */
+    int32_t first_never_win, first_never_lose; /* an example of each, or -1 */
 } rank_strength;
 /* Returns 0, or -1 when out of memory. */
 int rank_check_strength(const rank_graph *g, rank_strength *s);
@@ -95,11 +95,11 @@ int rank_check_strength(const rank_graph *g, rank_strength *s);
 /* ---- spectral.c: Rank Centrality ---- */
 
 typedef struct rank_opts {
-  double tol;          /* stop when max_i |pi'_i - pi_i| <= tol * max_i pi_i */
-  int64_t max_iter;
-  int threads;         /* row-parallel threads, >= 1 */
-  int rounds;          /* Spectral MLE refinement rounds; 0 = ceil(log2 n) */
-  double xi;           /* Spectral MLE replacement threshold scale c (see mle.c) */
+    double tol; /* stop when max_i |pi'_i - pi_i| <= tol * max_i pi_i */
+    int64_t max_iter;
+    int threads; /* row-parallel threads, >= 1 */
+    int rounds;  /* Spectral MLE refinement rounds; 0 = ceil(log2 n) */
+    double xi;   /* Spectral MLE replacement threshold scale c (see mle.c) */
 } rank_opts;
 
 /* The constant in front of Spectral MLE's thresholds; the paper leaves it open. */
@@ -107,11 +107,11 @@ typedef struct rank_opts {
 void rank_opts_default(rank_opts *o);
 
 typedef struct rank_report {
-  int64_t iterations;
-  double step;         /* last max_i |pi'_i - pi_i| / max_i pi_i */
-  double rate;         /* observed contraction of the step per iteration */
-  double error_bound;  /* step * rate / (1 - rate): estimated remaining error */
-  int converged;
+    int64_t iterations;
+    double step;        /* last max_i |pi'_i - pi_i| / max_i pi_i */
+    double rate;        /* observed contraction of the step per iteration */
+    double error_bound; /* step * rate / (1 - rate): estimated remaining error */
+    int converged;
 } rank_report;
 
 /* Stationary distribution of the Rank Centrality chain: from j to i with probability
@@ -142,10 +142,12 @@ double rank_linf_error(const double *est, const double *truth, int32_t n);
 
 /* ---- btl.c: random numbers and the BTL data generator ---- */
 
-typedef struct rank_rng { uint64_t s[4]; } rank_rng;
+typedef struct rank_rng {
+    uint64_t s[4];
+} rank_rng;
 void rank_rng_seed(rank_rng *r, uint64_t seed);
 uint64_t rank_rng_next(rank_rng *r);
-double rank_rng_uniform(rank_rng *r);  /* in [0, 1) */
+double rank_rng_uniform(rank_rng *r); /* in [0, 1) */
 
 /* Scores with top-K separation Delta_K = (w_K - w_{K+1}) / w_max exactly: w_max = 1,
  * w_K = 0.5 + delta, w_{K+1} = 0.5, the other top items uniform in [0.5 + delta, 1],
@@ -156,8 +158,7 @@ void rank_btl_scores(int32_t n, int32_t k, double delta, rank_rng *r, double *w)
 /* Erdos-Renyi comparison graph G(n, p), L comparisons per compared pair, outcomes
  * drawn from BTL(w).  Appends one record per compared pair to D (anonymous items).
  * Returns 0, or -1 when out of memory. */
-int rank_btl_generate(const double *w, int32_t n, double p, int64_t L, rank_rng *r,
-                      rank_data *d);
+int rank_btl_generate(const double *w, int32_t n, double p, int64_t L, rank_rng *r, rank_data *d);
 
 /* ---- simulate.c: Monte Carlo trials ---- */
 
@@ -170,26 +171,26 @@ int rank_run_method(int method, const rank_graph *g, const rank_opts *o, double 
                     rank_report *rep);
 
 typedef struct rank_sim_params {
-  int32_t n, k;
-  double delta, p;
-  int64_t L;
-  double eps;          /* regularisation used by every method */
+    int32_t n, k;
+    double delta, p;
+    int64_t L;
+    double eps; /* regularisation used by every method */
 } rank_sim_params;
 
 typedef struct rank_sim_result {
-  int64_t trials;
-  int64_t success[RANK_NMETHODS];   /* exact top-K recoveries */
-  double err_sum[RANK_NMETHODS], err_sq[RANK_NMETHODS];  /* l-inf error moments */
-  int64_t skipped;     /* trials whose graph was disconnected or had an item without
+    int64_t trials;
+    int64_t success[RANK_NMETHODS];                       /* exact top-K recoveries */
+    double err_sum[RANK_NMETHODS], err_sq[RANK_NMETHODS]; /* l-inf error moments */
+    int64_t skipped; /* trials whose graph was disconnected or had an item without
                           a win or a loss; they count as failures, error 1 */
-  double samples;      /* mean number of comparisons per trial */
+    double samples;  /* mean number of comparisons per trial */
 } rank_sim_result;
 
 /* Runs TRIALS independent trials (trial t uses seed mix(seed, t), so the result does
  * not depend on the thread count), spread over o->threads threads.  methods[m] != 0
  * selects a method.  Returns 0, or -1 when out of memory. */
-int rank_simulate(const rank_sim_params *p, int64_t trials, uint64_t seed,
-                  const int *methods, const rank_opts *o, rank_sim_result *res);
+int rank_simulate(const rank_sim_params *p, int64_t trials, uint64_t seed, const int *methods,
+                  const rank_opts *o, rank_sim_result *res);
 
 /* 95% intervals: Wilson score interval for a success rate, normal interval for a mean. */
 void rank_wilson(int64_t successes, int64_t trials, double *lo, double *hi);

@@ -8,62 +8,81 @@
 #include <math.h>
 #include <stdlib.h>
 
-typedef struct keyed { double score; int32_t id; } keyed;
+typedef struct keyed {
+    double score;
+    int32_t id;
+} keyed;
 
-static int by_score_desc(const void *x, const void *y) {
-  const keyed *a = x, *b = y;
-  if (a->score != b->score) return a->score > b->score ? -1 : 1;
-  return (a->id > b->id) - (a->id < b->id);
+static int by_score_desc(const void *x, const void *y)
+{
+    const keyed *a = x, *b = y;
+    if (a->score != b->score)
+        return a->score > b->score ? -1 : 1;
+    return (a->id > b->id) - (a->id < b->id);
 }
 
-int rank_order(const double *score, int32_t n, int32_t *order) {
-  keyed *k = malloc(((size_t)n + 1) * sizeof *k);
-  if (!k) return -1;
-  for (int32_t i = 0; i < n; i++) k[i] = (keyed){score[i], i};
-  qsort(k, (size_t)n, sizeof *k, by_score_desc);
-  for (int32_t i = 0; i < n; i++) order[i] = k[i].id;
-  free(k);
-  return 0;
+int rank_order(const double *score, int32_t n, int32_t *order)
+{
+    keyed *k = malloc(((size_t)n + 1) * sizeof *k);
+    if (!k)
+        return -1;
+    for (int32_t i = 0; i < n; i++)
+        k[i] = (keyed){score[i], i};
+    qsort(k, (size_t)n, sizeof *k, by_score_desc);
+    for (int32_t i = 0; i < n; i++)
+        order[i] = k[i].id;
+    free(k);
+    return 0;
 }
 
-int rank_boundary_tie(const double *score, const int32_t *order, int32_t n, int32_t k) {
-  if (k <= 0 || k >= n) return 0;
-  double a = score[order[k - 1]], b = score[order[k]];
-  double scale = fabs(score[order[0]]);
-  return fabs(a - b) <= 1e-12 * scale;
+int rank_boundary_tie(const double *score, const int32_t *order, int32_t n, int32_t k)
+{
+    if (k <= 0 || k >= n)
+        return 0;
+    double a = score[order[k - 1]], b = score[order[k]];
+    double scale = fabs(score[order[0]]);
+    return fabs(a - b) <= 1e-12 * scale;
 }
 
-int rank_topk_success(const double *est, const double *truth, int32_t n, int32_t k) {
-  int32_t *oe = malloc(((size_t)n + 1) * sizeof *oe);
-  int32_t *ot = malloc(((size_t)n + 1) * sizeof *ot);
-  char *in_true = calloc((size_t)n + 1, 1);
-  int ok = -1;
-  if (!oe || !ot || !in_true || rank_order(est, n, oe) || rank_order(truth, n, ot)) goto done;
-  ok = 0;
-  if (rank_boundary_tie(est, oe, n, k) || rank_boundary_tie(truth, ot, n, k)) goto done;
-  for (int32_t i = 0; i < k; i++) in_true[ot[i]] = 1;
-  ok = 1;
-  for (int32_t i = 0; i < k; i++)
-    if (!in_true[oe[i]]) ok = 0;
+int rank_topk_success(const double *est, const double *truth, int32_t n, int32_t k)
+{
+    int32_t *oe = malloc(((size_t)n + 1) * sizeof *oe);
+    int32_t *ot = malloc(((size_t)n + 1) * sizeof *ot);
+    char *in_true = calloc((size_t)n + 1, 1);
+    int ok = -1;
+    if (!oe || !ot || !in_true || rank_order(est, n, oe) || rank_order(truth, n, ot))
+        goto done;
+    ok = 0;
+    if (rank_boundary_tie(est, oe, n, k) || rank_boundary_tie(truth, ot, n, k))
+        goto done;
+    for (int32_t i = 0; i < k; i++)
+        in_true[ot[i]] = 1;
+    ok = 1;
+    for (int32_t i = 0; i < k; i++)
+        if (!in_true[oe[i]])
+            ok = 0;
 done:
-  free(oe);
-  free(ot);
-  free(in_true);
-  return ok;
+    free(oe);
+    free(ot);
+    free(in_true);
+    return ok;
 }
 
-double rank_linf_error(const double *est, const double *truth, int32_t n) {
-  double se = 0, st = 0, tmax = 0;
-  for (int32_t i = 0; i < n; i++) {
-    se += est[i];
-    st += truth[i];
-  }
-  for (int32_t i = 0; i < n; i++)
-    if (truth[i] / st > tmax) tmax = truth[i] / st;
-  double err = 0;
-  for (int32_t i = 0; i < n; i++) {
-    double d = fabs((se > 0 ? est[i] / se : 0) - truth[i] / st);
-    if (d > err) err = d;
-  }
-  return tmax > 0 ? err / tmax : 0;
+double rank_linf_error(const double *est, const double *truth, int32_t n)
+{
+    double se = 0, st = 0, tmax = 0;
+    for (int32_t i = 0; i < n; i++) {
+        se += est[i];
+        st += truth[i];
+    }
+    for (int32_t i = 0; i < n; i++)
+        if (truth[i] / st > tmax)
+            tmax = truth[i] / st;
+    double err = 0;
+    for (int32_t i = 0; i < n; i++) {
+        double d = fabs((se > 0 ? est[i] / se : 0) - truth[i] / st);
+        if (d > err)
+            err = d;
+    }
+    return tmax > 0 ? err / tmax : 0;
 }

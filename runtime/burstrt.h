@@ -39,8 +39,14 @@ typedef struct rt_tensor {
     void *data; /* float * for RT_F32, int32_t * for RT_I32; 64-byte aligned */
 } rt_tensor;
 
-static inline float *rt_f32(const rt_tensor *t) { return (float *)t->data; }
-static inline int32_t *rt_i32(const rt_tensor *t) { return (int32_t *)t->data; }
+static inline float *rt_f32(const rt_tensor *t)
+{
+    return (float *)t->data;
+}
+static inline int32_t *rt_i32(const rt_tensor *t)
+{
+    return (int32_t *)t->data;
+}
 
 /* A pool owns every tensor, parameter and scratch buffer made from it; rt_pool_free
  * releases all of them at once. */
@@ -66,18 +72,18 @@ int64_t rt_tensor_per_sample(const rt_tensor *t);
 typedef enum { RT_DATA_SYNTHETIC, RT_DATA_FMNIST } rt_data_kind;
 
 typedef struct rt_options {
-    int64_t iterations;        /* --iterations N (default 10, or rt_set_defaults') */
-    rt_data_kind data;         /* --data synthetic|fmnist[:DIR] */
-    char data_dir[512];        /* fmnist directory (default /usr/share/datasets/fashion-mnist) */
-    uint64_t seed;             /* --seed S (default 1) */
-    char trace_path[512];      /* --trace FILE ("" = off) */
-    char checkpoint_dir[512];  /* --checkpoint-dir DIR ("" = off) */
-    int64_t checkpoint_every;  /* --checkpoint-every N (0 = never) */
-    bool resume;               /* --resume */
-    int threads;               /* --threads N: BLAS threads per rank (default 1) */
-    double step_timeout;       /* --step-timeout SEC: watchdog deadline per step (default 20;
+    int64_t iterations;       /* --iterations N (default 10, or rt_set_defaults') */
+    rt_data_kind data;        /* --data synthetic|fmnist[:DIR] */
+    char data_dir[512];       /* fmnist directory (default /usr/share/datasets/fashion-mnist) */
+    uint64_t seed;            /* --seed S (default 1) */
+    char trace_path[512];     /* --trace FILE ("" = off) */
+    char checkpoint_dir[512]; /* --checkpoint-dir DIR ("" = off) */
+    int64_t checkpoint_every; /* --checkpoint-every N (0 = never) */
+    bool resume;              /* --resume */
+    int threads;              /* --threads N: BLAS threads per rank (default 1) */
+    double step_timeout;      /* --step-timeout SEC: watchdog deadline per step (default 20;
                                   grows to 3x the slowest completed step; 0 = off) */
-    int rank, world_size;      /* filled by rt_init */
+    int rank, world_size;     /* filled by rt_init */
 } rt_options;
 
 /* The defaults of --iterations and --data (the job's), set before rt_init. */
@@ -94,8 +100,7 @@ void rt_check_world_size(int needed);
 int rt_rank(void);
 int rt_world_size(void);
 /* Prints "burstrt: rank R: OP: message" and aborts the whole job (exit status 1). */
-_Noreturn void rt_fatal(const char *op, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+_Noreturn void rt_fatal(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- device: precision, graphs, streams (no-ops on the CPU backend) ---------- */
 
@@ -168,16 +173,16 @@ void rt_barrier(void);
  * with its contiguous shard. src: this rank's shard on producers (else NULL); dst: this
  * rank's shard on consumers (else NULL). Ranks in neither set return at once. Every
  * rank of both sets must call it in the same program order. */
-void rt_reshard(const rt_tensor *src, const rt_comm *from, rt_tensor *dst,
-                const rt_comm *to, int64_t B, int64_t per_sample);
+void rt_reshard(const rt_tensor *src, const rt_comm *from, rt_tensor *dst, const rt_comm *to,
+                int64_t B, int64_t per_sample);
 
 /* ---- parameters, initialisation, optimizers ----------------------------------- */
 
 typedef struct rt_param {
     const char *name;
-    rt_tensor *value, *grad;   /* grad is NULL for buffers (batchnorm running stats) */
-    rt_tensor *state[2];       /* optimizer state (SGD: momentum; Adam: m, v), lazily made */
-    const rt_comm *comm;       /* rank set holding it; gradients are all-reduced there */
+    rt_tensor *value, *grad; /* grad is NULL for buffers (batchnorm running stats) */
+    rt_tensor *state[2];     /* optimizer state (SGD: momentum; Adam: m, v), lazily made */
+    const rt_comm *comm;     /* rank set holding it; gradients are all-reduced there */
 } rt_param;
 
 typedef struct rt_params rt_params;
@@ -232,19 +237,18 @@ typedef struct rt_conv2d_attrs {
 /* x[N,C,H,W], w[K,C/groups,kh,kw], b[K] or NULL -> y[N,K,OH,OW]. */
 void rt_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const rt_tensor *b,
                    const rt_conv2d_attrs *a, rt_tensor *y);
-void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w,
-                   const rt_tensor *dy, const rt_conv2d_attrs *a, rt_tensor *dx,
-                   rt_tensor *dw, rt_tensor *db);
+void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const rt_tensor *dy,
+                   const rt_conv2d_attrs *a, rt_tensor *dx, rt_tensor *dw, rt_tensor *db);
 
 /* x[..., in] -> y[..., out], w[out,in], b[out] or NULL. */
 void rt_linear_fwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *b, rt_tensor *y);
-void rt_linear_bwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *dy,
-                   rt_tensor *dx, rt_tensor *dw, rt_tensor *db);
+void rt_linear_bwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *dy, rt_tensor *dx,
+                   rt_tensor *dw, rt_tensor *db);
 
 /* a[B,m,k] x b[B,k,n] -> c[B,m,n] (3-d tensors; B may be 1). */
 void rt_matmul_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *c);
-void rt_matmul_bwd(const rt_tensor *a, const rt_tensor *b, const rt_tensor *dc,
-                   rt_tensor *da, rt_tensor *db);
+void rt_matmul_bwd(const rt_tensor *a, const rt_tensor *b, const rt_tensor *dc, rt_tensor *da,
+                   rt_tensor *db);
 
 void rt_relu_fwd(const rt_tensor *x, rt_tensor *y);
 void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
@@ -280,27 +284,24 @@ void rt_global_avgpool_bwd(const rt_tensor *dy, rt_tensor *dx);
  * batch variance, as PyTorch. Backward accumulates this shard's part of dgamma/dbeta
  * (the gradient all-reduce sums the parts) and writes dx from the set's sums. */
 void rt_batchnorm2d_fwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *beta,
-                        rt_tensor *running_mean, rt_tensor *running_var, float momentum,
-                        float eps, rt_tensor *saved, rt_tensor *y);
+                        rt_tensor *running_mean, rt_tensor *running_var, float momentum, float eps,
+                        rt_tensor *saved, rt_tensor *y);
 void rt_batchnorm2d_bwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *saved,
-                        const rt_tensor *dy, rt_tensor *dx, rt_tensor *dgamma,
-                        rt_tensor *dbeta);
+                        const rt_tensor *dy, rt_tensor *dx, rt_tensor *dgamma, rt_tensor *dbeta);
 void rt_batchnorm2d_sync_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gamma,
-                             const rt_tensor *beta, rt_tensor *running_mean,
-                             rt_tensor *running_var, float momentum, float eps,
-                             rt_tensor *saved, rt_tensor *y);
+                             const rt_tensor *beta, rt_tensor *running_mean, rt_tensor *running_var,
+                             float momentum, float eps, rt_tensor *saved, rt_tensor *y);
 void rt_batchnorm2d_sync_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gamma,
                              const rt_tensor *saved, const rt_tensor *dy, rt_tensor *dx,
                              rt_tensor *dgamma, rt_tensor *dbeta);
 void rt_batchnorm2d_infer(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *beta,
-                          const rt_tensor *running_mean, const rt_tensor *running_var,
-                          float eps, rt_tensor *y);
+                          const rt_tensor *running_mean, const rt_tensor *running_var, float eps,
+                          rt_tensor *y);
 /* Layernorm over the last dimension D; saved: f32 [2*rows] (mean, rstd). */
-void rt_layernorm_fwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *beta,
-                      float eps, rt_tensor *saved, rt_tensor *y);
+void rt_layernorm_fwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *beta, float eps,
+                      rt_tensor *saved, rt_tensor *y);
 void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *saved,
-                      const rt_tensor *dy, rt_tensor *dx, rt_tensor *dgamma,
-                      rt_tensor *dbeta);
+                      const rt_tensor *dy, rt_tensor *dx, rt_tensor *dgamma, rt_tensor *dbeta);
 
 /* Inverted dropout: y = x * mask / (1-p). The mask bit of element e of global sample
  * (sample0 + i) is a pure function of (seed, step, layer_id, global sample, e), so it
@@ -326,35 +327,33 @@ void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis, rt_tensor
 /* tokens i32 [N,T] -> y[N,T,D] = w[token] (+ pos[t] when pos != NULL, pos [P,D], P>=T). */
 void rt_embedding_fwd(const rt_tensor *tokens, const rt_tensor *w, const rt_tensor *pos,
                       rt_tensor *y);
-void rt_embedding_bwd(const rt_tensor *tokens, const rt_tensor *dy, rt_tensor *dw,
-                      rt_tensor *dpos);
+void rt_embedding_bwd(const rt_tensor *tokens, const rt_tensor *dy, rt_tensor *dw, rt_tensor *dpos);
 
 /* GPT-2 causal self-attention, x[N,T,D] -> y[N,T,D]; w_qkv[3D,D], b_qkv[3D],
  * w_o[D,D], b_o[D]. saved: f32 tensor of rt_attention_saved_size() elements, written
  * by forward (qkv, probabilities, merged heads) and read by backward. */
 int64_t rt_attention_saved_size(int64_t N, int64_t T, int64_t D, int heads);
 void rt_attention_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
-                      const rt_tensor *b_qkv, const rt_tensor *w_o, const rt_tensor *b_o,
-                      int heads, rt_tensor *saved, rt_tensor *y);
+                      const rt_tensor *b_qkv, const rt_tensor *w_o, const rt_tensor *b_o, int heads,
+                      rt_tensor *saved, rt_tensor *y);
 /* The same with the mask chosen: causal = false lets every query see every key (the IR's
  * attention{causal = 0}). rt_attention_bwd serves both. */
 void rt_attention_ex_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
                          const rt_tensor *b_qkv, const rt_tensor *w_o, const rt_tensor *b_o,
                          int heads, bool causal, rt_tensor *saved, rt_tensor *y);
 void rt_attention_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
-                      const rt_tensor *w_o, int heads, const rt_tensor *saved,
-                      const rt_tensor *dy, rt_tensor *dx, rt_tensor *dw_qkv,
-                      rt_tensor *db_qkv, rt_tensor *dw_o, rt_tensor *db_o);
+                      const rt_tensor *w_o, int heads, const rt_tensor *saved, const rt_tensor *dy,
+                      rt_tensor *dx, rt_tensor *dw_qkv, rt_tensor *db_qkv, rt_tensor *dw_o,
+                      rt_tensor *db_o);
 
 /* Cross entropy of logits [M,C] (or [N,T,V], M = N*T) against i32 labels [M]. Returns
  * this shard's PARTIAL loss sum(-log p[label]) / global_count, where global_count is
  * the number of rows of the GLOBAL batch (B, or B*T over tokens); the job's loss is
  * the sum over ranks (rt_world_sum). Backward writes dlogits = (softmax - onehot) /
  * global_count, so each rank's gradients are its slice of the full-batch gradient. */
-double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor *labels,
-                            int64_t global_count);
-void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels,
-                          int64_t global_count, rt_tensor *dlogits);
+double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor *labels, int64_t global_count);
+void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels, int64_t global_count,
+                          rt_tensor *dlogits);
 /* Number of rows whose argmax equals the label. */
 int64_t rt_correct_count(const rt_tensor *logits, const rt_tensor *labels);
 
@@ -366,9 +365,8 @@ typedef struct rt_data rt_data;
  * RT_I32); labels are i32 in [0, num_classes), labels_per_sample per sample (1 for
  * classification, T for language models). fmnist requires sample shape [1,28,28] or
  * [784], 10 classes; a missing or malformed file is a fatal error naming the path. */
-rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape,
-                      rt_dtype in_dtype, int64_t input_vocab, int64_t num_classes,
-                      int64_t labels_per_sample);
+rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape, rt_dtype in_dtype,
+                      int64_t input_vocab, int64_t num_classes, int64_t labels_per_sample);
 void rt_data_close(rt_data *d);
 /* Fills x and labels with samples [s0, s1) of global batch number `step` (batch size
  * B). The same global sample gets the same data on every rank. x or labels may be
@@ -377,8 +375,7 @@ void rt_data_batch(rt_data *d, int64_t step, int64_t B, int64_t s0, int64_t s1, 
                    rt_tensor *labels);
 /* The test set (fmnist: t10k; synthetic: a fixed 1000-sample set). */
 int64_t rt_data_test_count(const rt_data *d);
-void rt_data_test_batch(rt_data *d, int64_t first, int64_t count, rt_tensor *x,
-                        rt_tensor *labels);
+void rt_data_test_batch(rt_data *d, int64_t first, int64_t count, rt_tensor *x, rt_tensor *labels);
 int64_t rt_data_train_count(const rt_data *d);
 
 /* Reads an IDX file (optionally gzipped) into a malloc'd byte array; returns NULL and

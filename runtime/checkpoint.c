@@ -159,7 +159,8 @@ int64_t rt_checkpoint_load(const char *dir, rt_params *ps)
         MPI_Allreduce(&step, &hi, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
     }
     if (lo != hi)
-        rt_fatal("checkpoint", "ranks' checkpoints disagree on the step (%lld..%lld): a "
+        rt_fatal("checkpoint",
+                 "ranks' checkpoints disagree on the step (%lld..%lld): a "
                  "checkpoint was interrupted; delete %s and restart",
                  (long long)lo, (long long)hi, dir);
     return step;

@@ -17,9 +17,9 @@
 
 struct rt_comm {
     int n;
-    int *ranks;     /* world ranks, in set order */
-    int index;      /* this rank's index in ranks, or -1 */
-    MPI_Comm comm;  /* MPI_COMM_NULL on non-members */
+    int *ranks;    /* world ranks, in set order */
+    int index;     /* this rank's index in ranks, or -1 */
+    MPI_Comm comm; /* MPI_COMM_NULL on non-members */
     rt_comm *next;
 };
 
@@ -50,9 +50,9 @@ rt_comm *rt_comm_new(int n, const int *world_ranks)
     int initialised = 0;
     MPI_Initialized(&initialised);
     if (initialised)
-        mpi_check(MPI_Comm_split(MPI_COMM_WORLD, c->index >= 0 ? 0 : MPI_UNDEFINED,
-                                 c->index, &c->comm),
-                  "comm_new");
+        mpi_check(
+            MPI_Comm_split(MPI_COMM_WORLD, c->index >= 0 ? 0 : MPI_UNDEFINED, c->index, &c->comm),
+            "comm_new");
     c->next = all_comms;
     all_comms = c;
     return c;
@@ -72,9 +72,18 @@ void rt_comm_free_all(void)
         MPI_Comm_free(&reshard_comm);
 }
 
-bool rt_comm_member(const rt_comm *c) { return c->index >= 0; }
-int rt_comm_index(const rt_comm *c) { return c->index; }
-int rt_comm_size(const rt_comm *c) { return c->n; }
+bool rt_comm_member(const rt_comm *c)
+{
+    return c->index >= 0;
+}
+int rt_comm_index(const rt_comm *c)
+{
+    return c->index;
+}
+int rt_comm_size(const rt_comm *c)
+{
+    return c->n;
+}
 
 void rt_comm_shard(const rt_comm *c, int64_t B, int64_t *start, int64_t *end)
 {
@@ -91,8 +100,7 @@ void rt_allreduce_sum(const rt_comm *c, float *data, int64_t n)
         return;
     for (int64_t off = 0; off < n; off += INT_MAX / 2) {
         int64_t chunk = n - off < INT_MAX / 2 ? n - off : INT_MAX / 2;
-        mpi_check(MPI_Allreduce(MPI_IN_PLACE, data + off, (int)chunk, MPI_FLOAT, MPI_SUM,
-                                c->comm),
+        mpi_check(MPI_Allreduce(MPI_IN_PLACE, data + off, (int)chunk, MPI_FLOAT, MPI_SUM, c->comm),
                   "allreduce");
     }
 }
@@ -120,11 +128,11 @@ void rt_barrier(void)
     mpi_check(MPI_Barrier(MPI_COMM_WORLD), "barrier");
 }
 
-static void check_shard(const rt_tensor *t, int64_t count, int64_t per_sample,
-                        const char *what)
+static void check_shard(const rt_tensor *t, int64_t count, int64_t per_sample, const char *what)
 {
     if (t->ndim < 1 || t->shape[0] != count || t->numel != count * per_sample)
-        rt_fatal("reshard", "%s has shape[0]=%lld and %lld elements, expected %lld samples "
+        rt_fatal("reshard",
+                 "%s has shape[0]=%lld and %lld elements, expected %lld samples "
                  "of %lld elements",
                  what, (long long)(t->ndim ? t->shape[0] : -1), (long long)t->numel,
                  (long long)count, (long long)per_sample);

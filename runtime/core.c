@@ -20,8 +20,8 @@
 
 void openblas_set_num_threads(int num_threads);
 
-rt_options rt_opts_g = {.iterations = 10, .seed = 1, .threads = 1, .step_timeout = 20.0,
-                        .world_size = 1};
+rt_options rt_opts_g = {
+    .iterations = 10, .seed = 1, .threads = 1, .step_timeout = 20.0, .world_size = 1};
 static bool mpi_started;
 
 /* ---- errors ------------------------------------------------------------------- */
@@ -158,8 +158,8 @@ rt_tensor *rt_tensor_view(rt_pool *p, rt_tensor *src, int ndim, const int64_t *s
 rt_tensor *rt_tensor_slice(rt_pool *p, rt_tensor *src, int64_t s0, int64_t s1)
 {
     if (src->ndim < 1 || s0 < 0 || s1 < s0 || s1 > src->shape[0])
-        rt_fatal("tensor_slice", "samples [%lld,%lld) outside a tensor of %lld",
-                 (long long)s0, (long long)s1, (long long)(src->ndim ? src->shape[0] : 0));
+        rt_fatal("tensor_slice", "samples [%lld,%lld) outside a tensor of %lld", (long long)s0,
+                 (long long)s1, (long long)(src->ndim ? src->shape[0] : 0));
     int64_t shape[RT_MAX_DIMS];
     memcpy(shape, src->shape, sizeof shape);
     shape[0] = s1 - s0;
@@ -193,8 +193,8 @@ void rt_tensor_zero(rt_tensor *t)
 void rt_tensor_copy(rt_tensor *dst, const rt_tensor *src)
 {
     if (dst->numel != src->numel || dst->dtype != src->dtype)
-        rt_fatal("copy", "size or dtype mismatch (%lld vs %lld elements)",
-                 (long long)dst->numel, (long long)src->numel);
+        rt_fatal("copy", "size or dtype mismatch (%lld vs %lld elements)", (long long)dst->numel,
+                 (long long)src->numel);
     memcpy(dst->data, src->data, (size_t)src->numel * 4);
 }
 
@@ -409,7 +409,8 @@ static void on_terminate(int sig)
     n = put_int(buf, n, rt_opts_g.rank);
     n = put_str(buf, n, ": stopped at step ");
     n = put_int(buf, n, current_step);
-    n = put_str(buf, n, ": the job was terminated (another rank failed, or mpirun was interrupted)\n");
+    n = put_str(buf, n,
+                ": the job was terminated (another rank failed, or mpirun was interrupted)\n");
     ssize_t w = write(STDERR_FILENO, buf, n);
     (void)w;
     signal(sig, SIG_DFL);
@@ -477,8 +478,14 @@ void rt_check_world_size(int needed)
     }
 }
 
-int rt_rank(void) { return rt_opts_g.rank; }
-int rt_world_size(void) { return rt_opts_g.world_size; }
+int rt_rank(void)
+{
+    return rt_opts_g.rank;
+}
+int rt_world_size(void)
+{
+    return rt_opts_g.world_size;
+}
 
 static double step_t0, slowest_step;
 

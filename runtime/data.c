@@ -76,8 +76,8 @@ uint8_t *rt_idx_read(const char *path, int *ndims, int64_t dims[4], char *err, s
         got += r;
     }
     if (got != total) {
-        snprintf(err, errlen, "%s: truncated: header promises %lld bytes of data, found %lld",
-                 path, (long long)total, (long long)got);
+        snprintf(err, errlen, "%s: truncated: header promises %lld bytes of data, found %lld", path,
+                 (long long)total, (long long)got);
         goto fail;
     }
     unsigned char extra;
@@ -125,24 +125,26 @@ static void open_fmnist(rt_data *d, const char *dir)
     d->test_x = load(dir, "t10k-images-idx3-ubyte.gz", 3, &n1, &r);
     d->test_y = load(dir, "t10k-labels-idx1-ubyte.gz", 1, &n2, &r);
     if (n1 != n2)
-        rt_fatal("data", "%s: %lld test images but %lld labels", dir, (long long)n1,
-                 (long long)n2);
+        rt_fatal("data", "%s: %lld test images but %lld labels", dir, (long long)n1, (long long)n2);
     d->ntest = n1;
     for (int64_t i = 0; i < d->ntrain; i++)
         if (d->train_y[i] > 9)
-            rt_fatal("data", "%s/train-labels-idx1-ubyte.gz: label %d of sample %lld is not "
-                     "0..9", dir, d->train_y[i], (long long)i);
+            rt_fatal("data",
+                     "%s/train-labels-idx1-ubyte.gz: label %d of sample %lld is not "
+                     "0..9",
+                     dir, d->train_y[i], (long long)i);
     for (int64_t i = 0; i < d->ntest; i++)
         if (d->test_y[i] > 9)
-            rt_fatal("data", "%s/t10k-labels-idx1-ubyte.gz: label %d of sample %lld is not "
-                     "0..9", dir, d->test_y[i], (long long)i);
+            rt_fatal("data",
+                     "%s/t10k-labels-idx1-ubyte.gz: label %d of sample %lld is not "
+                     "0..9",
+                     dir, d->test_y[i], (long long)i);
     d->perm = rt_xmalloc((size_t)d->ntrain * sizeof(int32_t), "data");
     d->perm_epoch = -1;
 }
 
-rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape,
-                      rt_dtype in_dtype, int64_t input_vocab, int64_t num_classes,
-                      int64_t labels_per_sample)
+rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape, rt_dtype in_dtype,
+                      int64_t input_vocab, int64_t num_classes, int64_t labels_per_sample)
 {
     rt_data *d = rt_xcalloc(1, sizeof *d, "data");
     d->kind = o->data;
@@ -161,7 +163,8 @@ rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape
     if (d->kind == RT_DATA_FMNIST) {
         if (in_dtype != RT_F32 || d->per_sample != 784 || num_classes != 10 ||
             labels_per_sample != 1)
-            rt_fatal("data", "fmnist provides f32 [1,28,28] images with 10 classes, but the "
+            rt_fatal("data",
+                     "fmnist provides f32 [1,28,28] images with 10 classes, but the "
                      "model's input has %lld elements per sample and %lld classes",
                      (long long)d->per_sample, (long long)num_classes);
         open_fmnist(d, o->data_dir);
@@ -184,8 +187,14 @@ void rt_data_close(rt_data *d)
     free(d);
 }
 
-int64_t rt_data_test_count(const rt_data *d) { return d->ntest; }
-int64_t rt_data_train_count(const rt_data *d) { return d->ntrain; }
+int64_t rt_data_test_count(const rt_data *d)
+{
+    return d->ntest;
+}
+int64_t rt_data_train_count(const rt_data *d)
+{
+    return d->ntrain;
+}
 
 static void ensure_perm(rt_data *d, int64_t epoch)
 {
@@ -260,12 +269,11 @@ void rt_data_batch(rt_data *d, int64_t step, int64_t B, int64_t s0, int64_t s1, 
     }
 }
 
-void rt_data_test_batch(rt_data *d, int64_t first, int64_t count, rt_tensor *x,
-                        rt_tensor *labels)
+void rt_data_test_batch(rt_data *d, int64_t first, int64_t count, rt_tensor *x, rt_tensor *labels)
 {
     if (first < 0 || count < 0 || first + count > d->ntest)
-        rt_fatal("data", "test samples [%lld,%lld) outside the test set of %lld",
-                 (long long)first, (long long)(first + count), (long long)d->ntest);
+        rt_fatal("data", "test samples [%lld,%lld) outside the test set of %lld", (long long)first,
+                 (long long)(first + count), (long long)d->ntest);
     check_out(d, count, x, labels);
     for (int64_t i = 0; i < count; i++) {
         if (d->kind == RT_DATA_SYNTHETIC) {

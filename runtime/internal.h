@@ -43,14 +43,15 @@ void rt_concat_check(const char *op, const rt_tensor *y, int n, const rt_tensor 
 void rt_transpose_check(const char *op, const rt_tensor *x, int *a0, int *a1, const rt_tensor *y);
 void rt_softmax_dims(const char *op, const rt_tensor *x, int axis, int64_t *outer, int64_t *dim,
                      int64_t *inner);
-void rt_linear_dims(const char *op, const rt_tensor *x, const rt_tensor *w, int64_t *M,
-                    int64_t *in, int64_t *out);
+void rt_linear_dims(const char *op, const rt_tensor *x, const rt_tensor *w, int64_t *M, int64_t *in,
+                    int64_t *out);
 void rt_matmul_dims(const char *op, const rt_tensor *a, const rt_tensor *b, int64_t *B, int64_t *m,
                     int64_t *k, int64_t *n);
 rt_attn_dims rt_attention_check(const char *op, const rt_tensor *x, const rt_tensor *w_qkv,
                                 const rt_tensor *w_o, int heads, const rt_tensor *saved);
 void rt_embedding_dims(const char *op, const rt_tensor *tokens, const rt_tensor *w,
-                       const rt_tensor *pos, const rt_tensor *y, int64_t *NT, int64_t *T, int64_t *D);
+                       const rt_tensor *pos, const rt_tensor *y, int64_t *NT, int64_t *T,
+                       int64_t *D);
 void rt_cross_entropy_dims(const char *op, const rt_tensor *logits, const rt_tensor *labels,
                            int64_t global_count, int64_t *M, int64_t *C);
 

@@ -13,7 +13,7 @@ struct rt_params {
     rt_pool *pool;
     rt_param **items;
     int n, cap;
-    int64_t adam_t;   /* Adam steps taken */
+    int64_t adam_t; /* Adam steps taken */
 };
 
 rt_params *rt_params_new(rt_pool *pool)
@@ -27,8 +27,7 @@ static rt_param *add(rt_params *ps, const char *name, const rt_comm *comm, int n
                      const int64_t *shape, bool trainable)
 {
     if (!comm || !rt_comm_member(comm))
-        rt_fatal("param_new", "parameter '%s' registered on a rank outside its rank set",
-                 name);
+        rt_fatal("param_new", "parameter '%s' registered on a rank outside its rank set", name);
     if (ps->n == ps->cap) {
         int cap = ps->cap ? 2 * ps->cap : 64;
         rt_param **items = rt_pool_alloc(ps->pool, (size_t)cap * sizeof *items);
@@ -58,10 +57,22 @@ rt_param *rt_buffer_new(rt_params *ps, const char *name, const rt_comm *comm, in
     return add(ps, name, comm, ndim, shape, false);
 }
 
-int rt_params_count(const rt_params *ps) { return ps->n; }
-rt_param *rt_params_at(const rt_params *ps, int i) { return ps->items[i]; }
-int64_t rt_params_adam_step(const rt_params *ps) { return ps->adam_t; }
-void rt_params_set_adam_step(rt_params *ps, int64_t t) { ps->adam_t = t; }
+int rt_params_count(const rt_params *ps)
+{
+    return ps->n;
+}
+rt_param *rt_params_at(const rt_params *ps, int i)
+{
+    return ps->items[i];
+}
+int64_t rt_params_adam_step(const rt_params *ps)
+{
+    return ps->adam_t;
+}
+void rt_params_set_adam_step(rt_params *ps, int64_t t)
+{
+    ps->adam_t = t;
+}
 
 void rt_params_zero_grad(rt_params *ps)
 {

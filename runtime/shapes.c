@@ -31,8 +31,8 @@ void rt_concat_check(const char *op, const rt_tensor *y, int n, const rt_tensor 
         total += x->shape[axis];
     }
     if (total > y->shape[axis])
-        rt_fatal(op, "parts add up to %lld along axis %d, result has %lld", (long long)total,
-                 axis, (long long)y->shape[axis]);
+        rt_fatal(op, "parts add up to %lld along axis %d, result has %lld", (long long)total, axis,
+                 (long long)y->shape[axis]);
 }
 
 void rt_transpose_check(const char *op, const rt_tensor *x, int *a0, int *a1, const rt_tensor *y)
@@ -65,8 +65,8 @@ void rt_softmax_dims(const char *op, const rt_tensor *x, int axis, int64_t *oute
     *inner = rt_dims_prod(x->shape, axis + 1, x->ndim);
 }
 
-void rt_linear_dims(const char *op, const rt_tensor *x, const rt_tensor *w, int64_t *M,
-                    int64_t *in, int64_t *out)
+void rt_linear_dims(const char *op, const rt_tensor *x, const rt_tensor *w, int64_t *M, int64_t *in,
+                    int64_t *out)
 {
     rt_check(x, RT_F32, -1, op, "input");
     rt_check(w, RT_F32, 2, op, "weight");
@@ -88,9 +88,9 @@ void rt_matmul_dims(const char *op, const rt_tensor *a, const rt_tensor *b, int6
     *k = a->shape[2];
     *n = b->shape[2];
     if (b->shape[0] != *B || b->shape[1] != *k)
-        rt_fatal(op, "a [%lld,%lld,%lld] and b [%lld,%lld,%lld] do not multiply",
-                 (long long)*B, (long long)*m, (long long)*k, (long long)b->shape[0],
-                 (long long)b->shape[1], (long long)b->shape[2]);
+        rt_fatal(op, "a [%lld,%lld,%lld] and b [%lld,%lld,%lld] do not multiply", (long long)*B,
+                 (long long)*m, (long long)*k, (long long)b->shape[0], (long long)b->shape[1],
+                 (long long)b->shape[2]);
 }
 
 int64_t rt_attention_saved_size(int64_t N, int64_t T, int64_t D, int heads)
@@ -118,7 +118,8 @@ rt_attn_dims rt_attention_check(const char *op, const rt_tensor *x, const rt_ten
 }
 
 void rt_embedding_dims(const char *op, const rt_tensor *tokens, const rt_tensor *w,
-                       const rt_tensor *pos, const rt_tensor *y, int64_t *NT, int64_t *T, int64_t *D)
+                       const rt_tensor *pos, const rt_tensor *y, int64_t *NT, int64_t *T,
+                       int64_t *D)
 {
     rt_check(tokens, RT_I32, -1, op, "tokens");
     rt_check(w, RT_F32, 2, op, "table");

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define STACK_MAX 32
+#define STACK_MAX  32
 #define TABLE_SIZE 1024
 
 typedef struct {
@@ -69,8 +69,7 @@ static void record(const char *name, double t0, double t1)
 void rt_trace_push(const char *name)
 {
     if (tr.depth == STACK_MAX)
-        rt_fatal("trace", "rt_trace_push nested deeper than %d (missing rt_trace_pop?)",
-                 STACK_MAX);
+        rt_fatal("trace", "rt_trace_push nested deeper than %d (missing rt_trace_pop?)", STACK_MAX);
     tr.stack_name[tr.depth] = name;
     tr.stack_t0[tr.depth] = rt_now();
     tr.depth++;
@@ -116,9 +115,8 @@ void rt_report_loss(int64_t step, double loss)
 
 void rt_timers_report(void)
 {
-    fprintf(stderr, "burstrt: rank %d: mean iteration %.3f ms over %lld steps\n",
-            rt_opts_g.rank, tr.steps ? 1e3 * tr.step_total / (double)tr.steps : 0.0,
-            (long long)tr.steps);
+    fprintf(stderr, "burstrt: rank %d: mean iteration %.3f ms over %lld steps\n", rt_opts_g.rank,
+            tr.steps ? 1e3 * tr.step_total / (double)tr.steps : 0.0, (long long)tr.steps);
     for (size_t i = 0; i < TABLE_SIZE; i++)
         if (tr.table[i].name)
             fprintf(stderr, "burstrt: rank %d:   %-28s %10.3f ms/call  %8lld calls\n",

@@ -20,207 +20,214 @@
 extern char **environ;
 
 static const char build_usage[] =
-	"usage: burstc build [options] JOB.burst -o PROG\n"
-	"\n"
-	"Plans the job, generates its C program and compiles it against libburstrt.\n"
-	"Run the result with `mpirun -np G PROG [--iterations N] [--data synthetic|fmnist]\n"
-	"[--seed S] [--trace FILE] [--checkpoint-dir DIR] [--resume]` (PROG --help lists all).\n"
-	"\n"
-	"  -o PROG              the program to write (default: the job's name)\n"
-	"  --target=cpu|cuda    the runtime to link: the CPU backend (default: BLAS + MPI)\n"
-	"                       or the CUDA backend (cuBLAS + NCCL, one process per GPU)\n"
-	"  --emit=c             write the generated C source to -o instead of compiling it\n"
-	"  --job NAME           the job to build when the input holds several\n"
-	"  --strategy S         burst (default), deeppool or dp\n"
-	"  --amplification X    override the job's amplification limit\n"
-	"  --gpus G             plan for G ranks instead of the cluster's size\n"
-	"  --profile FILE       measured per-layer times for the planner\n"
-	"  --batch B            plan for a global batch of B instead of the job's\n"
-	"  --help               show this help\n"
-	"\n"
-	"environment: BURSTC_CC (default mpicc) compiles the program; BURSTC_CFLAGS adds flags.\n";
+    "usage: burstc build [options] JOB.burst -o PROG\n"
+    "\n"
+    "Plans the job, generates its C program and compiles it against libburstrt.\n"
+    "Run the result with `mpirun -np G PROG [--iterations N] [--data synthetic|fmnist]\n"
+    "[--seed S] [--trace FILE] [--checkpoint-dir DIR] [--resume]` (PROG --help lists all).\n"
+    "\n"
+    "  -o PROG              the program to write (default: the job's name)\n"
+    "  --target=cpu|cuda    the runtime to link: the CPU backend (default: BLAS + MPI)\n"
+    "                       or the CUDA backend (cuBLAS + NCCL, one process per GPU)\n"
+    "  --emit=c             write the generated C source to -o instead of compiling it\n"
+    "  --job NAME           the job to build when the input holds several\n"
+    "  --strategy S         burst (default), deeppool or dp\n"
+    "  --amplification X    override the job's amplification limit\n"
+    "  --gpus G             plan for G ranks instead of the cluster's size\n"
+    "  --profile FILE       measured per-layer times for the planner\n"
+    "  --batch B            plan for a global batch of B instead of the job's\n"
+    "  --help               show this help\n"
+    "\n"
+    "environment: BURSTC_CC (default mpicc) compiles the program; BURSTC_CFLAGS adds flags.\n";
 
 /* Runs argv, waits, and returns its exit status (or -1 if it did not start). */
 static int run(char **argv)
 {
-	pid_t pid;
-	int err = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
-	if (err) {
-		fprintf(stderr, "burstc build: error: cannot run '%s': %s\n", argv[0], strerror(err));
-		return -1;
-	}
-	int status;
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    pid_t pid;
+    int err = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
+    if (err) {
+        fprintf(stderr, "burstc build: error: cannot run '%s': %s\n", argv[0], strerror(err));
+        return -1;
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 static bool compile_program(const char *csrc, const char *output, bool cuda)
 {
-	const char *cc = getenv("BURSTC_CC");
-	if (!cc || !*cc)
-		cc = "mpicc";
-	size_t n = strlen(output) + 16;
-	char *tmp = malloc(n);
-	if (!tmp)
-		return false;
-	snprintf(tmp, n, "%s.tmpXXXXXX", output);
-	int fd = mkstemp(tmp);
-	if (fd < 0) {
-		fprintf(stderr, "burstc build: error: cannot write '%s': %s\n", output, strerror(errno));
-		free(tmp);
-		return false;
-	}
-	close(fd);
-	char *argv[64];
-	int argc = 0;
-	argv[argc++] = (char *)cc;
-	argv[argc++] = "-O2";
-	argv[argc++] = "-std=c17";
-	char *extra = NULL;
-	const char *env_flags = getenv("BURSTC_CFLAGS");
-	char *flags_copy = strdup(BURSTRT_EXTRA_FLAGS " ");
-	size_t elen = strlen(flags_copy) + (env_flags ? strlen(env_flags) : 0) + 2;
-	extra = malloc(elen);
-	snprintf(extra, elen, "%s%s", flags_copy, env_flags ? env_flags : "");
-	free(flags_copy);
-	char *save = NULL;
-	for (char *t = strtok_r(extra, " ", &save); t && argc < 40; t = strtok_r(NULL, " ", &save))
-		argv[argc++] = t;
-	argv[argc++] = "-I" BURSTRT_INCLUDE_DIR;
-	argv[argc++] = (char *)csrc;
+    const char *cc = getenv("BURSTC_CC");
+    if (!cc || !*cc)
+        cc = "mpicc";
+    size_t n = strlen(output) + 16;
+    char *tmp = malloc(n);
+    if (!tmp)
+        return false;
+    snprintf(tmp, n, "%s.tmpXXXXXX", output);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "burstc build: error: cannot write '%s': %s\n", output, strerror(errno));
+        free(tmp);
+        return false;
+    }
+    close(fd);
+    char *argv[64];
+    int argc = 0;
+    argv[argc++] = (char *)cc;
+    argv[argc++] = "-O2";
+    argv[argc++] = "-std=c17";
+    char *extra = NULL;
+    const char *env_flags = getenv("BURSTC_CFLAGS");
+    char *flags_copy = strdup(BURSTRT_EXTRA_FLAGS " ");
+    size_t elen = strlen(flags_copy) + (env_flags ? strlen(env_flags) : 0) + 2;
+    extra = malloc(elen);
+    snprintf(extra, elen, "%s%s", flags_copy, env_flags ? env_flags : "");
+    free(flags_copy);
+    char *save = NULL;
+    for (char *t = strtok_r(extra, " ", &save); t && argc < 40; t = strtok_r(NULL, " ", &save))
+        argv[argc++] = t;
+    argv[argc++] = "-I" BURSTRT_INCLUDE_DIR;
+    argv[argc++] = (char *)csrc;
 #ifdef BURSTRT_CUDA_LIBRARY
-	if (cuda) {
-		argv[argc++] = BURSTRT_CUDA_LIBRARY;
-		argv[argc++] = "-L" BURSTRT_CUDA_LIBDIR;
-		argv[argc++] = "-Wl,-rpath," BURSTRT_CUDA_LIBDIR;
-		argv[argc++] = "-lcudart";
-		argv[argc++] = "-lcublas";
-		argv[argc++] = "-lnccl";
-		argv[argc++] = "-lstdc++";
-	}
+    if (cuda) {
+        argv[argc++] = BURSTRT_CUDA_LIBRARY;
+        argv[argc++] = "-L" BURSTRT_CUDA_LIBDIR;
+        argv[argc++] = "-Wl,-rpath," BURSTRT_CUDA_LIBDIR;
+        argv[argc++] = "-lcudart";
+        argv[argc++] = "-lcublas";
+        argv[argc++] = "-lnccl";
+        argv[argc++] = "-lstdc++";
+    }
 #endif
-	if (!cuda) {
-		argv[argc++] = BURSTRT_LIBRARY;
-		argv[argc++] = BURSTRT_BLAS;
-	}
-	argv[argc++] = "-lz";
-	argv[argc++] = "-lpthread";
-	argv[argc++] = "-lm";
-	argv[argc++] = "-o";
-	argv[argc++] = tmp;
-	argv[argc] = NULL;
-	int st = run(argv);
-	bool ok = st == 0;
-	if (!ok && st >= 0)
-		fprintf(stderr, "burstc build: error: %s failed (exit status %d) on the generated program\n", cc, st);
-	if (ok && rename(tmp, output) != 0) {
-		fprintf(stderr, "burstc build: error: cannot write '%s': %s\n", output, strerror(errno));
-		ok = false;
-	}
-	if (!ok)
-		unlink(tmp);
-	free(extra);
-	free(tmp);
-	return ok;
+    if (!cuda) {
+        argv[argc++] = BURSTRT_LIBRARY;
+        argv[argc++] = BURSTRT_BLAS;
+    }
+    argv[argc++] = "-lz";
+    argv[argc++] = "-lpthread";
+    argv[argc++] = "-lm";
+    argv[argc++] = "-o";
+    argv[argc++] = tmp;
+    argv[argc] = NULL;
+    int st = run(argv);
+    bool ok = st == 0;
+    if (!ok && st >= 0)
+        fprintf(stderr,
+                "burstc build: error: %s failed (exit status %d) on the generated program\n", cc,
+                st);
+    if (ok && rename(tmp, output) != 0) {
+        fprintf(stderr, "burstc build: error: cannot write '%s': %s\n", output, strerror(errno));
+        ok = false;
+    }
+    if (!ok)
+        unlink(tmp);
+    free(extra);
+    free(tmp);
+    return ok;
 }
 
 int cmd_build(int argc, char **argv)
 {
-	const char *input = NULL, *output = NULL;
-	bool emit_c = false, cuda = false;
-	pass_options popt = {.strategy = "burst"};
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v;
-		int shared;
-		if (strcmp(a, "--help") == 0) {
-			fputs(build_usage, stdout);
-			return 0;
-		} else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--emit"))) {
-			if (strcmp(v, "c") != 0) {
-				fprintf(stderr, "burstc build: error: --emit takes only 'c' here, got '%s'\n", v);
-				return 1;
-			}
-			emit_c = true;
-		} else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--target"))) {
-			if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
-				fprintf(stderr, "burstc build: error: unknown target '%s' (expected cpu or cuda)\n", v);
-				return 1;
-			}
-			cuda = strcmp(v, "cuda") == 0;
+    const char *input = NULL, *output = NULL;
+    bool emit_c = false, cuda = false;
+    pass_options popt = {.strategy = "burst"};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int shared;
+        if (strcmp(a, "--help") == 0) {
+            fputs(build_usage, stdout);
+            return 0;
+        } else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--emit"))) {
+            if (strcmp(v, "c") != 0) {
+                fprintf(stderr, "burstc build: error: --emit takes only 'c' here, got '%s'\n", v);
+                return 1;
+            }
+            emit_c = true;
+        } else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--target"))) {
+            if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
+                fprintf(stderr, "burstc build: error: unknown target '%s' (expected cpu or cuda)\n",
+                        v);
+                return 1;
+            }
+            cuda = strcmp(v, "cuda") == 0;
 #ifndef BURSTRT_CUDA_LIBRARY
-			if (cuda) {
-				fputs("burstc build: error: this burstc was built without the CUDA backend "
-				      "(CMake found no nvcc)\n", stderr);
-				return 1;
-			}
+            if (cuda) {
+                fputs("burstc build: error: this burstc was built without the CUDA backend "
+                      "(CMake found no nvcc)\n",
+                      stderr);
+                return 1;
+            }
 #endif
-		} else if ((v = tool_opt_value("burstc build", argc, argv, &i, "-o"))) {
-			output = v;
-		} else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--strategy"))) {
-			popt.strategy = v;
-		} else if ((shared = tool_pass_option("burstc build", argc, argv, &i, &popt)) != 0) {
-			if (shared < 0)
-				return 1;
-		} else if (a[0] == '-') {
-			fprintf(stderr, "burstc build: error: unknown option '%s' (see burstc build --help)\n", a);
-			return 1;
-		} else if (input) {
-			fprintf(stderr, "burstc build: error: more than one input file\n");
-			return 1;
-		} else {
-			input = a;
-		}
-	}
-	if (strcmp(popt.strategy, "burst") != 0 && strcmp(popt.strategy, "deeppool") != 0 &&
-	    strcmp(popt.strategy, "dp") != 0) {
-		fprintf(stderr, "burstc build: error: unknown strategy '%s' (expected burst, deeppool or dp)\n",
-			popt.strategy);
-		return 1;
-	}
-	if (!input) {
-		fputs("burstc build: error: no input file\n", stderr);
-		return 1;
-	}
-	arena *ar = arena_new();
-	diag_ctx d;
-	diag_init(&d, stderr);
-	int status = 1;
-	ir_module *m = load_input(ar, input, &d);
-	if (!m || d.nerrors)
-		goto done;
-	pass_ctx ctx = {.m = m, .opt = &popt, .d = &d};
-	if (!pass_select_job(&ctx) || !pass_run_pipeline(&ctx, NULL, NULL, NULL))
-		goto done;
-	if (ctx.job < 0) {
-		fprintf(stderr, "burstc build: error: %s holds no job to build\n", input);
-		goto done;
-	}
-	if (!output)
-		output = emit_c ? "-" : m->jobs[ctx.job].name;
-	if (emit_c) {
-		status = out_write_c_program(output, m, ctx.job, &d) ? 0 : 1;
-		goto done;
-	}
-	/* The source goes to a private temporary folder, removed afterwards. */
-	char dir[] = "/tmp/burstc-XXXXXX";
-	if (!mkdtemp(dir)) {
-		fprintf(stderr, "burstc build: error: cannot create a temporary folder: %s\n", strerror(errno));
-		goto done;
-	}
-	char csrc[sizeof dir + 16];
-	snprintf(csrc, sizeof csrc, "%s/program.c", dir);
-	FILE *f = fopen(csrc, "w");
-	bool ok = f && cg_emit_c(f, m, ctx.job, &d);
-	if (f && fclose(f) != 0)
-		ok = false;
-	if (ok)
-		status = compile_program(csrc, output, cuda) ? 0 : 1;
-	unlink(csrc);
-	rmdir(dir);
+        } else if ((v = tool_opt_value("burstc build", argc, argv, &i, "-o"))) {
+            output = v;
+        } else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--strategy"))) {
+            popt.strategy = v;
+        } else if ((shared = tool_pass_option("burstc build", argc, argv, &i, &popt)) != 0) {
+            if (shared < 0)
+                return 1;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "burstc build: error: unknown option '%s' (see burstc build --help)\n",
+                    a);
+            return 1;
+        } else if (input) {
+            fprintf(stderr, "burstc build: error: more than one input file\n");
+            return 1;
+        } else {
+            input = a;
+        }
+    }
+    if (strcmp(popt.strategy, "burst") != 0 && strcmp(popt.strategy, "deeppool") != 0 &&
+        strcmp(popt.strategy, "dp") != 0) {
+        fprintf(stderr,
+                "burstc build: error: unknown strategy '%s' (expected burst, deeppool or dp)\n",
+                popt.strategy);
+        return 1;
+    }
+    if (!input) {
+        fputs("burstc build: error: no input file\n", stderr);
+        return 1;
+    }
+    arena *ar = arena_new();
+    diag_ctx d;
+    diag_init(&d, stderr);
+    int status = 1;
+    ir_module *m = load_input(ar, input, &d);
+    if (!m || d.nerrors)
+        goto done;
+    pass_ctx ctx = {.m = m, .opt = &popt, .d = &d};
+    if (!pass_select_job(&ctx) || !pass_run_pipeline(&ctx, NULL, NULL, NULL))
+        goto done;
+    if (ctx.job < 0) {
+        fprintf(stderr, "burstc build: error: %s holds no job to build\n", input);
+        goto done;
+    }
+    if (!output)
+        output = emit_c ? "-" : m->jobs[ctx.job].name;
+    if (emit_c) {
+        status = out_write_c_program(output, m, ctx.job, &d) ? 0 : 1;
+        goto done;
+    }
+    /* The source goes to a private temporary folder, removed afterwards. */
+    char dir[] = "/tmp/burstc-XXXXXX";
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "burstc build: error: cannot create a temporary folder: %s\n",
+                strerror(errno));
+        goto done;
+    }
+    char csrc[sizeof dir + 16];
+    snprintf(csrc, sizeof csrc, "%s/program.c", dir);
+    FILE *f = fopen(csrc, "w");
+    bool ok = f && cg_emit_c(f, m, ctx.job, &d);
+    if (f && fclose(f) != 0)
+        ok = false;
+    if (ok)
+        status = compile_program(csrc, output, cuda) ? 0 : 1;
+    unlink(csrc);
+    rmdir(dir);
 done:
-	diag_summary(&d);
-	arena_free(ar);
-	return status;
+    diag_summary(&d);
+    arena_free(ar);
+    return status;
 }

@@ -17,228 +17,240 @@
 #include <string.h>
 
 static const char plan_usage[] =
-	"usage: burstc plan [options] JOB.burst|JOB.ir\n"
-	"\n"
-	"Plans a training job: how many GPUs each layer uses and which ones. Prints a\n"
-	"table of the layers, then predicted iteration time, samples/s and GPU-seconds\n"
-	"per iteration for dp, deeppool and burst side by side.\n"
-	"\n"
-	"  --strategy S         dp, deeppool, burst or all: whose layer table to print\n"
-	"                       (default: burst's table and the summary of all three;\n"
-	"                       S: its table and its summary; all: every table)\n"
-	"  --amplification X    per-layer amplification limit, X >= 1 (default: the job's)\n"
-	"  --gpu-budget X       global limit: GPU-seconds per iteration at most X times\n"
-	"                       the one-GPU time of the iteration\n"
-	"  --frontier           print the Pareto frontier (time vs GPU-seconds) instead\n"
-	"  --profile FILE       measured per-layer times (DeepPool format) in place of\n"
-	"                       the analytic model for the layers they cover\n"
-	"  --json FILE          write the plans (every strategy) as JSON\n"
-	"  --trace FILE         write the predicted per-GPU timeline of the shown plan\n"
-	"                       as a Chrome trace (opens in Perfetto)\n"
-	"  --job NAME           the job to plan (default: the last in the file)\n"
-	"  --gpus G             plan for G GPUs instead of the cluster's\n"
-	"  --batch B            plan for a global batch of B instead of the job's\n"
-	"  --help               show this help\n"
-	"\n"
-	"exit status: 0 success, 1 errors in the input or no plan fits, 2 internal error\n";
+    "usage: burstc plan [options] JOB.burst|JOB.ir\n"
+    "\n"
+    "Plans a training job: how many GPUs each layer uses and which ones. Prints a\n"
+    "table of the layers, then predicted iteration time, samples/s and GPU-seconds\n"
+    "per iteration for dp, deeppool and burst side by side.\n"
+    "\n"
+    "  --strategy S         dp, deeppool, burst or all: whose layer table to print\n"
+    "                       (default: burst's table and the summary of all three;\n"
+    "                       S: its table and its summary; all: every table)\n"
+    "  --amplification X    per-layer amplification limit, X >= 1 (default: the job's)\n"
+    "  --gpu-budget X       global limit: GPU-seconds per iteration at most X times\n"
+    "                       the one-GPU time of the iteration\n"
+    "  --frontier           print the Pareto frontier (time vs GPU-seconds) instead\n"
+    "  --profile FILE       measured per-layer times (DeepPool format) in place of\n"
+    "                       the analytic model for the layers they cover\n"
+    "  --json FILE          write the plans (every strategy) as JSON\n"
+    "  --trace FILE         write the predicted per-GPU timeline of the shown plan\n"
+    "                       as a Chrome trace (opens in Perfetto)\n"
+    "  --job NAME           the job to plan (default: the last in the file)\n"
+    "  --gpus G             plan for G GPUs instead of the cluster's\n"
+    "  --batch B            plan for a global batch of B instead of the job's\n"
+    "  --help               show this help\n"
+    "\n"
+    "exit status: 0 success, 1 errors in the input or no plan fits, 2 internal error\n";
 
 /* "0..7" or "0..3,8..11" */
 static void ranks_str(const plan_layer_result *lr, char *buf, size_t n)
 {
-	size_t o = 0;
-	buf[0] = 0;
-	for (int i = 0; i < lr->k && o + 24 < n;) {
-		int j = i;
-		while (j + 1 < lr->k && lr->ranks[j + 1] == lr->ranks[j] + 1)
-			j++;
-		o += (size_t)snprintf(buf + o, n - o, "%s%d", i ? "," : "", lr->ranks[i]);
-		if (j > i)
-			o += (size_t)snprintf(buf + o, n - o, "..%d", lr->ranks[j]);
-		i = j + 1;
-	}
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < lr->k && o + 24 < n;) {
+        int j = i;
+        while (j + 1 < lr->k && lr->ranks[j + 1] == lr->ranks[j] + 1)
+            j++;
+        o += (size_t)snprintf(buf + o, n - o, "%s%d", i ? "," : "", lr->ranks[i]);
+        if (j > i)
+            o += (size_t)snprintf(buf + o, n - o, "..%d", lr->ranks[j]);
+        i = j + 1;
+    }
 }
 
 static void print_table(FILE *out, const plan_problem *p, const plan_result *r)
 {
-	fprintf(out, "%s plan: %d GPUs (%d per node), global batch %lld%s\n", plan_strategy_name(r->strategy),
-		p->cluster.gpus, p->cluster.gpus_per_node, (long long)p->batch,
-		r->exact ? "" : " (not series-parallel: heuristic)");
-	fprintf(out, "%-24s %5s %-12s %6s %9s %9s %9s %9s %6s %9s\n", "layer", "gpus", "ranks", "batch", "fwd ms",
-		"bwd ms", "reshard", "allred", "amp", "mem MiB");
-	for (int l = 0; l < r->nlayers; l++) {
-		const plan_layer_result *lr = &r->layer[l];
-		char rk[64];
-		ranks_str(lr, rk, sizeof rk);
-		fprintf(out, "%-24.24s %5d %-12.12s %6lld %9.4f %9.4f %9.4f %9.4f %6.2f %9.1f\n", p->layers[l].name,
-			lr->k, rk, (long long)lr->shard, lr->fwd * 1e3, lr->bwd * 1e3, lr->reshard * 1e3,
-			lr->ar_exposed * 1e3, lr->amplification, lr->mem_bytes / (1024.0 * 1024));
-	}
-	fprintf(out, "(reshard: forward + backward into the layer; allred: all-reduce time not hidden behind backward)\n\n");
+    fprintf(out, "%s plan: %d GPUs (%d per node), global batch %lld%s\n",
+            plan_strategy_name(r->strategy), p->cluster.gpus, p->cluster.gpus_per_node,
+            (long long)p->batch, r->exact ? "" : " (not series-parallel: heuristic)");
+    fprintf(out, "%-24s %5s %-12s %6s %9s %9s %9s %9s %6s %9s\n", "layer", "gpus", "ranks", "batch",
+            "fwd ms", "bwd ms", "reshard", "allred", "amp", "mem MiB");
+    for (int l = 0; l < r->nlayers; l++) {
+        const plan_layer_result *lr = &r->layer[l];
+        char rk[64];
+        ranks_str(lr, rk, sizeof rk);
+        fprintf(out, "%-24.24s %5d %-12.12s %6lld %9.4f %9.4f %9.4f %9.4f %6.2f %9.1f\n",
+                p->layers[l].name, lr->k, rk, (long long)lr->shard, lr->fwd * 1e3, lr->bwd * 1e3,
+                lr->reshard * 1e3, lr->ar_exposed * 1e3, lr->amplification,
+                lr->mem_bytes / (1024.0 * 1024));
+    }
+    fprintf(
+        out,
+        "(reshard: forward + backward into the layer; allred: all-reduce time not hidden behind backward)\n\n");
 }
 
-static void print_summary(FILE *out, const plan_problem *p, plan_result *const *rs, int n, const plan_result *dp)
+static void print_summary(FILE *out, const plan_problem *p, plan_result *const *rs, int n,
+                          const plan_result *dp)
 {
-	(void)p;
-	fprintf(out, "%-9s %12s %12s %14s %10s %12s %10s\n", "strategy", "iter ms", "samples/s", "GPU-s/iter",
-		"vs dp", "x-node MB", "peak GiB");
-	for (int i = 0; i < n; i++) {
-		const plan_result *r = rs[i];
-		fprintf(out, "%-9s %12.4f %12.1f %14.6f %9.2fx %12.2f %10.2f\n", plan_strategy_name(r->strategy),
-			r->time * 1e3, r->samples_per_s, r->gpu_seconds, dp && r->time > 0 ? dp->time / r->time : 1.0,
-			r->cross_node_bytes / 1e6, r->peak_mem / (1024.0 * 1024 * 1024));
-	}
+    (void)p;
+    fprintf(out, "%-9s %12s %12s %14s %10s %12s %10s\n", "strategy", "iter ms", "samples/s",
+            "GPU-s/iter", "vs dp", "x-node MB", "peak GiB");
+    for (int i = 0; i < n; i++) {
+        const plan_result *r = rs[i];
+        fprintf(out, "%-9s %12.4f %12.1f %14.6f %9.2fx %12.2f %10.2f\n",
+                plan_strategy_name(r->strategy), r->time * 1e3, r->samples_per_s, r->gpu_seconds,
+                dp && r->time > 0 ? dp->time / r->time : 1.0, r->cross_node_bytes / 1e6,
+                r->peak_mem / (1024.0 * 1024 * 1024));
+    }
 }
 
 int cmd_plan(int argc, char **argv)
 {
-	const char *input = NULL, *strategy = NULL, *json = NULL, *trace = NULL;
-	bool frontier = false;
-	double gpu_budget = 0;
-	pass_options popt = { .strategy = "burst" };
-	for (int i = 1; i < argc; i++) {
-		const char *v;
-		char *end;
-		int shared;
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			fputs(plan_usage, stdout);
-			return 0;
-		} else if (strcmp(argv[i], "--frontier") == 0) {
-			frontier = true;
-		} else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--strategy"))) {
-			strategy = v;
-		} else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--gpu-budget"))) {
-			gpu_budget = strtod(v, &end);
-			if (*end || !(gpu_budget >= 1)) {
-				fprintf(stderr, "burstc plan: error: --gpu-budget must be a number >= 1, got '%s'\n", v);
-				return 1;
-			}
-		} else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--json"))) {
-			json = v;
-		} else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--trace"))) {
-			trace = v;
-		} else if ((shared = tool_pass_option("burstc plan", argc, argv, &i, &popt)) != 0) {
-			if (shared < 0)
-				return 1;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "burstc plan: error: unknown option '%s' (see burstc plan --help)\n", argv[i]);
-			return 1;
-		} else if (input) {
-			fprintf(stderr, "burstc plan: error: more than one input file ('%s' and '%s')\n", input, argv[i]);
-			return 1;
-		} else {
-			input = argv[i];
-		}
-	}
-	if (!input) {
-		fputs("burstc plan: error: no input file\n", stderr);
-		fputs(plan_usage, stderr);
-		return 1;
-	}
-	plan_strategy shown = PS_BURST;
-	bool all = strategy && strcmp(strategy, "all") == 0;
-	if (strategy && !all && !plan_strategy_lookup(strategy, &shown)) {
-		fprintf(stderr, "burstc plan: error: unknown strategy '%s' (expected dp, deeppool, burst or all)\n",
-			strategy);
-		return 1;
-	}
-	popt.strategy = plan_strategy_name(shown);
+    const char *input = NULL, *strategy = NULL, *json = NULL, *trace = NULL;
+    bool frontier = false;
+    double gpu_budget = 0;
+    pass_options popt = {.strategy = "burst"};
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        char *end;
+        int shared;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(plan_usage, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--frontier") == 0) {
+            frontier = true;
+        } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--strategy"))) {
+            strategy = v;
+        } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--gpu-budget"))) {
+            gpu_budget = strtod(v, &end);
+            if (*end || !(gpu_budget >= 1)) {
+                fprintf(stderr,
+                        "burstc plan: error: --gpu-budget must be a number >= 1, got '%s'\n", v);
+                return 1;
+            }
+        } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--json"))) {
+            json = v;
+        } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--trace"))) {
+            trace = v;
+        } else if ((shared = tool_pass_option("burstc plan", argc, argv, &i, &popt)) != 0) {
+            if (shared < 0)
+                return 1;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "burstc plan: error: unknown option '%s' (see burstc plan --help)\n",
+                    argv[i]);
+            return 1;
+        } else if (input) {
+            fprintf(stderr, "burstc plan: error: more than one input file ('%s' and '%s')\n", input,
+                    argv[i]);
+            return 1;
+        } else {
+            input = argv[i];
+        }
+    }
+    if (!input) {
+        fputs("burstc plan: error: no input file\n", stderr);
+        fputs(plan_usage, stderr);
+        return 1;
+    }
+    plan_strategy shown = PS_BURST;
+    bool all = strategy && strcmp(strategy, "all") == 0;
+    if (strategy && !all && !plan_strategy_lookup(strategy, &shown)) {
+        fprintf(stderr,
+                "burstc plan: error: unknown strategy '%s' (expected dp, deeppool, burst or all)\n",
+                strategy);
+        return 1;
+    }
+    popt.strategy = plan_strategy_name(shown);
 
-	arena *a = arena_new();
-	diag_ctx d;
-	diag_init(&d, stderr);
-	int status = 1;
-	pass_plan_input in = { 0 };
-	plan_result res[PS_COUNT];
-	bool have[PS_COUNT] = { false };
-	ir_module *m = load_input(a, input, &d);
-	if (!m || d.nerrors)
-		goto done;
-	pass_ctx ctx = { .m = m, .opt = &popt, .d = &d };
-	if (!pass_select_job(&ctx))
-		goto done;
-	if (ctx.job < 0) {
-		fprintf(stderr, "burstc plan: error: '%s' has no job to plan\n", input);
-		goto done;
-	}
-	if (!ir_verify(m, &d) || !pass_plan_build(m, ctx.job, &popt, &in, &d))
-		goto done;
-	in.p.gpu_budget = gpu_budget;
-	if (popt.profile)
-		printf("profile %s: measured times for %d of %d layers\n\n", popt.profile, in.nmeasured, in.p.nlayers);
+    arena *a = arena_new();
+    diag_ctx d;
+    diag_init(&d, stderr);
+    int status = 1;
+    pass_plan_input in = {0};
+    plan_result res[PS_COUNT];
+    bool have[PS_COUNT] = {false};
+    ir_module *m = load_input(a, input, &d);
+    if (!m || d.nerrors)
+        goto done;
+    pass_ctx ctx = {.m = m, .opt = &popt, .d = &d};
+    if (!pass_select_job(&ctx))
+        goto done;
+    if (ctx.job < 0) {
+        fprintf(stderr, "burstc plan: error: '%s' has no job to plan\n", input);
+        goto done;
+    }
+    if (!ir_verify(m, &d) || !pass_plan_build(m, ctx.job, &popt, &in, &d))
+        goto done;
+    in.p.gpu_budget = gpu_budget;
+    if (popt.profile)
+        printf("profile %s: measured times for %d of %d layers\n\n", popt.profile, in.nmeasured,
+               in.p.nlayers);
 
-	if (frontier) {
-		plan_point pts[64];
-		int n = plan_frontier(&in.p, pts, 64);
-		printf("Pareto frontier of burst plans: %d GPUs, global batch %lld\n", in.p.cluster.gpus,
-		       (long long)in.p.batch);
-		printf("%14s %12s %12s %14s\n", "price", "iter ms", "samples/s", "GPU-s/iter");
-		for (int i = 0; i < n; i++)
-			printf("%14.6g %12.4f %12.1f %14.6f\n", pts[i].price, pts[i].time * 1e3,
-			       (double)in.p.batch / pts[i].time, pts[i].gpu_seconds);
-		status = 0;
-		goto done;
-	}
+    if (frontier) {
+        plan_point pts[64];
+        int n = plan_frontier(&in.p, pts, 64);
+        printf("Pareto frontier of burst plans: %d GPUs, global batch %lld\n", in.p.cluster.gpus,
+               (long long)in.p.batch);
+        printf("%14s %12s %12s %14s\n", "price", "iter ms", "samples/s", "GPU-s/iter");
+        for (int i = 0; i < n; i++)
+            printf("%14.6g %12.4f %12.1f %14.6f\n", pts[i].price, pts[i].time * 1e3,
+                   (double)in.p.batch / pts[i].time, pts[i].gpu_seconds);
+        status = 0;
+        goto done;
+    }
 
-	char err[1024];
-	for (int s = 0; s < PS_COUNT; s++) {
-		if (!plan_solve(&in.p, (plan_strategy)s, &res[s], err, sizeof err)) {
-			if (s == (int)shown || all) {
-				diag_error(&d, m->jobs[ctx.job].loc, "%s plan: %s", plan_strategy_name((plan_strategy)s), err);
-				goto done;
-			}
-			fprintf(stderr, "burstc plan: note: no %s plan: %s\n", plan_strategy_name((plan_strategy)s), err);
-			continue;
-		}
-		have[s] = true;
-	}
-	plan_result *list[PS_COUNT];
-	int nl = 0;
-	for (int s = 0; s < PS_COUNT; s++) {
-		if (!have[s])
-			continue;
-		if (all || s == (int)shown)
-			print_table(stdout, &in.p, &res[s]);
-		if (all || !strategy || s == (int)shown)
-			list[nl++] = &res[s];
-	}
-	print_summary(stdout, &in.p, list, nl, have[PS_DP] ? &res[PS_DP] : NULL);
+    char err[1024];
+    for (int s = 0; s < PS_COUNT; s++) {
+        if (!plan_solve(&in.p, (plan_strategy)s, &res[s], err, sizeof err)) {
+            if (s == (int)shown || all) {
+                diag_error(&d, m->jobs[ctx.job].loc, "%s plan: %s",
+                           plan_strategy_name((plan_strategy)s), err);
+                goto done;
+            }
+            fprintf(stderr, "burstc plan: note: no %s plan: %s\n",
+                    plan_strategy_name((plan_strategy)s), err);
+            continue;
+        }
+        have[s] = true;
+    }
+    plan_result *list[PS_COUNT];
+    int nl = 0;
+    for (int s = 0; s < PS_COUNT; s++) {
+        if (!have[s])
+            continue;
+        if (all || s == (int)shown)
+            print_table(stdout, &in.p, &res[s]);
+        if (all || !strategy || s == (int)shown)
+            list[nl++] = &res[s];
+    }
+    print_summary(stdout, &in.p, list, nl, have[PS_DP] ? &res[PS_DP] : NULL);
 
-	if (json) {
-		out_file o;
-		const plan_result *jl[PS_COUNT];
-		int nj = 0;
-		for (int s = 0; s < PS_COUNT; s++)
-			if (have[s])
-				jl[nj++] = &res[s];
-		if (!out_open(&o, json))
-			goto done;
-		if (!plan_write_json(&in.p, jl, nj, o.fp)) {
-			out_abort(&o);
-			goto done;
-		}
-		if (!out_commit(&o))
-			goto done;
-	}
-	if (trace) {
-		out_file o;
-		if (!out_open(&o, trace))
-			goto done;
-		if (!plan_write_trace(&in.p, &res[shown], o.fp)) {
-			out_abort(&o);
-			goto done;
-		}
-		if (!out_commit(&o))
-			goto done;
-	}
-	status = 0;
+    if (json) {
+        out_file o;
+        const plan_result *jl[PS_COUNT];
+        int nj = 0;
+        for (int s = 0; s < PS_COUNT; s++)
+            if (have[s])
+                jl[nj++] = &res[s];
+        if (!out_open(&o, json))
+            goto done;
+        if (!plan_write_json(&in.p, jl, nj, o.fp)) {
+            out_abort(&o);
+            goto done;
+        }
+        if (!out_commit(&o))
+            goto done;
+    }
+    if (trace) {
+        out_file o;
+        if (!out_open(&o, trace))
+            goto done;
+        if (!plan_write_trace(&in.p, &res[shown], o.fp)) {
+            out_abort(&o);
+            goto done;
+        }
+        if (!out_commit(&o))
+            goto done;
+    }
+    status = 0;
 done:
-	for (int s = 0; s < PS_COUNT; s++)
-		if (have[s])
-			plan_result_free(&res[s]);
-	pass_plan_input_free(&in);
-	if (d.nerrors > 0)
-		status = 1;
-	diag_summary(&d);
-	arena_free(a);
-	return status;
+    for (int s = 0; s < PS_COUNT; s++)
+        if (have[s])
+            plan_result_free(&res[s]);
+    pass_plan_input_free(&in);
+    if (d.nerrors > 0)
+        status = 1;
+    diag_summary(&d);
+    arena_free(a);
+    return status;
 }

@@ -16,178 +16,183 @@
 #include <string.h>
 
 static const char usage[] =
-	"usage: burstc [options] FILE            compile a .burst (or .ir) file\n"
-	"       burstc stats [options] FILE      parameters, FLOPs and activations per layer (burstc stats --help)\n"
-	"       burstc plan [options] JOB.burst  plan a job (burstc plan --help)\n"
-	"       burstc build [options] JOB.burst -o PROG   build a job's training program (burstc build --help)\n"
-	"       burstc rank [options] FILE       top-K ranking from comparisons (burstc rank --help)\n"
-	"\n"
-	"options:\n"
-	"  --emit=ast|ir|c      what to write: the parsed syntax tree, the IR (default), or the\n"
-	"                       C training program of the job (burstc build compiles it)\n"
-	"  --stop-after=PASS    stop the pipeline after PASS (parse, lower, or a pass below)\n"
-	"  --dump-after=PASS    print the IR to standard error after PASS ('all': after every pass)\n"
-	"  --job NAME           the job to compile when the input holds several (default: the last)\n"
-	"  --strategy S         planning strategy: burst (default), deeppool or dp\n"
-	"  --amplification X    override the job's amplification limit\n"
-	"  --profile FILE       measured per-layer times to use in place of the cost model\n"
-	"  --gpus G             plan for G GPUs (whole nodes of the job's cluster) instead of its size\n"
-	"  --batch B            plan for a global batch of B instead of the job's\n"
-	"  -o FILE              write the output to FILE (atomically; default: standard output)\n"
-	"  --help               show this help and exit\n"
-	"  --version            show the version and exit\n"
-	"\n"
-	"FILE ending in .ir is read as IR text (the format --emit=ir writes, docs/ir.md);\n"
-	"anything else as Burst source (docs/language.md). '-' is not accepted: name a file.\n"
-	"\n"
-	"exit status: 0 success, 1 errors in the input, 2 internal compiler error\n";
+    "usage: burstc [options] FILE            compile a .burst (or .ir) file\n"
+    "       burstc stats [options] FILE      parameters, FLOPs and activations per layer (burstc stats --help)\n"
+    "       burstc plan [options] JOB.burst  plan a job (burstc plan --help)\n"
+    "       burstc build [options] JOB.burst -o PROG   build a job's training program (burstc build --help)\n"
+    "       burstc rank [options] FILE       top-K ranking from comparisons (burstc rank --help)\n"
+    "\n"
+    "options:\n"
+    "  --emit=ast|ir|c      what to write: the parsed syntax tree, the IR (default), or the\n"
+    "                       C training program of the job (burstc build compiles it)\n"
+    "  --stop-after=PASS    stop the pipeline after PASS (parse, lower, or a pass below)\n"
+    "  --dump-after=PASS    print the IR to standard error after PASS ('all': after every pass)\n"
+    "  --job NAME           the job to compile when the input holds several (default: the last)\n"
+    "  --strategy S         planning strategy: burst (default), deeppool or dp\n"
+    "  --amplification X    override the job's amplification limit\n"
+    "  --profile FILE       measured per-layer times to use in place of the cost model\n"
+    "  --gpus G             plan for G GPUs (whole nodes of the job's cluster) instead of its size\n"
+    "  --batch B            plan for a global batch of B instead of the job's\n"
+    "  -o FILE              write the output to FILE (atomically; default: standard output)\n"
+    "  --help               show this help and exit\n"
+    "  --version            show the version and exit\n"
+    "\n"
+    "FILE ending in .ir is read as IR text (the format --emit=ir writes, docs/ir.md);\n"
+    "anything else as Burst source (docs/language.md). '-' is not accepted: name a file.\n"
+    "\n"
+    "exit status: 0 success, 1 errors in the input, 2 internal compiler error\n";
 
 static void print_passes(FILE *out)
 {
-	fputs("\npasses, in order:\n  parse                read the source into a syntax tree\n"
-	      "  lower                check it and lower it to IR\n", out);
-	for (int i = 0; i < pass_count; i++)
-		fprintf(out, "  %-20s %s\n", pass_table[i].name, pass_table[i].help);
+    fputs("\npasses, in order:\n  parse                read the source into a syntax tree\n"
+          "  lower                check it and lower it to IR\n",
+          out);
+    for (int i = 0; i < pass_count; i++)
+        fprintf(out, "  %-20s %s\n", pass_table[i].name, pass_table[i].help);
 }
 
 static bool has_suffix(const char *s, const char *suf)
 {
-	size_t n = strlen(s), k = strlen(suf);
-	return n >= k && strcmp(s + n - k, suf) == 0;
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && strcmp(s + n - k, suf) == 0;
 }
 
 ir_module *load_input(arena *a, const char *path, diag_ctx *d)
 {
-	if (!has_suffix(path, ".ir"))
-		return fe_compile(a, path, d);
-	src_file *f = src_file_read(a, path);
-	if (!f) {
-		diag_error(d, (src_loc){0}, "cannot read '%s': %s", path, strerror(errno));
-		return NULL;
-	}
-	return ir_read(a, f, d);
+    if (!has_suffix(path, ".ir"))
+        return fe_compile(a, path, d);
+    src_file *f = src_file_read(a, path);
+    if (!f) {
+        diag_error(d, (src_loc){0}, "cannot read '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    return ir_read(a, f, d);
 }
 
 static int compile_main(int argc, char **argv)
 {
-	const char *emit = "ir", *stop_after = NULL, *dump_after = NULL, *output = "-", *input = NULL;
-	pass_options popt = {.strategy = "burst"};
-	for (int i = 1; i < argc; i++) {
-		const char *v;
-		int shared;
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-			fputs(usage, stdout);
-			print_passes(stdout);
-			return 0;
-		} else if (strcmp(argv[i], "--version") == 0) {
-			printf("burstc %s\n", BURSTC_VERSION);
-			return 0;
-		} else if ((v = tool_opt_value("burstc", argc, argv, &i, "--emit"))) {
-			emit = v;
-		} else if ((v = tool_opt_value("burstc", argc, argv, &i, "--stop-after"))) {
-			stop_after = v;
-		} else if ((v = tool_opt_value("burstc", argc, argv, &i, "--dump-after"))) {
-			dump_after = v;
-		} else if ((v = tool_opt_value("burstc", argc, argv, &i, "--strategy"))) {
-			popt.strategy = v;
-		} else if ((shared = tool_pass_option("burstc", argc, argv, &i, &popt)) != 0) {
-			if (shared < 0)
-				return 1;
-		} else if ((v = tool_opt_value("burstc", argc, argv, &i, "-o"))) {
-			output = v;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "burstc: error: unknown option '%s' (see burstc --help)\n", argv[i]);
-			return 1;
-		} else if (input) {
-			fprintf(stderr, "burstc: error: more than one input file ('%s' and '%s')\n", input, argv[i]);
-			return 1;
-		} else {
-			input = argv[i];
-		}
-	}
-	if (!input) {
-		fputs("burstc: error: no input file\n", stderr);
-		fputs(usage, stderr);
-		return 1;
-	}
-	if (strcmp(emit, "ast") != 0 && strcmp(emit, "ir") != 0 && strcmp(emit, "c") != 0) {
-		fprintf(stderr, "burstc: error: unknown --emit kind '%s' (expected ast, ir or c)\n", emit);
-		return 1;
-	}
-	if (strcmp(popt.strategy, "burst") != 0 && strcmp(popt.strategy, "deeppool") != 0 &&
-	    strcmp(popt.strategy, "dp") != 0) {
-		fprintf(stderr, "burstc: error: unknown strategy '%s' (expected burst, deeppool or dp)\n", popt.strategy);
-		return 1;
-	}
-	for (int k = 0; k < 2; k++) {
-		const char *p = k ? dump_after : stop_after;
-		if (p && strcmp(p, "parse") && strcmp(p, "lower") && pass_find(p) < 0 && !(k && strcmp(p, "all") == 0)) {
-			fprintf(stderr, "burstc: error: unknown pass '%s' (burstc --help lists them)\n", p);
-			return 1;
-		}
-	}
-	if (stop_after && strcmp(stop_after, "parse") == 0)
-		emit = "ast";
+    const char *emit = "ir", *stop_after = NULL, *dump_after = NULL, *output = "-", *input = NULL;
+    pass_options popt = {.strategy = "burst"};
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int shared;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage, stdout);
+            print_passes(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("burstc %s\n", BURSTC_VERSION);
+            return 0;
+        } else if ((v = tool_opt_value("burstc", argc, argv, &i, "--emit"))) {
+            emit = v;
+        } else if ((v = tool_opt_value("burstc", argc, argv, &i, "--stop-after"))) {
+            stop_after = v;
+        } else if ((v = tool_opt_value("burstc", argc, argv, &i, "--dump-after"))) {
+            dump_after = v;
+        } else if ((v = tool_opt_value("burstc", argc, argv, &i, "--strategy"))) {
+            popt.strategy = v;
+        } else if ((shared = tool_pass_option("burstc", argc, argv, &i, &popt)) != 0) {
+            if (shared < 0)
+                return 1;
+        } else if ((v = tool_opt_value("burstc", argc, argv, &i, "-o"))) {
+            output = v;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "burstc: error: unknown option '%s' (see burstc --help)\n", argv[i]);
+            return 1;
+        } else if (input) {
+            fprintf(stderr, "burstc: error: more than one input file ('%s' and '%s')\n", input,
+                    argv[i]);
+            return 1;
+        } else {
+            input = argv[i];
+        }
+    }
+    if (!input) {
+        fputs("burstc: error: no input file\n", stderr);
+        fputs(usage, stderr);
+        return 1;
+    }
+    if (strcmp(emit, "ast") != 0 && strcmp(emit, "ir") != 0 && strcmp(emit, "c") != 0) {
+        fprintf(stderr, "burstc: error: unknown --emit kind '%s' (expected ast, ir or c)\n", emit);
+        return 1;
+    }
+    if (strcmp(popt.strategy, "burst") != 0 && strcmp(popt.strategy, "deeppool") != 0 &&
+        strcmp(popt.strategy, "dp") != 0) {
+        fprintf(stderr, "burstc: error: unknown strategy '%s' (expected burst, deeppool or dp)\n",
+                popt.strategy);
+        return 1;
+    }
+    for (int k = 0; k < 2; k++) {
+        const char *p = k ? dump_after : stop_after;
+        if (p && strcmp(p, "parse") && strcmp(p, "lower") && pass_find(p) < 0 &&
+            !(k && strcmp(p, "all") == 0)) {
+            fprintf(stderr, "burstc: error: unknown pass '%s' (burstc --help lists them)\n", p);
+            return 1;
+        }
+    }
+    if (stop_after && strcmp(stop_after, "parse") == 0)
+        emit = "ast";
 
-	arena *a = arena_new();
-	diag_ctx d;
-	diag_init(&d, stderr);
-	int status = 1;
-	out_file out;
-	if (strcmp(emit, "ast") == 0) {
-		if (has_suffix(input, ".ir")) {
-			fputs("burstc: error: --emit=ast needs Burst source, not IR\n", stderr);
-			goto done;
-		}
-		if (!out_open(&out, output))
-			goto done;
-		if (!fe_dump_ast(out.fp, a, input, &d)) {
-			out_abort(&out);
-			goto done;
-		}
-		status = out_commit(&out) ? 0 : 1;
-		goto done;
-	}
-	ir_module *m = load_input(a, input, &d);
-	if (!m || d.nerrors)
-		goto done;
-	if (dump_after && strcmp(dump_after, "lower") == 0)
-		ir_print_module(stderr, m);
-	bool frontend_only = stop_after && strcmp(stop_after, "lower") == 0;
-	pass_ctx ctx = {.m = m, .opt = &popt, .d = &d, .job = -1};
-	if (!frontend_only && (!pass_select_job(&ctx) || !pass_run_pipeline(&ctx, stop_after, dump_after, stderr)))
-		goto done;
-	if (strcmp(emit, "c") == 0) {
-		if (frontend_only || ctx.job < 0) {
-			fprintf(stderr, "burstc: error: --emit=c needs a job (and the planning passes)\n");
-			goto done;
-		}
-		status = out_write_c_program(output, m, ctx.job, &d) ? 0 : 1;
-		goto done;
-	}
-	if (!out_open(&out, output))
-		goto done;
-	ir_print_module(out.fp, m);
-	status = out_commit(&out) ? 0 : 1;
+    arena *a = arena_new();
+    diag_ctx d;
+    diag_init(&d, stderr);
+    int status = 1;
+    out_file out;
+    if (strcmp(emit, "ast") == 0) {
+        if (has_suffix(input, ".ir")) {
+            fputs("burstc: error: --emit=ast needs Burst source, not IR\n", stderr);
+            goto done;
+        }
+        if (!out_open(&out, output))
+            goto done;
+        if (!fe_dump_ast(out.fp, a, input, &d)) {
+            out_abort(&out);
+            goto done;
+        }
+        status = out_commit(&out) ? 0 : 1;
+        goto done;
+    }
+    ir_module *m = load_input(a, input, &d);
+    if (!m || d.nerrors)
+        goto done;
+    if (dump_after && strcmp(dump_after, "lower") == 0)
+        ir_print_module(stderr, m);
+    bool frontend_only = stop_after && strcmp(stop_after, "lower") == 0;
+    pass_ctx ctx = {.m = m, .opt = &popt, .d = &d, .job = -1};
+    if (!frontend_only &&
+        (!pass_select_job(&ctx) || !pass_run_pipeline(&ctx, stop_after, dump_after, stderr)))
+        goto done;
+    if (strcmp(emit, "c") == 0) {
+        if (frontend_only || ctx.job < 0) {
+            fprintf(stderr, "burstc: error: --emit=c needs a job (and the planning passes)\n");
+            goto done;
+        }
+        status = out_write_c_program(output, m, ctx.job, &d) ? 0 : 1;
+        goto done;
+    }
+    if (!out_open(&out, output))
+        goto done;
+    ir_print_module(out.fp, m);
+    status = out_commit(&out) ? 0 : 1;
 done:
-	if (d.nerrors > 0)
-		status = 1;
-	diag_summary(&d);
-	arena_free(a);
-	return status;
+    if (d.nerrors > 0)
+        status = 1;
+    diag_summary(&d);
+    arena_free(a);
+    return status;
 }
 
 int main(int argc, char **argv)
 {
-	if (argc >= 2) {
-		if (strcmp(argv[1], "stats") == 0)
-			return cmd_stats(argc - 1, argv + 1);
-		if (strcmp(argv[1], "plan") == 0)
-			return cmd_plan(argc - 1, argv + 1);
-		if (strcmp(argv[1], "build") == 0)
-			return cmd_build(argc - 1, argv + 1);
-		if (strcmp(argv[1], "rank") == 0)
-			return rank_cli_main(argc - 1, argv + 1);
-	}
-	return compile_main(argc, argv);
+    if (argc >= 2) {
+        if (strcmp(argv[1], "stats") == 0)
+            return cmd_stats(argc - 1, argv + 1);
+        if (strcmp(argv[1], "plan") == 0)
+            return cmd_plan(argc - 1, argv + 1);
+        if (strcmp(argv[1], "build") == 0)
+            return cmd_build(argc - 1, argv + 1);
+        if (strcmp(argv[1], "rank") == 0)
+            return rank_cli_main(argc - 1, argv + 1);
+    }
+    return compile_main(argc, argv);
 }

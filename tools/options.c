@@ -12,50 +12,50 @@
 
 const char *tool_opt_value(const char *cmd, int argc, char **argv, int *i, const char *name)
 {
-	size_t n = strlen(name);
-	if (strncmp(argv[*i], name, n) != 0)
-		return NULL;
-	if (argv[*i][n] == '=')
-		return argv[*i] + n + 1;
-	if (argv[*i][n] != 0)
-		return NULL;
-	if (*i + 1 >= argc) {
-		fprintf(stderr, "%s: error: %s needs a value\n", cmd, name);
-		exit(1);
-	}
-	return argv[++*i];
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0)
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n] != 0)
+        return NULL;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "%s: error: %s needs a value\n", cmd, name);
+        exit(1);
+    }
+    return argv[++*i];
 }
 
 int tool_pass_option(const char *cmd, int argc, char **argv, int *i, pass_options *o)
 {
-	const char *v;
-	char *end;
-	if ((v = tool_opt_value(cmd, argc, argv, i, "--job"))) {
-		o->job = v;
-	} else if ((v = tool_opt_value(cmd, argc, argv, i, "--profile"))) {
-		o->profile = v;
-	} else if ((v = tool_opt_value(cmd, argc, argv, i, "--amplification"))) {
-		o->amplification = strtod(v, &end);
-		if (*end || !(o->amplification >= 1)) {
-			fprintf(stderr, "%s: error: --amplification must be a number >= 1, got '%s'\n", cmd, v);
-			return -1;
-		}
-	} else if ((v = tool_opt_value(cmd, argc, argv, i, "--gpus"))) {
-		long g = strtol(v, &end, 10);
-		if (*end || g < 1 || g > (1L << 20)) {
-			fprintf(stderr, "%s: error: --gpus must be a positive integer, got '%s'\n", cmd, v);
-			return -1;
-		}
-		o->gpus = (int)g;
-	} else if ((v = tool_opt_value(cmd, argc, argv, i, "--batch"))) {
-		long long b = strtoll(v, &end, 10);
-		if (*end || b < 1 || b > (1LL << 31)) {
-			fprintf(stderr, "%s: error: --batch must be a positive integer, got '%s'\n", cmd, v);
-			return -1;
-		}
-		o->batch = b;
-	} else {
-		return 0;
-	}
-	return 1;
+    const char *v;
+    char *end;
+    if ((v = tool_opt_value(cmd, argc, argv, i, "--job"))) {
+        o->job = v;
+    } else if ((v = tool_opt_value(cmd, argc, argv, i, "--profile"))) {
+        o->profile = v;
+    } else if ((v = tool_opt_value(cmd, argc, argv, i, "--amplification"))) {
+        o->amplification = strtod(v, &end);
+        if (*end || !(o->amplification >= 1)) {
+            fprintf(stderr, "%s: error: --amplification must be a number >= 1, got '%s'\n", cmd, v);
+            return -1;
+        }
+    } else if ((v = tool_opt_value(cmd, argc, argv, i, "--gpus"))) {
+        long g = strtol(v, &end, 10);
+        if (*end || g < 1 || g > (1L << 20)) {
+            fprintf(stderr, "%s: error: --gpus must be a positive integer, got '%s'\n", cmd, v);
+            return -1;
+        }
+        o->gpus = (int)g;
+    } else if ((v = tool_opt_value(cmd, argc, argv, i, "--batch"))) {
+        long long b = strtoll(v, &end, 10);
+        if (*end || b < 1 || b > (1LL << 31)) {
+            fprintf(stderr, "%s: error: --batch must be a positive integer, got '%s'\n", cmd, v);
+            return -1;
+        }
+        o->batch = b;
+    } else {
+        return 0;
+    }
+    return 1;
 }

@@ -23,9 +23,9 @@ ir_module *load_input(arena *a, const char *path, diag_ctx *d);
  * commit, so a failed run never leaves a half-written file. A path of "-"
  * means standard output. */
 typedef struct out_file {
-	FILE *fp;
-	const char *path;
-	char *tmp;
+    FILE *fp;
+    const char *path;
+    char *tmp;
 } out_file;
 
 bool out_open(out_file *o, const char *path);

@@ -36,19 +36,18 @@ static conv_dims dims_of(const char *op, const rt_tensor *x, const rt_tensor *w,
     d.Cg = d.C / a->groups;
     d.Kg = d.K / a->groups;
     if (w->shape[1] != d.Cg || w->shape[2] != a->kh || w->shape[3] != a->kw)
-        rt_fatal(op, "weight shape [%lld,%lld,%lld,%lld] does not match C/groups=%lld, "
+        rt_fatal(op,
+                 "weight shape [%lld,%lld,%lld,%lld] does not match C/groups=%lld, "
                  "kernel %dx%d",
                  (long long)w->shape[0], (long long)w->shape[1], (long long)w->shape[2],
                  (long long)w->shape[3], (long long)d.Cg, a->kh, a->kw);
     d.OH = (d.H + 2 * a->ph - a->dh * (a->kh - 1) - 1) / a->sh + 1;
     d.OW = (d.W + 2 * a->pw - a->dw * (a->kw - 1) - 1) / a->sw + 1;
     if (d.OH <= 0 || d.OW <= 0)
-        rt_fatal(op, "kernel larger than padded input (%lldx%lld)", (long long)d.H,
-                 (long long)d.W);
+        rt_fatal(op, "kernel larger than padded input (%lldx%lld)", (long long)d.H, (long long)d.W);
     d.ckk = d.Cg * a->kh * a->kw;
     d.ohw = d.OH * d.OW;
-    d.direct = a->kh == 1 && a->kw == 1 && a->sh == 1 && a->sw == 1 && a->ph == 0 &&
-               a->pw == 0;
+    d.direct = a->kh == 1 && a->kw == 1 && a->sh == 1 && a->sw == 1 && a->ph == 0 && a->pw == 0;
     return d;
 }
 
@@ -174,8 +173,8 @@ void rt_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const 
             }
             float *dst = nc == 1 ? rt_f32(y) + (n0 * d.K + g * d.Kg) * d.ohw : out;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)d.Kg, (int)mcols,
-                        (int)d.ckk, 1.0f, wp + g * d.Kg * d.ckk, (int)d.ckk, src, (int)mcols,
-                        0.0f, dst, (int)mcols);
+                        (int)d.ckk, 1.0f, wp + g * d.Kg * d.ckk, (int)d.ckk, src, (int)mcols, 0.0f,
+                        dst, (int)mcols);
             /* Scatter [Kg, m, ohw] into y [m, K, ohw] adding the bias on the way. */
             for (int64_t i = 0; i < m; i++) {
                 for (int64_t k = 0; k < d.Kg; k++) {
@@ -261,8 +260,8 @@ void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const 
                 float *dxg = rt_f32(dx) + (n0 * d.C + g * d.Cg) * d.H * d.W;
                 float *dst = direct ? dxg : dcol;
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)d.ckk, (int)mcols,
-                            (int)d.Kg, 1.0f, wp + g * d.Kg * d.ckk, (int)d.ckk, dyg,
-                            (int)mcols, 0.0f, dst, (int)mcols);
+                            (int)d.Kg, 1.0f, wp + g * d.Kg * d.ckk, (int)d.ckk, dyg, (int)mcols,
+                            0.0f, dst, (int)mcols);
                 if (!direct)
                     for (int64_t i = 0; i < m; i++)
                         col2im(dcol + i * d.ohw, &d, a,

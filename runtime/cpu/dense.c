@@ -42,11 +42,11 @@ static void linear_bwd(const float *x, const float *w, const float *dy, int64_t 
                        int64_t out, float *dx, float *dw, float *db)
 {
     if (dx)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)in, (int)out, 1.0f,
-                    dy, (int)out, w, (int)in, 0.0f, dx, (int)in);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)in, (int)out, 1.0f, dy,
+                    (int)out, w, (int)in, 0.0f, dx, (int)in);
     if (dw)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)M, 1.0f,
-                    dy, (int)out, x, (int)in, 1.0f, dw, (int)in);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in, (int)M, 1.0f, dy,
+                    (int)out, x, (int)in, 1.0f, dw, (int)in);
     if (db)
         add_colsum(dy, M, out, db);
 }
@@ -107,13 +107,13 @@ void rt_matmul_bwd(const rt_tensor *a, const rt_tensor *b, const rt_tensor *dc, 
     for (int64_t i = 0; i < B; i++) {
         const float *dci = rt_f32(dc) + i * m * n;
         if (da)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)k, (int)n, 1.0f,
-                        dci, (int)n, rt_f32(b) + i * k * n, (int)n, 0.0f,
-                        rt_f32(da) + i * m * k, (int)k);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)k, (int)n, 1.0f, dci,
+                        (int)n, rt_f32(b) + i * k * n, (int)n, 0.0f, rt_f32(da) + i * m * k,
+                        (int)k);
         if (db)
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)k, (int)n, (int)m, 1.0f,
-                        rt_f32(a) + i * m * k, (int)k, dci, (int)n, 0.0f,
-                        rt_f32(db) + i * k * n, (int)n);
+                        rt_f32(a) + i * m * k, (int)k, dci, (int)n, 0.0f, rt_f32(db) + i * k * n,
+                        (int)n);
     }
 }
 
@@ -135,8 +135,8 @@ void rt_attention_ex_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_q
         for (int64_t h = 0; h < d.H; h++) {
             const float *q = qkv + n * T * 3 * D + h * hd, *k = q + D, *v = q + 2 * D;
             float *p = P + (n * d.H + h) * T * T;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, scale,
-                        q, (int)(3 * D), k, (int)(3 * D), 0.0f, p, (int)T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, scale, q,
+                        (int)(3 * D), k, (int)(3 * D), 0.0f, p, (int)T);
             for (int64_t i = 0; i < T; i++) {
                 const int64_t last = causal ? i : T - 1; /* keys this query may see */
                 float *row = p + i * T, mx = row[0], sum = 0.0f;
@@ -152,24 +152,24 @@ void rt_attention_ex_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_q
                 for (int64_t j = last + 1; j < T; j++)
                     row[j] = 0.0f;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1.0f,
-                        p, (int)T, v, (int)(3 * D), 0.0f, merged + n * T * D + h * hd, (int)D);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1.0f, p,
+                        (int)T, v, (int)(3 * D), 0.0f, merged + n * T * D + h * hd, (int)D);
         }
     }
     linear(merged, rt_f32(w_o), b_o ? rt_f32(b_o) : NULL, NT, D, D, rt_f32(y));
 }
 
 void rt_attention_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
-                      const rt_tensor *b_qkv, const rt_tensor *w_o, const rt_tensor *b_o,
-                      int heads, rt_tensor *saved, rt_tensor *y)
+                      const rt_tensor *b_qkv, const rt_tensor *w_o, const rt_tensor *b_o, int heads,
+                      rt_tensor *saved, rt_tensor *y)
 {
     rt_attention_ex_fwd(pool, x, w_qkv, b_qkv, w_o, b_o, heads, true, saved, y);
 }
 
 void rt_attention_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
-                      const rt_tensor *w_o, int heads, const rt_tensor *saved,
-                      const rt_tensor *dy, rt_tensor *dx, rt_tensor *dw_qkv,
-                      rt_tensor *db_qkv, rt_tensor *dw_o, rt_tensor *db_o)
+                      const rt_tensor *w_o, int heads, const rt_tensor *saved, const rt_tensor *dy,
+                      rt_tensor *dx, rt_tensor *dw_qkv, rt_tensor *db_qkv, rt_tensor *dw_o,
+                      rt_tensor *db_o)
 {
     /* Masked probabilities are stored as 0, so the same backward serves both masks. */
     const char *op = "attention_bwd";
@@ -200,10 +200,10 @@ void rt_attention_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
             const float *p = P + (n * d.H + h) * T * T;
             const float *dO = dmerged + n * T * D + h * hd;
             /* dP = dO V^T; dV = P^T dO */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, 1.0f,
-                        dO, (int)D, v, ld, 0.0f, dP, (int)T);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1.0f,
-                        p, (int)T, dO, (int)D, 0.0f, dv, ld);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)T, (int)T, (int)hd, 1.0f, dO,
+                        (int)D, v, ld, 0.0f, dP, (int)T);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1.0f, p,
+                        (int)T, dO, (int)D, 0.0f, dv, ld);
             /* dS = P * (dP - sum_j dP P) * scale; masked entries have P = 0 and get 0. */
             for (int64_t i = 0; i < T; i++) {
                 const float *pr = p + i * T;
@@ -216,8 +216,8 @@ void rt_attention_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
             /* dQ = dS K; dK = dS^T Q */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1.0f,
                         dP, (int)T, k, ld, 0.0f, dq, ld);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1.0f,
-                        dP, (int)T, q, ld, 0.0f, dk, ld);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)hd, (int)T, 1.0f, dP,
+                        (int)T, q, ld, 0.0f, dk, ld);
         }
     }
     linear_bwd(rt_f32(x), rt_f32(w_qkv), dqkv, NT, D, 3 * D, dx ? rt_f32(dx) : NULL,

@@ -24,13 +24,14 @@ void rt_blas_select(char **argv)
         return;
     const char *preload = getenv("LD_PRELOAD");
     if (preload && strstr(preload, "vgpreload"))
-        return;   /* under valgrind: re-executing would leave it */
+        return; /* under valgrind: re-executing would leave it */
     const char *core = openblas_get_corename();
     if (!core || strcasecmp(core, "prescott") != 0)
         return;
     __builtin_cpu_init();
     const char *want = __builtin_cpu_supports("avx512f") ? "SkylakeX"
-                       : __builtin_cpu_supports("avx2") ? "Haswell" : NULL;
+                       : __builtin_cpu_supports("avx2")  ? "Haswell"
+                                                         : NULL;
     if (!want)
         return;
     setenv("OPENBLAS_CORETYPE", want, 1);
@@ -40,8 +41,14 @@ void rt_blas_select(char **argv)
 
 static rt_compute_dtype compute_dtype = RT_COMPUTE_F32;
 
-void rt_set_compute_dtype(rt_compute_dtype dt) { compute_dtype = dt; }
-rt_compute_dtype rt_get_compute_dtype(void) { return compute_dtype; }
+void rt_set_compute_dtype(rt_compute_dtype dt)
+{
+    compute_dtype = dt;
+}
+rt_compute_dtype rt_get_compute_dtype(void)
+{
+    return compute_dtype;
+}
 
 bool rt_graph_begin(int segment)
 {
@@ -50,8 +57,22 @@ bool rt_graph_begin(int segment)
     return true;
 }
 
-void rt_graph_end(int segment) { (void)segment; }
-void rt_device_sync(void) {}
-void rt_use_background_stream(bool on) { (void)on; }
-void rt_tensor_write(rt_tensor *t, const void *host) { memcpy(t->data, host, (size_t)t->numel * 4); }
-void rt_tensor_read(const rt_tensor *t, void *host) { memcpy(host, t->data, (size_t)t->numel * 4); }
+void rt_graph_end(int segment)
+{
+    (void)segment;
+}
+void rt_device_sync(void)
+{
+}
+void rt_use_background_stream(bool on)
+{
+    (void)on;
+}
+void rt_tensor_write(rt_tensor *t, const void *host)
+{
+    memcpy(t->data, host, (size_t)t->numel * 4);
+}
+void rt_tensor_read(const rt_tensor *t, void *host)
+{
+    memcpy(host, t->data, (size_t)t->numel * 4);
+}

@@ -59,8 +59,8 @@ void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
     for (int64_t i = 0; i < x->numel; i++) {
         float v = xp[i];
         float t = tanhf(GELU_C * (v + GELU_A * v * v * v));
-        float d = 0.5f * (1.0f + t) +
-                  0.5f * v * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * v * v);
+        float d =
+            0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * v * v);
         o[i] = g[i] * d;
     }
 }
@@ -102,9 +102,9 @@ static void dropout(const char *op, const rt_tensor *in, float p, uint64_t seed,
     const int64_t N = in->ndim ? in->shape[0] : 1, per = N ? in->numel / N : 0;
     for (int64_t n = 0; n < N; n++) {
         /* Same keys, same order as rt_rand_uniform(seed, step, layer, sample, e). */
-        uint64_t k = rt_hash64(rt_hash64(rt_hash64(rt_hash64(seed) ^ (uint64_t)step) ^
-                                         (uint64_t)layer_id) ^
-                               (uint64_t)(sample0 + n));
+        uint64_t k =
+            rt_hash64(rt_hash64(rt_hash64(rt_hash64(seed) ^ (uint64_t)step) ^ (uint64_t)layer_id) ^
+                      (uint64_t)(sample0 + n));
         const float *xs = x + n * per;
         float *ys = y + n * per;
         for (int64_t e = 0; e < per; e++) {
@@ -174,7 +174,8 @@ void rt_transpose(const rt_tensor *x, int a0, int a1, rt_tensor *y)
     const char *op = "transpose";
     rt_transpose_check(op, x, &a0, &a1, y);
     /* x viewed as [A, I, Bm, J, C] -> y [A, J, Bm, I, C]. */
-    const int64_t A = rt_dims_prod(x->shape, 0, a0), I = x->shape[a0], Bm = rt_dims_prod(x->shape, a0 + 1, a1);
+    const int64_t A = rt_dims_prod(x->shape, 0, a0), I = x->shape[a0],
+                  Bm = rt_dims_prod(x->shape, a0 + 1, a1);
     const int64_t J = x->shape[a1], C = rt_dims_prod(x->shape, a1 + 1, x->ndim);
     const float *xp = rt_f32(x);
     float *yp = rt_f32(y);

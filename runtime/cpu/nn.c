@@ -45,12 +45,12 @@ static void pool_dims(const char *op, const rt_tensor *x, const rt_pool2d_attrs 
 /* The window's maximum as PyTorch picks it: an element replaces the current one when it
  * is larger or NaN (so NaN propagates). Written as selects, not branches: with random
  * data a branch per element mispredicts half the time and costs far more than the loads. */
-#define MAX_STEP(v, idx)                                                                   \
-    do {                                                                                   \
-        const float v_ = (v);                                                              \
-        const bool take_ = v_ > mx || v_ != v_;                                            \
-        mx = take_ ? v_ : mx;                                                              \
-        best = take_ ? (idx) : best;                                                       \
+#define MAX_STEP(v, idx)                        \
+    do {                                        \
+        const float v_ = (v);                   \
+        const bool take_ = v_ > mx || v_ != v_; \
+        mx = take_ ? v_ : mx;                   \
+        best = take_ ? (idx) : best;            \
     } while (0)
 
 /* Index (in the H*W plane) of the window's maximum, or -1 if the window is empty. */
@@ -70,8 +70,8 @@ static inline int64_t window_argmax(const float *plane, int64_t H, int64_t W, in
 }
 
 /* Unpadded windows always lie inside the image (floor mode): no clipping needed. */
-static inline int64_t window_argmax_inside(const float *plane, int64_t W, int64_t h0,
-                                           int64_t w0, int kh, int kw)
+static inline int64_t window_argmax_inside(const float *plane, int64_t W, int64_t h0, int64_t w0,
+                                           int kh, int kw)
 {
     int64_t best = h0 * W + w0;
     float mx = plane[best];
@@ -172,9 +172,9 @@ void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy, const rt_pool2d_a
         float *d = rt_f32(dx) + p * H * W;
         for (int64_t oh = 0; oh < OH; oh++)
             for (int64_t ow = 0; ow < OW; ow++) {
-                int64_t i = inside ? window_argmax_inside(plane, W, oh * a->sh, ow * a->sw,
-                                                          a->kh, a->kw)
-                                   : window_argmax(plane, H, W, oh * a->sh - a->ph, ow * a->sw - a->pw, a);
+                int64_t i =
+                    inside ? window_argmax_inside(plane, W, oh * a->sh, ow * a->sw, a->kh, a->kw)
+                           : window_argmax(plane, H, W, oh * a->sh - a->ph, ow * a->sw - a->pw, a);
                 if (i >= 0)
                     d[i] += g[oh * OW + ow];
             }
@@ -321,12 +321,12 @@ static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
         mean[c] = (float)mu[c];
         invstd[c] = (float)(1.0 / sqrt(var + eps));
         if (running_mean)
-            rt_f32(running_mean)[c] = (1.0f - momentum) * rt_f32(running_mean)[c] +
-                                      momentum * (float)mu[c];
+            rt_f32(running_mean)[c] =
+                (1.0f - momentum) * rt_f32(running_mean)[c] + momentum * (float)mu[c];
         if (running_var) {
             double unbiased = count > 1 ? sums[c] / (count - 1) : var;
-            rt_f32(running_var)[c] = (1.0f - momentum) * rt_f32(running_var)[c] +
-                                     momentum * (float)unbiased;
+            rt_f32(running_var)[c] =
+                (1.0f - momentum) * rt_f32(running_var)[c] + momentum * (float)unbiased;
         }
         const float sc = rt_f32(gamma)[c] * invstd[c];
         const float sh = rt_f32(beta)[c] - mean[c] * sc;
@@ -396,8 +396,8 @@ static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
 }
 
 void rt_batchnorm2d_fwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *beta,
-                        rt_tensor *running_mean, rt_tensor *running_var, float momentum,
-                        float eps, rt_tensor *saved, rt_tensor *y)
+                        rt_tensor *running_mean, rt_tensor *running_var, float momentum, float eps,
+                        rt_tensor *saved, rt_tensor *y)
 {
     batchnorm_fwd(NULL, x, gamma, beta, running_mean, running_var, momentum, eps, saved, y);
 }
@@ -409,9 +409,8 @@ void rt_batchnorm2d_bwd(const rt_tensor *x, const rt_tensor *gamma, const rt_ten
 }
 
 void rt_batchnorm2d_sync_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gamma,
-                             const rt_tensor *beta, rt_tensor *running_mean,
-                             rt_tensor *running_var, float momentum, float eps,
-                             rt_tensor *saved, rt_tensor *y)
+                             const rt_tensor *beta, rt_tensor *running_mean, rt_tensor *running_var,
+                             float momentum, float eps, rt_tensor *saved, rt_tensor *y)
 {
     batchnorm_fwd(comm, x, gamma, beta, running_mean, running_var, momentum, eps, saved, y);
 }
@@ -424,8 +423,8 @@ void rt_batchnorm2d_sync_bwd(const rt_comm *comm, const rt_tensor *x, const rt_t
 }
 
 void rt_batchnorm2d_infer(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *beta,
-                          const rt_tensor *running_mean, const rt_tensor *running_var,
-                          float eps, rt_tensor *y)
+                          const rt_tensor *running_mean, const rt_tensor *running_var, float eps,
+                          rt_tensor *y)
 {
     const char *op = "batchnorm2d_infer";
     rt_check(x, RT_F32, 4, op, "input");
@@ -447,8 +446,8 @@ void rt_batchnorm2d_infer(const rt_tensor *x, const rt_tensor *gamma, const rt_t
     }
 }
 
-void rt_layernorm_fwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *beta,
-                      float eps, rt_tensor *saved, rt_tensor *y)
+void rt_layernorm_fwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *beta, float eps,
+                      rt_tensor *saved, rt_tensor *y)
 {
     const char *op = "layernorm_fwd";
     rt_check(x, RT_F32, -1, op, "input");
@@ -546,8 +545,7 @@ void rt_embedding_fwd(const rt_tensor *tokens, const rt_tensor *w, const rt_tens
     }
 }
 
-void rt_embedding_bwd(const rt_tensor *tokens, const rt_tensor *dy, rt_tensor *dw,
-                      rt_tensor *dpos)
+void rt_embedding_bwd(const rt_tensor *tokens, const rt_tensor *dy, rt_tensor *dw, rt_tensor *dpos)
 {
     int64_t NT, T, D;
     embedding_check("embedding_bwd", tokens, dw, dpos, dy, &NT, &T, &D);
@@ -572,12 +570,11 @@ static void ce_check(const char *op, const rt_tensor *logits, const rt_tensor *l
     rt_cross_entropy_dims(op, logits, labels, global_count, M, C);
     for (int64_t m = 0; m < *M; m++)
         if (rt_i32(labels)[m] < 0 || rt_i32(labels)[m] >= *C)
-            rt_fatal(op, "label %d of row %lld outside 0..%lld", rt_i32(labels)[m],
-                     (long long)m, (long long)(*C - 1));
+            rt_fatal(op, "label %d of row %lld outside 0..%lld", rt_i32(labels)[m], (long long)m,
+                     (long long)(*C - 1));
 }
 
-double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor *labels,
-                            int64_t global_count)
+double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor *labels, int64_t global_count)
 {
     int64_t M, C;
     ce_check("cross_entropy_fwd", logits, labels, global_count, &M, &C);
@@ -595,8 +592,8 @@ double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor *labels,
     return total / (double)global_count;
 }
 
-void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels,
-                          int64_t global_count, rt_tensor *dlogits)
+void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels, int64_t global_count,
+                          rt_tensor *dlogits)
 {
     int64_t M, C;
     ce_check("cross_entropy_bwd", logits, labels, global_count, &M, &C);

@@ -12,12 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-void rt_host_data_batch(rt_data *d, int64_t step, int64_t B, int64_t s0, int64_t s1,
-                        rt_tensor *x, rt_tensor *labels);
+void rt_host_data_batch(rt_data *d, int64_t step, int64_t B, int64_t s0, int64_t s1, rt_tensor *x,
+                        rt_tensor *labels);
 void rt_host_data_test_batch(rt_data *d, int64_t first, int64_t count, rt_tensor *x,
                              rt_tensor *labels);
-void rt_host_init_uniform(rt_tensor *t, float bound, uint64_t seed, int layer_id,
-                          int param_index);
+void rt_host_init_uniform(rt_tensor *t, float bound, uint64_t seed, int layer_id, int param_index);
 void rt_host_init_normal(rt_tensor *t, float mean, float std, uint64_t seed, int layer_id,
                          int param_index);
 void rt_host_init_kaiming_uniform(rt_tensor *t, int64_t fan_in, uint64_t seed, int layer_id,
@@ -35,8 +34,8 @@ static rt_tensor host_twin(const rt_tensor *t, void *mem)
 
 /* ---- data ------------------------------------------------------------------------ */
 
-static void batch_through_host(rt_data *d, bool test, int64_t a, int64_t b, int64_t c,
-                               int64_t e, rt_tensor *x, rt_tensor *labels)
+static void batch_through_host(rt_data *d, bool test, int64_t a, int64_t b, int64_t c, int64_t e,
+                               rt_tensor *x, rt_tensor *labels)
 {
     rt_synth_keys k;
     if (rt_host_data_synthetic(d, test, a, b, c, e, x, labels, &k)) {
@@ -66,21 +65,20 @@ void rt_data_batch(rt_data *d, int64_t step, int64_t B, int64_t s0, int64_t s1, 
     batch_through_host(d, false, step, B, s0, s1, x, labels);
 }
 
-void rt_data_test_batch(rt_data *d, int64_t first, int64_t count, rt_tensor *x,
-                        rt_tensor *labels)
+void rt_data_test_batch(rt_data *d, int64_t first, int64_t count, rt_tensor *x, rt_tensor *labels)
 {
     batch_through_host(d, true, first, count, 0, 0, x, labels);
 }
 
 /* ---- initialisation ------------------------------------------------------------------ */
 
-#define INIT_THROUGH_HOST(t, call)                                                        \
-    do {                                                                                  \
-        rt_check((t), RT_F32, -1, "init", "tensor");                                      \
-        size_t bytes_ = (size_t)(t)->numel * 4;                                           \
-        rt_tensor h_ = host_twin((t), rt_cuda_host_staging(bytes_, "init"));              \
-        call;                                                                             \
-        rt_cuda_h2d((t)->data, h_.data, bytes_, "init");                                  \
+#define INIT_THROUGH_HOST(t, call)                                           \
+    do {                                                                     \
+        rt_check((t), RT_F32, -1, "init", "tensor");                         \
+        size_t bytes_ = (size_t)(t)->numel * 4;                              \
+        rt_tensor h_ = host_twin((t), rt_cuda_host_staging(bytes_, "init")); \
+        call;                                                                \
+        rt_cuda_h2d((t)->data, h_.data, bytes_, "init");                     \
     } while (0)
 
 void rt_init_uniform(rt_tensor *t, float bound, uint64_t seed, int layer_id, int param_index)
@@ -97,8 +95,7 @@ void rt_init_normal(rt_tensor *t, float mean, float std, uint64_t seed, int laye
 void rt_init_kaiming_uniform(rt_tensor *t, int64_t fan_in, uint64_t seed, int layer_id,
                              int param_index)
 {
-    INIT_THROUGH_HOST(t, rt_host_init_kaiming_uniform(&h_, fan_in, seed, layer_id,
-                                                      param_index));
+    INIT_THROUGH_HOST(t, rt_host_init_kaiming_uniform(&h_, fan_in, seed, layer_id, param_index));
 }
 
 void rt_init_const(rt_tensor *t, float value)
@@ -217,8 +214,8 @@ void rt_sgd_step(rt_params *ps, const rt_sgd *cfg)
         if (!p->grad)
             continue;
         float *buf = cfg->momentum != 0.0f ? rt_f32(rt_param_state(ps, p, 0)) : NULL;
-        rt_cuda_sgd(rt_f32(p->value), rt_f32(p->grad), buf, p->value->numel, cfg->lr,
-                    cfg->momentum, cfg->weight_decay, cfg->nesterov);
+        rt_cuda_sgd(rt_f32(p->value), rt_f32(p->grad), buf, p->value->numel, cfg->lr, cfg->momentum,
+                    cfg->weight_decay, cfg->nesterov);
     }
 }
 
@@ -233,7 +230,7 @@ void rt_adam_step(rt_params *ps, const rt_adam *cfg)
         if (!p->grad)
             continue;
         rt_cuda_adam(rt_f32(p->value), rt_f32(p->grad), rt_f32(rt_param_state(ps, p, 0)),
-                     rt_f32(rt_param_state(ps, p, 1)), p->value->numel, cfg->lr / bc1,
-                     cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay, bc2_sqrt);
+                     rt_f32(rt_param_state(ps, p, 1)), p->value->numel, cfg->lr / bc1, cfg->beta1,
+                     cfg->beta2, cfg->eps, cfg->weight_decay, bc2_sqrt);
     }
 }

@@ -128,12 +128,13 @@ void rt_comm_world_init(void)
     rt_cuda_ensure();
 #ifndef BURSTRT_NO_NCCL
     if (rt_opts_g.world_size > 1)
-        world_nccl = nccl_new(MPI_COMM_WORLD, rt_opts_g.world_size, rt_opts_g.rank,
-                              "comm_init");
+        world_nccl = nccl_new(MPI_COMM_WORLD, rt_opts_g.world_size, rt_opts_g.rank, "comm_init");
 #else
     if (rt_opts_g.world_size > 1)
-        rt_fatal("comm_init", "this build has no NCCL (BURSTRT_NO_NCCL) and runs one rank, "
-                              "launched with %d", rt_opts_g.world_size);
+        rt_fatal("comm_init",
+                 "this build has no NCCL (BURSTRT_NO_NCCL) and runs one rank, "
+                 "launched with %d",
+                 rt_opts_g.world_size);
 #endif
 }
 
@@ -146,9 +147,9 @@ rt_comm *rt_comm_new(int n, const int *world_ranks)
     int initialised = 0;
     MPI_Initialized(&initialised);
     if (initialised)
-        mpi_check(MPI_Comm_split(MPI_COMM_WORLD, c->index >= 0 ? 0 : MPI_UNDEFINED,
-                                 c->index, &c->comm),
-                  "comm_new");
+        mpi_check(
+            MPI_Comm_split(MPI_COMM_WORLD, c->index >= 0 ? 0 : MPI_UNDEFINED, c->index, &c->comm),
+            "comm_new");
 #ifndef BURSTRT_NO_NCCL
     if (c->index >= 0 && n > 1)
         c->nccl = nccl_new(c->comm, n, c->index, "comm_new");
@@ -179,9 +180,18 @@ void rt_comm_free_all(void)
 #endif
 }
 
-bool rt_comm_member(const rt_comm *c) { return c->index >= 0; }
-int rt_comm_index(const rt_comm *c) { return c->index; }
-int rt_comm_size(const rt_comm *c) { return c->n; }
+bool rt_comm_member(const rt_comm *c)
+{
+    return c->index >= 0;
+}
+int rt_comm_index(const rt_comm *c)
+{
+    return c->index;
+}
+int rt_comm_size(const rt_comm *c)
+{
+    return c->n;
+}
 
 void rt_comm_shard(const rt_comm *c, int64_t B, int64_t *start, int64_t *end)
 {
@@ -226,8 +236,7 @@ void rt_allreduce_sum_f64(const rt_comm *c, double *data, int64_t n)
         return;
     if (n > INT_MAX)
         rt_fatal("allreduce", "%lld doubles exceed the MPI count limit", (long long)n);
-    mpi_check(MPI_Allreduce(MPI_IN_PLACE, data, (int)n, MPI_DOUBLE, MPI_SUM, c->comm),
-              "allreduce");
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, data, (int)n, MPI_DOUBLE, MPI_SUM, c->comm), "allreduce");
 }
 
 double rt_world_sum(double local)
@@ -245,11 +254,11 @@ void rt_barrier(void)
     mpi_check(MPI_Barrier(MPI_COMM_WORLD), "barrier");
 }
 
-static void check_shard(const rt_tensor *t, int64_t count, int64_t per_sample,
-                        const char *what)
+static void check_shard(const rt_tensor *t, int64_t count, int64_t per_sample, const char *what)
 {
     if (t->ndim < 1 || t->shape[0] != count || t->numel != count * per_sample)
-        rt_fatal("reshard", "%s has shape[0]=%lld and %lld elements, expected %lld samples "
+        rt_fatal("reshard",
+                 "%s has shape[0]=%lld and %lld elements, expected %lld samples "
                  "of %lld elements",
                  what, (long long)(t->ndim ? t->shape[0] : -1), (long long)t->numel,
                  (long long)count, (long long)per_sample);

@@ -36,8 +36,9 @@ static conv_dims conv_check(const char *op, const rt_tensor *x, const rt_tensor 
         rt_fatal(op, "kernel, stride and dilation must be positive, padding non-negative");
     d.Cg = d.C / d.G, d.Kg = d.K / d.G;
     if (w->shape[1] != d.Cg || w->shape[2] != a->kh || w->shape[3] != a->kw)
-        rt_fatal(op, "weight [%lld,%lld,%lld,%lld] does not fit %lld input channels in %lld "
-                     "groups and a %dx%d kernel",
+        rt_fatal(op,
+                 "weight [%lld,%lld,%lld,%lld] does not fit %lld input channels in %lld "
+                 "groups and a %dx%d kernel",
                  (long long)w->shape[0], (long long)w->shape[1], (long long)w->shape[2],
                  (long long)w->shape[3], (long long)d.C, (long long)d.G, a->kh, a->kw);
     d.OH = (d.H + 2 * a->ph - a->dh * (a->kh - 1) - 1) / a->sh + 1;
@@ -197,14 +198,14 @@ extern "C" void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor
             /* Pointwise: dcol is dx itself. Otherwise dcol reuses the column buffer
              * (dW above has consumed it; the stream orders the two). */
             float *dxs = rt_f32(dx) + n0 * d.C * d.H * d.W;
-            float *dcol = is_pointwise(d)
-                              ? dxs
-                              : (float *)rt_cuda_scratch(RT_SCRATCH_C, (size_t)(nb * colstride) * 4,
-                                                         op);
+            float *dcol =
+                is_pointwise(d)
+                    ? dxs
+                    : (float *)rt_cuda_scratch(RT_SCRATCH_C, (size_t)(nb * colstride) * 4, op);
             for (int64_t g = 0; g < d.G; g++)
                 rt_cuda_gemm(op, true, false, d.ckk, P, d.Kg, 1.0f, rt_f32(w) + g * d.Kg * d.ckk,
-                             d.ckk, 0, dys + g * d.Kg * P, P, d.K * P, 0.0f,
-                             dcol + g * d.ckk * P, P, colstride, nb);
+                             d.ckk, 0, dys + g * d.Kg * P, P, d.K * P, 0.0f, dcol + g * d.ckk * P,
+                             P, colstride, nb);
             if (!is_pointwise(d)) {
                 const int64_t n = nb * d.C * d.H * d.W;
                 col2im_k<<<rt_cuda_blocks(n), 256, 0, RT_FG>>>(dcol, dxs, d, n);

@@ -42,7 +42,7 @@ void rt_cuda_ensure(void);
 /* Fatal error naming op and the CUDA / cuBLAS error string. */
 void rt_cuda_check(cudaError_t err, const char *op, const char *what);
 void rt_cublas_check(cublasStatus_t st, const char *op, const char *what);
-#define RT_CUDA(call, op) rt_cuda_check((call), (op), #call)
+#define RT_CUDA(call, op)   rt_cuda_check((call), (op), #call)
 #define RT_CUBLAS(call, op) rt_cublas_check((call), (op), #call)
 /* After a kernel launch: reports launch errors (bad configuration) at once. */
 void rt_cuda_launched(const char *op);
@@ -110,20 +110,20 @@ static inline unsigned rt_cuda_blocks(int64_t n)
 /* dense.cu: row-major batched GEMM, C = alpha*op(A) op(B) + beta*C, C [m,n];
  * A is [m,k] (or [k,m] when ta), B is [k,n] (or [n,k] when tb). Inputs are rounded to
  * the compute dtype with f32 accumulation; f32 in and out. */
-void rt_cuda_gemm(const char *op, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                  float alpha, const float *A, int64_t lda, int64_t strideA, const float *B,
-                  int64_t ldb, int64_t strideB, float beta, float *C, int64_t ldc,
-                  int64_t strideC, int64_t batch);
+void rt_cuda_gemm(const char *op, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                  const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
+                  int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC,
+                  int64_t batch);
 /* sum over rows: db[n] += sum_i dy[i, n] (bias gradients). */
 void rt_cuda_bias_grad(const char *op, const float *dy, int64_t rows, int64_t n, float *db);
 /* y[i, n] += b[n]. */
 void rt_cuda_add_bias(const char *op, float *y, const float *b, int64_t rows, int64_t n);
 
 /* optim.cu */
-void rt_cuda_sgd(float *w, const float *g, float *buf, int64_t n, float lr, float mom,
-                 float wd, bool nesterov);
-void rt_cuda_adam(float *w, const float *g, float *m, float *v, int64_t n, float step,
-                  float b1, float b2, float eps, float wd, float bc2_sqrt);
+void rt_cuda_sgd(float *w, const float *g, float *buf, int64_t n, float lr, float mom, float wd,
+                 bool nesterov);
+void rt_cuda_adam(float *w, const float *g, float *m, float *v, int64_t n, float step, float b1,
+                  float b2, float eps, float wd, float bc2_sqrt);
 void rt_cuda_fill(float *p, int64_t n, float value);
 
 #ifdef __cplusplus
@@ -132,7 +132,7 @@ void rt_cuda_fill(float *p, int64_t n, float value);
 
 #ifdef __CUDACC__
 /* Grid-stride loop over [0, n): kernels are launched with rt_cuda_blocks(n) blocks. */
-#define RT_FOR(i, n) \
+#define RT_FOR(i, n)                                                          \
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); \
          i += (int64_t)gridDim.x * blockDim.x)
 /* The same splitmix64 finaliser as rng.c, so device dropout masks equal the CPU's. */

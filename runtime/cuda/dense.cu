@@ -90,7 +90,8 @@ __global__ void bias_grad_k(const float *dy, int64_t rows, int64_t n, float *db)
     int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (c >= n)
         return;
-    int64_t r0 = blockIdx.y * (int64_t)BIAS_ROWS, r1 = r0 + BIAS_ROWS < rows ? r0 + BIAS_ROWS : rows;
+    int64_t r0 = blockIdx.y * (int64_t)BIAS_ROWS,
+            r1 = r0 + BIAS_ROWS < rows ? r0 + BIAS_ROWS : rows;
     float s = 0.0f;
     for (int64_t r = r0; r < r1; r++)
         s += dy[r * n + c];
@@ -131,8 +132,8 @@ static void linear(const char *op, const float *x, const float *w, const float *
         rt_cuda_add_bias(op, y, b, M, out);
 }
 
-static void linear_bwd(const char *op, const float *x, const float *w, const float *dy,
-                       int64_t M, int64_t in, int64_t out, float *dx, float *dw, float *db)
+static void linear_bwd(const char *op, const float *x, const float *w, const float *dy, int64_t M,
+                       int64_t in, int64_t out, float *dx, float *dw, float *db)
 {
     if (dx)
         rt_cuda_gemm(op, false, false, M, in, out, 1.0f, dy, out, 0, w, in, 0, 0.0f, dx, in, 0, 1);
@@ -242,8 +243,8 @@ __global__ void attn_softmax_bwd_k(const float *P, float *dP, int64_t T, float s
 
 extern "C" void rt_attention_ex_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
                                     const rt_tensor *b_qkv, const rt_tensor *w_o,
-                                    const rt_tensor *b_o, int heads, bool causal,
-                                    rt_tensor *saved, rt_tensor *y)
+                                    const rt_tensor *b_o, int heads, bool causal, rt_tensor *saved,
+                                    rt_tensor *y)
 {
     (void)pool;
     const char *op = "attention_fwd";
@@ -267,8 +268,8 @@ extern "C" void rt_attention_ex_fwd(rt_pool *pool, const rt_tensor *x, const rt_
 }
 
 extern "C" void rt_attention_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
-                                 const rt_tensor *b_qkv, const rt_tensor *w_o,
-                                 const rt_tensor *b_o, int heads, rt_tensor *saved, rt_tensor *y)
+                                 const rt_tensor *b_qkv, const rt_tensor *w_o, const rt_tensor *b_o,
+                                 int heads, rt_tensor *saved, rt_tensor *y)
 {
     rt_attention_ex_fwd(pool, x, w_qkv, b_qkv, w_o, b_o, heads, true, saved, y);
 }

@@ -29,17 +29,23 @@ void rt_host_trace_pop(void);
 /* core.c sets BLAS threads; this library has no BLAS, so --threads only affects nothing
  * here (documented in docs/cuda.md). */
 void openblas_set_num_threads(int num_threads);
-void openblas_set_num_threads(int num_threads) { (void)num_threads; }
+void openblas_set_num_threads(int num_threads)
+{
+    (void)num_threads;
+}
 /* GEMMs run in cuBLAS: there is no OpenBLAS to choose kernels for. */
-void rt_blas_select(char **argv) { (void)argv; }
+void rt_blas_select(char **argv)
+{
+    (void)argv;
+}
 
 /* ---- errors ------------------------------------------------------------------- */
 
 void rt_cuda_check(cudaError_t err, const char *op, const char *what)
 {
     if (err != cudaSuccess)
-        rt_fatal(op, "CUDA error %s (%s) in %s", cudaGetErrorName(err),
-                 cudaGetErrorString(err), what);
+        rt_fatal(op, "CUDA error %s (%s) in %s", cudaGetErrorName(err), cudaGetErrorString(err),
+                 what);
 }
 
 void rt_cublas_check(cublasStatus_t st, const char *op, const char *what)
@@ -84,7 +90,10 @@ void rt_cuda_sync(const char *op)
     }
 }
 
-void rt_device_sync(void) { rt_cuda_sync("device_sync"); }
+void rt_device_sync(void)
+{
+    rt_cuda_sync("device_sync");
+}
 
 /* ---- device, streams, handles -------------------------------------------------- */
 
@@ -115,8 +124,9 @@ void rt_cuda_ensure(void)
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0)
-        rt_fatal("init", "no CUDA device visible (%s); this program was built with "
-                         "--target=cuda",
+        rt_fatal("init",
+                 "no CUDA device visible (%s); this program was built with "
+                 "--target=cuda",
                  e != cudaSuccess ? cudaGetErrorString(e) : "device count is 0");
     rt_cuda_g.device = local_rank() % count;
     RT_CUDA(cudaSetDevice(rt_cuda_g.device), "init");
@@ -171,7 +181,10 @@ void rt_set_compute_dtype(rt_compute_dtype dt)
     rt_cuda_g.compute = dt;
 }
 
-rt_compute_dtype rt_get_compute_dtype(void) { return rt_cuda_g.compute; }
+rt_compute_dtype rt_get_compute_dtype(void)
+{
+    return rt_cuda_g.compute;
+}
 
 /* ---- scratch and staging -------------------------------------------------------- */
 
@@ -251,7 +264,7 @@ void rt_cuda_d2h(void *dst, const void *src, size_t bytes, const char *op)
  * loop) and released together by rt_pool_free. Host blocks hold tensor headers and
  * what optim.c keeps in the pool. */
 #define CHUNK_BYTES ((size_t)64 << 20)
-#define ALIGN 256
+#define ALIGN       256
 
 typedef struct chunk {
     char *base;
@@ -316,8 +329,8 @@ static void *device_alloc(rt_pool *p, size_t bytes, const char *op)
         if (e != cudaSuccess) {
             size_t fr = 0, tot = 0;
             cudaMemGetInfo(&fr, &tot);
-            rt_fatal(op, "out of device memory allocating %zu bytes (%zu of %zu MiB free): %s",
-                     cap, fr >> 20, tot >> 20, cudaGetErrorString(e));
+            rt_fatal(op, "out of device memory allocating %zu bytes (%zu of %zu MiB free): %s", cap,
+                     fr >> 20, tot >> 20, cudaGetErrorString(e));
         }
         RT_CUDA(cudaMemsetAsync(c->base, 0, cap, rt_cuda_g.cur), op);
         c->cap = cap;
@@ -367,8 +380,8 @@ rt_tensor *rt_tensor_view(rt_pool *p, rt_tensor *src, int ndim, const int64_t *s
 rt_tensor *rt_tensor_slice(rt_pool *p, rt_tensor *src, int64_t s0, int64_t s1)
 {
     if (src->ndim < 1 || s0 < 0 || s1 < s0 || s1 > src->shape[0])
-        rt_fatal("tensor_slice", "samples [%lld,%lld) outside a tensor of %lld",
-                 (long long)s0, (long long)s1, (long long)(src->ndim ? src->shape[0] : 0));
+        rt_fatal("tensor_slice", "samples [%lld,%lld) outside a tensor of %lld", (long long)s0,
+                 (long long)s1, (long long)(src->ndim ? src->shape[0] : 0));
     int64_t shape[RT_MAX_DIMS];
     memcpy(shape, src->shape, sizeof shape);
     shape[0] = s1 - s0;
@@ -396,19 +409,19 @@ void rt_tensor_zero(rt_tensor *t)
 void rt_tensor_copy(rt_tensor *dst, const rt_tensor *src)
 {
     if (dst->numel != src->numel || dst->dtype != src->dtype)
-        rt_fatal("copy", "size or dtype mismatch (%lld vs %lld elements)",
-                 (long long)dst->numel, (long long)src->numel);
-    RT_CUDA(cudaMemcpyAsync(dst->data, src->data, (size_t)src->numel * 4,
-                            cudaMemcpyDeviceToDevice, rt_cuda_g.cur),
+        rt_fatal("copy", "size or dtype mismatch (%lld vs %lld elements)", (long long)dst->numel,
+                 (long long)src->numel);
+    RT_CUDA(cudaMemcpyAsync(dst->data, src->data, (size_t)src->numel * 4, cudaMemcpyDeviceToDevice,
+                            rt_cuda_g.cur),
             "copy");
 }
 
 void rt_tensor_write(rt_tensor *t, const void *host)
 {
     rt_cuda_not_capturing("tensor_write");
-    RT_CUDA(cudaMemcpyAsync(t->data, host, (size_t)t->numel * 4, cudaMemcpyHostToDevice,
-                            rt_cuda_g.cur),
-            "tensor_write");
+    RT_CUDA(
+        cudaMemcpyAsync(t->data, host, (size_t)t->numel * 4, cudaMemcpyHostToDevice, rt_cuda_g.cur),
+        "tensor_write");
     rt_cuda_sync("tensor_write");
 }
 

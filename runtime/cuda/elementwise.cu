@@ -59,12 +59,12 @@ __global__ void fill_k(float *p, int64_t n, float v)
     RT_FOR(i, n) p[i] = v;
 }
 
-#define LAUNCH(op, kernel, n, ...)                                                    \
-    do {                                                                              \
-        if ((n) > 0) {                                                                \
-            kernel<<<rt_cuda_blocks(n), 256, 0, RT_FG>>>(__VA_ARGS__);                \
-            rt_cuda_launched(op);                                                     \
-        }                                                                             \
+#define LAUNCH(op, kernel, n, ...)                                     \
+    do {                                                               \
+        if ((n) > 0) {                                                 \
+            kernel<<<rt_cuda_blocks(n), 256, 0, RT_FG>>>(__VA_ARGS__); \
+            rt_cuda_launched(op);                                      \
+        }                                                              \
     } while (0)
 
 extern "C" void rt_relu_fwd(const rt_tensor *x, rt_tensor *y)
@@ -111,8 +111,8 @@ extern "C" void rt_cuda_fill(float *p, int64_t n, float value)
  * difference to rt_step_begin's step is 0 in practice; a graph replays with the new
  * step read from device memory. */
 __global__ void dropout_k(const float *x, float *y, int64_t n, int64_t per, float p, float scale,
-                          uint64_t seed, const int64_t *d_step, int64_t step_delta,
-                          uint64_t layer, int64_t sample0)
+                          uint64_t seed, const int64_t *d_step, int64_t step_delta, uint64_t layer,
+                          int64_t sample0)
 {
     const uint64_t step = (uint64_t)(*d_step + step_delta);
     const uint64_t k0 = rt_dev_hash64(rt_dev_hash64(rt_dev_hash64(seed) ^ step) ^ layer);
@@ -138,9 +138,8 @@ static void dropout(const char *op, const rt_tensor *in, float p, uint64_t seed,
         return;
     }
     const int64_t N = in->ndim ? in->shape[0] : 1, per = N ? in->numel / N : 1;
-    LAUNCH(op, dropout_k, in->numel, rt_f32(in), rt_f32(out), in->numel, per, p,
-           1.0f / (1.0f - p), seed, rt_cuda_g.d_step, step - rt_cuda_g.step, (uint64_t)layer_id,
-           sample0);
+    LAUNCH(op, dropout_k, in->numel, rt_f32(in), rt_f32(out), in->numel, per, p, 1.0f / (1.0f - p),
+           seed, rt_cuda_g.d_step, step - rt_cuda_g.step, (uint64_t)layer_id, sample0);
 }
 
 extern "C" void rt_dropout_fwd(const rt_tensor *x, float p, uint64_t seed, int64_t step,
@@ -203,13 +202,13 @@ extern "C" void rt_cuda_synth(const rt_synth_keys *k, void *x, int32_t *labels)
 
 /* A part of `chunk` contiguous floats per outer index, placed at column offset `off` of
  * rows of `yrow` floats: one 2-D copy. */
-static void copy_part(const char *op, float *dst, int64_t dpitch, const float *src,
-                      int64_t spitch, int64_t chunk, int64_t outer)
+static void copy_part(const char *op, float *dst, int64_t dpitch, const float *src, int64_t spitch,
+                      int64_t chunk, int64_t outer)
 {
     if (chunk == 0 || outer == 0)
         return;
-    RT_CUDA(cudaMemcpy2DAsync(dst, (size_t)dpitch * 4, src, (size_t)spitch * 4,
-                              (size_t)chunk * 4, (size_t)outer, cudaMemcpyDeviceToDevice, RT_FG),
+    RT_CUDA(cudaMemcpy2DAsync(dst, (size_t)dpitch * 4, src, (size_t)spitch * 4, (size_t)chunk * 4,
+                              (size_t)outer, cudaMemcpyDeviceToDevice, RT_FG),
             op);
 }
 
@@ -251,8 +250,8 @@ extern "C" void rt_concat_bwd(const rt_tensor *dy, int axis, int n, rt_tensor *c
 }
 
 /* x viewed as [A, I, Bm, J, C] -> y [A, J, Bm, I, C]; one thread per output element. */
-__global__ void transpose_k(const float *x, float *y, int64_t n, int64_t I, int64_t Bm,
-                            int64_t J, int64_t C)
+__global__ void transpose_k(const float *x, float *y, int64_t n, int64_t I, int64_t Bm, int64_t J,
+                            int64_t C)
 {
     RT_FOR(o, n)
     {
@@ -285,8 +284,7 @@ extern "C" void rt_transpose(const rt_tensor *x, int a0, int a1, rt_tensor *y)
  * non-last axis has strided lines; the last axis (inner = 1) is the common case of
  * attention-like use and still reads whole lines per thread, which is fine for the
  * short lines models here use (the attention op has its own row kernel). */
-__global__ void softmax_fwd_k(const float *x, float *y, int64_t lines, int64_t dim,
-                              int64_t inner)
+__global__ void softmax_fwd_k(const float *x, float *y, int64_t lines, int64_t dim, int64_t inner)
 {
     RT_FOR(l, lines)
     {
@@ -337,8 +335,8 @@ extern "C" void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis
     rt_softmax_dims(op, y, axis, &outer, &dim, &inner);
     same_numel(op, y, dy, "output", "output gradient");
     same_numel(op, y, dx, "output", "input gradient");
-    LAUNCH(op, softmax_bwd_k, outer * inner, rt_f32(y), rt_f32(dy), rt_f32(dx), outer * inner,
-           dim, inner);
+    LAUNCH(op, softmax_bwd_k, outer * inner, rt_f32(y), rt_f32(dy), rt_f32(dx), outer * inner, dim,
+           inner);
 }
 
 /* ---- optimizers ---------------------------------------------------------------------------- */

@@ -5,7 +5,7 @@
  * rt_host_data_synthetic (below) hands out.
  * Compiled into burstrt_cuda only; the renamed functions are wrapped by the CUDA
  * backend (see cuda_internal.h). Nothing else of ../data.c changes. */
-#define rt_data_batch rt_host_data_batch
+#define rt_data_batch      rt_host_data_batch
 #define rt_data_test_batch rt_host_data_test_batch
 #include "../data.c"
 
@@ -24,8 +24,8 @@ bool rt_host_data_synthetic(const rt_data *d, bool test, int64_t a, int64_t b, i
     int64_t g0, count;
     if (test) {
         if (a < 0 || b < 0 || a + b > d->ntest)
-            rt_fatal("data", "test samples [%lld,%lld) outside the test set of %lld",
-                     (long long)a, (long long)(a + b), (long long)d->ntest);
+            rt_fatal("data", "test samples [%lld,%lld) outside the test set of %lld", (long long)a,
+                     (long long)(a + b), (long long)d->ntest);
         g0 = a;
         count = b;
     } else {

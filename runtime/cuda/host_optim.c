@@ -4,7 +4,7 @@
  * bridge.c runs the optimizers on the device and all-reduces in one NCCL group.
  * Compiled into burstrt_cuda only; the renamed functions are wrapped by the CUDA
  * backend (see cuda_internal.h). Nothing else of ../optim.c changes. */
-#define rt_sgd_step rt_host_sgd_step
-#define rt_adam_step rt_host_adam_step
+#define rt_sgd_step               rt_host_sgd_step
+#define rt_adam_step              rt_host_adam_step
 #define rt_params_allreduce_grads rt_host_params_allreduce_grads
 #include "../optim.c"

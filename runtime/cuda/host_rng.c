@@ -3,8 +3,8 @@
  * and fill a pinned host twin that bridge.c copies to the device.
  * Compiled into burstrt_cuda only; the renamed functions are wrapped by the CUDA
  * backend (see cuda_internal.h). Nothing else of ../rng.c changes. */
-#define rt_init_uniform rt_host_init_uniform
-#define rt_init_normal rt_host_init_normal
-#define rt_init_const rt_host_init_const
+#define rt_init_uniform         rt_host_init_uniform
+#define rt_init_normal          rt_host_init_normal
+#define rt_init_const           rt_host_init_const
 #define rt_init_kaiming_uniform rt_host_init_kaiming_uniform
 #include "../rng.c"

@@ -4,5 +4,5 @@
  * Compiled into burstrt_cuda only; the renamed functions are wrapped by the CUDA
  * backend (see cuda_internal.h). Nothing else of ../trace.c changes. */
 #define rt_trace_push rt_host_trace_push
-#define rt_trace_pop rt_host_trace_pop
+#define rt_trace_pop  rt_host_trace_pop
 #include "../trace.c"

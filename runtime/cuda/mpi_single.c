@@ -11,7 +11,10 @@
 
 static int initialised, finalised, next_comm = 2;
 
-static size_t type_size(MPI_Datatype t) { return (size_t)(t / 16); }
+static size_t type_size(MPI_Datatype t)
+{
+    return (size_t)(t / 16);
+}
 
 int MPI_Init(int *argc, char ***argv)
 {
@@ -97,9 +100,9 @@ int MPI_Comm_free(MPI_Comm *comm)
 
 int MPI_Error_string(int code, char *msg, int *len)
 {
-    *len = snprintf(msg, MPI_MAX_ERROR_STRING, "single-rank MPI stand-in: error %d (%s)", code,
-                    code == MPI_ERR_OTHER ? "point-to-point message in a one-rank world"
-                                          : "unknown");
+    *len =
+        snprintf(msg, MPI_MAX_ERROR_STRING, "single-rank MPI stand-in: error %d (%s)", code,
+                 code == MPI_ERR_OTHER ? "point-to-point message in a one-rank world" : "unknown");
     return MPI_SUCCESS;
 }
 
@@ -125,8 +128,7 @@ static void copy_in(const void *send, void *recv, int count, MPI_Datatype t)
         memmove(recv, send, (size_t)count * type_size(t));
 }
 
-int MPI_Allreduce(const void *send, void *recv, int count, MPI_Datatype t, MPI_Op op,
-                  MPI_Comm comm)
+int MPI_Allreduce(const void *send, void *recv, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
 {
     (void)op;
     (void)comm;

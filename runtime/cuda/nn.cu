@@ -35,19 +35,19 @@ extern "C" void rt_cuda_check_inputs(const char *op)
     bad_input b;
     RT_CUDA(cudaMemcpyFromSymbol(&b, dev_bad, sizeof b), op);
     if (b.kind == 1)
-        rt_fatal("embedding", "token %d at position %lld outside the vocabulary of %lld",
-                 b.value, b.where, b.limit);
+        rt_fatal("embedding", "token %d at position %lld outside the vocabulary of %lld", b.value,
+                 b.where, b.limit);
     if (b.kind == 2)
         rt_fatal("cross_entropy", "label %d of row %lld outside 0..%lld", b.value, b.where,
                  b.limit - 1);
 }
 
-#define LAUNCH(op, kernel, blocks, threads, ...)                                     \
-    do {                                                                             \
-        if ((blocks) > 0) {                                                          \
-            kernel<<<(blocks), (threads), 0, RT_FG>>>(__VA_ARGS__);                  \
-            rt_cuda_launched(op);                                                    \
-        }                                                                            \
+#define LAUNCH(op, kernel, blocks, threads, ...)                    \
+    do {                                                            \
+        if ((blocks) > 0) {                                         \
+            kernel<<<(blocks), (threads), 0, RT_FG>>>(__VA_ARGS__); \
+            rt_cuda_launched(op);                                   \
+        }                                                           \
     } while (0)
 
 /* ---- pooling ------------------------------------------------------------------------------ */
@@ -66,9 +66,8 @@ static pool_dims pool_check(const char *op, const rt_tensor *x, const rt_pool2d_
     rt_check(y, RT_F32, 4, op, "output");
     if (a->kh <= 0 || a->kw <= 0 || a->sh <= 0 || a->sw <= 0 || a->ph < 0 || a->pw < 0)
         rt_fatal(op, "kernel and stride must be positive, padding non-negative");
-    pool_dims d = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], 0,     0,
-                   a->kh,       a->kw,       a->sh,       a->sw,       a->ph, a->pw,
-                   a->exclude_pad};
+    pool_dims d = {x->shape[0], x->shape[1], x->shape[2], x->shape[3],   0, 0, a->kh, a->kw, a->sh,
+                   a->sw,       a->ph,       a->pw,       a->exclude_pad};
     if (d.H + 2 * a->ph < a->kh || d.W + 2 * a->pw < a->kw)
         rt_fatal(op, "kernel %dx%d larger than the padded %lldx%lld input", a->kh, a->kw,
                  (long long)d.H, (long long)d.W);
@@ -181,33 +180,33 @@ __global__ void avgpool_bwd_k(const float *dy, float *dx, pool_dims d, int64_t n
 extern "C" void rt_maxpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y)
 {
     pool_dims d = pool_check("maxpool2d_fwd", x, a, y);
-    LAUNCH("maxpool2d_fwd", maxpool_fwd_k, rt_cuda_blocks(y->numel), 256, rt_f32(x), rt_f32(y),
-           d, y->numel);
+    LAUNCH("maxpool2d_fwd", maxpool_fwd_k, rt_cuda_blocks(y->numel), 256, rt_f32(x), rt_f32(y), d,
+           y->numel);
 }
 
-extern "C" void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy,
-                                 const rt_pool2d_attrs *a, rt_tensor *dx)
+extern "C" void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy, const rt_pool2d_attrs *a,
+                                 rt_tensor *dx)
 {
     pool_dims d = pool_check("maxpool2d_bwd", x, a, dy);
     rt_check_numel(dx, x->numel, "maxpool2d_bwd", "input gradient");
     rt_tensor_zero(dx);
-    LAUNCH("maxpool2d_bwd", maxpool_bwd_k, rt_cuda_blocks(dy->numel), 256, rt_f32(x),
-           rt_f32(dy), rt_f32(dx), d, dy->numel);
+    LAUNCH("maxpool2d_bwd", maxpool_bwd_k, rt_cuda_blocks(dy->numel), 256, rt_f32(x), rt_f32(dy),
+           rt_f32(dx), d, dy->numel);
 }
 
 extern "C" void rt_avgpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y)
 {
     pool_dims d = pool_check("avgpool2d_fwd", x, a, y);
-    LAUNCH("avgpool2d_fwd", avgpool_fwd_k, rt_cuda_blocks(y->numel), 256, rt_f32(x), rt_f32(y),
-           d, y->numel);
+    LAUNCH("avgpool2d_fwd", avgpool_fwd_k, rt_cuda_blocks(y->numel), 256, rt_f32(x), rt_f32(y), d,
+           y->numel);
 }
 
 extern "C" void rt_avgpool2d_bwd(const rt_tensor *dy, const rt_pool2d_attrs *a, rt_tensor *dx)
 {
     pool_dims d = pool_check("avgpool2d_bwd", dx, a, dy);
     rt_tensor_zero(dx);
-    LAUNCH("avgpool2d_bwd", avgpool_bwd_k, rt_cuda_blocks(dy->numel), 256, rt_f32(dy),
-           rt_f32(dx), d, dy->numel);
+    LAUNCH("avgpool2d_bwd", avgpool_bwd_k, rt_cuda_blocks(dy->numel), 256, rt_f32(dy), rt_f32(dx),
+           d, dy->numel);
 }
 
 __global__ void gap_fwd_k(const float *x, float *y, int64_t HW)
@@ -318,8 +317,8 @@ __global__ void bn_finish_k(const double *sums, const double *sq, int64_t C, flo
 }
 
 __global__ void bn_apply_k(const float *x, const float *mean, const float *invstd,
-                           const float *gamma, const float *beta, float *y, int64_t C,
-                           int64_t HW, int64_t n)
+                           const float *gamma, const float *beta, float *y, int64_t C, int64_t HW,
+                           int64_t n)
 {
     RT_FOR(i, n)
     {
@@ -332,8 +331,8 @@ __global__ void bn_apply_k(const float *x, const float *mean, const float *invst
 /* Per channel: red[c] = sum dy, red[C + c] = sum dy * xhat, red[2C] = the count;
  * this shard's parts go into dgamma and dbeta (the gradient all-reduce adds the rest). */
 __global__ void bn_bwd_reduce_k(const float *x, const float *dy, const float *mean,
-                                const float *invstd, int64_t N, int64_t C, int64_t HW,
-                                double *red, float *dgamma, float *dbeta)
+                                const float *invstd, int64_t N, int64_t C, int64_t HW, double *red,
+                                float *dgamma, float *dbeta)
 {
     const int64_t c = blockIdx.x;
     double sdy = 0.0, sdyx = 0.0;
@@ -357,9 +356,9 @@ __global__ void bn_bwd_reduce_k(const float *x, const float *dy, const float *me
     }
 }
 
-__global__ void bn_bwd_dx_k(const float *x, const float *dy, const float *mean,
-                            const float *invstd, const float *gamma, const double *red,
-                            float *dx, int64_t C, int64_t HW, int64_t n)
+__global__ void bn_bwd_dx_k(const float *x, const float *dy, const float *mean, const float *invstd,
+                            const float *gamma, const double *red, float *dx, int64_t C, int64_t HW,
+                            int64_t n)
 {
     const double count = red[2 * C];
     RT_FOR(i, n)
@@ -407,8 +406,8 @@ static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
     rt_cuda_allreduce_f64(comm, sq, C, op);
     LAUNCH(op, bn_finish_k, rt_cuda_blocks(C), 256, sums, sq, C, eps, momentum, mean, invstd,
            running_mean ? rt_f32(running_mean) : NULL, running_var ? rt_f32(running_var) : NULL);
-    LAUNCH(op, bn_apply_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), mean, invstd,
-           rt_f32(gamma), rt_f32(beta), rt_f32(y), C, HW, x->numel);
+    LAUNCH(op, bn_apply_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), mean, invstd, rt_f32(gamma),
+           rt_f32(beta), rt_f32(y), C, HW, x->numel);
 }
 
 static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gamma,
@@ -427,8 +426,8 @@ static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
     if (dx) {
         rt_check_numel(dx, x->numel, op, "input gradient");
         rt_cuda_allreduce_f64(comm, red, 2 * C + 1, op);
-        LAUNCH(op, bn_bwd_dx_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), rt_f32(dy), mean,
-               invstd, rt_f32(gamma), red, rt_f32(dx), C, HW, x->numel);
+        LAUNCH(op, bn_bwd_dx_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), rt_f32(dy), mean, invstd,
+               rt_f32(gamma), red, rt_f32(dx), C, HW, x->numel);
     }
 }
 
@@ -464,8 +463,7 @@ extern "C" void rt_batchnorm2d_sync_bwd(const rt_comm *comm, const rt_tensor *x,
 }
 
 __global__ void bn_infer_k(const float *x, const float *rm, const float *rv, const float *gamma,
-                           const float *beta, float eps, float *y, int64_t C, int64_t HW,
-                           int64_t n)
+                           const float *beta, float eps, float *y, int64_t C, int64_t HW, int64_t n)
 {
     RT_FOR(i, n)
     {
@@ -555,9 +553,8 @@ __global__ void ln_bwd_params_k(const float *x, const float *mean, const float *
         atomicAdd(db + d, sb);
 }
 
-extern "C" void rt_layernorm_fwd(const rt_tensor *x, const rt_tensor *gamma,
-                                 const rt_tensor *beta, float eps, rt_tensor *saved,
-                                 rt_tensor *y)
+extern "C" void rt_layernorm_fwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *beta,
+                                 float eps, rt_tensor *saved, rt_tensor *y)
 {
     const char *op = "layernorm_fwd";
     rt_check(x, RT_F32, -1, op, "input");
@@ -570,9 +567,9 @@ extern "C" void rt_layernorm_fwd(const rt_tensor *x, const rt_tensor *gamma,
            rt_f32(saved), rt_f32(saved) + M, rt_f32(y));
 }
 
-extern "C" void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma,
-                                 const rt_tensor *saved, const rt_tensor *dy, rt_tensor *dx,
-                                 rt_tensor *dgamma, rt_tensor *dbeta)
+extern "C" void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *saved,
+                                 const rt_tensor *dy, rt_tensor *dx, rt_tensor *dgamma,
+                                 rt_tensor *dbeta)
 {
     const char *op = "layernorm_bwd";
     rt_check(x, RT_F32, -1, op, "input");
@@ -583,8 +580,8 @@ extern "C" void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma,
     const float *mean = rt_f32(saved), *rstd = mean + M;
     if (dx) {
         rt_check_numel(dx, x->numel, op, "input gradient");
-        LAUNCH(op, ln_bwd_dx_k, (unsigned)M, 256, rt_f32(x), rt_f32(gamma), mean, rstd,
-               rt_f32(dy), D, rt_f32(dx));
+        LAUNCH(op, ln_bwd_dx_k, (unsigned)M, 256, rt_f32(x), rt_f32(gamma), mean, rstd, rt_f32(dy),
+               D, rt_f32(dx));
     }
     if ((dgamma || dbeta) && M > 0 && D > 0) {
         dim3 grid((unsigned)((D + 255) / 256), (unsigned)((M + LN_ROWS - 1) / LN_ROWS));
@@ -597,8 +594,8 @@ extern "C" void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma,
 
 /* ---- embedding --------------------------------------------------------------------------- */
 
-__global__ void emb_fwd_k(const int32_t *tok, const float *w, const float *pos, float *y,
-                          int64_t V, int64_t T, int64_t D, int64_t n)
+__global__ void emb_fwd_k(const int32_t *tok, const float *w, const float *pos, float *y, int64_t V,
+                          int64_t T, int64_t D, int64_t n)
 {
     RT_FOR(i, n)
     {
@@ -631,8 +628,8 @@ __global__ void emb_bwd_k(const int32_t *tok, const float *dy, float *dw, float 
     }
 }
 
-extern "C" void rt_embedding_fwd(const rt_tensor *tokens, const rt_tensor *w,
-                                 const rt_tensor *pos, rt_tensor *y)
+extern "C" void rt_embedding_fwd(const rt_tensor *tokens, const rt_tensor *w, const rt_tensor *pos,
+                                 rt_tensor *y)
 {
     int64_t NT, T, D;
     rt_embedding_dims("embedding_fwd", tokens, w, pos, y, &NT, &T, &D);

@@ -16,16 +16,16 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
-	static FILE *sink;
-	if (!sink)
-		sink = fopen("/dev/null", "w");
-	arena *a = arena_new();
-	diag_ctx d;
-	diag_init(&d, sink);
-	char *text = arena_strndup(a, (const char *)data, size);
-	ir_module *m = fe_compile_string(a, "fuzz.burst", text, &d);
-	if (m && d.nerrors == 0 && !ir_verify(m, &d))
-		abort();   /* the front end produced IR that the verifier rejects */
-	arena_free(a);
-	return 0;
+    static FILE *sink;
+    if (!sink)
+        sink = fopen("/dev/null", "w");
+    arena *a = arena_new();
+    diag_ctx d;
+    diag_init(&d, sink);
+    char *text = arena_strndup(a, (const char *)data, size);
+    ir_module *m = fe_compile_string(a, "fuzz.burst", text, &d);
+    if (m && d.nerrors == 0 && !ir_verify(m, &d))
+        abort(); /* the front end produced IR that the verifier rejects */
+    arena_free(a);
+    return 0;
 }

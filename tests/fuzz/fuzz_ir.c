@@ -14,26 +14,26 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
-	static FILE *sink;
-	if (!sink)
-		sink = fopen("/dev/null", "w");
-	arena *a = arena_new();
-	diag_ctx d;
-	diag_init(&d, sink);
-	src_file *f = src_file_from_string(a, "fuzz.ir", (const char *)data, size);
-	ir_module *m = ir_read(a, f, &d);
-	if (d.nerrors == 0 && memchr(data, 0, size) == NULL) {
-		char *once = ir_print_module_to_string(m, NULL);
-		src_file *f2 = src_file_from_string(a, "again.ir", once, strlen(once));
-		ir_module *m2 = ir_read(a, f2, &d);
-		if (d.nerrors)
-			abort();   /* printed IR must read back */
-		char *twice = ir_print_module_to_string(m2, NULL);
-		if (strcmp(once, twice) != 0)
-			abort();
-		free(once);
-		free(twice);
-	}
-	arena_free(a);
-	return 0;
+    static FILE *sink;
+    if (!sink)
+        sink = fopen("/dev/null", "w");
+    arena *a = arena_new();
+    diag_ctx d;
+    diag_init(&d, sink);
+    src_file *f = src_file_from_string(a, "fuzz.ir", (const char *)data, size);
+    ir_module *m = ir_read(a, f, &d);
+    if (d.nerrors == 0 && memchr(data, 0, size) == NULL) {
+        char *once = ir_print_module_to_string(m, NULL);
+        src_file *f2 = src_file_from_string(a, "again.ir", once, strlen(once));
+        ir_module *m2 = ir_read(a, f2, &d);
+        if (d.nerrors)
+            abort(); /* printed IR must read back */
+        char *twice = ir_print_module_to_string(m2, NULL);
+        if (strcmp(once, twice) != 0)
+            abort();
+        free(once);
+        free(twice);
+    }
+    arena_free(a);
+    return 0;
 }

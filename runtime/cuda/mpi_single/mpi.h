@@ -22,25 +22,25 @@ typedef struct {
     int MPI_SOURCE, MPI_TAG, MPI_ERROR;
 } MPI_Status;
 
-#define MPI_SUCCESS 0
-#define MPI_ERR_OTHER 15
+#define MPI_SUCCESS          0
+#define MPI_ERR_OTHER        15
 #define MPI_MAX_ERROR_STRING 256
-#define MPI_COMM_NULL 0
-#define MPI_COMM_WORLD 1
-#define MPI_UNDEFINED (-32766)
-#define MPI_THREAD_FUNNELED 1
-#define MPI_ERRORS_RETURN 1
-#define MPI_STATUSES_IGNORE ((MPI_Status *)0)
-#define MPI_STATUS_IGNORE ((MPI_Status *)0)
-#define MPI_IN_PLACE ((void *)1)
+#define MPI_COMM_NULL        0
+#define MPI_COMM_WORLD       1
+#define MPI_UNDEFINED        (-32766)
+#define MPI_THREAD_FUNNELED  1
+#define MPI_ERRORS_RETURN    1
+#define MPI_STATUSES_IGNORE  ((MPI_Status *)0)
+#define MPI_STATUS_IGNORE    ((MPI_Status *)0)
+#define MPI_IN_PLACE         ((void *)1)
 
 /* A datatype's value is its size in bytes times 16 plus a distinct tag. */
-#define MPI_BYTE (16 * 1 + 0)
-#define MPI_CHAR (16 * 1 + 1)
-#define MPI_INT (16 * 4 + 2)
-#define MPI_FLOAT (16 * 4 + 3)
-#define MPI_DOUBLE (16 * 8 + 4)
-#define MPI_INT64_T (16 * 8 + 5)
+#define MPI_BYTE      (16 * 1 + 0)
+#define MPI_CHAR      (16 * 1 + 1)
+#define MPI_INT       (16 * 4 + 2)
+#define MPI_FLOAT     (16 * 4 + 3)
+#define MPI_DOUBLE    (16 * 8 + 4)
+#define MPI_INT64_T   (16 * 8 + 5)
 #define MPI_LONG_LONG (16 * 8 + 6)
 
 #define MPI_SUM 1

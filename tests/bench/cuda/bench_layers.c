@@ -15,10 +15,10 @@
 #include <string.h>
 
 /* From burstrt_cuda: the row-major GEMM helper every op uses, device count, sync. */
-void rt_cuda_gemm(const char *op, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                  float alpha, const float *A, int64_t lda, int64_t strideA, const float *B,
-                  int64_t ldb, int64_t strideB, float beta, float *C, int64_t ldc,
-                  int64_t strideC, int64_t batch);
+void rt_cuda_gemm(const char *op, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                  const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
+                  int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC,
+                  int64_t batch);
 int rt_cuda_visible_devices(void);
 void rt_device_sync(void);
 
@@ -33,8 +33,14 @@ static rt_tensor *T3(int64_t a, int64_t b, int64_t c)
 {
     return rt_tensor_new(P, RT_F32, 3, (int64_t[]){a, b, c});
 }
-static rt_tensor *T2(int64_t a, int64_t b) { return rt_tensor_new(P, RT_F32, 2, (int64_t[]){a, b}); }
-static rt_tensor *T1(int64_t a) { return rt_tensor_new(P, RT_F32, 1, (int64_t[]){a}); }
+static rt_tensor *T2(int64_t a, int64_t b)
+{
+    return rt_tensor_new(P, RT_F32, 2, (int64_t[]){a, b});
+}
+static rt_tensor *T1(int64_t a)
+{
+    return rt_tensor_new(P, RT_F32, 1, (int64_t[]){a});
+}
 
 typedef void (*run_fn)(void *ctx);
 
@@ -86,8 +92,8 @@ static void conv_gemm(void *p)
                  rt_f32(c->y), HW, c->K * HW, c->N);
     rt_cuda_gemm("bench", true, false, ckk, HW, c->K, 1, rt_f32(c->w), ckk, 0, rt_f32(c->dy), HW,
                  c->K * HW, 0, col, HW, 0, 1);
-    rt_cuda_gemm("bench", false, true, c->K, ckk, HW, 1, rt_f32(c->dy), HW, c->K * HW, col, HW,
-                 0, 1, rt_f32(c->dw), ckk, 0, c->N);
+    rt_cuda_gemm("bench", false, true, c->K, ckk, HW, 1, rt_f32(c->dy), HW, c->K * HW, col, HW, 0,
+                 1, rt_f32(c->dw), ckk, 0, c->N);
 }
 
 static void bench_conv(const char *name, int64_t N, int64_t C, int64_t K, int64_t H)
@@ -131,8 +137,8 @@ static void lin_rt(void *p)
 static void lin_gemm(void *p)
 {
     lin_ctx *l = p;
-    rt_cuda_gemm("bench", false, true, l->M, l->out, l->in, 1, rt_f32(l->x), l->in, 0,
-                 rt_f32(l->w), l->in, 0, 0, rt_f32(l->y), l->out, 0, 1);
+    rt_cuda_gemm("bench", false, true, l->M, l->out, l->in, 1, rt_f32(l->x), l->in, 0, rt_f32(l->w),
+                 l->in, 0, 0, rt_f32(l->y), l->out, 0, 1);
     rt_cuda_gemm("bench", false, false, l->M, l->in, l->out, 1, rt_f32(l->dy), l->out, 0,
                  rt_f32(l->w), l->in, 0, 0, rt_f32(l->dx), l->in, 0, 1);
     rt_cuda_gemm("bench", true, false, l->out, l->in, l->M, 1, rt_f32(l->dy), l->out, 0,
@@ -185,8 +191,8 @@ static void attn_gemm(void *p)
     float *qkv = rt_f32(a->saved), *S = qkv + NT * 3 * D, *m = S + a->N * a->H * T * T;
     /* forward: qkv projection, scores, values, output projection; backward: twice each */
     for (int pass = 0; pass < 3; pass++) {
-        rt_cuda_gemm("bench", false, true, NT, 3 * D, D, 1, rt_f32(a->x), D, 0, rt_f32(a->wq), D,
-                     0, 0, qkv, 3 * D, 0, 1);
+        rt_cuda_gemm("bench", false, true, NT, 3 * D, D, 1, rt_f32(a->x), D, 0, rt_f32(a->wq), D, 0,
+                     0, qkv, 3 * D, 0, 1);
         for (int64_t n = 0; n < a->N; n++) {
             float *q = qkv + n * T * 3 * D;
             rt_cuda_gemm("bench", false, true, T, T, hd, 1, q, 3 * D, hd, q + D, 3 * D, hd, 0,
@@ -246,7 +252,7 @@ int main(int argc, char **argv)
         static const struct {
             const char *name;
             int64_t C, K, H;
-        } v[] = {{"conv1_1", 3, 64, 224},   {"conv1_2", 64, 64, 224},  {"conv2_1", 64, 128, 112},
+        } v[] = {{"conv1_1", 3, 64, 224},    {"conv1_2", 64, 64, 224},  {"conv2_1", 64, 128, 112},
                  {"conv2_2", 128, 128, 112}, {"conv3_1", 128, 256, 56}, {"conv3_2", 256, 256, 56},
                  {"conv4_1", 256, 512, 28},  {"conv4_2", 512, 512, 28}, {"conv5_1", 512, 512, 14}};
         for (size_t i = 0; i < sizeof v / sizeof *v; i++)

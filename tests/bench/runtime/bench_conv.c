@@ -25,8 +25,8 @@ typedef struct {
 } layer;
 
 static const layer layers[] = {
-    {"conv1_1", 3, 64, 56, 1},    {"conv1_2", 64, 64, 56, 1},   {"conv2_1", 64, 128, 28, 1},
-    {"conv2_2", 128, 128, 28, 1}, {"conv3_1", 128, 256, 14, 1}, {"conv3_2/3", 256, 256, 14, 2},
+    {"conv1_1", 3, 64, 56, 1},    {"conv1_2", 64, 64, 56, 1},    {"conv2_1", 64, 128, 28, 1},
+    {"conv2_2", 128, 128, 28, 1}, {"conv3_1", 128, 256, 14, 1},  {"conv3_2/3", 256, 256, 14, 2},
     {"conv4_1", 256, 512, 7, 1},  {"conv4_2/3", 512, 512, 7, 2}, {"conv5_1/2/3", 512, 512, 3, 3},
 };
 
@@ -62,8 +62,8 @@ int main(int argc, char **argv)
     printf("conv2d fwd+bwd (im2col + sgemm) vs bare sgemm of the same shapes, 1 thread, "
            "thread CPU time, median of %d\n",
            reps);
-    printf("%-12s %5s %5s %4s %3s %3s | %10s %10s %8s | %8s\n", "layer", "C", "K", "HW", "N",
-           "spg", "conv ms", "gemm ms", "overhead", "min-ovh");
+    printf("%-12s %5s %5s %4s %3s %3s | %10s %10s %8s | %8s\n", "layer", "C", "K", "HW", "N", "spg",
+           "conv ms", "gemm ms", "overhead", "min-ovh");
     for (size_t l = 0; l < sizeof layers / sizeof *layers; l++) {
         const layer *L = &layers[l];
         for (int bi = 0; bi < 4; bi++) {
@@ -113,8 +113,8 @@ int main(int argc, char **argv)
             sum_gemm[bi] += mg * L->count;
             min_conv[bi] += lc * L->count;
             min_gemm[bi] += lg * L->count;
-            printf("%-12s %5d %5d %4d %3d %3lld | %10.3f %10.3f %7.1f%% | %7.1f%%\n", L->name,
-                   L->C, L->K, HW, N, (long long)nc, 1e3 * mc, 1e3 * mg, 100.0 * (mc / mg - 1.0),
+            printf("%-12s %5d %5d %4d %3d %3lld | %10.3f %10.3f %7.1f%% | %7.1f%%\n", L->name, L->C,
+                   L->K, HW, N, (long long)nc, 1e3 * mc, 1e3 * mg, 100.0 * (mc / mg - 1.0),
                    100.0 * (lc / lg - 1.0));
             free(col);
             free(dcol);

@@ -17,15 +17,27 @@
 #include <string.h>
 
 #ifdef KC_CPU
-static void put(rt_tensor *t, const void *h) { memcpy(t->data, h, (size_t)t->numel * 4); }
-static void get(const rt_tensor *t, void *h) { memcpy(h, t->data, (size_t)t->numel * 4); }
+static void put(rt_tensor *t, const void *h)
+{
+    memcpy(t->data, h, (size_t)t->numel * 4);
+}
+static void get(const rt_tensor *t, void *h)
+{
+    memcpy(h, t->data, (size_t)t->numel * 4);
+}
 #else
 /* Proposed burstrt.h additions, implemented by burstrt_cuda (runtime/cuda/device.c). */
 void rt_tensor_write(rt_tensor *t, const void *host);
 void rt_tensor_read(const rt_tensor *t, void *host);
 int rt_cuda_visible_devices(void);
-static void put(rt_tensor *t, const void *h) { rt_tensor_write(t, h); }
-static void get(const rt_tensor *t, void *h) { rt_tensor_read(t, h); }
+static void put(rt_tensor *t, const void *h)
+{
+    rt_tensor_write(t, h);
+}
+static void get(const rt_tensor *t, void *h)
+{
+    rt_tensor_read(t, h);
+}
 #endif
 
 #ifdef KC_CPU
@@ -78,8 +90,8 @@ static void check_floats(const char *name, const float *v, int64_t n, bool gemm)
     int64_t rnum;
     if (fread(rn, 1, sizeof rn, ref) != sizeof rn || fread(&rnum, sizeof rnum, 1, ref) != 1 ||
         strcmp(rn, nm) != 0 || rnum != n) {
-        fprintf(stderr, "reference file out of step at '%s' (found '%.64s'): regenerate it\n",
-                nm, rn);
+        fprintf(stderr, "reference file out of step at '%s' (found '%.64s'): regenerate it\n", nm,
+                rn);
         exit(1);
     }
     float *r = malloc((size_t)n * 4 + 4);
@@ -159,7 +171,8 @@ static void conv_case(const char *name, int key, const int64_t *xs, const int64_
 
 static void dense_cases(void)
 {
-    rt_tensor *x = rnd(RT_F32, SHAPE(2, 3, 16), 20, -1, 1), *w = rnd(RT_F32, SHAPE(10, 16), 21, -1, 1);
+    rt_tensor *x = rnd(RT_F32, SHAPE(2, 3, 16), 20, -1, 1),
+              *w = rnd(RT_F32, SHAPE(10, 16), 21, -1, 1);
     rt_tensor *b = rnd(RT_F32, SHAPE(10), 22, -1, 1), *y = zeros(RT_F32, SHAPE(2, 3, 10));
     rt_linear_fwd(x, w, b, y);
     check("linear.y", y, true);
@@ -171,7 +184,8 @@ static void dense_cases(void)
     check("linear.dw", dw, true);
     check("linear.db", db, false);
 
-    rt_tensor *a = rnd(RT_F32, SHAPE(2, 5, 7), 24, -1, 1), *m = rnd(RT_F32, SHAPE(2, 7, 3), 25, -1, 1);
+    rt_tensor *a = rnd(RT_F32, SHAPE(2, 5, 7), 24, -1, 1),
+              *m = rnd(RT_F32, SHAPE(2, 7, 3), 25, -1, 1);
     rt_tensor *c = zeros(RT_F32, SHAPE(2, 5, 3));
     rt_matmul_fwd(a, m, c);
     check("matmul.c", c, true);
@@ -184,8 +198,10 @@ static void dense_cases(void)
     const int64_t N = 2, T = 6, D = 8;
     const int H = 2;
     rt_tensor *ax = rnd(RT_F32, SHAPE(N, T, D), 27, -1, 1);
-    rt_tensor *wq = rnd(RT_F32, SHAPE(3 * D, D), 28, -0.5f, 0.5f), *bq = rnd(RT_F32, SHAPE(3 * D), 29, -0.1f, 0.1f);
-    rt_tensor *wo = rnd(RT_F32, SHAPE(D, D), 30, -0.5f, 0.5f), *bo = rnd(RT_F32, SHAPE(D), 31, -0.1f, 0.1f);
+    rt_tensor *wq = rnd(RT_F32, SHAPE(3 * D, D), 28, -0.5f, 0.5f),
+              *bq = rnd(RT_F32, SHAPE(3 * D), 29, -0.1f, 0.1f);
+    rt_tensor *wo = rnd(RT_F32, SHAPE(D, D), 30, -0.5f, 0.5f),
+              *bo = rnd(RT_F32, SHAPE(D), 31, -0.1f, 0.1f);
     rt_tensor *saved = zeros(RT_F32, SHAPE(rt_attention_saved_size(N, T, D, H)));
     rt_tensor *ay = zeros(RT_F32, SHAPE(N, T, D));
     rt_attention_fwd(P, ax, wq, bq, wo, bo, H, saved, ay);
@@ -229,7 +245,8 @@ static void elementwise_cases(void)
     rt_dropout_bwd(dy, 0.3f, 9, 3, 5, 2, dx);
     check("dropout.dx", dx, false);
 
-    rt_tensor *c1 = rnd(RT_F32, SHAPE(2, 3, 4), 42, -1, 1), *c2 = rnd(RT_F32, SHAPE(2, 5, 4), 43, -1, 1);
+    rt_tensor *c1 = rnd(RT_F32, SHAPE(2, 3, 4), 42, -1, 1),
+              *c2 = rnd(RT_F32, SHAPE(2, 5, 4), 43, -1, 1);
     rt_tensor *cy = zeros(RT_F32, SHAPE(2, 8, 4));
     rt_concat_fwd(2, (const rt_tensor *const[]){c1, c2}, 1, cy);
     check("concat.y", cy, false);
@@ -239,7 +256,8 @@ static void elementwise_cases(void)
     check("concat.dx0", d1, false);
     check("concat.dx1", d2, false);
 
-    rt_tensor *tx = rnd(RT_F32, SHAPE(2, 3, 4, 5), 45, -1, 1), *ty = zeros(RT_F32, SHAPE(2, 5, 4, 3));
+    rt_tensor *tx = rnd(RT_F32, SHAPE(2, 3, 4, 5), 45, -1, 1),
+              *ty = zeros(RT_F32, SHAPE(2, 5, 4, 3));
     rt_transpose(tx, 1, 3, ty);
     check("transpose", ty, false);
 
@@ -256,21 +274,25 @@ static void nn_cases(void)
     rt_tensor *x = rnd(RT_F32, SHAPE(2, 3, 7, 7), 60, -2, 2);
     rt_pool2d_attrs mp = {3, 3, 2, 2, 1, 1, 0, 0}, ap = {2, 2, 2, 2, 0, 0, 0, 0};
     rt_pool2d_attrs cp = {3, 3, 2, 2, 1, 1, 1, 1}; /* ceil mode, exclude padding */
-    rt_tensor *my = zeros(RT_F32, SHAPE(2, 3, 4, 4)), *mdy = rnd(RT_F32, SHAPE(2, 3, 4, 4), 61, -1, 1);
+    rt_tensor *my = zeros(RT_F32, SHAPE(2, 3, 4, 4)),
+              *mdy = rnd(RT_F32, SHAPE(2, 3, 4, 4), 61, -1, 1);
     rt_tensor *dx = zeros(RT_F32, SHAPE(2, 3, 7, 7));
     rt_maxpool2d_fwd(x, &mp, my);
     check("maxpool.y", my, false);
     rt_maxpool2d_bwd(x, mdy, &mp, dx);
     check("maxpool.dx", dx, false);
-    rt_tensor *ay = zeros(RT_F32, SHAPE(2, 3, 3, 3)), *ady = rnd(RT_F32, SHAPE(2, 3, 3, 3), 62, -1, 1);
+    rt_tensor *ay = zeros(RT_F32, SHAPE(2, 3, 3, 3)),
+              *ady = rnd(RT_F32, SHAPE(2, 3, 3, 3), 62, -1, 1);
     rt_avgpool2d_fwd(x, &ap, ay);
     check("avgpool.y", ay, false);
     rt_avgpool2d_bwd(ady, &ap, dx);
     check("avgpool.dx", dx, false);
     /* ceil mode on 8x8: (8 + 2 - 3 + 1) / 2 + 1 = 5 (floor mode: 4); the last window
      * hangs over the right padding, where exclude_pad changes the divisor. */
-    rt_tensor *x8 = rnd(RT_F32, SHAPE(2, 3, 8, 8), 58, -2, 2), *dx8 = zeros(RT_F32, SHAPE(2, 3, 8, 8));
-    rt_tensor *cy = zeros(RT_F32, SHAPE(2, 3, 5, 5)), *cdy = rnd(RT_F32, SHAPE(2, 3, 5, 5), 59, -1, 1);
+    rt_tensor *x8 = rnd(RT_F32, SHAPE(2, 3, 8, 8), 58, -2, 2),
+              *dx8 = zeros(RT_F32, SHAPE(2, 3, 8, 8));
+    rt_tensor *cy = zeros(RT_F32, SHAPE(2, 3, 5, 5)),
+              *cdy = rnd(RT_F32, SHAPE(2, 3, 5, 5), 59, -1, 1);
     rt_avgpool2d_fwd(x8, &cp, cy);
     check("avgpool_ceil_exclude.y", cy, false);
     rt_avgpool2d_bwd(cdy, &cp, dx8);
@@ -294,7 +316,8 @@ static void nn_cases(void)
     check("batchnorm.saved", saved, false);
     check("batchnorm.running_mean", rm, false);
     check("batchnorm.running_var", rv, false);
-    rt_tensor *bdy = rnd(RT_F32, SHAPE(4, 3, 5, 5), 69, -1, 1), *bdx = zeros(RT_F32, SHAPE(4, 3, 5, 5));
+    rt_tensor *bdy = rnd(RT_F32, SHAPE(4, 3, 5, 5), 69, -1, 1),
+              *bdx = zeros(RT_F32, SHAPE(4, 3, 5, 5));
     rt_tensor *dg = zeros(RT_F32, SHAPE(3)), *db = zeros(RT_F32, SHAPE(3));
     rt_batchnorm2d_bwd(bx, g, saved, bdy, bdx, dg, db);
     check("batchnorm.dx", bdx, false);
@@ -352,7 +375,8 @@ static void optim_init_data_cases(void)
     rt_init_normal(v->value, 0.5f, 0.02f, 3, 12, 1);
     check("init.normal", v->value, false);
     rt_sgd sgd = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f, .nesterov = true};
-    rt_adam adam = {.lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
+    rt_adam adam = {
+        .lr = 0.01f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f};
     for (int step = 0; step < 3; step++) {
         rt_params_zero_grad(ps);
         rt_params_zero_grad(pa);
@@ -414,8 +438,8 @@ int main(int argc, char **argv)
     P = rt_pool_new();
     conv_case("conv2d", 1, (int64_t[]){3, 4, 9, 9}, (int64_t[]){6, 4, 3, 3}, true,
               (rt_conv2d_attrs){3, 3, 2, 2, 1, 1, 1, 1, 1});
-    conv_case("conv2d_groups_dilation", 5, (int64_t[]){2, 4, 8, 8}, (int64_t[]){6, 2, 3, 3},
-              false, (rt_conv2d_attrs){3, 3, 1, 1, 2, 2, 2, 2, 2});
+    conv_case("conv2d_groups_dilation", 5, (int64_t[]){2, 4, 8, 8}, (int64_t[]){6, 2, 3, 3}, false,
+              (rt_conv2d_attrs){3, 3, 1, 1, 2, 2, 2, 2, 2});
     conv_case("conv2d_1x1", 9, (int64_t[]){2, 8, 5, 5}, (int64_t[]){4, 8, 1, 1}, true,
               (rt_conv2d_attrs){1, 1, 1, 1, 0, 0, 1, 1, 1});
     dense_cases();

@@ -10,145 +10,149 @@
 #include <string.h>
 
 /* Finds the entry of row i for opponent j, or -1. */
-static int64_t entry(const rank_graph *g, int32_t i, int32_t j) {
-  for (int64_t e = g->row[i]; e < g->row[i + 1]; e++)
-    if (g->col[e] == j) return e;
-  return -1;
+static int64_t entry(const rank_graph *g, int32_t i, int32_t j)
+{
+    for (int64_t e = g->row[i]; e < g->row[i + 1]; e++)
+        if (g->col[e] == j)
+            return e;
+    return -1;
 }
 
-int main(void) {
-  /* Names: the same string maps to the same id across table growth. */
-  {
-    rank_data d;
-    rank_data_init(&d);
-    char buf[32];
-    for (int i = 0; i < 5000; i++) {
-      snprintf(buf, sizeof buf, "player %d", i);
-      CHECK(rank_data_intern(&d, buf, strlen(buf)) == i);
+int main(void)
+{
+    /* Names: the same string maps to the same id across table growth. */
+    {
+        rank_data d;
+        rank_data_init(&d);
+        char buf[32];
+        for (int i = 0; i < 5000; i++) {
+            snprintf(buf, sizeof buf, "player %d", i);
+            CHECK(rank_data_intern(&d, buf, strlen(buf)) == i);
+        }
+        for (int i = 0; i < 5000; i += 7) {
+            snprintf(buf, sizeof buf, "player %d", i);
+            CHECK(rank_data_intern(&d, buf, strlen(buf)) == i);
+        }
+        CHECK(d.n == 5000);
+        CHECK(strcmp(d.names[4321], "player 4321") == 0);
+        /* Names are compared by length too: a prefix is a different item. */
+        CHECK(rank_data_intern(&d, "player 12", 8) == 1);
+        CHECK(rank_data_intern(&d, "zzz-extra", 3) == 5000);
+        CHECK(d.n == 5001 && strcmp(rank_item_name(&d, d.n - 1, buf, sizeof buf), "zzz") == 0);
+        rank_data_free(&d);
+        rank_data anon;
+        rank_data_init(&anon);
+        anon.n = 3;
+        CHECK(strcmp(rank_item_name(&anon, 2, buf, sizeof buf), "item2") == 0);
     }
-    for (int i = 0; i < 5000; i += 7) {
-      snprintf(buf, sizeof buf, "player %d", i);
-      CHECK(rank_data_intern(&d, buf, strlen(buf)) == i);
-    }
-    CHECK(d.n == 5000);
-    CHECK(strcmp(d.names[4321], "player 4321") == 0);
-    /* Names are compared by length too: a prefix is a different item. */
-    CHECK(rank_data_intern(&d, "player 12", 8) == 1);
-    CHECK(rank_data_intern(&d, "zzz-extra", 3) == 5000);
-    CHECK(d.n == 5001 && strcmp(rank_item_name(&d, d.n - 1, buf, sizeof buf), "zzz") == 0);
-    rank_data_free(&d);
-    rank_data anon;
-    rank_data_init(&anon);
-    anon.n = 3;
-    CHECK(strcmp(rank_item_name(&anon, 2, buf, sizeof buf), "item2") == 0);
-  }
 
-  /* Duplicates merge; both directions carry consistent counts; d_max counts distinct
+    /* Duplicates merge; both directions carry consistent counts; d_max counts distinct
    * opponents, not records. */
-  {
-    rank_data d;
-    rank_data_init(&d);
-    d.n = 4;
-    rank_data_add(&d, 0, 1, 2, 0);
-    rank_data_add(&d, 1, 0, 5, 0);
-    rank_data_add(&d, 0, 1, 1, 1);
-    rank_data_add(&d, 2, 0, 1, 0);
-    rank_data_add(&d, 3, 3, 9, 9); /* a self-record carries nothing and is dropped */
-    rank_graph g;
-    CHECK(rank_graph_build(&g, &d, 0) == 0);
-    CHECK(g.nnz == 4);
-    CHECK(g.max_degree == 2);
-    CHECK_NEAR(g.comparisons, 10, 0);
-    int64_t e01 = entry(&g, 0, 1), e10 = entry(&g, 1, 0);
-    CHECK(e01 >= 0 && e10 >= 0);
-    if (e01 >= 0 && e10 >= 0) {
-      CHECK_NEAR(g.wins[e01], 3, 0);
-      CHECK_NEAR(g.wins[e10], 6, 0);
-      CHECK_NEAR(g.games[e01], 9, 0);
-      CHECK_NEAR(g.games[e10], 9, 0);
+    {
+        rank_data d;
+        rank_data_init(&d);
+        d.n = 4;
+        rank_data_add(&d, 0, 1, 2, 0);
+        rank_data_add(&d, 1, 0, 5, 0);
+        rank_data_add(&d, 0, 1, 1, 1);
+        rank_data_add(&d, 2, 0, 1, 0);
+        rank_data_add(&d, 3, 3, 9, 9); /* a self-record carries nothing and is dropped */
+        rank_graph g;
+        CHECK(rank_graph_build(&g, &d, 0) == 0);
+        CHECK(g.nnz == 4);
+        CHECK(g.max_degree == 2);
+        CHECK_NEAR(g.comparisons, 10, 0);
+        int64_t e01 = entry(&g, 0, 1), e10 = entry(&g, 1, 0);
+        CHECK(e01 >= 0 && e10 >= 0);
+        if (e01 >= 0 && e10 >= 0) {
+            CHECK_NEAR(g.wins[e01], 3, 0);
+            CHECK_NEAR(g.wins[e10], 6, 0);
+            CHECK_NEAR(g.games[e01], 9, 0);
+            CHECK_NEAR(g.games[e10], 9, 0);
+        }
+        CHECK(g.row[4] - g.row[3] == 0);
+        rank_graph_free(&g);
+
+        /* Regularisation adds eps to each direction of every compared pair only. */
+        CHECK(rank_graph_build(&g, &d, 0.5) == 0);
+        e01 = entry(&g, 0, 1);
+        CHECK(e01 >= 0);
+        if (e01 >= 0) {
+            CHECK_NEAR(g.wins[e01], 3.5, 0);
+            CHECK_NEAR(g.games[e01], 10, 0);
+        }
+        CHECK(entry(&g, 1, 2) < 0);
+        CHECK_NEAR(g.comparisons, 10, 0);
+        rank_graph_free(&g);
+        rank_data_free(&d);
     }
-    CHECK(g.row[4] - g.row[3] == 0);
-    rank_graph_free(&g);
 
-    /* Regularisation adds eps to each direction of every compared pair only. */
-    CHECK(rank_graph_build(&g, &d, 0.5) == 0);
-    e01 = entry(&g, 0, 1);
-    CHECK(e01 >= 0);
-    if (e01 >= 0) {
-      CHECK_NEAR(g.wins[e01], 3.5, 0);
-      CHECK_NEAR(g.games[e01], 10, 0);
-    }
-    CHECK(entry(&g, 1, 2) < 0);
-    CHECK_NEAR(g.comparisons, 10, 0);
-    rank_graph_free(&g);
-    rank_data_free(&d);
-  }
+    /* Components: {0,1} {2,3,4} {5}: numbered by size, then by smallest member. */
+    {
+        rank_data d;
+        rank_data_init(&d);
+        const char *names[] = {"a", "b", "c", "d", "e", "f"};
+        for (int i = 0; i < 6; i++)
+            rank_data_intern(&d, names[i], 1);
+        rank_data_add(&d, 0, 1, 1, 1);
+        rank_data_add(&d, 2, 3, 1, 0);
+        rank_data_add(&d, 4, 3, 1, 1);
+        rank_graph g;
+        CHECK(rank_graph_build(&g, &d, 0) == 0);
+        int32_t comp[6];
+        int64_t *sizes = NULL;
+        CHECK(rank_components(&g, comp, &sizes) == 3);
+        CHECK(comp[2] == 0 && comp[3] == 0 && comp[4] == 0);
+        CHECK(comp[0] == 1 && comp[1] == 1);
+        CHECK(comp[5] == 2);
+        CHECK(sizes && sizes[0] == 3 && sizes[1] == 2 && sizes[2] == 1);
+        free(sizes);
 
-  /* Components: {0,1} {2,3,4} {5}: numbered by size, then by smallest member. */
-  {
-    rank_data d;
-    rank_data_init(&d);
-    const char *names[] = {"a", "b", "c", "d", "e", "f"};
-    for (int i = 0; i < 6; i++) rank_data_intern(&d, names[i], 1);
-    rank_data_add(&d, 0, 1, 1, 1);
-    rank_data_add(&d, 2, 3, 1, 0);
-    rank_data_add(&d, 4, 3, 1, 1);
-    rank_graph g;
-    CHECK(rank_graph_build(&g, &d, 0) == 0);
-    int32_t comp[6];
-    int64_t *sizes = NULL;
-    CHECK(rank_components(&g, comp, &sizes) == 3);
-    CHECK(comp[2] == 0 && comp[3] == 0 && comp[4] == 0);
-    CHECK(comp[0] == 1 && comp[1] == 1);
-    CHECK(comp[5] == 2);
-    CHECK(sizes && sizes[0] == 3 && sizes[1] == 2 && sizes[2] == 1);
-    free(sizes);
+        rank_data sub;
+        int32_t *old = NULL;
+        CHECK(rank_data_restrict(&d, comp, 0, &sub, &old) == 0);
+        CHECK(sub.n == 3 && sub.m == 2);
+        CHECK(strcmp(sub.names[0], "c") == 0 && strcmp(sub.names[2], "e") == 0);
+        CHECK(old && old[0] == 2 && old[1] == 3 && old[2] == 4);
+        free(old);
 
-    rank_data sub;
-    int32_t *old = NULL;
-    CHECK(rank_data_restrict(&d, comp, 0, &sub, &old) == 0);
-    CHECK(sub.n == 3 && sub.m == 2);
-    CHECK(strcmp(sub.names[0], "c") == 0 && strcmp(sub.names[2], "e") == 0);
-    CHECK(old && old[0] == 2 && old[1] == 3 && old[2] == 4);
-    free(old);
-
-    /* Within {c, d, e}: c beat d once, d and e split two games.  c never loses; every
+        /* Within {c, d, e}: c beat d once, d and e split two games.  c never loses; every
      * item has a win. */
-    rank_graph sg;
-    CHECK(rank_graph_build(&sg, &sub, 0) == 0);
-    rank_strength st;
-    CHECK(rank_check_strength(&sg, &st) == 0);
-    CHECK(!st.strongly_connected);
-    CHECK(st.never_lose == 1 && st.first_never_lose == 0);
-    CHECK(st.never_win == 0 && st.first_never_win == -1);
-    rank_graph_free(&sg);
+        rank_graph sg;
+        CHECK(rank_graph_build(&sg, &sub, 0) == 0);
+        rank_strength st;
+        CHECK(rank_check_strength(&sg, &st) == 0);
+        CHECK(!st.strongly_connected);
+        CHECK(st.never_lose == 1 && st.first_never_lose == 0);
+        CHECK(st.never_win == 0 && st.first_never_win == -1);
+        rank_graph_free(&sg);
 
-    /* With a prior every pair has wins both ways. */
-    CHECK(rank_graph_build(&sg, &sub, 0.1) == 0);
-    CHECK(rank_check_strength(&sg, &st) == 0);
-    CHECK(st.strongly_connected && st.never_lose == 0 && st.never_win == 0);
-    rank_graph_free(&sg);
-    rank_data_free(&sub);
-    rank_graph_free(&g);
-    rank_data_free(&d);
-  }
+        /* With a prior every pair has wins both ways. */
+        CHECK(rank_graph_build(&sg, &sub, 0.1) == 0);
+        CHECK(rank_check_strength(&sg, &st) == 0);
+        CHECK(st.strongly_connected && st.never_lose == 0 && st.never_win == 0);
+        rank_graph_free(&sg);
+        rank_data_free(&sub);
+        rank_graph_free(&g);
+        rank_data_free(&d);
+    }
 
-  /* Strongly connected without any never-win item can still fail: two groups where
+    /* Strongly connected without any never-win item can still fail: two groups where
    * one always beats the other. */
-  {
-    rank_data d;
-    rank_data_init(&d);
-    d.n = 4;
-    rank_data_add(&d, 0, 1, 1, 1);
-    rank_data_add(&d, 2, 3, 1, 1);
-    rank_data_add(&d, 0, 2, 4, 0);
-    rank_graph g;
-    CHECK(rank_graph_build(&g, &d, 0) == 0);
-    rank_strength st;
-    CHECK(rank_check_strength(&g, &st) == 0);
-    CHECK(!st.strongly_connected && st.never_win == 0 && st.never_lose == 0);
-    rank_graph_free(&g);
-    rank_data_free(&d);
-  }
-  return check_done("test_graph");
+    {
+        rank_data d;
+        rank_data_init(&d);
+        d.n = 4;
+        rank_data_add(&d, 0, 1, 1, 1);
+        rank_data_add(&d, 2, 3, 1, 1);
+        rank_data_add(&d, 0, 2, 4, 0);
+        rank_graph g;
+        CHECK(rank_graph_build(&g, &d, 0) == 0);
+        rank_strength st;
+        CHECK(rank_check_strength(&g, &st) == 0);
+        CHECK(!st.strongly_connected && st.never_win == 0 && st.never_lose == 0);
+        rank_graph_free(&g);
+        rank_data_free(&d);
+    }
+    return check_done("test_graph");
 }

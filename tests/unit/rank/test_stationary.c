@@ -10,116 +10,125 @@
 
 #include <string.h>
 
-typedef struct rec { int32_t a, b; int64_t aw, bw; } rec;
+typedef struct rec {
+    int32_t a, b;
+    int64_t aw, bw;
+} rec;
 
-static void solve(int32_t n, const rec *r, size_t m, int threads, double *pi, rank_report *rep) {
-  rank_data d;
-  rank_data_init(&d);
-  d.n = n;
-  for (size_t i = 0; i < m; i++) rank_data_add(&d, r[i].a, r[i].b, r[i].aw, r[i].bw);
-  rank_graph g;
-  CHECK(rank_graph_build(&g, &d, 0) == 0);
-  rank_opts o;
-  rank_opts_default(&o);
-  o.tol = 1e-15;
-  o.threads = threads;
-  CHECK(rank_spectral(&g, &o, pi, rep) == 0);
-  rank_graph_free(&g);
-  rank_data_free(&d);
+static void solve(int32_t n, const rec *r, size_t m, int threads, double *pi, rank_report *rep)
+{
+    rank_data d;
+    rank_data_init(&d);
+    d.n = n;
+    for (size_t i = 0; i < m; i++)
+        rank_data_add(&d, r[i].a, r[i].b, r[i].aw, r[i].bw);
+    rank_graph g;
+    CHECK(rank_graph_build(&g, &d, 0) == 0);
+    rank_opts o;
+    rank_opts_default(&o);
+    o.tol = 1e-15;
+    o.threads = threads;
+    CHECK(rank_spectral(&g, &o, pi, rep) == 0);
+    rank_graph_free(&g);
+    rank_data_free(&d);
 }
 
-static void expect(int32_t n, const rec *r, size_t m, const double *want) {
-  double sum = 0;
-  for (int32_t i = 0; i < n; i++) sum += want[i];
-  double first[16];
-  for (int threads = 1; threads <= 3; threads++) {
-    double pi[16];
-    rank_report rep;
-    solve(n, r, m, threads, pi, &rep);
-    CHECK(rep.converged);
-    CHECK(rep.iterations > 0);
-    CHECK(rep.step <= 1e-15);
-    for (int32_t i = 0; i < n; i++) CHECK_NEAR(pi[i], want[i] / sum, 1e-12);
-    if (threads == 1)
-      memcpy(first, pi, (size_t)n * sizeof *pi);
-    else
-      CHECK(memcmp(first, pi, (size_t)n * sizeof *pi) == 0);
-  }
+static void expect(int32_t n, const rec *r, size_t m, const double *want)
+{
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++)
+        sum += want[i];
+    double first[16];
+    for (int threads = 1; threads <= 3; threads++) {
+        double pi[16];
+        rank_report rep;
+        solve(n, r, m, threads, pi, &rep);
+        CHECK(rep.converged);
+        CHECK(rep.iterations > 0);
+        CHECK(rep.step <= 1e-15);
+        for (int32_t i = 0; i < n; i++)
+            CHECK_NEAR(pi[i], want[i] / sum, 1e-12);
+        if (threads == 1)
+            memcpy(first, pi, (size_t)n * sizeof *pi);
+        else
+            CHECK(memcmp(first, pi, (size_t)n * sizeof *pi) == 0);
+    }
 }
 
-int main(void) {
-  /* Two items: pi_a / pi_b = wins of a / wins of b. */
-  rec two[] = {{0, 1, 3, 1}};
-  expect(2, two, 1, (double[]){3, 1});
+int main(void)
+{
+    /* Two items: pi_a / pi_b = wins of a / wins of b. */
+    rec two[] = {{0, 1, 3, 1}};
+    expect(2, two, 1, (double[]){3, 1});
 
-  /* Records for the same pair add up, in either orientation. */
-  rec two_split[] = {{0, 1, 2, 0}, {1, 0, 1, 1}};
-  expect(2, two_split, 2, (double[]){3, 1});
+    /* Records for the same pair add up, in either orientation. */
+    rec two_split[] = {{0, 1, 2, 0}, {1, 0, 1, 1}};
+    expect(2, two_split, 2, (double[]){3, 1});
 
-  /* Complete graph on 4 items with counts exactly proportional to w = (1, 2, 3, 4). */
-  rec btl[] = {{0, 1, 1, 2}, {0, 2, 1, 3}, {0, 3, 1, 4},
-               {1, 2, 2, 3}, {1, 3, 2, 4}, {2, 3, 3, 4}};
-  expect(4, btl, 6, (double[]){1, 2, 3, 4});
+    /* Complete graph on 4 items with counts exactly proportional to w = (1, 2, 3, 4). */
+    rec btl[] = {{0, 1, 1, 2}, {0, 2, 1, 3}, {0, 3, 1, 4},
+                 {1, 2, 2, 3}, {1, 3, 2, 4}, {2, 3, 3, 4}};
+    expect(4, btl, 6, (double[]){1, 2, 3, 4});
 
-  /* A path a-b-c: pi_a/pi_b = 3/1, pi_b/pi_c = 1/4 whatever d_max is. */
-  rec path[] = {{0, 1, 3, 1}, {1, 2, 1, 4}};
-  expect(3, path, 2, (double[]){3, 1, 4});
+    /* A path a-b-c: pi_a/pi_b = 3/1, pi_b/pi_c = 1/4 whatever d_max is. */
+    rec path[] = {{0, 1, 3, 1}, {1, 2, 1, 4}};
+    expect(3, path, 2, (double[]){3, 1, 4});
 
-  /* A star with four leaves: the centre has d_max = 4, the leaves many self-loops. */
-  rec star[] = {{0, 1, 1, 1}, {0, 2, 2, 1}, {0, 3, 1, 3}, {0, 4, 5, 5}};
-  expect(5, star, 4, (double[]){1, 1, 0.5, 3, 1});
+    /* A star with four leaves: the centre has d_max = 4, the leaves many self-loops. */
+    rec star[] = {{0, 1, 1, 1}, {0, 2, 2, 1}, {0, 3, 1, 3}, {0, 4, 5, 5}};
+    expect(5, star, 4, (double[]){1, 1, 0.5, 3, 1});
 
-  /* A 3-cycle that is not reversible: a beats b with fraction x, b beats c with y,
+    /* A 3-cycle that is not reversible: a beats b with fraction x, b beats c with y,
    * c beats a with z.  Tree theorem: pi_i is the sum over spanning trees directed into
    * i of the product of the rates (rate j->i = fraction of j-i games that i won). */
-  double x = 0.75, y = 0.6, z = 0.2;
-  rec cycle[] = {{0, 1, 3, 1}, {1, 2, 3, 2}, {2, 0, 1, 4}};
-  double want[3] = {x * (1 - z) + (1 - y) * (1 - z) + x * y,
-                    (1 - x) * y + z * y + (1 - z) * (1 - x),
-                    z * (1 - y) + (1 - x) * (1 - y) + x * z};
-  expect(3, cycle, 3, want);
+    double x = 0.75, y = 0.6, z = 0.2;
+    rec cycle[] = {{0, 1, 3, 1}, {1, 2, 3, 2}, {2, 0, 1, 4}};
+    double want[3] = {x * (1 - z) + (1 - y) * (1 - z) + x * y,
+                      (1 - x) * y + z * y + (1 - z) * (1 - x),
+                      z * (1 - y) + (1 - x) * (1 - y) + x * z};
+    expect(3, cycle, 3, want);
 
-  /* A symmetric 3-cycle (rock-paper-scissors) has the uniform distribution. */
-  rec rps[] = {{0, 1, 2, 1}, {1, 2, 2, 1}, {2, 0, 2, 1}};
-  expect(3, rps, 3, (double[]){1, 1, 1});
+    /* A symmetric 3-cycle (rock-paper-scissors) has the uniform distribution. */
+    rec rps[] = {{0, 1, 2, 1}, {1, 2, 2, 1}, {2, 0, 2, 1}};
+    expect(3, rps, 3, (double[]){1, 1, 1});
 
-  /* One item: score 1, nothing to iterate on. */
-  {
-    rank_data d;
-    rank_data_init(&d);
-    d.n = 1;
-    rank_graph g;
-    CHECK(rank_graph_build(&g, &d, 0) == 0);
-    rank_opts o;
-    rank_opts_default(&o);
-    double pi[1] = {0};
-    rank_report rep;
-    CHECK(rank_spectral(&g, &o, pi, &rep) == 0);
-    CHECK_NEAR(pi[0], 1, 0);
-    rank_graph_free(&g);
-    rank_data_free(&d);
-  }
+    /* One item: score 1, nothing to iterate on. */
+    {
+        rank_data d;
+        rank_data_init(&d);
+        d.n = 1;
+        rank_graph g;
+        CHECK(rank_graph_build(&g, &d, 0) == 0);
+        rank_opts o;
+        rank_opts_default(&o);
+        double pi[1] = {0};
+        rank_report rep;
+        CHECK(rank_spectral(&g, &o, pi, &rep) == 0);
+        CHECK_NEAR(pi[0], 1, 0);
+        rank_graph_free(&g);
+        rank_data_free(&d);
+    }
 
-  /* An iteration limit is reported as such. */
-  {
-    rank_data d;
-    rank_data_init(&d);
-    d.n = 3;
-    rank_data_add(&d, 0, 1, 3, 1);
-    rank_data_add(&d, 1, 2, 1, 4);
-    rank_graph g;
-    CHECK(rank_graph_build(&g, &d, 0) == 0);
-    rank_opts o;
-    rank_opts_default(&o);
-    o.max_iter = 3;
-    double pi[3];
-    rank_report rep;
-    CHECK(rank_spectral(&g, &o, pi, &rep) == 0);
-    CHECK(!rep.converged);
-    CHECK(rep.iterations == 3);
-    CHECK_NEAR(pi[0] + pi[1] + pi[2], 1, 1e-15);
-    rank_graph_free(&g);
-    rank_data_free(&d);
-  }
-  return check_done("test_stationary");
+    /* An iteration limit is reported as such. */
+    {
+        rank_data d;
+        rank_data_init(&d);
+        d.n = 3;
+        rank_data_add(&d, 0, 1, 3, 1);
+        rank_data_add(&d, 1, 2, 1, 4);
+        rank_graph g;
+        CHECK(rank_graph_build(&g, &d, 0) == 0);
+        rank_opts o;
+        rank_opts_default(&o);
+        o.max_iter = 3;
+        double pi[3];
+        rank_report rep;
+        CHECK(rank_spectral(&g, &o, pi, &rep) == 0);
+        CHECK(!rep.converged);
+        CHECK(rep.iterations == 3);
+        CHECK_NEAR(pi[0] + pi[1] + pi[2], 1, 1e-15);
+        rank_graph_free(&g);
+        rank_data_free(&d);
+    }
+    return check_done("test_stationary");
 }

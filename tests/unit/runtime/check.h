@@ -14,14 +14,14 @@
 
 static int check_failures;
 
-#define CHECK(cond, ...)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            check_failures++;                                                              \
-            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);                          \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fputc('\n', stderr);                                                           \
-        }                                                                                  \
+#define CHECK(cond, ...)                                          \
+    do {                                                          \
+        if (!(cond)) {                                            \
+            check_failures++;                                     \
+            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                         \
+            fputc('\n', stderr);                                  \
+        }                                                         \
     } while (0)
 
 static uint64_t test_rng = 12345;
@@ -38,7 +38,8 @@ static inline void fill(rt_tensor *t)
 }
 
 /* Largest |a-b| / (atol + rtol*|b|) over both arrays; <= 1 means close. */
-static inline double close_ratio(const float *a, const double *b, int64_t n, double atol, double rtol)
+static inline double close_ratio(const float *a, const double *b, int64_t n, double atol,
+                                 double rtol)
 {
     double worst = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -52,7 +53,7 @@ static inline double close_ratio(const float *a, const double *b, int64_t n, dou
 #define CHECK_CLOSE(name, a, b, n, atol, rtol)                                             \
     do {                                                                                   \
         double r_ = close_ratio((a), (b), (n), (atol), (rtol));                            \
-        CHECK(r_ <= 1.0, "%s: values differ from the reference (ratio %.3g)", (name), r_);  \
+        CHECK(r_ <= 1.0, "%s: values differ from the reference (ratio %.3g)", (name), r_); \
     } while (0)
 
 typedef struct {
@@ -74,7 +75,7 @@ static inline double dot_r(const rt_tensor *y, const rt_tensor *r)
 /* fwd computes y from the inputs; bwd computes every var's grad from dy (which gradcheck
  * fills with r). Param grads accumulate, so gradcheck zeroes them first. */
 static inline void gradcheck(const char *op, run_fn fwd, run_fn bwd, void *ctx, rt_tensor *y,
-                      rt_tensor *dy, gvar *vars, int nvars)
+                             rt_tensor *dy, gvar *vars, int nvars)
 {
     const float eps = 1e-2f;
     fill(dy);
@@ -93,7 +94,8 @@ static inline void gradcheck(const char *op, run_fn fwd, run_fn bwd, void *ctx, 
         int64_t worst_i = -1;
         double worst_fd = 0, worst_an = 0;
         for (int64_t k = 0; k < checks; k++) {
-            int64_t i = n <= 40 ? k : (int64_t)(rt_hash64((uint64_t)k * 7919u + (uint64_t)v) % (uint64_t)n);
+            int64_t i =
+                n <= 40 ? k : (int64_t)(rt_hash64((uint64_t)k * 7919u + (uint64_t)v) % (uint64_t)n);
             float save = rt_f32(t)[i];
             rt_f32(t)[i] = save + eps;
             fwd(ctx);
@@ -112,8 +114,8 @@ static inline void gradcheck(const char *op, run_fn fwd, run_fn bwd, void *ctx, 
                 worst_an = an;
             }
         }
-        CHECK(worst <= 1.0, "%s: gradient of %s at %lld: finite difference %.6g, backward %.6g",
-              op, vars[v].name, (long long)worst_i, worst_fd, worst_an);
+        CHECK(worst <= 1.0, "%s: gradient of %s at %lld: finite difference %.6g, backward %.6g", op,
+              vars[v].name, (long long)worst_i, worst_fd, worst_an);
     }
     fwd(ctx);
     free(rcopy);

@@ -28,8 +28,8 @@ static rt_tensor *mlp_t(rt_pool *P, int64_t n, int64_t k)
     return rt_tensor_new(P, RT_F32, 2, (int64_t[]){n, k});
 }
 
-static void mlp_build(mlp *m, rt_pool *P, const rt_comm *c1, const rt_comm *c2,
-                      const rt_comm *c3, int64_t B, uint64_t seed)
+static void mlp_build(mlp *m, rt_pool *P, const rt_comm *c1, const rt_comm *c2, const rt_comm *c3,
+                      int64_t B, uint64_t seed)
 {
     int64_t e;
     m->B = B;

@@ -8,7 +8,10 @@
 
 static rt_pool *P;
 
-static float value(int64_t sample, int64_t e) { return (float)(sample * 1000 + e); }
+static float value(int64_t sample, int64_t e)
+{
+    return (float)(sample * 1000 + e);
+}
 
 static void check_reshard(int nf, const int *from_ranks, int nt, const int *to_ranks, int64_t B,
                           int64_t per, rt_dtype dt)
@@ -38,12 +41,12 @@ static void check_reshard(int nf, const int *from_ranks, int nt, const int *to_r
         int64_t bad = 0;
         for (int64_t i = 0; i < ce - cs; i++)
             for (int64_t e = 0; e < per; e++) {
-                float got = dt == RT_F32 ? rt_f32(dst)[i * per + e]
-                                         : (float)rt_i32(dst)[i * per + e];
+                float got =
+                    dt == RT_F32 ? rt_f32(dst)[i * per + e] : (float)rt_i32(dst)[i * per + e];
                 bad += got != value(cs + i, e);
             }
-        CHECK(bad == 0, "rank %d: reshard %d->%d ranks, B=%lld: %lld wrong elements", rt_rank(),
-              nf, nt, (long long)B, (long long)bad);
+        CHECK(bad == 0, "rank %d: reshard %d->%d ranks, B=%lld: %lld wrong elements", rt_rank(), nf,
+              nt, (long long)B, (long long)bad);
     }
 }
 
@@ -79,19 +82,21 @@ int main(int argc, char **argv)
         CHECK(buf[i] == want, "rank %d: allreduce element %d = %g, want %g", rt_rank(), i,
               (double)buf[i], (double)want);
     }
-    CHECK(rt_comm_index(c13) == (rt_rank() == 3 ? 0 : rt_rank() == 1 ? 1 : -1),
+    CHECK(rt_comm_index(c13) == (rt_rank() == 3   ? 0
+                                 : rt_rank() == 1 ? 1
+                                                  : -1),
           "comm index follows the set's order");
     double total = rt_world_sum(rt_rank() + 0.5);
     CHECK(total == 8.0, "world sum %g", total);
 
     int all[4] = {0, 1, 2, 3};
-    check_reshard(4, all, 2, (int[]){1, 2}, 7, 3, RT_F32);      /* shrink */
-    check_reshard(1, (int[]){2}, 4, all, 9, 5, RT_F32);         /* grow from one */
-    check_reshard(2, (int[]){0, 1}, 2, (int[]){2, 3}, 5, 4, RT_F32); /* disjoint */
+    check_reshard(4, all, 2, (int[]){1, 2}, 7, 3, RT_F32);               /* shrink */
+    check_reshard(1, (int[]){2}, 4, all, 9, 5, RT_F32);                  /* grow from one */
+    check_reshard(2, (int[]){0, 1}, 2, (int[]){2, 3}, 5, 4, RT_F32);     /* disjoint */
     check_reshard(2, (int[]){1, 0}, 3, (int[]){1, 3, 0}, 11, 2, RT_F32); /* unordered */
-    check_reshard(4, all, 4, (int[]){3, 2, 1, 0}, 6, 1, RT_I32); /* reversed, labels */
-    check_reshard(3, (int[]){0, 1, 2}, 4, all, 2, 6, RT_F32);   /* fewer samples than ranks */
-    check_reshard(4, all, 1, (int[]){0}, 13, 3, RT_F32);        /* gather to one */
+    check_reshard(4, all, 4, (int[]){3, 2, 1, 0}, 6, 1, RT_I32);         /* reversed, labels */
+    check_reshard(3, (int[]){0, 1, 2}, 4, all, 2, 6, RT_F32); /* fewer samples than ranks */
+    check_reshard(4, all, 1, (int[]){0}, 13, 3, RT_F32);      /* gather to one */
 
     rt_pool_free(P);
     int failed = (int)rt_world_sum(check_failures);

@@ -74,8 +74,8 @@ int main(void)
     uint8_t *lab = rt_idx_read(FMNIST "/train-labels-idx1-ubyte.gz", &nd, dims, err, sizeof err);
     CHECK(lab && nd == 1 && dims[0] == 60000, "train labels: %s", lab ? "bad shape" : err);
     uint8_t *img = rt_idx_read(FMNIST "/t10k-images-idx3-ubyte.gz", &nd, dims, err, sizeof err);
-    CHECK(img && nd == 3 && dims[0] == 10000 && dims[1] == 28 && dims[2] == 28,
-          "test images: %s", img ? "bad shape" : err);
+    CHECK(img && nd == 3 && dims[0] == 10000 && dims[1] == 28 && dims[2] == 28, "test images: %s",
+          img ? "bad shape" : err);
     free(img);
     if (lab)
         CHECK(lab[0] == 9 && lab[1] == 0, "first training labels %d %d, expected 9 0", lab[0],
@@ -162,7 +162,8 @@ int main(void)
           "synthetic shard differs from the whole batch");
     int out = 0;
     for (int i = 0; i < 24; i++)
-        out += rt_i32(tok)[i] < 0 || rt_i32(tok)[i] >= 50 || rt_i32(tl)[i] < 0 || rt_i32(tl)[i] >= 50;
+        out +=
+            rt_i32(tok)[i] < 0 || rt_i32(tok)[i] >= 50 || rt_i32(tl)[i] < 0 || rt_i32(tl)[i] >= 50;
     CHECK(out == 0, "synthetic tokens out of range");
     rt_data_close(sd);
 

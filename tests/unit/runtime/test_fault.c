@@ -32,7 +32,8 @@ int main(int argc, char **argv)
     /* Rank 2's shard of 8 samples over 3 ranks is 2 samples: give it one too many. */
     int64_t rows = s1 - s0 + (badshape && rt_rank() == 2 ? 1 : 0);
     rt_tensor *act = rt_tensor_new(P, RT_F32, 2, (int64_t[]){rows, 4});
-    rt_tensor *gathered = rt_comm_member(first) ? rt_tensor_new(P, RT_F32, 2, (int64_t[]){8, 4}) : NULL;
+    rt_tensor *gathered =
+        rt_comm_member(first) ? rt_tensor_new(P, RT_F32, 2, (int64_t[]){8, 4}) : NULL;
     float g[4] = {1, 2, 3, 4};
     for (int64_t step = 0; step < o->iterations; step++) {
         rt_step_begin(step);

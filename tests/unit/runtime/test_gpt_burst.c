@@ -107,8 +107,8 @@ static double step(gpt *g, rt_data *data, int64_t s, const rt_adam *opt)
         rt_data_batch(data, s, B, g->a0, g->a0 + g->na, g->tok, NULL);
         rt_embedding_fwd(g->tok, g->wte->value, g->wpe->value, g->h0);
         rt_layernorm_fwd(g->h0, g->g1->value, g->be1->value, 1e-5f, g->s1, g->ln1);
-        rt_attention_fwd(g->P, g->ln1, g->wqkv->value, g->bqkv->value, g->wo->value,
-                         g->bo->value, H, g->sat, g->att);
+        rt_attention_fwd(g->P, g->ln1, g->wqkv->value, g->bqkv->value, g->wo->value, g->bo->value,
+                         H, g->sat, g->att);
         rt_add_fwd(g->h0, g->att, g->h1);
     }
     rt_reshard(g->h1, g->ca, g->x, g->cb, B, T * D);

@@ -17,7 +17,10 @@ static rt_tensor *like(const rt_tensor *t)
     return rt_tensor_new(P, t->dtype, t->ndim, t->shape);
 }
 
-static double *dalloc(int64_t n) { return calloc((size_t)n, sizeof(double)); }
+static double *dalloc(int64_t n)
+{
+    return calloc((size_t)n, sizeof(double));
+}
 
 /* ---- conv2d ------------------------------------------------------------------------ */
 
@@ -62,11 +65,13 @@ static void test_conv(int N, int C, int H, int W, int K, rt_conv2d_attrs a, bool
                     for (int ci = 0; ci < Cg; ci++)
                         for (int i = 0; i < a.kh; i++)
                             for (int j = 0; j < a.kw; j++) {
-                                int ih = oh * a.sh - a.ph + i * a.dh, iw = ow * a.sw - a.pw + j * a.dw;
+                                int ih = oh * a.sh - a.ph + i * a.dh,
+                                    iw = ow * a.sw - a.pw + j * a.dw;
                                 if (ih < 0 || ih >= H || iw < 0 || iw >= W)
                                     continue;
-                                s += (double)rt_f32(c.x)[((n * C + g * Cg + ci) * H + ih) * W + iw] *
-                                     rt_f32(c.w)[((k * Cg + ci) * a.kh + i) * a.kw + j];
+                                s +=
+                                    (double)rt_f32(c.x)[((n * C + g * Cg + ci) * H + ih) * W + iw] *
+                                    rt_f32(c.w)[((k * Cg + ci) * a.kh + i) * a.kw + j];
                             }
                     ref[((n * K + k) * OH + oh) * OW + ow] = s;
                 }
@@ -154,7 +159,8 @@ static void test_matmul(void)
             for (int j = 0; j < 5; j++) {
                 double s = 0;
                 for (int k = 0; k < 4; k++)
-                    s += (double)rt_f32(c.a)[(bb * 3 + i) * 4 + k] * rt_f32(c.b)[(bb * 4 + k) * 5 + j];
+                    s += (double)rt_f32(c.a)[(bb * 3 + i) * 4 + k] *
+                         rt_f32(c.b)[(bb * 4 + k) * 5 + j];
                 ref[(bb * 3 + i) * 5 + j] = s;
             }
     CHECK_CLOSE("matmul_fwd", rt_f32(c.c), ref, 30, 1e-5, 1e-5);
@@ -196,8 +202,11 @@ static void test_activations(void)
         double ref[100];
         for (int i = 0; i < 100; i++) {
             double v = rt_f32(c.x)[i];
-            ref[i] = which ? 0.5 * v * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)))
-                           : (v > 0 ? v : 0);
+            ref[i] =
+                which
+                    ? 0.5 * v *
+                          (1 + tanh(sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)))
+                    : (v > 0 ? v : 0);
         }
         CHECK_CLOSE(which ? "gelu_fwd" : "relu_fwd", rt_f32(c.y), ref, 100, 1e-6, 1e-5);
         c.dy = like(c.y);
@@ -238,7 +247,8 @@ static void pool_b(void *p)
 static void test_pools(rt_pool2d_attrs a)
 {
     /* Even sizes for the 2x2/stride-2 windows, which take the runtime's fast path. */
-    const bool even = a.kh == 2 && a.kw == 2 && a.sh == 2 && a.sw == 2 && a.ph == 0 && a.pw == 0 && !a.ceil_mode;
+    const bool even =
+        a.kh == 2 && a.kw == 2 && a.sh == 2 && a.sw == 2 && a.ph == 0 && a.pw == 0 && !a.ceil_mode;
     const int N = 2, C = 3, H = even ? 8 : 7, W = 6;
     int OH = (H + 2 * a.ph - a.kh + (a.ceil_mode ? a.sh - 1 : 0)) / a.sh + 1;
     int OW = (W + 2 * a.pw - a.kw + (a.ceil_mode ? a.sw - 1 : 0)) / a.sw + 1;
@@ -278,7 +288,8 @@ static void test_pools(rt_pool2d_attrs a)
                             mx = pl[h * W + w] > mx ? pl[h * W + w] : mx;
                             s += pl[h * W + w];
                         }
-                    ref[(p * OH + oh) * OW + ow] = which == 0 ? mx : s / (a.exclude_pad ? real : padded);
+                    ref[(p * OH + oh) * OW + ow] =
+                        which == 0 ? mx : s / (a.exclude_pad ? real : padded);
                 }
         }
         const char *names[] = {"maxpool2d", "avgpool2d", "global_avgpool"};
@@ -341,9 +352,9 @@ static void test_norms(void)
                 ss += pow(rt_f32(c.x)[(n * 2 + ch) * 6 + i] - mu, 2);
         for (int n = 0; n < 3; n++)
             for (int i = 0; i < 6; i++)
-                ref[(n * 2 + ch) * 6 + i] =
-                    (rt_f32(c.x)[(n * 2 + ch) * 6 + i] - mu) / sqrt(ss / 18 + 1e-5) * rt_f32(c.g)[ch] +
-                    rt_f32(c.b)[ch];
+                ref[(n * 2 + ch) * 6 + i] = (rt_f32(c.x)[(n * 2 + ch) * 6 + i] - mu) /
+                                                sqrt(ss / 18 + 1e-5) * rt_f32(c.g)[ch] +
+                                            rt_f32(c.b)[ch];
         rm_ref[ch] = 0.1 * mu;
         rv_ref[ch] = 0.9 + 0.1 * ss / 17;
     }
@@ -588,8 +599,8 @@ static void attn_f(void *p)
 static void attn_b(void *p)
 {
     attn_ctx *c = p;
-    rt_attention_bwd(P, c->x, c->wqkv, c->wo, c->heads, c->saved, c->dy, c->dx, c->dwqkv,
-                     c->dbqkv, c->dwo, c->dbo);
+    rt_attention_bwd(P, c->x, c->wqkv, c->wo, c->heads, c->saved, c->dy, c->dx, c->dwqkv, c->dbqkv,
+                     c->dwo, c->dbo);
 }
 
 static void test_attention(bool causal)
@@ -625,7 +636,8 @@ static void test_attention(bool causal)
                 for (int j = 0; j <= last; j++) {
                     double s = 0;
                     for (int k = 0; k < hd; k++)
-                        s += qkv[(n * Tn + i) * 18 + h * hd + k] * qkv[(n * Tn + j) * 18 + D + h * hd + k];
+                        s += qkv[(n * Tn + i) * 18 + h * hd + k] *
+                             qkv[(n * Tn + j) * 18 + D + h * hd + k];
                     sc[j] = s / sqrt(hd);
                     mx = fmax(mx, sc[j]);
                 }
@@ -645,8 +657,8 @@ static void test_attention(bool causal)
                 s += merged[m * D + i] * rt_f32(c.wo)[o * D + i];
             ref[m * D + o] = s;
         }
-    CHECK_CLOSE(causal ? "attention_fwd" : "attention_fwd (not causal)", rt_f32(c.y), ref, 48,
-                1e-5, 1e-4);
+    CHECK_CLOSE(causal ? "attention_fwd" : "attention_fwd (not causal)", rt_f32(c.y), ref, 48, 1e-5,
+                1e-4);
     c.dy = like(c.y);
     c.dx = like(c.x);
     c.dwqkv = like(c.wqkv);
@@ -683,8 +695,9 @@ static void test_cross_entropy(void)
     double loss = rt_cross_entropy_fwd(z, lab, M);
     CHECK(fabs(loss - ref) < 1e-6, "cross_entropy %.8f, reference %.8f", loss, ref);
     /* Two shards of the same global batch: partial losses sum to the full loss. */
-    double parts = rt_cross_entropy_fwd(rt_tensor_slice(P, z, 0, 2), rt_tensor_slice(P, lab, 0, 2), M) +
-                   rt_cross_entropy_fwd(rt_tensor_slice(P, z, 2, 6), rt_tensor_slice(P, lab, 2, 6), M);
+    double parts =
+        rt_cross_entropy_fwd(rt_tensor_slice(P, z, 0, 2), rt_tensor_slice(P, lab, 0, 2), M) +
+        rt_cross_entropy_fwd(rt_tensor_slice(P, z, 2, 6), rt_tensor_slice(P, lab, 2, 6), M);
     CHECK(fabs(parts - ref) < 1e-6, "shard losses sum to %.8f, full batch %.8f", parts, ref);
     /* dlogits against finite differences of the loss. */
     rt_cross_entropy_bwd(z, lab, M, dz);
@@ -728,7 +741,8 @@ int main(void)
     test_pools((rt_pool2d_attrs){2, 2, 2, 2, 0, 0, 0, 0}); /* unpadded: the fast max path */
     test_pools((rt_pool2d_attrs){3, 3, 2, 1, 0, 0, 0, 0});
     test_pools((rt_pool2d_attrs){3, 3, 2, 2, 1, 1, .ceil_mode = 1, .exclude_pad = 0});
-    test_pools((rt_pool2d_attrs){2, 2, 2, 2, 0, 0, .ceil_mode = 1, .exclude_pad = 0}); /* 7 -> 4: an edge window */
+    test_pools((rt_pool2d_attrs){2, 2, 2, 2, 0, 0, .ceil_mode = 1,
+                                 .exclude_pad = 0}); /* 7 -> 4: an edge window */
     test_pools((rt_pool2d_attrs){3, 2, 2, 2, 1, 1, .ceil_mode = 0, .exclude_pad = 1});
     test_pools((rt_pool2d_attrs){3, 3, 2, 2, 1, 0, .ceil_mode = 1, .exclude_pad = 1});
     test_norms();

@@ -11,8 +11,8 @@
 #define STEPS 10
 #define BATCH 10
 
-static void train(rt_pool *P, const rt_options *o, rt_data *d, const rt_comm *c1,
-                  const rt_comm *c2, const rt_comm *c3, double *losses)
+static void train(rt_pool *P, const rt_options *o, rt_data *d, const rt_comm *c1, const rt_comm *c2,
+                  const rt_comm *c3, double *losses)
 {
     mlp m = {0};
     mlp_build(&m, P, c1, c2, c3, BATCH, o->seed);
@@ -59,9 +59,8 @@ int main(int argc, char **argv)
             size_t n = fread(text, 1, sizeof text - 1, f);
             text[n] = 0;
             fclose(f);
-            CHECK(text[0] == '{' && strstr(text, "\"traceEvents\"") &&
-                      strstr(text, "\"pid\":3") && strstr(text, "fc1.fwd") &&
-                      strstr(text, "}\n]}"),
+            CHECK(text[0] == '{' && strstr(text, "\"traceEvents\"") && strstr(text, "\"pid\":3") &&
+                      strstr(text, "fc1.fwd") && strstr(text, "}\n]}"),
                   "trace is not a Chrome trace with all ranks");
         }
         failed = check_failures;

@@ -19,9 +19,9 @@ static void set_grad(rt_param *p, float g0, float g1)
     rt_f32(p->grad)[1] = g1;
 }
 
-#define CHECK_W(p, a, b, what)                                                              \
+#define CHECK_W(p, a, b, what)                                                                  \
     CHECK(fabs(rt_f32((p)->value)[0] - (a)) < 1e-6 && fabs(rt_f32((p)->value)[1] - (b)) < 1e-6, \
-          "%s: w = (%.8f, %.8f), expected (%.8f, %.8f)", what, rt_f32((p)->value)[0],         \
+          "%s: w = (%.8f, %.8f), expected (%.8f, %.8f)", what, rt_f32((p)->value)[0],           \
           rt_f32((p)->value)[1], (double)(a), (double)(b))
 
 int main(void)
@@ -71,11 +71,11 @@ int main(void)
     CHECK(fabs(rt_f32(p->value)[0] - (0.9 - 0.1 * m0 / sqrt(v0))) < 2e-6 &&
               fabs(rt_f32(p->value)[0] - 0.93661) < 1e-4,
           "adam step 2: w0 = %.7f", rt_f32(p->value)[0]);
-    CHECK(fabs(rt_f32(p->value)[1] - (-2.2)) < 2e-6,
-          "adam step 2: w1 = %.7f", rt_f32(p->value)[1]);
+    CHECK(fabs(rt_f32(p->value)[1] - (-2.2)) < 2e-6, "adam step 2: w1 = %.7f", rt_f32(p->value)[1]);
 
     /* zero_grad clears gradients; buffers have none and are not updated. */
-    rt_param *buf = rt_buffer_new(ps, "running_mean", rt_comm_new(1, (int[]){0}), 1, (int64_t[]){2});
+    rt_param *buf =
+        rt_buffer_new(ps, "running_mean", rt_comm_new(1, (int[]){0}), 1, (int64_t[]){2});
     rt_f32(buf->value)[0] = 3.0f;
     rt_params_zero_grad(ps);
     CHECK(rt_f32(p->grad)[0] == 0.0f && rt_f32(p->grad)[1] == 0.0f, "zero_grad");
@@ -107,7 +107,8 @@ int main(void)
           sqrt(ss / (double)a->numel));
 
     /* Layer keys: a pure function of the name (31 bits of FNV-1a: "conv1" -> 0x1f5c2e02). */
-    CHECK(rt_layer_key("conv1") == rt_layer_key("conv1") && rt_layer_key("conv1") != rt_layer_key("conv2") &&
+    CHECK(rt_layer_key("conv1") == rt_layer_key("conv1") &&
+              rt_layer_key("conv1") != rt_layer_key("conv2") &&
               rt_layer_key("conv1") == 0x1f5c2e02 && rt_layer_key("fc1") >= 0,
           "rt_layer_key(\"conv1\") = %#x", rt_layer_key("conv1"));
 
