@@ -20,73 +20,75 @@
  * over umax, whalf, gamma and mem_eff per class, and over the launch overhead,
  * minimising median + 0.25 x p90 of |predicted/measured - 1| over the 867
  * (layer, batch 1..128) samples of the DeepPool A100 per-layer timings in
- * ../shared/data/deeppool-a100/, with the A100's TF32 peak (156 TFLOP/s;
+ * data/profiles/deeppool-a100/, with the A100's TF32 peak (156 TFLOP/s;
  * PyTorch runs those convolutions and matrix products as TF32), 1555 GB/s and
  * a 2 us launch overhead (the fitted launch: give an A100 `launch = 2 us` to
  * reproduce the calibration). docs/plan.md has the resulting accuracy table.
  */
 plan_util plan_util_curve[PC_COUNT] = {
-	[PC_CONV] = { 0.536, 1e10, 0.6, 0.30 },
-	[PC_LINEAR] = { 0.253, 1e8, 1.2, 1.00 },
-	[PC_OTHER] = { 0.050, 5.62e10, 0.4, 0.30 },
+    [PC_CONV] = {0.536, 1e10, 0.6, 0.30},
+    [PC_LINEAR] = {0.253, 1e8, 1.2, 1.00},
+    [PC_OTHER] = {0.050, 5.62e10, 0.4, 0.30},
 };
 
-static double kernel_group_time(const plan_cluster *c, plan_class cls, double flops, double bytes, int nk)
+static double kernel_group_time(const plan_cluster *c, plan_class cls, double flops, double bytes,
+                                int nk)
 {
-	if (flops <= 0 && bytes <= 0)
-		return 0;    /* a view (flatten, reshape): no kernel at all */
-	if (nk < 1)
-		nk = 1;
-	double t = nk * c->launch;
-	double tc = 0, tm = 0;
-	plan_util own = {c->umax, c->whalf, 1.0, 1.0};
-	const plan_util *u = c->umax > 0 ? &own : &plan_util_curve[cls];
-	if (flops > 0 && c->peak_flops > 0) {
-		double w = flops / nk;
-		double util = u->umax * pow(w / (w + u->whalf), u->gamma);
-		tc = flops / (c->peak_flops * util);
-	}
-	if (bytes > 0 && c->mem_bw > 0)
-		tm = bytes / (c->mem_bw * u->mem_eff);
-	return t + fmax(tc, tm);
+    if (flops <= 0 && bytes <= 0)
+        return 0; /* a view (flatten, reshape): no kernel at all */
+    if (nk < 1)
+        nk = 1;
+    double t = nk * c->launch;
+    double tc = 0, tm = 0;
+    plan_util own = {c->umax, c->whalf, 1.0, 1.0};
+    const plan_util *u = c->umax > 0 ? &own : &plan_util_curve[cls];
+    if (flops > 0 && c->peak_flops > 0) {
+        double w = flops / nk;
+        double util = u->umax * pow(w / (w + u->whalf), u->gamma);
+        tc = flops / (c->peak_flops * util);
+    }
+    if (bytes > 0 && c->mem_bw > 0)
+        tm = bytes / (c->mem_bw * u->mem_eff);
+    return t + fmax(tc, tm);
 }
 
-void plan_layer_time_analytic(const plan_cluster *c, int dtype_bytes, const plan_layer *l, int64_t b,
-			      double *fwd, double *bwd)
+void plan_layer_time_analytic(const plan_cluster *c, int dtype_bytes, const plan_layer *l,
+                              int64_t b, double *fwd, double *bwd)
 {
-	double n = (double)b;
-	/* Weights are read once per pass whatever the batch: forward reads
+    double n = (double)b;
+    /* Weights are read once per pass whatever the batch: forward reads
 	 * them, backward reads them (input gradient) and writes their gradient. */
-	*fwd = kernel_group_time(c, l->cls, l->fwd_flops * n, (l->fwd_elems * n + l->params) * dtype_bytes,
-				 l->fwd_kernels);
-	*bwd = kernel_group_time(c, l->cls, l->bwd_flops * n, (l->bwd_elems * n + 2 * l->params) * dtype_bytes,
-				 l->bwd_kernels);
+    *fwd = kernel_group_time(c, l->cls, l->fwd_flops * n,
+                             (l->fwd_elems * n + l->params) * dtype_bytes, l->fwd_kernels);
+    *bwd = kernel_group_time(c, l->cls, l->bwd_flops * n,
+                             (l->bwd_elems * n + 2 * l->params) * dtype_bytes, l->bwd_kernels);
 }
 
 double plan_timing_at(const plan_timing *t, int64_t b)
 {
-	if (t->n == 0)
-		return 0;
-	if (b <= t->batch[0])
-		return t->seconds[0];
-	for (int i = 1; i < t->n; i++) {
-		if (b <= t->batch[i]) {
-			double x0 = (double)t->batch[i - 1], x1 = (double)t->batch[i];
-			double f = ((double)b - x0) / (x1 - x0);
-			return t->seconds[i - 1] + f * (t->seconds[i] - t->seconds[i - 1]);
-		}
-	}
-	return t->seconds[t->n - 1] * (double)b / (double)t->batch[t->n - 1];
+    if (t->n == 0)
+        return 0;
+    if (b <= t->batch[0])
+        return t->seconds[0];
+    for (int i = 1; i < t->n; i++) {
+        if (b <= t->batch[i]) {
+            double x0 = (double)t->batch[i - 1], x1 = (double)t->batch[i];
+            double f = ((double)b - x0) / (x1 - x0);
+            return t->seconds[i - 1] + f * (t->seconds[i] - t->seconds[i - 1]);
+        }
+    }
+    return t->seconds[t->n - 1] * (double)b / (double)t->batch[t->n - 1];
 }
 
-void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, double *fwd, double *bwd)
+void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, double *fwd,
+                     double *bwd)
 {
-	plan_layer_time_analytic(&p->cluster, p->dtype_bytes, l, b, fwd, bwd);
-	if (l->measured && l->measured->n > 0) {
-		double total = plan_timing_at(l->measured, b);
-		double sum = *fwd + *bwd;
-		double ffrac = sum > 0 ? *fwd / sum : 1.0 / 3.0;
-		*fwd = total * ffrac;
-		*bwd = total - *fwd;
-	}
+    plan_layer_time_analytic(&p->cluster, p->dtype_bytes, l, b, fwd, bwd);
+    if (l->measured && l->measured->n > 0) {
+        double total = plan_timing_at(l->measured, b);
+        double sum = *fwd + *bwd;
+        double ffrac = sum > 0 ? *fwd / sum : 1.0 / 3.0;
+        *fwd = total * ffrac;
+        *bwd = total - *fwd;
+    }
 }

@@ -20,106 +20,107 @@
 
 static int cmpd(const void *a, const void *b)
 {
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)
 {
-	const char *root = REPO_ROOT;
-	static const char *models[] = { "vgg16", "resnet50", "gpt2", "gpt2_xl" };
-	static const int Gs[] = { 8, 64, 512, 4096 };
-	static const int64_t Bs[] = { 32, 256, 1024 };
-	/* --only MODEL G B: plan one case 20 times (for a profiler) */
-	if (argc == 5 && strcmp(argv[1], "--only") == 0) {
-		arena *a = arena_new();
-		diag_ctx d;
-		diag_init(&d, stderr);
-		ir_module *m = NULL;
-		int job = bench_job(a, &m, root, argv[2], atoi(argv[3]), atoll(argv[4]), &d);
-		pass_plan_input in;
-		if (job < 0 || !pass_plan_build(m, job, NULL, &in, &d))
-			return 1;
-		double t0 = now_s();
-		for (int i = 0; i < 20; i++) {
-			plan_result r;
-			char err[512];
-			if (!plan_solve(&in.p, PS_BURST, &r, err, sizeof err)) {
-				fprintf(stderr, "%s\n", err);
-				return 1;
-			}
-			plan_result_free(&r);
-		}
-		printf("%.3f ms per plan\n", (now_s() - t0) / 20 * 1e3);
+    const char *root = REPO_ROOT;
+    static const char *models[] = {"vgg16", "resnet50", "gpt2", "gpt2_xl"};
+    static const int Gs[] = {8, 64, 512, 4096};
+    static const int64_t Bs[] = {32, 256, 1024};
+    /* --only MODEL G B: plan one case 20 times (for a profiler) */
+    if (argc == 5 && strcmp(argv[1], "--only") == 0) {
+        arena *a = arena_new();
+        diag_ctx d;
+        diag_init(&d, stderr);
+        ir_module *m = NULL;
+        int job = bench_job(a, &m, root, argv[2], atoi(argv[3]), atoll(argv[4]), &d);
+        pass_plan_input in;
+        if (job < 0 || !pass_plan_build(m, job, NULL, &in, &d))
+            return 1;
+        double t0 = now_s();
+        for (int i = 0; i < 20; i++) {
+            plan_result r;
+            char err[512];
+            if (!plan_solve(&in.p, PS_BURST, &r, err, sizeof err)) {
+                fprintf(stderr, "%s\n", err);
+                return 1;
+            }
+            plan_result_free(&r);
+        }
+        printf("%.3f ms per plan\n", (now_s() - t0) / 20 * 1e3);
 
-		pass_plan_input_free(&in);
-		arena_free(a);
-		return 0;
-	}
-	if (argc > 1)
-		root = argv[1];
-	printf("burst planner CPU time, median of up to 7 runs (ms); layers; sp: series-parallel;\n"
-	       "mem: the job does not fit the GPUs' memory (an error)\n\n");
-	printf("%-10s %6s", "model", "layers");
-	for (int gi = 0; gi < 4; gi++)
-		for (int bi = 0; bi < 3; bi++) {
-			char h[32];
-			snprintf(h, sizeof h, "G%d/B%lld", Gs[gi], (long long)Bs[bi]);
-			printf(" %11s", h);
-		}
-	printf("\n");
-	for (int mi = 0; mi < 4; mi++) {
-		int nl = -1;
-		bool sp = false;
-		double ms[4][3];
-		for (int gi = 0; gi < 4; gi++)
-			for (int bi = 0; bi < 3; bi++) {
-				arena *a = arena_new();
-				diag_ctx d;
-				diag_init(&d, stderr);
-				ir_module *m = NULL;
-				int job = bench_job(a, &m, root, models[mi], Gs[gi], Bs[bi], &d);
-				ms[gi][bi] = NAN;
-				pass_plan_input in;
-				if (job < 0 || !pass_plan_build(m, job, NULL, &in, &d)) {
-					arena_free(a);
-					continue;
-				}
-				nl = in.p.nlayers;
-				sp = plan_is_series_parallel(&in.p);
-				double t[7];
-				int runs = 0;
-				double spent = 0;
-				while (runs < 7 && (runs < 3 || spent < 2.0)) {
-					plan_result r;
-					char err[512];
-					double t0 = now_s();
-					bool ok = plan_solve(&in.p, PS_BURST, &r, err, sizeof err);
-					t[runs] = now_s() - t0;
-					spent += t[runs];
-					runs++;
-					if (!ok) {
-						fprintf(stderr, "%s G=%d B=%lld: %s\n", models[mi], Gs[gi], (long long)Bs[bi], err);
-						t[0] = NAN;
-						runs = 1;
-						break;
-					}
-					plan_result_free(&r);
-				}
-				qsort(t, (size_t)runs, sizeof t[0], cmpd);
-				ms[gi][bi] = 1e3 * t[runs / 2];
-				pass_plan_input_free(&in);
-				arena_free(a);
-			}
-		printf("%-10s %4d%s", models[mi], nl, sp ? "sp" : "  ");
-		for (int gi = 0; gi < 4; gi++)
-			for (int bi = 0; bi < 3; bi++)
-				if (isnan(ms[gi][bi]))
-					printf(" %11s", "mem");
-				else
-					printf(" %11.2f", ms[gi][bi]);
-		printf("\n");
-		fflush(stdout);
-	}
-	return 0;
+        pass_plan_input_free(&in);
+        arena_free(a);
+        return 0;
+    }
+    if (argc > 1)
+        root = argv[1];
+    printf("burst planner CPU time, median of up to 7 runs (ms); layers; sp: series-parallel;\n"
+           "mem: the job does not fit the GPUs' memory (an error)\n\n");
+    printf("%-10s %6s", "model", "layers");
+    for (int gi = 0; gi < 4; gi++)
+        for (int bi = 0; bi < 3; bi++) {
+            char h[32];
+            snprintf(h, sizeof h, "G%d/B%lld", Gs[gi], (long long)Bs[bi]);
+            printf(" %11s", h);
+        }
+    printf("\n");
+    for (int mi = 0; mi < 4; mi++) {
+        int nl = -1;
+        bool sp = false;
+        double ms[4][3];
+        for (int gi = 0; gi < 4; gi++)
+            for (int bi = 0; bi < 3; bi++) {
+                arena *a = arena_new();
+                diag_ctx d;
+                diag_init(&d, stderr);
+                ir_module *m = NULL;
+                int job = bench_job(a, &m, root, models[mi], Gs[gi], Bs[bi], &d);
+                ms[gi][bi] = NAN;
+                pass_plan_input in;
+                if (job < 0 || !pass_plan_build(m, job, NULL, &in, &d)) {
+                    arena_free(a);
+                    continue;
+                }
+                nl = in.p.nlayers;
+                sp = plan_is_series_parallel(&in.p);
+                double t[7];
+                int runs = 0;
+                double spent = 0;
+                while (runs < 7 && (runs < 3 || spent < 2.0)) {
+                    plan_result r;
+                    char err[512];
+                    double t0 = now_s();
+                    bool ok = plan_solve(&in.p, PS_BURST, &r, err, sizeof err);
+                    t[runs] = now_s() - t0;
+                    spent += t[runs];
+                    runs++;
+                    if (!ok) {
+                        fprintf(stderr, "%s G=%d B=%lld: %s\n", models[mi], Gs[gi],
+                                (long long)Bs[bi], err);
+                        t[0] = NAN;
+                        runs = 1;
+                        break;
+                    }
+                    plan_result_free(&r);
+                }
+                qsort(t, (size_t)runs, sizeof t[0], cmpd);
+                ms[gi][bi] = 1e3 * t[runs / 2];
+                pass_plan_input_free(&in);
+                arena_free(a);
+            }
+        printf("%-10s %4d%s", models[mi], nl, sp ? "sp" : "  ");
+        for (int gi = 0; gi < 4; gi++)
+            for (int bi = 0; bi < 3; bi++)
+                if (isnan(ms[gi][bi]))
+                    printf(" %11s", "mem");
+                else
+                    printf(" %11.2f", ms[gi][bi]);
+        printf("\n");
+        fflush(stdout);
+    }
+    return 0;
 }
