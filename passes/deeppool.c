@@ -42,7 +42,7 @@
  * every branch for each configuration of the layer it starts at, so nested
  * branches multiply. */
 #define DP_MAX_DEPTH 64
-#define DP_MAX_STEPS 2e8
+#define DP_MAX_STEPS 5e7
 
 /* DeepPool's layer names (CostSim's Conv2d, ReLU, ... and the generic one). */
 enum {
