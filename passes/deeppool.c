@@ -502,7 +502,10 @@ static walk backward_linear(dctx *c, int l, int cfg, int stop)
             memcpy(plist, &L->plist[(size_t)cfg * L->nprev], sizeof(int) * (size_t)L->nprev);
             int start = L->start;
             c->L[start].best = sc;
-            search_branch(c, start); /* the branches' tables for this start */
+            if (search_branch(c, start) < 0) { /* the branches' tables for this start */
+                free(plist);
+                return r;
+            }
             walk b = backward_branch(c, l, plist);
             free(plist);
             r.gpu_us += b.gpu_us;
