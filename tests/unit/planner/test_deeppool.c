@@ -11,8 +11,9 @@
  * benchGpuTime), with the text-profile reader of the same file at commit
  * f854d1f3957 (loadGpuProfile, queryLayerProfileCache: 7f823f2 asks a live
  * CUDA profiler instead) and layer shapes computed on the CPU. That code was
- * transcribed outside this repository and run with /usr/bin/python3 (torch
- * 1.13, CPU): VGG-16 built as DeepPool's examples/vgg.py builds it (input
+ * transcribed outside this repository (a script, ref.py, that is not part of
+ * it) and run as `/usr/bin/python3 ref.py PROFILE` (torch 1.13, CPU): VGG-16
+ * built as DeepPool's examples/vgg.py builds it (input
  * 3x224x224), searchBestSplitsV3(G, 32, amplificationLimit=L) for G in 8, 16,
  * 32 and L in 1.5, 2.0, 2.5, 99 and infinity (99 and infinity agree), on
  * data/profiles/deeppool-a100/vggLayerGpuProfileA100.txt; and the model of
