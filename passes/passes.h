@@ -15,7 +15,7 @@
 /* What a compilation asks of the passes; filled from the command line. */
 typedef struct pass_options {
     const char *job;      /* job name; NULL: the module's only (or first) job */
-    const char *strategy; /* "burst" (default), "deeppool" or "dp" */
+    const char *strategy; /* "burst" (default), "deeppool", "pow2" or "dp" */
     double amplification; /* > 0: overrides the job's limit; 0: keep the job's */
     const char *profile;  /* measured profile table (--profile), or NULL */
     int gpus;             /* > 0: overrides the cluster's GPU count */

@@ -33,6 +33,35 @@ typedef struct plan_cluster {
     double umax, whalf;
 } plan_cluster;
 
+/* How DeepPool's planner names a layer (passes/deeppool.c decides with it):
+ * PDK_GENERIC is its catch-all layer (batch split, whole-tensor transfers, no
+ * gradient sync); PDK_ABSENT is an op DeepPool's model descriptions leave out
+ * of its layer graph (dropout, the loss), which runs with its input's GPUs. */
+typedef enum plan_dp_kind {
+    PDK_GENERIC,
+    PDK_CONV2D,
+    PDK_MAXPOOL,
+    PDK_AVGPOOL,
+    PDK_ADAVGPOOL,
+    PDK_RELU,
+    PDK_FLATTEN,
+    PDK_LINEAR,
+    PDK_CONCAT,
+    PDK_BATCHNORM,
+    PDK_ABSENT
+} plan_dp_kind;
+
+/* The shapes DeepPool's rules read; passes/plan_ir.c fills them, a problem
+ * built by hand may leave them zero (a generic layer). */
+typedef struct plan_dp_layer {
+    plan_dp_kind kind;
+    int64_t c, h, w;                   /* first input [C, H, W] (rank 3), else 0 */
+    int64_t oh, ow;                    /* output [C, H, W]: its height and width */
+    int64_t kernel[2];                 /* conv2d */
+    bool kernel_pair;                  /* conv2d: not square (DeepPool's kernel_size tuple) */
+    int64_t in_features, out_features; /* linear */
+} plan_dp_layer;
+
 /* A measured time table: total forward+backward seconds at batch sizes. */
 typedef struct plan_timing {
     int n;
@@ -49,6 +78,7 @@ typedef struct plan_layer {
     double saved;                 /* elements per sample kept for backward */
     int fwd_kernels, bwd_kernels; /* launches; 0 counts as 1 */
     const plan_timing *measured;  /* optional: replaces the analytic model */
+    plan_dp_layer dp;             /* how DeepPool sees it (strategy deeppool) */
 } plan_layer;
 
 /* A data dependency: per-sample activation elements from layer `from` to `to`
@@ -58,7 +88,10 @@ typedef struct plan_edge {
     double elems;
 } plan_edge;
 
-typedef enum plan_strategy { PS_DP, PS_DEEPPOOL, PS_BURST, PS_COUNT } plan_strategy;
+/* dp: every layer on all GPUs; deeppool: DeepPool's own planner
+ * (deeppool.c), priced by burstc's model; pow2: burstc's DP over powers of
+ * two; burst: burstc's DP over every count. */
+typedef enum plan_strategy { PS_DP, PS_DEEPPOOL, PS_POW2, PS_BURST, PS_COUNT } plan_strategy;
 
 typedef struct plan_problem {
     plan_cluster cluster;
@@ -102,6 +135,9 @@ typedef struct plan_result {
     int peak_mem_rank;
     /* Placement: for concurrently run branches, where each layer's ranks start. */
     int *offset;
+    /* deeppool: DeepPool's own estimate of its plan (its cost model); the
+     * fields above are burstc's pricing. 0 for the other strategies. */
+    double own_time, own_gpu_seconds;
 } plan_result;
 
 /* costmodel.c */
@@ -170,6 +206,14 @@ bool plan_is_series_parallel(const plan_problem *p);
 
 const char *plan_strategy_name(plan_strategy s);
 bool plan_strategy_lookup(const char *name, plan_strategy *out);
+
+/* deeppool.c */
+
+/* DeepPool's planner (searchBestSplitsV3 of DeepPool's parallelizationPlanner.py)
+ * on the problem: its per-layer GPU counts, priced by plan_evaluate; its own
+ * estimate in own_time and own_gpu_seconds. False with a message in err when
+ * DeepPool's search cannot handle the graph or the plan does not fit. */
+bool plan_deeppool(const plan_problem *p, plan_result *out, char *err, size_t errlen);
 
 /* place.c */
 

@@ -26,6 +26,48 @@ static void *xcalloc(size_t n, size_t size)
     return q;
 }
 
+/* How DeepPool's planner sees an op (the strategy deeppool, passes/deeppool.c):
+ * its layer kind and the shapes its rules read. Dropout and the loss are not
+ * layers of DeepPool's model descriptions. */
+static void dp_layer(const ir_graph *g, const ir_op *op, plan_dp_layer *v)
+{
+    memset(v, 0, sizeof *v);
+    switch (op->opcode) {
+    case OP_CONV2D: v->kind = PDK_CONV2D; break;
+    case OP_MAXPOOL2D: v->kind = PDK_MAXPOOL; break;
+    case OP_AVGPOOL2D: v->kind = PDK_AVGPOOL; break;
+    case OP_GLOBALAVGPOOL: v->kind = PDK_ADAVGPOOL; break;
+    case OP_RELU: v->kind = PDK_RELU; break;
+    case OP_FLATTEN: v->kind = PDK_FLATTEN; break;
+    case OP_LINEAR: v->kind = PDK_LINEAR; break;
+    case OP_CONCAT: v->kind = PDK_CONCAT; break;
+    case OP_BATCHNORM2D: v->kind = PDK_BATCHNORM; break;
+    case OP_DROPOUT:
+    case OP_CROSSENTROPY: v->kind = PDK_ABSENT; break;
+    default: v->kind = PDK_GENERIC; break;
+    }
+    const ir_type *in = op->ninputs ? &g->ops[op->inputs[0]].type : NULL;
+    if (in && in->rank == 4) {
+        v->c = in->dim[1];
+        v->h = in->dim[2];
+        v->w = in->dim[3];
+    }
+    if (op->type.rank == 4) {
+        v->oh = op->type.dim[2];
+        v->ow = op->type.dim[3];
+    }
+    if (op->opcode == OP_CONV2D) {
+        const int64_t *k = ir_op_attr(op, "kernel")->u.pair;
+        v->kernel[0] = k[0];
+        v->kernel[1] = k[1];
+        v->kernel_pair = k[0] != k[1];
+    }
+    if (op->opcode == OP_LINEAR && in && in->rank >= 2) {
+        v->in_features = in->dim[in->rank - 1];
+        v->out_features = ir_attr_int(op, "out");
+    }
+}
+
 void pass_plan_layer(const ir_graph *g, const ir_op *op, plan_layer *l)
 {
     ir_cost c = ir_op_cost(g, op);
@@ -48,6 +90,7 @@ void pass_plan_layer(const ir_graph *g, const ir_op *op, plan_layer *l)
 	 * is a handful of GEMMs and a softmax each way. */
     l->fwd_kernels = op->opcode == OP_ATTENTION ? 5 : 1;
     l->bwd_kernels = op->opcode == OP_ATTENTION ? 9 : c.params > 0 ? 2 : 1;
+    dp_layer(g, op, &l->dp);
 }
 
 /* An IR pair as the profiles write it: `3`, or `[1,7]` when the two differ. */

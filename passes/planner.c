@@ -1,7 +1,7 @@
 /*
  * planner.c: the burst planner: how many GPUs each layer uses.
  *
- * Every layer gets a candidate list of GPU counts (dp: all GPUs; deeppool:
+ * Every layer gets a candidate list of GPU counts (dp: all GPUs; pow2:
  * powers of two; burst: any count 1..min(G, B)), pruned to the smallest count
  * per largest shard, filtered by the amplification limit and the per-GPU
  * memory. The layer graph, between a virtual source and sink, is reduced to a
@@ -70,7 +70,7 @@ typedef struct ctx {
     int nconc;
 } ctx;
 
-static const char *strategy_names[PS_COUNT] = {"dp", "deeppool", "burst"};
+static const char *strategy_names[PS_COUNT] = {"dp", "deeppool", "pow2", "burst"};
 
 const char *plan_strategy_name(plan_strategy s)
 {
@@ -109,7 +109,7 @@ static bool allowed_count(plan_strategy s, int k, int kmax)
 {
     switch (s) {
     case PS_DP: return k == kmax;
-    case PS_DEEPPOOL: return (k & (k - 1)) == 0;
+    case PS_POW2: return (k & (k - 1)) == 0;
     default: return true;
     }
 }
@@ -135,7 +135,7 @@ static bool make_candidates(ctx *c, char *err, size_t errlen)
             /* Counts with the same largest shard compute equally fast:
 			 * keep the smallest, and the powers of two, whose aligned
 			 * splits reshard cheaply (so burst's candidates include
-			 * deeppool's). */
+			 * pow2's). */
             if (sh == last && (k & (k - 1)) != 0)
                 continue;
             last = sh;
@@ -1042,6 +1042,8 @@ static double one_gpu_time(const plan_problem *p)
 
 bool plan_solve(const plan_problem *p, plan_strategy s, plan_result *out, char *err, size_t errlen)
 {
+    if (s == PS_DEEPPOOL)
+        return plan_deeppool(p, out, err, errlen); /* DeepPool's own search (deeppool.c) */
     if (p->gpu_budget > 0 && s != PS_DP) {
         /* Global GPU-time budget: the fastest point of the price sweep
 		 * whose GPU-seconds fit. */

@@ -31,7 +31,7 @@ static const char build_usage[] =
     "                       or the CUDA backend (cuBLAS + NCCL, one process per GPU)\n"
     "  --emit=c             write the generated C source to -o instead of compiling it\n"
     "  --job NAME           the job to build when the input holds several\n"
-    "  --strategy S         burst (default), deeppool or dp\n"
+    "  --strategy S         burst (default), deeppool, pow2 or dp\n"
     "  --amplification X    override the job's amplification limit\n"
     "  --gpus G             plan for G ranks instead of the cluster's size\n"
     "  --profile FILE       measured per-layer times for the planner\n"
@@ -178,11 +178,12 @@ int cmd_build(int argc, char **argv)
             input = a;
         }
     }
-    if (strcmp(popt.strategy, "burst") != 0 && strcmp(popt.strategy, "deeppool") != 0 &&
-        strcmp(popt.strategy, "dp") != 0) {
-        fprintf(stderr,
-                "burstc build: error: unknown strategy '%s' (expected burst, deeppool or dp)\n",
-                popt.strategy);
+    plan_strategy strategy;
+    if (!plan_strategy_lookup(popt.strategy, &strategy)) {
+        fprintf(
+            stderr,
+            "burstc build: error: unknown strategy '%s' (expected burst, deeppool, pow2 or dp)\n",
+            popt.strategy);
         return 1;
     }
     if (!input) {

@@ -2,9 +2,11 @@
  * cmd_plan.c: `burstc plan JOB.burst`, the burst planner at the command line.
  *
  * Reads a job (Burst source or IR), builds the planning problem
- * (passes/plan_ir.c), plans it with the dp, deeppool and burst strategies of
- * the same planner and cost model (passes/planner.c), and prints a table of
- * the layers of one plan and a side-by-side summary; or, with --frontier, the
+ * (passes/plan_ir.c), plans it with the dp, deeppool, pow2 and burst
+ * strategies, all priced by the same cost model (passes/planner.c; deeppool is
+ * DeepPool's own planner, passes/deeppool.c, whose own estimate is shown next
+ * to burstc's pricing), and prints a table of the layers of one plan and a
+ * side-by-side summary; or, with --frontier, the
  * Pareto frontier of iteration time against GPU-seconds. --json and --trace
  * write a plan export and a Chrome trace, each atomically. docs/plan.md
  * documents every option and number.
@@ -21,11 +23,12 @@ static const char plan_usage[] =
     "\n"
     "Plans a training job: how many GPUs each layer uses and which ones. Prints a\n"
     "table of the layers, then predicted iteration time, samples/s and GPU-seconds\n"
-    "per iteration for dp, deeppool and burst side by side.\n"
+    "per iteration for dp, deeppool, pow2 and burst side by side, all priced by\n"
+    "burstc's cost model (deeppool: DeepPool's own planner, its own estimate too).\n"
     "\n"
-    "  --strategy S         dp, deeppool, burst or all: whose layer table to print\n"
-    "                       (default: burst's table and the summary of all three;\n"
-    "                       S: its table and its summary; all: every table)\n"
+    "  --strategy S         dp, deeppool, pow2, burst or all: whose layer table to\n"
+    "                       print (default: burst's table and the summary of all;\n"
+    "                       S: its table and its summary line; all: every table)\n"
     "  --amplification X    per-layer amplification limit, X >= 1 (default: the job's)\n"
     "  --gpu-budget X       global limit: GPU-seconds per iteration at most X times\n"
     "                       the one-GPU time of the iteration\n"
@@ -83,15 +86,27 @@ static void print_summary(FILE *out, const plan_problem *p, plan_result *const *
                           const plan_result *dp)
 {
     (void)p;
-    fprintf(out, "%-9s %12s %12s %14s %10s %12s %10s\n", "strategy", "iter ms", "samples/s",
-            "GPU-s/iter", "vs dp", "x-node MB", "peak GiB");
+    bool own = false;
+    fprintf(out, "%-9s %12s %12s %14s %10s %12s %10s %10s\n", "strategy", "iter ms", "samples/s",
+            "GPU-s/iter", "vs dp", "x-node MB", "peak GiB", "own ms");
     for (int i = 0; i < n; i++) {
         const plan_result *r = rs[i];
-        fprintf(out, "%-9s %12.4f %12.1f %14.6f %9.2fx %12.2f %10.2f\n",
+        char ownms[32] = "-";
+        if (r->strategy == PS_DEEPPOOL) {
+            snprintf(ownms, sizeof ownms, "%.4f", r->own_time * 1e3);
+            own = true;
+        }
+        fprintf(out, "%-9s %12.4f %12.1f %14.6f %9.2fx %12.2f %10.2f %10s\n",
                 plan_strategy_name(r->strategy), r->time * 1e3, r->samples_per_s, r->gpu_seconds,
                 dp && r->time > 0 ? dp->time / r->time : 1.0, r->cross_node_bytes / 1e6,
-                r->peak_mem / (1024.0 * 1024 * 1024));
+                r->peak_mem / (1024.0 * 1024 * 1024), ownms);
     }
+    for (int i = 0; own && i < n; i++)
+        if (rs[i]->strategy == PS_DEEPPOOL)
+            fprintf(out,
+                    "(every column but the last is burstc's pricing; own ms: DeepPool's own "
+                    "estimate of its plan, %.6f GPU-s/iter by its count)\n",
+                    rs[i]->own_gpu_seconds);
 }
 
 int cmd_plan(int argc, char **argv)
@@ -146,7 +161,8 @@ int cmd_plan(int argc, char **argv)
     bool all = strategy && strcmp(strategy, "all") == 0;
     if (strategy && !all && !plan_strategy_lookup(strategy, &shown)) {
         fprintf(stderr,
-                "burstc plan: error: unknown strategy '%s' (expected dp, deeppool, burst or all)\n",
+                "burstc plan: error: unknown strategy '%s' (expected dp, deeppool, pow2, burst or "
+                "all)\n",
                 strategy);
         return 1;
     }
@@ -191,6 +207,9 @@ int cmd_plan(int argc, char **argv)
 
     char err[1024];
     for (int s = 0; s < PS_COUNT; s++) {
+        /* Only what is printed or written is solved (dp for "vs dp"). */
+        if (strategy && !all && s != (int)shown && s != PS_DP && !json)
+            continue;
         if (!plan_solve(&in.p, (plan_strategy)s, &res[s], err, sizeof err)) {
             if (s == (int)shown || all) {
                 diag_error(&d, m->jobs[ctx.job].loc, "%s plan: %s",

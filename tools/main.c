@@ -28,7 +28,7 @@ static const char usage[] =
     "  --stop-after=PASS    stop the pipeline after PASS (parse, lower, or a pass below)\n"
     "  --dump-after=PASS    print the IR to standard error after PASS ('all': after every pass)\n"
     "  --job NAME           the job to compile when the input holds several (default: the last)\n"
-    "  --strategy S         planning strategy: burst (default), deeppool or dp\n"
+    "  --strategy S         planning strategy: burst (default), deeppool, pow2 or dp\n"
     "  --amplification X    override the job's amplification limit\n"
     "  --profile FILE       measured per-layer times to use in place of the cost model\n"
     "  --gpus G             plan for G GPUs (whole nodes of the job's cluster) instead of its size\n"
@@ -116,9 +116,10 @@ static int compile_main(int argc, char **argv)
         fprintf(stderr, "burstc: error: unknown --emit kind '%s' (expected ast, ir or c)\n", emit);
         return 1;
     }
-    if (strcmp(popt.strategy, "burst") != 0 && strcmp(popt.strategy, "deeppool") != 0 &&
-        strcmp(popt.strategy, "dp") != 0) {
-        fprintf(stderr, "burstc: error: unknown strategy '%s' (expected burst, deeppool or dp)\n",
+    plan_strategy strategy;
+    if (!plan_strategy_lookup(popt.strategy, &strategy)) {
+        fprintf(stderr,
+                "burstc: error: unknown strategy '%s' (expected burst, deeppool, pow2 or dp)\n",
                 popt.strategy);
         return 1;
     }

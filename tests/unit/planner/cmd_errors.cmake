@@ -20,3 +20,5 @@ expect_error("--batch;100000;${SRC}/golden/vgg16_8.burst"
   "vgg16_8.burst:14:5: error: burst plan: layer 's1.h' needs 160563200000 bytes per GPU")
 expect_error("--gpus;0;${SRC}/golden/vgg16_8.burst" "--gpus must be a positive integer")
 expect_error("--strategy;fastest;${SRC}/golden/vgg16_8.burst" "unknown strategy 'fastest'")
+expect_error("--strategy;deeppool;${SRC}/golden/deeppool_two_heads.burst"
+  "deeppool_two_heads.burst:15:5: error: deeppool plan: DeepPool's planner cannot search this graph: the branches of a fork end at different layers (layer 'h')")
