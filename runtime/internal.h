@@ -32,11 +32,40 @@ void rt_trace_init(void);
 void rt_trace_write_and_free(const char *path);
 void rt_trace_record_step(int64_t step, double t0, double t1);
 
-/* shapes.c: argument checks shared by the backends' kernels (fatal on a mismatch). */
+/* shapes.c: the argument rules of every kernel, shared by the backends (fatal on a
+ * mismatch, naming op, argument and shapes); they return the sizes kernels loop over. */
+typedef struct rt_conv_dims {
+    int64_t N, C, H, W, K, OH, OW, G, Cg, Kg, ohw, ckk; /* ckk = C/groups * kh * kw */
+} rt_conv_dims;
+typedef struct rt_pool_dims {
+    int64_t N, C, H, W, OH, OW;
+} rt_pool_dims;
 typedef struct rt_attn_dims {
     int64_t N, T, D, H, hd;
 } rt_attn_dims;
 int64_t rt_dims_prod(const int64_t *shape, int from, int to);
+/* t is an f32 tensor of numel elements. */
+void rt_check_f32(const rt_tensor *t, int64_t numel, const char *op, const char *what);
+void rt_same_numel(const char *op, const rt_tensor *a, const char *an, const rt_tensor *b,
+                   const char *bn);
+void rt_dropout_check(const char *op, const rt_tensor *x, float p, const rt_tensor *y);
+/* y (output, or output gradient) must be [N, K, OH, OW]. */
+rt_conv_dims rt_conv2d_check(const char *op, const rt_tensor *x, const rt_tensor *w,
+                             const rt_conv2d_attrs *a, const rt_tensor *y, const char *yname);
+void rt_conv2d_bwd_check(const char *op, const rt_tensor *x, const rt_tensor *w,
+                         const rt_conv_dims *d, const rt_tensor *dx, const rt_tensor *dw,
+                         const rt_tensor *db);
+/* x (input, or input gradient) [N,C,H,W]; y (output, or output gradient) [N,C,OH,OW]. */
+rt_pool_dims rt_pool2d_check(const char *op, const rt_tensor *x, const rt_pool2d_attrs *a,
+                             const rt_tensor *y, const char *yname);
+void rt_global_pool_check(const char *op, const rt_tensor *x, const char *xname, const rt_tensor *y,
+                          const char *yname);
+/* Returns C; saved may be NULL (inference). */
+int64_t rt_batchnorm_check(const char *op, const rt_comm *comm, const rt_tensor *x,
+                           const rt_tensor *gamma, const rt_tensor *saved, const rt_tensor *y,
+                           const char *yname);
+void rt_layernorm_dims(const char *op, const rt_tensor *x, const rt_tensor *gamma,
+                       const rt_tensor *saved, int64_t *M, int64_t *D);
 void rt_concat_check(const char *op, const rt_tensor *y, int n, const rt_tensor *const *xs,
                      int axis);
 /* Orders the axes (*a0 < *a1) and checks y is x with them swapped. */
@@ -45,15 +74,24 @@ void rt_softmax_dims(const char *op, const rt_tensor *x, int axis, int64_t *oute
                      int64_t *inner);
 void rt_linear_dims(const char *op, const rt_tensor *x, const rt_tensor *w, int64_t *M, int64_t *in,
                     int64_t *out);
+void rt_linear_bwd_check(const char *op, const rt_tensor *x, const rt_tensor *w, int64_t M,
+                         int64_t out, const rt_tensor *dy, const rt_tensor *dx, const rt_tensor *dw,
+                         const rt_tensor *db);
 void rt_matmul_dims(const char *op, const rt_tensor *a, const rt_tensor *b, int64_t *B, int64_t *m,
                     int64_t *k, int64_t *n);
 rt_attn_dims rt_attention_check(const char *op, const rt_tensor *x, const rt_tensor *w_qkv,
                                 const rt_tensor *w_o, int heads, const rt_tensor *saved);
+void rt_attention_bwd_check(const char *op, const rt_tensor *x, const rt_tensor *w_qkv,
+                            const rt_tensor *w_o, const rt_attn_dims *d, const rt_tensor *dy,
+                            const rt_tensor *dx, const rt_tensor *dw_qkv, const rt_tensor *db_qkv,
+                            const rt_tensor *dw_o, const rt_tensor *db_o);
 void rt_embedding_dims(const char *op, const rt_tensor *tokens, const rt_tensor *w,
                        const rt_tensor *pos, const rt_tensor *y, int64_t *NT, int64_t *T,
                        int64_t *D);
 void rt_cross_entropy_dims(const char *op, const rt_tensor *logits, const rt_tensor *labels,
                            int64_t global_count, int64_t *M, int64_t *C);
+void rt_correct_count_dims(const char *op, const rt_tensor *logits, const rt_tensor *labels,
+                           int64_t *M, int64_t *C);
 
 /* ranks.c: a checked, malloc'd copy of a rank set (distinct ranks of the world);
  * *index gets this rank's place in it, or -1. */

@@ -7,19 +7,9 @@
 #include <math.h>
 #include <string.h>
 
-static void same_numel(const char *op, const rt_tensor *a, const rt_tensor *b, const char *an,
-                       const char *bn)
-{
-    rt_check(a, RT_F32, -1, op, an);
-    rt_check(b, RT_F32, -1, op, bn);
-    if (a->numel != b->numel)
-        rt_fatal(op, "%s has %lld elements, %s has %lld", an, (long long)a->numel, bn,
-                 (long long)b->numel);
-}
-
 void rt_relu_fwd(const rt_tensor *x, rt_tensor *y)
 {
-    same_numel("relu_fwd", x, y, "input", "output");
+    rt_same_numel("relu_fwd", x, "input", y, "output");
     const float *xp = rt_f32(x);
     float *yp = rt_f32(y);
     for (int64_t i = 0; i < x->numel; i++)
@@ -28,8 +18,8 @@ void rt_relu_fwd(const rt_tensor *x, rt_tensor *y)
 
 void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 {
-    same_numel("relu_bwd", x, dy, "input", "output gradient");
-    same_numel("relu_bwd", x, dx, "input", "input gradient");
+    rt_same_numel("relu_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("relu_bwd", x, "input", dx, "input gradient");
     const float *xp = rt_f32(x), *g = rt_f32(dy);
     float *o = rt_f32(dx);
     for (int64_t i = 0; i < x->numel; i++)
@@ -41,7 +31,7 @@ void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 
 void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y)
 {
-    same_numel("gelu_fwd", x, y, "input", "output");
+    rt_same_numel("gelu_fwd", x, "input", y, "output");
     const float *xp = rt_f32(x);
     float *yp = rt_f32(y);
     for (int64_t i = 0; i < x->numel; i++) {
@@ -52,8 +42,8 @@ void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y)
 
 void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 {
-    same_numel("gelu_bwd", x, dy, "input", "output gradient");
-    same_numel("gelu_bwd", x, dx, "input", "input gradient");
+    rt_same_numel("gelu_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("gelu_bwd", x, "input", dx, "input gradient");
     const float *xp = rt_f32(x), *g = rt_f32(dy);
     float *o = rt_f32(dx);
     for (int64_t i = 0; i < x->numel; i++) {
@@ -67,8 +57,8 @@ void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 
 void rt_add_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *y)
 {
-    same_numel("add_fwd", a, b, "a", "b");
-    same_numel("add_fwd", a, y, "a", "output");
+    rt_same_numel("add", a, "a", b, "b");
+    rt_same_numel("add", a, "a", y, "output");
     const float *ap = rt_f32(a), *bp = rt_f32(b);
     float *yp = rt_f32(y);
     for (int64_t i = 0; i < a->numel; i++)
@@ -77,7 +67,7 @@ void rt_add_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *y)
 
 void rt_accumulate(rt_tensor *dst, const rt_tensor *src)
 {
-    same_numel("accumulate", dst, src, "destination", "source");
+    rt_same_numel("accumulate", dst, "destination", src, "source");
     float *d = rt_f32(dst);
     const float *s = rt_f32(src);
     for (int64_t i = 0; i < dst->numel; i++)
@@ -89,9 +79,7 @@ void rt_accumulate(rt_tensor *dst, const rt_tensor *src)
 static void dropout(const char *op, const rt_tensor *in, float p, uint64_t seed, int64_t step,
                     int layer_id, int64_t sample0, rt_tensor *out)
 {
-    same_numel(op, in, out, "input", "output");
-    if (!(p >= 0.0f && p <= 1.0f))
-        rt_fatal(op, "probability %g outside [0,1]", (double)p);
+    rt_dropout_check(op, in, p, out);
     const float *x = rt_f32(in);
     float *y = rt_f32(out);
     if (p >= 1.0f) {
@@ -131,9 +119,6 @@ void rt_dropout_bwd(const rt_tensor *dy, float p, uint64_t seed, int64_t step, i
 void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_tensor *y)
 {
     const char *op = "concat_fwd";
-    for (int i = 0; i < n; i++)
-        if (!xs[i])
-            rt_fatal(op, "input %d is NULL", i);
     rt_concat_check(op, y, n, xs, axis);
     const int64_t outer = rt_dims_prod(y->shape, 0, axis);
     const int64_t inner = rt_dims_prod(y->shape, axis + 1, y->ndim);
@@ -146,8 +131,6 @@ void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_tensor *y)
                    (size_t)chunk * sizeof(float));
         off += chunk;
     }
-    if (off != yrow)
-        rt_fatal(op, "parts do not fill the result along axis %d", axis);
 }
 
 void rt_concat_bwd(const rt_tensor *dy, int axis, int n, rt_tensor *const *dxs)
@@ -159,8 +142,6 @@ void rt_concat_bwd(const rt_tensor *dy, int axis, int n, rt_tensor *const *dxs)
     const int64_t yrow = dy->shape[axis] * inner;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
-        if (!dxs[i])
-            rt_fatal(op, "gradient %d is NULL: every part's size is needed", i);
         const int64_t chunk = dxs[i]->shape[axis] * inner;
         for (int64_t o = 0; o < outer; o++)
             memcpy(rt_f32(dxs[i]) + o * chunk, rt_f32(dy) + o * yrow + off,
@@ -197,7 +178,7 @@ void rt_softmax_fwd(const rt_tensor *x, int axis, rt_tensor *y)
     const char *op = "softmax_fwd";
     int64_t outer, dim, inner;
     rt_softmax_dims(op, x, axis, &outer, &dim, &inner);
-    same_numel(op, x, y, "input", "output");
+    rt_same_numel(op, x, "input", y, "output");
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t c = 0; c < inner; c++) {
             const float *xs = rt_f32(x) + o * dim * inner + c;
@@ -221,8 +202,8 @@ void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis, rt_tensor
     const char *op = "softmax_bwd";
     int64_t outer, dim, inner;
     rt_softmax_dims(op, y, axis, &outer, &dim, &inner);
-    same_numel(op, y, dy, "output", "output gradient");
-    same_numel(op, y, dx, "output", "input gradient");
+    rt_same_numel(op, y, "output", dy, "output gradient");
+    rt_same_numel(op, y, "output", dx, "input gradient");
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t c = 0; c < inner; c++) {
             const size_t base = (size_t)(o * dim * inner + c);

@@ -150,8 +150,8 @@ extern "C" void rt_linear_fwd(const rt_tensor *x, const rt_tensor *w, const rt_t
     int64_t M, in, out;
     rt_linear_dims(op, x, w, &M, &in, &out);
     if (b)
-        rt_check_numel(b, out, op, "bias");
-    rt_check_numel(y, M * out, op, "output");
+        rt_check_f32(b, out, op, "bias");
+    rt_check_f32(y, M * out, op, "output");
     linear(op, rt_f32(x), rt_f32(w), b ? rt_f32(b) : NULL, M, in, out, rt_f32(y));
 }
 
@@ -161,13 +161,7 @@ extern "C" void rt_linear_bwd(const rt_tensor *x, const rt_tensor *w, const rt_t
     const char *op = "linear_bwd";
     int64_t M, in, out;
     rt_linear_dims(op, x, w, &M, &in, &out);
-    rt_check_numel(dy, M * out, op, "output gradient");
-    if (dx)
-        rt_check_numel(dx, x->numel, op, "input gradient");
-    if (dw)
-        rt_check_numel(dw, w->numel, op, "weight gradient");
-    if (db)
-        rt_check_numel(db, out, op, "bias gradient");
+    rt_linear_bwd_check(op, x, w, M, out, dy, dx, dw, db);
     linear_bwd(op, rt_f32(x), rt_f32(w), rt_f32(dy), M, in, out, dx ? rt_f32(dx) : NULL,
                dw ? rt_f32(dw) : NULL, db ? rt_f32(db) : NULL);
 }
@@ -179,7 +173,7 @@ extern "C" void rt_matmul_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor 
     const char *op = "matmul_fwd";
     int64_t B, m, k, n;
     rt_matmul_dims(op, a, b, &B, &m, &k, &n);
-    rt_check_numel(c, B * m * n, op, "c");
+    rt_check_f32(c, B * m * n, op, "c");
     rt_cuda_gemm(op, false, false, m, n, k, 1.0f, rt_f32(a), k, m * k, rt_f32(b), n, k * n, 0.0f,
                  rt_f32(c), n, m * n, B);
 }
@@ -190,14 +184,16 @@ extern "C" void rt_matmul_bwd(const rt_tensor *a, const rt_tensor *b, const rt_t
     const char *op = "matmul_bwd";
     int64_t B, m, k, n;
     rt_matmul_dims(op, a, b, &B, &m, &k, &n);
-    rt_check_numel(dc, B * m * n, op, "c gradient");
+    rt_check_f32(dc, B * m * n, op, "c gradient");
+    if (da)
+        rt_check_f32(da, a->numel, op, "a gradient");
+    if (db)
+        rt_check_f32(db, b->numel, op, "b gradient");
     if (da) {
-        rt_check_numel(da, a->numel, op, "a gradient");
         rt_cuda_gemm(op, false, true, m, k, n, 1.0f, rt_f32(dc), n, m * n, rt_f32(b), n, k * n,
                      0.0f, rt_f32(da), k, m * k, B);
     }
     if (db) {
-        rt_check_numel(db, b->numel, op, "b gradient");
         rt_cuda_gemm(op, true, false, k, n, m, 1.0f, rt_f32(a), k, m * k, rt_f32(dc), n, m * n,
                      0.0f, rt_f32(db), n, k * n, B);
     }
@@ -249,7 +245,7 @@ extern "C" void rt_attention_ex_fwd(rt_pool *pool, const rt_tensor *x, const rt_
     (void)pool;
     const char *op = "attention_fwd";
     rt_attn_dims d = rt_attention_check(op, x, w_qkv, w_o, heads, saved);
-    rt_check_numel(y, x->numel, op, "output");
+    rt_check_f32(y, x->numel, op, "output");
     const int64_t NT = d.N * d.T, T = d.T, D = d.D, hd = d.hd, H = d.H;
     float *qkv = rt_f32(saved), *P = qkv + NT * 3 * D, *merged = P + d.N * H * T * T;
     linear(op, rt_f32(x), rt_f32(w_qkv), b_qkv ? rt_f32(b_qkv) : NULL, NT, D, 3 * D, qkv);
@@ -281,17 +277,7 @@ extern "C" void rt_attention_bwd(rt_pool *pool, const rt_tensor *x, const rt_ten
 {
     const char *op = "attention_bwd";
     rt_attn_dims d = rt_attention_check(op, x, w_qkv, w_o, heads, saved);
-    rt_check_numel(dy, x->numel, op, "output gradient");
-    if (dx)
-        rt_check_numel(dx, x->numel, op, "input gradient");
-    if (dw_qkv)
-        rt_check_numel(dw_qkv, w_qkv->numel, op, "w_qkv gradient");
-    if (db_qkv)
-        rt_check_numel(db_qkv, 3 * d.D, op, "b_qkv gradient");
-    if (dw_o)
-        rt_check_numel(dw_o, w_o->numel, op, "w_o gradient");
-    if (db_o)
-        rt_check_numel(db_o, d.D, op, "b_o gradient");
+    rt_attention_bwd_check(op, x, w_qkv, w_o, &d, dy, dx, dw_qkv, db_qkv, dw_o, db_o);
     const int64_t NT = d.N * d.T, T = d.T, D = d.D, hd = d.hd, H = d.H;
     const float *qkv = rt_f32(saved), *P = qkv + NT * 3 * D, *merged = P + d.N * H * T * T;
     float *dmerged = rt_pool_scratch(pool, (size_t)(NT * D + NT * 3 * D + H * T * T));
