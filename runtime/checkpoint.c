@@ -48,6 +48,21 @@ static void get(stream *s, void *p, size_t n)
     fnv(&s->sum, p, n);
 }
 
+/* A tensor's elements through a host copy where the backend's memory is not the host's. */
+static void put_tensor(stream *s, const rt_tensor *t)
+{
+    void *h = rt_host_view(t, true, "checkpoint");
+    put(s, h, (size_t)t->numel * 4);
+    rt_host_done(t, h, false, "checkpoint");
+}
+
+static void get_tensor(stream *s, rt_tensor *t)
+{
+    void *h = rt_host_view(t, false, "checkpoint");
+    get(s, h, (size_t)t->numel * 4);
+    rt_host_done(t, h, true, "checkpoint");
+}
+
 static void file_name(char *out, size_t cap, const char *dir, const char *suffix)
 {
     if ((size_t)snprintf(out, cap, "%s/rank-%d.ckpt%s", dir, rt_opts_g.rank, suffix) >= cap)
@@ -79,10 +94,10 @@ void rt_checkpoint_save(const char *dir, const rt_params *ps, int64_t next_step)
         put(&s, p->value->shape, sizeof(int64_t) * (size_t)nd);
         uint8_t st = (uint8_t)((p->state[0] ? 1 : 0) | (p->state[1] ? 2 : 0));
         put(&s, &st, 1);
-        put(&s, p->value->data, (size_t)p->value->numel * 4);
+        put_tensor(&s, p->value);
         for (int k = 0; k < 2; k++)
             if (p->state[k])
-                put(&s, p->state[k]->data, (size_t)p->value->numel * 4);
+                put_tensor(&s, p->state[k]);
     }
     uint64_t sum = s.sum;
     put(&s, &sum, sizeof sum);
@@ -136,13 +151,13 @@ int64_t rt_checkpoint_load(const char *dir, rt_params *ps)
             rt_fatal("checkpoint", "%s: '%s' has a different shape", path, name);
         uint8_t st;
         get(&s, &st, 1);
-        get(&s, p->value->data, (size_t)p->value->numel * 4);
+        get_tensor(&s, p->value);
         for (int k = 0; k < 2; k++) {
             if (!(st & (1 << k)))
                 continue;
             /* Optimizer state is created lazily; make it now so the first resumed
              * step continues the momentum instead of restarting it. */
-            get(&s, rt_param_state(ps, p, k)->data, (size_t)p->value->numel * 4);
+            get_tensor(&s, rt_param_state(ps, p, k));
         }
     }
     uint64_t expect = s.sum, sum;
@@ -152,9 +167,7 @@ int64_t rt_checkpoint_load(const char *dir, rt_params *ps)
     fclose(s.f);
     rt_params_set_adam_step(ps, head[2]);
     int64_t step = head[0], lo = step, hi = step;
-    int init = 0;
-    MPI_Initialized(&init);
-    if (init && rt_opts_g.world_size > 1) {
+    if (rt_mpi_running() && rt_opts_g.world_size > 1) {
         MPI_Allreduce(&step, &lo, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
         MPI_Allreduce(&step, &hi, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
     }

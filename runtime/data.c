@@ -214,19 +214,19 @@ static void ensure_perm(rt_data *d, int64_t epoch)
 }
 
 /* Synthetic sample `g` of stream `stream` (0 train, 1 test) into row `i` of x/labels. */
-static void synth(const rt_data *d, uint64_t stream, int64_t g, int64_t i, rt_tensor *x,
-                  rt_tensor *labels)
+static void synth(const rt_data *d, uint64_t stream, int64_t g, int64_t i, void *x, int32_t *labels)
 {
     for (int64_t e = 0; x && e < d->per_sample; e++) {
         float u = rt_rand_uniform(d->seed, 0xda7a + stream, (uint64_t)g, 0, (uint64_t)e);
         if (d->in_dtype == RT_F32)
-            rt_f32(x)[i * d->per_sample + e] = u;
+            ((float *)x)[i * d->per_sample + e] = u;
         else
-            rt_i32(x)[i * d->per_sample + e] = (int32_t)(u * (float)d->vocab) % (int32_t)d->vocab;
+            ((int32_t *)x)[i * d->per_sample + e] =
+                (int32_t)(u * (float)d->vocab) % (int32_t)d->vocab;
     }
     for (int64_t e = 0; labels && e < d->labels_per_sample; e++) {
         float u = rt_rand_uniform(d->seed, 0xda7a + stream, (uint64_t)g, 1, (uint64_t)e);
-        rt_i32(labels)[i * d->labels_per_sample + e] =
+        labels[i * d->labels_per_sample + e] =
             (int32_t)(u * (float)d->classes) % (int32_t)d->classes;
     }
 }
@@ -243,6 +243,57 @@ static void check_out(const rt_data *d, int64_t count, const rt_tensor *x, const
     }
 }
 
+/* Fills rows 0..count-1 of x and labels with samples of stream `stream`: row i is
+ * training-stream position g0 + i (the epoch's permutation picks the sample) or test
+ * sample g0 + i. Synthetic samples are made on the device where the backend can. */
+static void fill(rt_data *d, uint64_t stream, int64_t g0, int64_t count, rt_tensor *x,
+                 rt_tensor *labels)
+{
+    if (d->kind == RT_DATA_SYNTHETIC && rt_dev.synth) {
+        rt_synth_keys k = {.seed = d->seed,
+                           .stream = stream,
+                           .g0 = g0,
+                           .count = count,
+                           .per_sample = d->per_sample,
+                           .labels_per_sample = d->labels_per_sample,
+                           .vocab = d->vocab,
+                           .classes = d->classes,
+                           .in_dtype = d->in_dtype};
+        rt_dev.synth(&k, x ? x->data : NULL, labels ? rt_i32(labels) : NULL);
+        return;
+    }
+    void *hx = x ? rt_host_view(x, false, "data") : NULL;
+    int32_t *hl = labels ? rt_host_view(labels, false, "data") : NULL;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t g = g0 + i;
+        if (d->kind == RT_DATA_SYNTHETIC) {
+            synth(d, stream, g, i, hx, hl);
+            continue;
+        }
+        const uint8_t *px, *py;
+        if (stream == 0) {
+            ensure_perm(d, g / d->ntrain);
+            int64_t idx = d->perm[g % d->ntrain];
+            px = d->train_x + idx * 784;
+            py = d->train_y + idx;
+        } else {
+            px = d->test_x + g * 784;
+            py = d->test_y + g;
+        }
+        if (hx) {
+            float *out = (float *)hx + i * 784;
+            for (int e = 0; e < 784; e++)
+                out[e] = (float)px[e] * (1.0f / 255.0f);
+        }
+        if (hl)
+            hl[i] = *py;
+    }
+    if (x)
+        rt_host_done(x, hx, true, "data");
+    if (labels)
+        rt_host_done(labels, hl, true, "data");
+}
+
 void rt_data_batch(rt_data *d, int64_t step, int64_t B, int64_t s0, int64_t s1, rt_tensor *x,
                    rt_tensor *labels)
 {
@@ -250,23 +301,7 @@ void rt_data_batch(rt_data *d, int64_t step, int64_t B, int64_t s0, int64_t s1, 
         rt_fatal("data", "shard [%lld,%lld) outside the batch of %lld", (long long)s0,
                  (long long)s1, (long long)B);
     check_out(d, s1 - s0, x, labels);
-    for (int64_t i = 0; i < s1 - s0; i++) {
-        int64_t g = step * B + s0 + i;
-        if (d->kind == RT_DATA_SYNTHETIC) {
-            synth(d, 0, g, i, x, labels);
-            continue;
-        }
-        ensure_perm(d, g / d->ntrain);
-        int64_t idx = d->perm[g % d->ntrain];
-        if (x) {
-            const uint8_t *px = d->train_x + idx * 784;
-            float *out = rt_f32(x) + i * 784;
-            for (int e = 0; e < 784; e++)
-                out[e] = (float)px[e] * (1.0f / 255.0f);
-        }
-        if (labels)
-            rt_i32(labels)[i] = d->train_y[idx];
-    }
+    fill(d, 0, step * B + s0, s1 - s0, x, labels);
 }
 
 void rt_data_test_batch(rt_data *d, int64_t first, int64_t count, rt_tensor *x, rt_tensor *labels)
@@ -275,18 +310,5 @@ void rt_data_test_batch(rt_data *d, int64_t first, int64_t count, rt_tensor *x, 
         rt_fatal("data", "test samples [%lld,%lld) outside the test set of %lld", (long long)first,
                  (long long)(first + count), (long long)d->ntest);
     check_out(d, count, x, labels);
-    for (int64_t i = 0; i < count; i++) {
-        if (d->kind == RT_DATA_SYNTHETIC) {
-            synth(d, 1, first + i, i, x, labels);
-            continue;
-        }
-        if (x) {
-            const uint8_t *px = d->test_x + (first + i) * 784;
-            float *out = rt_f32(x) + i * 784;
-            for (int e = 0; e < 784; e++)
-                out[e] = (float)px[e] * (1.0f / 255.0f);
-        }
-        if (labels)
-            rt_i32(labels)[i] = d->test_y[first + i];
-    }
+    fill(d, 1, first, count, x, labels);
 }

@@ -140,6 +140,30 @@ int64_t rt_batchnorm_check(const char *op, const rt_comm *comm, const rt_tensor 
     return C;
 }
 
+int64_t rt_batchnorm_fwd_check(const char *op, const rt_comm *comm, const rt_tensor *x,
+                               const rt_tensor *gamma, const rt_tensor *beta,
+                               const rt_tensor *running_mean, const rt_tensor *running_var,
+                               const rt_tensor *saved, const rt_tensor *y)
+{
+    const int64_t C = rt_batchnorm_check(op, comm, x, gamma, saved, y, "output");
+    rt_check_f32(beta, C, op, "beta");
+    if (running_mean)
+        rt_check_f32(running_mean, C, op, "running mean");
+    if (running_var)
+        rt_check_f32(running_var, C, op, "running variance");
+    return C;
+}
+
+int64_t rt_batchnorm_bwd_check(const char *op, const rt_comm *comm, const rt_tensor *x,
+                               const rt_tensor *gamma, const rt_tensor *saved, const rt_tensor *dy,
+                               const rt_tensor *dx)
+{
+    const int64_t C = rt_batchnorm_check(op, comm, x, gamma, saved, dy, "output gradient");
+    if (dx)
+        rt_check_f32(dx, x->numel, op, "input gradient");
+    return C;
+}
+
 void rt_layernorm_dims(const char *op, const rt_tensor *x, const rt_tensor *gamma,
                        const rt_tensor *saved, int64_t *M, int64_t *D)
 {
@@ -167,6 +191,15 @@ void rt_linear_dims(const char *op, const rt_tensor *x, const rt_tensor *w, int6
     *M = x->numel / *in;
 }
 
+void rt_linear_fwd_check(const char *op, const rt_tensor *x, const rt_tensor *w, const rt_tensor *b,
+                         const rt_tensor *y, int64_t *M, int64_t *in, int64_t *out)
+{
+    rt_linear_dims(op, x, w, M, in, out);
+    if (b)
+        rt_check_f32(b, *out, op, "bias");
+    rt_check_f32(y, *M * *out, op, "output");
+}
+
 void rt_linear_bwd_check(const char *op, const rt_tensor *x, const rt_tensor *w, int64_t M,
                          int64_t out, const rt_tensor *dy, const rt_tensor *dx, const rt_tensor *dw,
                          const rt_tensor *db)
@@ -178,6 +211,18 @@ void rt_linear_bwd_check(const char *op, const rt_tensor *x, const rt_tensor *w,
         rt_check_f32(dw, w->numel, op, "weight gradient");
     if (db)
         rt_check_f32(db, out, op, "bias gradient");
+}
+
+void rt_matmul_bwd_check(const char *op, const rt_tensor *a, const rt_tensor *b,
+                         const rt_tensor *dc, const rt_tensor *da, const rt_tensor *db, int64_t *B,
+                         int64_t *m, int64_t *k, int64_t *n)
+{
+    rt_matmul_dims(op, a, b, B, m, k, n);
+    rt_check_f32(dc, *B * *m * *n, op, "c gradient");
+    if (da)
+        rt_check_f32(da, a->numel, op, "a gradient");
+    if (db)
+        rt_check_f32(db, b->numel, op, "b gradient");
 }
 
 void rt_matmul_dims(const char *op, const rt_tensor *a, const rt_tensor *b, int64_t *B, int64_t *m,
@@ -238,8 +283,8 @@ void rt_attention_bwd_check(const char *op, const rt_tensor *x, const rt_tensor 
 
 /* ---- layout ops ------------------------------------------------------------------------ */
 
-void rt_concat_check(const char *op, const rt_tensor *y, int n, const rt_tensor *const *xs,
-                     int axis)
+rt_concat_dims rt_concat_check(const char *op, const rt_tensor *y, int n,
+                               const rt_tensor *const *xs, int axis)
 {
     rt_check(y, RT_F32, -1, op, "concatenation");
     if (axis < 0 || axis >= y->ndim)
@@ -258,6 +303,10 @@ void rt_concat_check(const char *op, const rt_tensor *y, int n, const rt_tensor 
     if (total != y->shape[axis])
         rt_fatal(op, "parts add up to %lld along axis %d, result has %lld", (long long)total, axis,
                  (long long)y->shape[axis]);
+    rt_concat_dims d = {rt_dims_prod(y->shape, 0, axis), rt_dims_prod(y->shape, axis + 1, y->ndim),
+                        0};
+    d.row = y->shape[axis] * d.inner;
+    return d;
 }
 
 void rt_transpose_check(const char *op, const rt_tensor *x, int *a0, int *a1, const rt_tensor *y)
@@ -288,6 +337,14 @@ void rt_softmax_dims(const char *op, const rt_tensor *x, int axis, int64_t *oute
     *outer = rt_dims_prod(x->shape, 0, axis);
     *dim = x->shape[axis];
     *inner = rt_dims_prod(x->shape, axis + 1, x->ndim);
+}
+
+void rt_softmax_bwd_check(const char *op, const rt_tensor *y, const rt_tensor *dy, int axis,
+                          const rt_tensor *dx, int64_t *outer, int64_t *dim, int64_t *inner)
+{
+    rt_softmax_dims(op, y, axis, outer, dim, inner);
+    rt_same_numel(op, y, "output", dy, "output gradient");
+    rt_same_numel(op, y, "output", dx, "input gradient");
 }
 
 /* ---- embedding and loss ---------------------------------------------------------------- */

@@ -68,6 +68,7 @@ static void record(const char *name, double t0, double t1)
 
 void rt_trace_push(const char *name)
 {
+    rt_dev.op_begin(name);
     if (tr.depth == STACK_MAX)
         rt_fatal("trace", "rt_trace_push nested deeper than %d (missing rt_trace_pop?)", STACK_MAX);
     tr.stack_name[tr.depth] = name;
@@ -79,9 +80,10 @@ void rt_trace_pop(void)
 {
     if (tr.depth == 0)
         rt_fatal("trace", "rt_trace_pop without rt_trace_push");
+    const char *name = tr.stack_name[tr.depth - 1];
+    rt_dev.op_end(name); /* the op's device work is done before the clock is read */
     double t1 = rt_now();
     tr.depth--;
-    const char *name = tr.stack_name[tr.depth];
     double t0 = tr.stack_t0[tr.depth];
     /* Names are string literals, so the pointer identifies the op. */
     size_t h = ((uintptr_t)name >> 3) % TABLE_SIZE;

@@ -7,7 +7,7 @@
  * unpadded convolution then uses x itself as col. im2col copies whole
  * contiguous output rows (memcpy when the stride is 1) so the lowering stays a small
  * fraction of the GEMM time; tests/bench/runtime/bench_conv measures that fraction. */
-#include "../internal.h"
+#include "cpu.h"
 
 #include <cblas.h>
 #include <string.h>

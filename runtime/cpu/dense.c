@@ -55,10 +55,7 @@ void rt_linear_fwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *b, r
 {
     const char *op = "linear_fwd";
     int64_t M, in, out;
-    rt_linear_dims(op, x, w, &M, &in, &out);
-    if (b)
-        rt_check_f32(b, out, op, "bias");
-    rt_check_f32(y, M * out, op, "output");
+    rt_linear_fwd_check(op, x, w, b, y, &M, &in, &out);
     linear(rt_f32(x), rt_f32(w), b ? rt_f32(b) : NULL, M, in, out, rt_f32(y));
 }
 
@@ -90,12 +87,7 @@ void rt_matmul_bwd(const rt_tensor *a, const rt_tensor *b, const rt_tensor *dc, 
 {
     const char *op = "matmul_bwd";
     int64_t B, m, k, n;
-    rt_matmul_dims(op, a, b, &B, &m, &k, &n);
-    rt_check_f32(dc, B * m * n, op, "c gradient");
-    if (da)
-        rt_check_f32(da, a->numel, op, "a gradient");
-    if (db)
-        rt_check_f32(db, b->numel, op, "b gradient");
+    rt_matmul_bwd_check(op, a, b, dc, da, db, &B, &m, &k, &n);
     for (int64_t i = 0; i < B; i++) {
         const float *dci = rt_f32(dc) + i * m * n;
         if (da)

@@ -1,7 +1,8 @@
 /* cpu/elementwise.c: the memory-bound ops on the CPU: relu, gelu (tanh approximation),
  * add and gradient accumulation, dropout with the counter-based mask, concat,
- * transpose of two axes, and softmax along an axis. Each is a plain loop over
- * contiguous memory; shapes are checked once per call, never per element. */
+ * transpose of two axes, softmax along an axis, and the optimizers' per-element updates.
+ * Each is a plain loop over contiguous memory; shapes are checked once per call, never
+ * per element. */
 #include "../internal.h"
 
 #include <math.h>
@@ -119,10 +120,8 @@ void rt_dropout_bwd(const rt_tensor *dy, float p, uint64_t seed, int64_t step, i
 void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_tensor *y)
 {
     const char *op = "concat_fwd";
-    rt_concat_check(op, y, n, xs, axis);
-    const int64_t outer = rt_dims_prod(y->shape, 0, axis);
-    const int64_t inner = rt_dims_prod(y->shape, axis + 1, y->ndim);
-    const int64_t yrow = y->shape[axis] * inner;
+    const rt_concat_dims d = rt_concat_check(op, y, n, xs, axis);
+    const int64_t outer = d.outer, inner = d.inner, yrow = d.row;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         const int64_t chunk = xs[i]->shape[axis] * inner;
@@ -136,10 +135,8 @@ void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_tensor *y)
 void rt_concat_bwd(const rt_tensor *dy, int axis, int n, rt_tensor *const *dxs)
 {
     const char *op = "concat_bwd";
-    rt_concat_check(op, dy, n, (const rt_tensor *const *)dxs, axis);
-    const int64_t outer = rt_dims_prod(dy->shape, 0, axis);
-    const int64_t inner = rt_dims_prod(dy->shape, axis + 1, dy->ndim);
-    const int64_t yrow = dy->shape[axis] * inner;
+    const rt_concat_dims d = rt_concat_check(op, dy, n, (const rt_tensor *const *)dxs, axis);
+    const int64_t outer = d.outer, inner = d.inner, yrow = d.row;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         const int64_t chunk = dxs[i]->shape[axis] * inner;
@@ -201,9 +198,7 @@ void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis, rt_tensor
 {
     const char *op = "softmax_bwd";
     int64_t outer, dim, inner;
-    rt_softmax_dims(op, y, axis, &outer, &dim, &inner);
-    rt_same_numel(op, y, "output", dy, "output gradient");
-    rt_same_numel(op, y, "output", dx, "input gradient");
+    rt_softmax_bwd_check(op, y, dy, axis, dx, &outer, &dim, &inner);
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t c = 0; c < inner; c++) {
             const size_t base = (size_t)(o * dim * inner + c);
@@ -214,5 +209,32 @@ void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis, rt_tensor
             for (int64_t k = 0; k < dim; k++)
                 ds[k * inner] = ys[k * inner] * (gs[k * inner] - dot);
         }
+    }
+}
+
+/* ---- optimizers ------------------------------------------------------------------------ */
+
+/* PyTorch SGD; a zero momentum buffer gives buf = d, exactly the first-step rule. */
+void rt_sgd_update(float *w, const float *g, float *buf, int64_t n, float lr, float momentum,
+                   float weight_decay, bool nesterov)
+{
+    for (int64_t j = 0; j < n; j++) {
+        float d = g[j] + weight_decay * w[j];
+        if (buf) {
+            buf[j] = momentum * buf[j] + d;
+            d = nesterov ? d + momentum * buf[j] : buf[j];
+        }
+        w[j] -= lr * d;
+    }
+}
+
+void rt_adam_update(float *w, const float *g, float *m, float *v, int64_t n, float step,
+                    float beta1, float beta2, float eps, float weight_decay, float bc2_sqrt)
+{
+    for (int64_t j = 0; j < n; j++) {
+        float d = g[j] + weight_decay * w[j];
+        m[j] = beta1 * m[j] + (1.0f - beta1) * d;
+        v[j] = beta2 * v[j] + (1.0f - beta2) * d * d;
+        w[j] -= step * m[j] / (sqrtf(v[j]) / bc2_sqrt + eps);
     }
 }

@@ -253,13 +253,9 @@ static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
                           float momentum, float eps, rt_tensor *saved, rt_tensor *y)
 {
     const char *op = "batchnorm2d_fwd";
-    const int64_t C = rt_batchnorm_check(op, comm, x, gamma, saved, y, "output");
+    const int64_t C =
+        rt_batchnorm_fwd_check(op, comm, x, gamma, beta, running_mean, running_var, saved, y);
     const int64_t N = x->shape[0], HW = x->shape[2] * x->shape[3];
-    rt_check_f32(beta, C, op, "beta");
-    if (running_mean)
-        rt_check_f32(running_mean, C, op, "running mean");
-    if (running_var)
-        rt_check_f32(running_var, C, op, "running variance");
     /* sums[c]: sum of x, then of (x - mean)^2; sums[C]: the element count. */
     double *sums = rt_xcalloc((size_t)C + 1, sizeof(double), op);
     for (int64_t c = 0; c < C; c++)
@@ -269,7 +265,7 @@ static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
                 sums[c] += p[i];
         }
     sums[C] = (double)(N * HW);
-    rt_allreduce_sum_f64(comm, sums, C + 1);
+    rt_allreduce_f64(comm, sums, C + 1, op);
     const double count = sums[C];
     if (count == 0)
         rt_fatal(op, "empty batch: batchnorm needs at least one sample");
@@ -287,7 +283,7 @@ static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
         }
         sums[c] = ss;
     }
-    rt_allreduce_sum_f64(comm, sums, C);
+    rt_allreduce_f64(comm, sums, C, op);
     for (int64_t c = 0; c < C; c++) {
         double var = sums[c] / count;
         mean[c] = (float)mu[c];
@@ -318,10 +314,8 @@ static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
                           rt_tensor *dgamma, rt_tensor *dbeta)
 {
     const char *op = "batchnorm2d_bwd";
-    const int64_t C = rt_batchnorm_check(op, comm, x, gamma, saved, dy, "output gradient");
+    const int64_t C = rt_batchnorm_bwd_check(op, comm, x, gamma, saved, dy, dx);
     const int64_t N = x->shape[0], HW = x->shape[2] * x->shape[3];
-    if (dx)
-        rt_check_f32(dx, x->numel, op, "input gradient");
     const float *mean = rt_f32(saved), *invstd = mean + C;
     /* sums: sum(dy) per channel, sum(dy * xhat) per channel, the count. */
     double *sums = rt_xcalloc(2 * (size_t)C + 1, sizeof(double), op);
@@ -346,7 +340,7 @@ static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
     }
     sums[2 * C] = (double)(N * HW);
     if (dx) {
-        rt_allreduce_sum_f64(comm, sums, 2 * C + 1);
+        rt_allreduce_f64(comm, sums, 2 * C + 1, op);
         const double count = sums[2 * C];
         for (int64_t c = 0; c < C; c++) {
             const float k = rt_f32(gamma)[c] * invstd[c];
@@ -396,11 +390,11 @@ void rt_batchnorm2d_infer(const rt_tensor *x, const rt_tensor *gamma, const rt_t
                           rt_tensor *y)
 {
     const char *op = "batchnorm2d_infer";
-    const int64_t C = rt_batchnorm_check(op, NULL, x, gamma, NULL, y, "output");
+    const int64_t C =
+        rt_batchnorm_fwd_check(op, NULL, x, gamma, beta, running_mean, running_var, NULL, y);
+    rt_check(running_mean, RT_F32, -1, op, "running mean");
+    rt_check(running_var, RT_F32, -1, op, "running variance");
     const int64_t N = x->shape[0], HW = x->shape[2] * x->shape[3];
-    rt_check_f32(beta, C, op, "beta");
-    rt_check_f32(running_mean, C, op, "running mean");
-    rt_check_f32(running_var, C, op, "running variance");
     for (int64_t c = 0; c < C; c++) {
         const float sc = rt_f32(gamma)[c] / sqrtf(rt_f32(running_var)[c] + eps);
         const float sh = rt_f32(beta)[c] - rt_f32(running_mean)[c] * sc;

@@ -34,7 +34,7 @@ static int64_t span(int64_t rows, int64_t cols, int64_t ld, int64_t stride, int6
 
 static const void *lowered(int slot, const float *p, int64_t n, const char *op)
 {
-    const rt_compute_dtype dt = rt_cuda_g.compute;
+    const rt_compute_dtype dt = rt_get_compute_dtype();
     void *buf = rt_cuda_scratch(slot, (size_t)n * 2, op);
     if (dt == RT_COMPUTE_BF16)
         to_bf16_k<<<rt_cuda_blocks(n), 256, 0, RT_FG>>>(p, (__nv_bfloat16 *)buf, n);
@@ -67,8 +67,9 @@ extern "C" void rt_cuda_gemm(const char *op, bool ta, bool tb, int64_t m, int64_
     const int ildc = as_int(ldc, op, "ldc"), ib = as_int(batch, op, "batch");
     cudaDataType_t in_t = CUDA_R_32F;
     const void *pa = B, *pb = A;
-    if (rt_cuda_g.compute != RT_COMPUTE_F32 && k > 0) {
-        in_t = rt_cuda_g.compute == RT_COMPUTE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    const rt_compute_dtype compute = rt_get_compute_dtype();
+    if (compute != RT_COMPUTE_F32 && k > 0) {
+        in_t = compute == RT_COMPUTE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
         /* B (row-major) is [k,n] or [n,k] when tb; A is [m,k] or [k,m] when ta. */
         pa = lowered(RT_SCRATCH_A, B, span(tb ? n : k, tb ? k : n, ldb, strideB, batch), op);
         pb = lowered(RT_SCRATCH_B, A, span(ta ? k : m, ta ? m : k, lda, strideA, batch), op);
@@ -148,10 +149,7 @@ extern "C" void rt_linear_fwd(const rt_tensor *x, const rt_tensor *w, const rt_t
 {
     const char *op = "linear_fwd";
     int64_t M, in, out;
-    rt_linear_dims(op, x, w, &M, &in, &out);
-    if (b)
-        rt_check_f32(b, out, op, "bias");
-    rt_check_f32(y, M * out, op, "output");
+    rt_linear_fwd_check(op, x, w, b, y, &M, &in, &out);
     linear(op, rt_f32(x), rt_f32(w), b ? rt_f32(b) : NULL, M, in, out, rt_f32(y));
 }
 
@@ -183,12 +181,7 @@ extern "C" void rt_matmul_bwd(const rt_tensor *a, const rt_tensor *b, const rt_t
 {
     const char *op = "matmul_bwd";
     int64_t B, m, k, n;
-    rt_matmul_dims(op, a, b, &B, &m, &k, &n);
-    rt_check_f32(dc, B * m * n, op, "c gradient");
-    if (da)
-        rt_check_f32(da, a->numel, op, "a gradient");
-    if (db)
-        rt_check_f32(db, b->numel, op, "b gradient");
+    rt_matmul_bwd_check(op, a, b, dc, da, db, &B, &m, &k, &n);
     if (da) {
         rt_cuda_gemm(op, false, true, m, k, n, 1.0f, rt_f32(dc), n, m * n, rt_f32(b), n, k * n,
                      0.0f, rt_f32(da), k, m * k, B);

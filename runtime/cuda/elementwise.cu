@@ -46,10 +46,6 @@ __global__ void acc_k(float *d, const float *s, int64_t n)
 {
     RT_FOR(i, n) d[i] += s[i];
 }
-__global__ void fill_k(float *p, int64_t n, float v)
-{
-    RT_FOR(i, n) p[i] = v;
-}
 
 #define LAUNCH(op, kernel, n, ...)                                     \
     do {                                                               \
@@ -91,10 +87,6 @@ extern "C" void rt_accumulate(rt_tensor *dst, const rt_tensor *src)
 {
     rt_same_numel("accumulate", dst, "destination", src, "source");
     LAUNCH("accumulate", acc_k, dst->numel, rt_f32(dst), rt_f32(src), dst->numel);
-}
-extern "C" void rt_cuda_fill(float *p, int64_t n, float value)
-{
-    LAUNCH("fill", fill_k, n, p, n, value);
 }
 
 /* ---- dropout ------------------------------------------------------------------------------ */
@@ -205,10 +197,8 @@ static void copy_part(const char *op, float *dst, int64_t dpitch, const float *s
 extern "C" void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_tensor *y)
 {
     const char *op = "concat_fwd";
-    rt_concat_check(op, y, n, xs, axis);
-    const int64_t outer = rt_dims_prod(y->shape, 0, axis);
-    const int64_t inner = rt_dims_prod(y->shape, axis + 1, y->ndim);
-    const int64_t yrow = y->shape[axis] * inner;
+    const rt_concat_dims d = rt_concat_check(op, y, n, xs, axis);
+    const int64_t outer = d.outer, inner = d.inner, yrow = d.row;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         const int64_t chunk = xs[i]->shape[axis] * inner;
@@ -220,10 +210,8 @@ extern "C" void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_te
 extern "C" void rt_concat_bwd(const rt_tensor *dy, int axis, int n, rt_tensor *const *dxs)
 {
     const char *op = "concat_bwd";
-    rt_concat_check(op, dy, n, (const rt_tensor *const *)dxs, axis);
-    const int64_t outer = rt_dims_prod(dy->shape, 0, axis);
-    const int64_t inner = rt_dims_prod(dy->shape, axis + 1, dy->ndim);
-    const int64_t yrow = dy->shape[axis] * inner;
+    const rt_concat_dims d = rt_concat_check(op, dy, n, (const rt_tensor *const *)dxs, axis);
+    const int64_t outer = d.outer, inner = d.inner, yrow = d.row;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         const int64_t chunk = dxs[i]->shape[axis] * inner;
@@ -315,9 +303,7 @@ extern "C" void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis
 {
     const char *op = "softmax_bwd";
     int64_t outer, dim, inner;
-    rt_softmax_dims(op, y, axis, &outer, &dim, &inner);
-    rt_same_numel(op, y, "output", dy, "output gradient");
-    rt_same_numel(op, y, "output", dx, "input gradient");
+    rt_softmax_bwd_check(op, y, dy, axis, dx, &outer, &dim, &inner);
     LAUNCH(op, softmax_bwd_k, outer * inner, rt_f32(y), rt_f32(dy), rt_f32(dx), outer * inner, dim,
            inner);
 }
@@ -354,14 +340,14 @@ __global__ void adam_k(float *w, const float *g, float *m, float *v, int64_t n, 
     }
 }
 
-extern "C" void rt_cuda_sgd(float *w, const float *g, float *buf, int64_t n, float lr, float mom,
-                            float wd, bool nesterov)
+extern "C" void rt_sgd_update(float *w, const float *g, float *buf, int64_t n, float lr, float mom,
+                              float wd, bool nesterov)
 {
     LAUNCH("sgd", sgd_k, n, w, g, buf, n, lr, mom, wd, nesterov);
 }
 
-extern "C" void rt_cuda_adam(float *w, const float *g, float *m, float *v, int64_t n, float step,
-                             float b1, float b2, float eps, float wd, float bc2_sqrt)
+extern "C" void rt_adam_update(float *w, const float *g, float *m, float *v, int64_t n, float step,
+                               float b1, float b2, float eps, float wd, float bc2_sqrt)
 {
     LAUNCH("adam", adam_k, n, w, g, m, v, n, step, b1, b2, eps, wd, bc2_sqrt);
 }

@@ -355,22 +355,18 @@ static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
                           float momentum, float eps, rt_tensor *saved, rt_tensor *y)
 {
     const char *op = "batchnorm2d_fwd";
-    const int64_t C = rt_batchnorm_check(op, comm, x, gamma, saved, y, "output");
+    const int64_t C =
+        rt_batchnorm_fwd_check(op, comm, x, gamma, beta, running_mean, running_var, saved, y);
     const int64_t N = x->shape[0], HW = x->shape[2] * x->shape[3];
-    rt_check_f32(beta, C, op, "beta");
-    if (running_mean)
-        rt_check_f32(running_mean, C, op, "running mean");
-    if (running_var)
-        rt_check_f32(running_var, C, op, "running variance");
     if (C == 0)
         return;
     double *sums = (double *)rt_cuda_scratch(RT_SCRATCH_RED, (size_t)(2 * C + 1) * 8, op);
     double *sq = sums + C + 1;
     float *mean = rt_f32(saved), *invstd = mean + C;
     LAUNCH(op, bn_sum_k, (unsigned)C, 256, rt_f32(x), N, C, HW, sums);
-    rt_cuda_allreduce_f64(comm, sums, C + 1, op);
+    rt_allreduce_f64(comm, sums, C + 1, op);
     LAUNCH(op, bn_sq_k, (unsigned)C, 256, rt_f32(x), N, C, HW, sums, sq);
-    rt_cuda_allreduce_f64(comm, sq, C, op);
+    rt_allreduce_f64(comm, sq, C, op);
     LAUNCH(op, bn_finish_k, rt_cuda_blocks(C), 256, sums, sq, C, eps, momentum, mean, invstd,
            running_mean ? rt_f32(running_mean) : NULL, running_var ? rt_f32(running_var) : NULL);
     LAUNCH(op, bn_apply_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), mean, invstd, rt_f32(gamma),
@@ -382,10 +378,8 @@ static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
                           rt_tensor *dgamma, rt_tensor *dbeta)
 {
     const char *op = "batchnorm2d_bwd";
-    const int64_t C = rt_batchnorm_check(op, comm, x, gamma, saved, dy, "output gradient");
+    const int64_t C = rt_batchnorm_bwd_check(op, comm, x, gamma, saved, dy, dx);
     const int64_t N = x->shape[0], HW = x->shape[2] * x->shape[3];
-    if (dx)
-        rt_check_f32(dx, x->numel, op, "input gradient");
     if (C == 0)
         return;
     const float *mean = rt_f32(saved), *invstd = mean + C;
@@ -393,7 +387,7 @@ static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
     LAUNCH(op, bn_bwd_reduce_k, (unsigned)C, 256, rt_f32(x), rt_f32(dy), mean, invstd, N, C, HW,
            red, dgamma ? rt_f32(dgamma) : NULL, dbeta ? rt_f32(dbeta) : NULL);
     if (dx) {
-        rt_cuda_allreduce_f64(comm, red, 2 * C + 1, op);
+        rt_allreduce_f64(comm, red, 2 * C + 1, op);
         LAUNCH(op, bn_bwd_dx_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), rt_f32(dy), mean, invstd,
                rt_f32(gamma), red, rt_f32(dx), C, HW, x->numel);
     }
@@ -445,11 +439,11 @@ extern "C" void rt_batchnorm2d_infer(const rt_tensor *x, const rt_tensor *gamma,
                                      const rt_tensor *running_var, float eps, rt_tensor *y)
 {
     const char *op = "batchnorm2d_infer";
-    const int64_t C = rt_batchnorm_check(op, NULL, x, gamma, NULL, y, "output");
+    const int64_t C =
+        rt_batchnorm_fwd_check(op, NULL, x, gamma, beta, running_mean, running_var, NULL, y);
+    rt_check(running_mean, RT_F32, -1, op, "running mean");
+    rt_check(running_var, RT_F32, -1, op, "running variance");
     const int64_t HW = x->shape[2] * x->shape[3];
-    rt_check_f32(beta, C, op, "beta");
-    rt_check_f32(running_mean, C, op, "running mean");
-    rt_check_f32(running_var, C, op, "running variance");
     LAUNCH(op, bn_infer_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), rt_f32(running_mean),
            rt_f32(running_var), rt_f32(gamma), rt_f32(beta), eps, rt_f32(y), C, HW, x->numel);
 }
@@ -651,7 +645,7 @@ extern "C" double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor 
     float *loss = (float *)rt_cuda_scratch(RT_SCRATCH_RED, (size_t)M * 4, op);
     LAUNCH(op, ce_k, (unsigned)M, 256, rt_f32(logits), rt_i32(labels), C, 0.0f, loss, NULL);
     float *h = (float *)rt_cuda_host_staging((size_t)M * 4, op);
-    rt_cuda_d2h(h, loss, (size_t)M * 4, op);
+    rt_dev.copy(h, loss, (size_t)M * 4, RT_COPY_D2H, op);
     rt_cuda_check_inputs(op);
     double total = 0.0; /* summed on the host in double, in row order, as the CPU */
     for (int64_t m = 0; m < M; m++)
@@ -695,6 +689,6 @@ extern "C" int64_t rt_correct_count(const rt_tensor *logits, const rt_tensor *la
     RT_CUDA(cudaMemsetAsync(d, 0, 8, RT_FG), op);
     LAUNCH(op, correct_k, rt_cuda_blocks(M), 256, rt_f32(logits), rt_i32(labels), M, C, d);
     unsigned long long h = 0;
-    rt_cuda_d2h(&h, d, 8, op);
+    rt_dev.copy(&h, d, 8, RT_COPY_D2H, op);
     return (int64_t)h;
 }
