@@ -20,15 +20,45 @@ static bool mpi_started;
 
 /* ---- errors ------------------------------------------------------------------- */
 
+static void vmessage(const char *op, const char *fmt, va_list ap)
+{
+    char buf[4096];
+    int n =
+        snprintf(buf, sizeof buf, "burstrt: rank %d: %s: ", rt_opts_g.rank, op ? op : "runtime");
+    if (n < 0)
+        return;
+    if ((size_t)n < sizeof buf)
+        n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n < sizeof buf - 1 ? (size_t)n : sizeof buf - 5;
+    if (len == sizeof buf - 5)
+        memcpy(buf + len, "...", 3), len += 3; /* cut: still one line */
+    buf[len++] = '\n';
+    /* One write: up to PIPE_BUF bytes land in a pipe (mpirun's) in one piece. */
+    fflush(stderr);
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(STDERR_FILENO, buf + off, len - off);
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+}
+
+void rt_message(const char *op, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(op, fmt, ap);
+    va_end(ap);
+}
+
 _Noreturn void rt_fatal(const char *op, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "burstrt: rank %d: %s: ", rt_opts_g.rank, op ? op : "runtime");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmessage(op, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    fflush(stderr);
     int init = 0, fin = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
@@ -112,8 +142,12 @@ static void on_terminate(int sig)
     char buf[256];
     size_t n = put_str(buf, 0, "burstrt: rank ");
     n = put_int(buf, n, rt_opts_g.rank);
-    n = put_str(buf, n, ": stopped at step ");
-    n = put_int(buf, n, current_step);
+    if (current_step < 0) {
+        n = put_str(buf, n, ": stopped in start-up");
+    } else {
+        n = put_str(buf, n, ": stopped at step ");
+        n = put_int(buf, n, current_step);
+    }
     n = put_str(buf, n,
                 ": the job was terminated (another rank failed, or mpirun was interrupted)\n");
     ssize_t w = write(STDERR_FILENO, buf, n);
@@ -122,30 +156,69 @@ static void on_terminate(int sig)
     raise(sig);
 }
 
+static double step_limit(void);
+
+/* BURSTRT_TEST_FAULT=stop-before-mpi@R or stop-in-startup@R: rank R stops (SIGSTOP) before
+ * MPI_Init or at the end of rt_init, so that the tests can check what the watchdog of the
+ * others says. */
+static void test_fault(const char *where)
+{
+    const char *f = getenv("BURSTRT_TEST_FAULT");
+    size_t n = strlen(where);
+    if (f && !strncmp(f, where, n) && f[n] == '@' && atoi(f + n + 1) == rt_opts_g.rank) {
+        rt_message("init", "BURSTRT_TEST_FAULT: stopping this rank (%s)", where);
+        raise(SIGSTOP);
+    }
+}
+
 bool rt_mpi_running(void)
 {
     return mpi_started;
 }
 
+/* Leaves before the training starts (--help, a world of the wrong size): every rank
+ * does the same, so the collective teardown is safe. */
+_Noreturn void rt_exit_early(int status)
+{
+    rt_watchdog_stop();
+    MPI_Finalize();
+    exit(status);
+}
+
 const rt_options *rt_init(int *argc, char ***argv, const char *program)
 {
     rt_dev.start(*argv);
+    /* The launcher's rank, for messages before MPI knows it. */
+    const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i]) && (rt_opts_g.rank = atoi(getenv(vars[i]))) >= 0)
+            break;
+    /* Watched from here: a rank that stops during start-up ends the job too. */
+    rt_watchdog_start(*argv);
+    test_fault("stop-before-mpi");
     int provided;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     mpi_started = true;
     MPI_Comm_rank(MPI_COMM_WORLD, &rt_opts_g.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &rt_opts_g.world_size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    rt_watchdog_board();
     rt_parse_options(*argc, *argv, program ? program : (*argv)[0]);
+    rt_watchdog_limit(rt_opts_g.step_timeout);
+    /* Unwritable output paths are found now, not after training. */
+    rt_checkpoint_check_dir();
+    rt_trace_check_path();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_terminate;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     rt_dev.init(&rt_opts_g);
+    rt_wait_begin("start-up");
     rt_net.start();
     rt_trace_init();
-    rt_watchdog_start();
+    rt_wait_end();
+    test_fault("stop-in-startup");
     return &rt_opts_g;
 }
 
@@ -158,10 +231,13 @@ void rt_finalize(void)
         rt_dev.finalize();
         return;
     }
+    rt_watchdog_finishing();
+    rt_watchdog_limit(step_limit());
     rt_dev.sync("finalize");
-    rt_watchdog_arm(-1, rt_opts_g.step_timeout);
+    rt_wait_begin("rt_finalize");
     rt_trace_write_and_free(rt_opts_g.trace_path);
     MPI_Barrier(MPI_COMM_WORLD);
+    rt_wait_end();
     rt_watchdog_stop();
     rt_comm_free_all();
     rt_net.stop();
@@ -173,12 +249,15 @@ void rt_finalize(void)
 void rt_check_world_size(int needed)
 {
     if (rt_opts_g.world_size != needed) {
-        if (rt_opts_g.rank == 0)
-            fprintf(stderr, "burstrt: plan needs %d ranks, launched with %d (use mpirun -np %d)\n",
-                    needed, rt_opts_g.world_size, needed);
-        fflush(stderr);
-        MPI_Finalize();
-        exit(2);
+        if (rt_opts_g.rank == 0) {
+            char msg[160];
+            int n = snprintf(msg, sizeof msg,
+                             "burstrt: plan needs %d ranks, launched with %d (use mpirun -np %d)\n",
+                             needed, rt_opts_g.world_size, needed);
+            ssize_t w = write(STDERR_FILENO, msg, (size_t)n);
+            (void)w;
+        }
+        rt_exit_early(2);
     }
 }
 
@@ -193,10 +272,10 @@ int rt_world_size(void)
 
 static double step_t0, slowest_step;
 
-/* The deadline of a step: --step-timeout, or three times the slowest step so far when
- * that is longer, so that a model whose steps legitimately take long is not aborted
- * once it has completed a step. */
-static double step_deadline(void)
+/* How long a watched rank may go without progress: --step-timeout, or three times the
+ * slowest step so far when that is longer, so that a model whose steps legitimately take
+ * long is not aborted once it has completed a step. */
+static double step_limit(void)
 {
     double t = rt_opts_g.step_timeout;
     return t > 0 && 3.0 * slowest_step > t ? 3.0 * slowest_step : t;
@@ -206,7 +285,7 @@ void rt_step_begin(int64_t step)
 {
     rt_dev.step_begin(step);
     current_step = step;
-    rt_watchdog_arm(step, step_deadline());
+    rt_progress_phase(RT_PHASE_STEP, step);
     step_t0 = rt_now();
 }
 
@@ -216,15 +295,17 @@ void rt_step_end(int64_t step)
     double t1 = rt_now();
     if (t1 - step_t0 > slowest_step)
         slowest_step = t1 - step_t0;
+    rt_watchdog_limit(step_limit());
     rt_trace_record_step(step, step_t0, t1);
-    rt_watchdog_arm(step, step_deadline());
     rt_checkpoint_maybe_save(step);
-    /* Disarmed until the next step or rt_progress: what runs between steps (evaluation,
-     * reporting) may legitimately take long. */
-    rt_watchdog_arm(step, 0);
+    /* Not watched until the next step or rt_progress (waits for other ranks are): what
+     * runs between steps (evaluation, reporting) may legitimately take long. */
+    rt_progress_phase(RT_PHASE_BETWEEN, step);
 }
 
 void rt_progress(void)
 {
-    rt_watchdog_arm(rt_watchdog_step(), step_deadline());
+    int64_t step;
+    rt_phase ph = rt_progress_now(&step);
+    rt_progress_phase(ph == RT_PHASE_BETWEEN ? RT_PHASE_EVAL : ph, step);
 }

@@ -283,6 +283,7 @@ static uint8_t *load(const char *dir, const char *name, int want_ndims, int64_t 
     int nd;
     int64_t dims[4];
     snprintf(path, sizeof path, "%s/%s", dir, name);
+    rt_progress_tick();
     uint8_t *d = rt_idx_read(path, &nd, dims, err, sizeof err);
     if (!d)
         rt_fatal("data", "%s", err);

@@ -17,16 +17,43 @@ void rt_check(const rt_tensor *t, rt_dtype dt, int ndim, const char *op, const c
 void rt_check_numel(const rt_tensor *t, int64_t numel, const char *op, const char *what);
 /* True between MPI_Init and MPI_Finalize (rt_init .. rt_finalize). */
 bool rt_mpi_running(void);
+/* Ends every rank before training (--help, wrong world size): all ranks call it. */
+_Noreturn void rt_exit_early(int status);
 
 /* options.c */
 void rt_parse_options(int argc, char **argv, const char *program);
 
-/* watchdog.c: a thread that ends the job when this rank stops making progress */
-void rt_watchdog_start(void);
+/* Writes "burstrt: rank R: OP: message" and a newline to stderr with one write(2), so
+ * that the lines of ranks sharing a terminal never interleave. */
+void rt_message(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* watchdog.c: progress of every rank, and a thread that ends the job when it stops. */
+typedef enum {
+    RT_PHASE_START,   /* rt_init to the first step */
+    RT_PHASE_STEP,    /* rt_step_begin to rt_step_end */
+    RT_PHASE_BETWEEN, /* after a step: not watched (evaluation may take long) */
+    RT_PHASE_EVAL,    /* between steps after rt_progress: watched */
+    RT_PHASE_SAVE,    /* writing a checkpoint */
+    RT_PHASE_LOAD,    /* reading a checkpoint */
+    RT_PHASE_FINISH,  /* rt_finalize */
+} rt_phase;
+/* Starts the thread (first thing in rt_init, before MPI). */
+void rt_watchdog_start(char **argv);
+/* After MPI_Init: the node's shared progress board (collective over the world). */
+void rt_watchdog_board(void);
+/* The limit: the time a watched rank may go without progress (0 = off). */
+void rt_watchdog_limit(double seconds);
+/* rt_finalize began; then the thread ends and the board is freed (collective). */
+void rt_watchdog_finishing(void);
 void rt_watchdog_stop(void);
-/* Arms the watchdog for `seconds` from now (0 disarms); step is for the message. */
-void rt_watchdog_arm(int64_t step, double seconds);
-int64_t rt_watchdog_step(void);
+/* Progress events: a phase change, a traced op (name "" outside ops), anything else. */
+void rt_progress_phase(rt_phase phase, int64_t step);
+void rt_progress_op(const char *name);
+void rt_progress_tick(void);
+rt_phase rt_progress_now(int64_t *step);
+/* Brackets a wait for other ranks (or the device): watched in every phase. */
+void rt_wait_begin(const char *what);
+void rt_wait_end(void);
 
 /* tensor.c: pools, tensors and host access to tensor data */
 /* Zeroed host memory owned (and freed) by the pool. */
@@ -38,6 +65,8 @@ void *rt_host_view(const rt_tensor *t, bool read, const char *op);
 void rt_host_done(const rt_tensor *t, void *host, bool write, const char *op);
 
 /* trace.c */
+/* Fatal unless rank 0 can write --trace's file (checked at start). */
+void rt_trace_check_path(void);
 void rt_trace_init(void);
 void rt_trace_write_and_free(const char *path);
 void rt_trace_record_step(int64_t step, double t0, double t1);
@@ -163,6 +192,8 @@ bool rt_reshard_plan(const rt_comm *from, const rt_comm *to, int64_t B, rt_trans
 void rt_transfers_free(rt_transfers *t);
 
 /* checkpoint.c */
+/* Makes --checkpoint-dir (and its parents) and checks that this rank can write there. */
+void rt_checkpoint_check_dir(void);
 void rt_checkpoint_maybe_save(int64_t step);
 
 /* optim.c: the Adam step count that checkpoints carry */

@@ -27,11 +27,13 @@ static void usage(FILE *f, const char *program)
             "                        /usr/share/datasets/fashion-mnist)\n"
             "  --seed S              seed of init, data order and dropout (default 1)\n"
             "  --trace FILE          write a Chrome trace (all ranks, pid = rank)\n"
-            "  --checkpoint-dir DIR  where checkpoints go\n"
+            "  --checkpoint-dir DIR  where checkpoints go (made if missing); one is written\n"
+            "                        after the last iteration, and more with:\n"
             "  --checkpoint-every N  checkpoint every N iterations (needs --checkpoint-dir)\n"
-            "  --resume              continue from the checkpoint in --checkpoint-dir\n"
+            "  --resume              continue from the newest complete checkpoint in DIR\n"
             "  --threads N           BLAS threads per rank (default 1)\n"
-            "  --step-timeout SEC    abort the job when a step takes longer (default 20)\n"
+            "  --step-timeout SEC    end the job when a rank makes no progress for SEC seconds\n"
+            "                        (default 20, or 3x the slowest step; 0: never)\n"
             "  --help                this text\n",
             program, (long long)rt_opts_g.iterations,
             rt_opts_g.data == RT_DATA_FMNIST ? "fmnist" : "synthetic");
@@ -54,6 +56,17 @@ static void copy_str(char *dst, size_t cap, const char *opt, const char *v)
     strcpy(dst, v);
 }
 
+/* The options and whether each takes a value. */
+static const struct {
+    const char *name;
+    bool value;
+} known[] = {
+    {"--help", false}, {"--resume", false},        {"--iterations", true},
+    {"--seed", true},  {"--threads", true},        {"--checkpoint-every", true},
+    {"--trace", true}, {"--checkpoint-dir", true}, {"--step-timeout", true},
+    {"--data", true},
+};
+
 void rt_parse_options(int argc, char **argv, const char *program)
 {
     rt_options *o = &rt_opts_g;
@@ -65,12 +78,18 @@ void rt_parse_options(int argc, char **argv, const char *program)
         if (strncmp(arg, "--", 2) != 0)
             rt_fatal("options", "unexpected argument '%s' (see --help)", arg);
         size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
-        if (len >= sizeof name)
-            rt_fatal("options", "unknown option '%s' (see --help)", arg);
+        int k = -1;
+        for (size_t j = 0; j < sizeof known / sizeof *known && len < sizeof name; j++)
+            if (strlen(known[j].name) == len && !strncmp(known[j].name, arg, len))
+                k = (int)j;
+        if (k < 0)
+            rt_fatal("options", "unknown option '%.*s' (see --help)", (int)(len < 200 ? len : 200),
+                     arg);
         memcpy(name, arg, len);
         name[len] = 0;
-        bool flag = !strcmp(name, "--help") || !strcmp(name, "--resume");
-        if (!flag) {
+        if (!known[k].value && eq)
+            rt_fatal("options", "%s takes no value, got '%s'", name, arg);
+        if (known[k].value) {
             if (eq)
                 val = eq + 1;
             else if (i + 1 < argc)
@@ -81,8 +100,8 @@ void rt_parse_options(int argc, char **argv, const char *program)
         if (!strcmp(name, "--help")) {
             if (o->rank == 0)
                 usage(stdout, program);
-            MPI_Finalize();
-            exit(0);
+            fflush(stdout);
+            rt_exit_early(0);
         } else if (!strcmp(name, "--resume")) {
             o->resume = true;
         } else if (!strcmp(name, "--iterations")) {
@@ -100,9 +119,9 @@ void rt_parse_options(int argc, char **argv, const char *program)
         } else if (!strcmp(name, "--step-timeout")) {
             char *end;
             o->step_timeout = strtod(val, &end);
-            if (*end || end == val || !(o->step_timeout >= 0))
+            if (*end || end == val || !(o->step_timeout >= 0) || o->step_timeout > 1e9)
                 rt_fatal("options", "--step-timeout expects seconds >= 0, got '%s'", val);
-        } else if (!strcmp(name, "--data")) {
+        } else {
             if (!strcmp(val, "synthetic")) {
                 o->data = RT_DATA_SYNTHETIC;
             } else if (!strncmp(val, "fmnist", 6) && (val[6] == 0 || val[6] == ':')) {
@@ -112,12 +131,12 @@ void rt_parse_options(int argc, char **argv, const char *program)
             } else {
                 rt_fatal("options", "--data expects synthetic or fmnist[:DIR], got '%s'", val);
             }
-        } else {
-            rt_fatal("options", "unknown option '%s' (see --help)", name);
         }
     }
     if (o->checkpoint_every > 0 && !o->checkpoint_dir[0])
         rt_fatal("options", "--checkpoint-every needs --checkpoint-dir");
     if (o->resume && !o->checkpoint_dir[0])
         rt_fatal("options", "--resume needs --checkpoint-dir");
+    if (o->trace_path[0] && o->checkpoint_dir[0] && !strcmp(o->trace_path, o->checkpoint_dir))
+        rt_fatal("options", "--trace and --checkpoint-dir name the same path '%s'", o->trace_path);
 }

@@ -61,11 +61,13 @@ rt_comm *rt_comm_new(int n, const int *world_ranks)
     c->ranks = rank_set_copy(n, world_ranks, &c->index);
     c->mpi = rt_xcalloc(1, sizeof *c->mpi, "comm_new");
     c->mpi->comm = MPI_COMM_NULL;
+    rt_wait_begin("comm_new");
     if (rt_mpi_running())
         rt_mpi_check(MPI_Comm_split(MPI_COMM_WORLD, c->index >= 0 ? 0 : MPI_UNDEFINED, c->index,
                                     &c->mpi->comm),
                      "comm_new");
     rt_net.open(c);
+    rt_wait_end();
     c->next = all_comms;
     all_comms = c;
     return c;
@@ -118,29 +120,38 @@ void rt_allreduce_sum(const rt_comm *c, float *data, int64_t n)
 {
     if (c->index < 0 || c->n == 1 || n == 0)
         return;
+    rt_wait_begin("allreduce");
     rt_net.allreduce(c, data, n, false, "allreduce");
+    rt_wait_end();
 }
 
 void rt_allreduce_f64(const rt_comm *c, double *data, int64_t n, const char *op)
 {
     if (!c || c->index < 0 || c->n == 1 || n == 0)
         return;
+    rt_wait_begin("allreduce");
     rt_net.allreduce(c, data, n, true, op);
+    rt_wait_end();
 }
 
 double rt_world_sum(double local)
 {
     double total = local;
-    if (rt_opts_g.world_size > 1)
+    if (rt_opts_g.world_size > 1) {
+        rt_wait_begin("world_sum");
         rt_mpi_check(MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
                      "world_sum");
+        rt_wait_end();
+    }
     return total;
 }
 
 void rt_barrier(void)
 {
+    rt_wait_begin("barrier");
     rt_dev.sync("barrier");
     rt_mpi_check(MPI_Barrier(MPI_COMM_WORLD), "barrier");
+    rt_wait_end();
 }
 
 /* ---- resharding ------------------------------------------------------------------------ */
@@ -223,6 +234,8 @@ void rt_reshard(const rt_tensor *src, const rt_comm *from, rt_tensor *dst, const
         if (t.producer && src->dtype != dst->dtype)
             rt_fatal("reshard", "source and destination dtypes differ");
     }
+    rt_wait_begin("reshard");
     rt_net.exchange(&t, src ? src->data : NULL, dst ? dst->data : NULL, (size_t)per_sample * 4);
+    rt_wait_end();
     rt_transfers_free(&t);
 }

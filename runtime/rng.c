@@ -44,6 +44,7 @@ int rt_layer_key(const char *name)
 void rt_init_uniform(rt_tensor *t, float bound, uint64_t seed, int layer_id, int param_index)
 {
     rt_check(t, RT_F32, -1, "init_uniform", "tensor");
+    rt_progress_tick();
     uint64_t k = key4(seed, 0x1417, (uint64_t)layer_id, (uint64_t)param_index);
     float *x = rt_host_view(t, false, "init_uniform");
     for (int64_t i = 0; i < t->numel; i++)
@@ -55,6 +56,7 @@ void rt_init_normal(rt_tensor *t, float mean, float std, uint64_t seed, int laye
                     int param_index)
 {
     rt_check(t, RT_F32, -1, "init_normal", "tensor");
+    rt_progress_tick();
     uint64_t k = key4(seed, 0x2a2b, (uint64_t)layer_id, (uint64_t)param_index);
     float *x = rt_host_view(t, false, "init_normal");
     for (int64_t i = 0; i < t->numel; i++) {
@@ -70,6 +72,7 @@ void rt_init_normal(rt_tensor *t, float mean, float std, uint64_t seed, int laye
 void rt_init_const(rt_tensor *t, float value)
 {
     rt_check(t, RT_F32, -1, "init_const", "tensor");
+    rt_progress_tick();
     float *x = rt_host_view(t, false, "init_const");
     for (int64_t i = 0; i < t->numel; i++)
         x[i] = value;

@@ -109,6 +109,7 @@ static rt_tensor *tensor_header(rt_pool *p, rt_dtype dt, int ndim, const int64_t
 
 rt_tensor *rt_tensor_new(rt_pool *p, rt_dtype dt, int ndim, const int64_t *shape)
 {
+    rt_progress_tick(); /* start-up makes many; each is progress for the watchdog */
     rt_tensor *t = tensor_header(p, dt, ndim, shape, "tensor_new");
     t->data = device_alloc(p, (size_t)t->numel * 4, "tensor_new");
     return t;

@@ -55,17 +55,23 @@ void rt_cuda_sync(const char *op)
         return;
     rt_cuda_not_capturing(op);
     /* Polling instead of cudaStreamSynchronize: an NCCL kernel waiting for a dead peer
-     * never finishes, but its communicator reports the failure asynchronously. */
+     * never finishes, but its communicator reports the failure asynchronously. The wait
+     * is marked for the watchdog: NCCL kernels may be waiting for another rank. */
+    cudaError_t e = cudaStreamQuery(rt_cuda_g.cur);
+    if (e == cudaSuccess)
+        return;
+    rt_wait_begin("device");
     for (;;) {
-        cudaError_t e = cudaStreamQuery(rt_cuda_g.cur);
         if (e == cudaSuccess)
-            return;
+            break;
         if (e != cudaErrorNotReady)
             rt_cuda_check(e, op, "stream work");
         rt_nccl_poll(op);
         struct timespec ts = {0, 20000}; /* 20 us: short against any step */
         nanosleep(&ts, NULL);
+        e = cudaStreamQuery(rt_cuda_g.cur);
     }
+    rt_wait_end();
 }
 
 /* ---- device, streams, handles -------------------------------------------------- */
