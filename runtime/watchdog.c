@@ -61,7 +61,7 @@ static struct {
     _Atomic bool mpi_ready;   /* MPI_Abort may be called */
     record own;               /* this rank's record when there is no board */
     record *_Atomic me;
-    record *board; /* the node's records, one per node-local rank */
+    record *_Atomic board; /* the node's records, one per node-local rank */
     int nboard;
     MPI_Comm node;
     MPI_Win win;
@@ -213,9 +213,11 @@ static _Noreturn void fire(const char *fmt, ...)
     _exit(3);
 }
 
-/* A process whose watchdog thread has not ticked for this long is not running: stopped by
- * a signal, or gone. Ticks come every 200 ms; the margin covers a loaded machine. */
+/* A process whose watchdog thread has not ticked for this long (or half the limit) is not
+ * running: stopped by a signal, or gone. Ticks come every 200 ms. */
 #define STOPPED_US 2000000
+/* A gap between this thread's own ticks beyond this: the process was not running. */
+#define PAUSED_US  1000000
 
 /* This rank has made no progress for longer than the limit: find out why and end the job,
  * or return when it waits for a rank that still makes progress. A rank is the cause when
@@ -230,20 +232,23 @@ static void check_peers(const snapshot *me, int64_t now, int64_t limit)
     if (!me->waiting)
         fire("rank %d (this rank) stopped making progress %.1f s ago, %s", rt_opts_g.rank, mine,
              here);
-    if (!wd.board)
+    record *board = atomic_load(&wd.board);
+    if (!board)
         fire("no progress for %.1f s %s; a peer rank (not visible from here: no shared memory "
              "with it) has probably died or hung",
              mine, here);
+    /* Half the limit, at least: a busy machine may delay a tick by a second or two. */
+    const int64_t stopped_us = limit / 2 > STOPPED_US ? limit / 2 : STOPPED_US;
     int culprit = -1, finished = -1, fresh = 0;
     bool culprit_gone = false;
     snapshot worst = {0}, s;
     char waits[600] = "";
     size_t wl = 0;
     for (int i = 0; i < wd.nboard; i++) {
-        read_record(&wd.board[i], &s);
+        read_record(&board[i], &s);
         if (s.world_rank == rt_opts_g.rank || s.state == 0)
             continue;
-        const bool gone = s.state == 1 && now - s.beat_us > STOPPED_US;
+        const bool gone = s.state == 1 && now - s.beat_us > stopped_us;
         const bool stuck = s.state == 1 && !s.waiting && now - s.t_us > limit;
         if (s.state == 2 && finished < 0)
             finished = s.world_rank;
@@ -303,11 +308,13 @@ static void *watchdog_main(void *arg)
         const int64_t limit = atomic_load(&wd.limit_us), now = now_us();
         record *r = atomic_load(&wd.me);
         const int64_t last_beat = atomic_exchange(&r->beat_us, now);
-        if (limit && atomic_load(&wd.mpi_ready) && last_beat && now - last_beat > limit)
-            /* This process itself did not run (SIGSTOP, and now SIGCONT): its peers have
-             * most likely given up on it already. */
-            fire("rank %d (this rank) was stopped for %.1f s", rt_opts_g.rank,
-                 (double)(now - last_beat) * 1e-6);
+        if (last_beat && now - last_beat > PAUSED_US) {
+            /* This process did not run (the job was suspended, SIGSTOP then SIGCONT, or
+             * starved): that time is no lack of progress. If it alone was stopped, its
+             * peers have ended the job already. */
+            atomic_fetch_add(&r->t_us, now - last_beat);
+            continue;
+        }
         snapshot me;
         read_record(r, &me);
         bool watched = me.phase != RT_PHASE_BETWEEN || me.waiting;
@@ -395,7 +402,7 @@ void rt_watchdog_board(void)
         atomic_store(&wd.me, mine); /* only this thread writes records */
         /* Every record is filled before anyone reads the board. */
         if (MPI_Barrier(wd.node) == MPI_SUCCESS)
-            wd.board = first;
+            atomic_store(&wd.board, (record *)first);
     }
     rt_wait_end();
 }
@@ -420,7 +427,7 @@ void rt_watchdog_stop(void)
     if (wd.have_win) {
         memcpy((void *)&wd.own, (const void *)atomic_load(&wd.me), sizeof wd.own);
         atomic_store(&wd.me, &wd.own);
-        wd.board = NULL;
+        atomic_store(&wd.board, NULL);
         MPI_Win_free(&wd.win);
         MPI_Comm_free(&wd.node);
         wd.have_win = false;

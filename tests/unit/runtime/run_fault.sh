@@ -55,6 +55,27 @@ die)
 badshape)
     run --iterations 5 badshape
     expect_fault "burstrt: rank 2: reshard: source has shape\[0\]=3 and 12 elements, expected 2 samples" ;;
+pause-all)
+    # The whole job suspended for longer than the limit (job control: mpirun passes ^Z on
+    # as SIGSTOP) and continued: not a fault.
+    start=$(date +%s)
+    "$mpiexec" -n 3 --oversubscribe --allow-run-as-root "$prog" --step-timeout 3 \
+        --iterations 300000 > "$work/out" 2>&1 &
+    launcher=$!
+    sleep 2
+    ranks=$(ps -o pid= --ppid "$launcher"; for p in $(ps -o pid= --ppid "$launcher"); do ps -o pid= --ppid "$p"; done)
+    exe=$(readlink -f "$prog")
+    ranks=$(for p in $ranks; do [ "$(readlink -f /proc/$p/exe)" = "$exe" ] && echo $p; done)
+    [ -n "$ranks" ] || fail "no ranks found under mpirun $launcher"
+    kill -STOP $ranks
+    sleep 5
+    kill -CONT $ranks
+    wait $launcher
+    rc=$?
+    out=$(cat "$work/out")
+    echo "$out"
+    echo "run_fault: pause-all: ranks $ranks stopped for 5 s -> exit status $rc after $(($(date +%s) - start))s"
+    [ "$rc" -eq 0 ] || fail "a job suspended as a whole was aborted" ;;
 evalpause)
     run --iterations 5 evalpause
     [ "$rc" -eq 0 ] || fail "a long phase outside the steps was aborted" ;;
