@@ -17,7 +17,4 @@
 #define RT_CONV_COLUMNS 1024
 int64_t rt_conv2d_chunk(int64_t N, int64_t ohw);
 
-/* device.c: the threads a rank's kernels use (oneDNN, OpenMP loops and OpenBLAS alike). */
-int rt_cpu_threads(void);
-
 #endif

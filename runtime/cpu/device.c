@@ -48,13 +48,6 @@ static void cpu_start(char **argv)
     /* Not re-executed (no /proc?): carry on with the generic kernels. */
 }
 
-static int threads = 1;
-
-int rt_cpu_threads(void)
-{
-    return threads;
-}
-
 /* The CPUs this rank may use without oversubscribing the other ranks of its node: each
  * CPU of its affinity mask counts 1/k, k the number of the node's ranks whose masks hold
  * it (so 4 unbound ranks on 2 cores get 1 thread each, one rank 2, ranks bound to cores of
@@ -90,7 +83,7 @@ static int auto_threads(void)
 
 static void cpu_init(const rt_options *o)
 {
-    threads = o->threads > 0 ? o->threads : auto_threads();
+    const int threads = o->threads > 0 ? o->threads : auto_threads();
     rt_opts_g.threads = threads;
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);

@@ -105,23 +105,36 @@ void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 
 /* ---- the plain loops ----------------------------------------------------------------------- */
 
+/* Elementwise loops over chunks of CHUNK elements, threaded when there are many. */
+#define CHUNK ((int64_t)1 << 14)
+
+RT_VECTOR static void add_range(const float *a, const float *b, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = a[i] + b[i];
+}
+
+static void add(const float *a, const float *b, float *y, int64_t n)
+{
+    const int64_t chunks = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (chunks >= 4)
+    for (int64_t t = 0; t < chunks; t++) {
+        const int64_t at = t * CHUNK;
+        add_range(a + at, b + at, y + at, n - at < CHUNK ? n - at : CHUNK);
+    }
+}
+
 void rt_add_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *y)
 {
     rt_same_numel("add", a, "a", b, "b");
     rt_same_numel("add", a, "a", y, "output");
-    const float *ap = rt_f32(a), *bp = rt_f32(b);
-    float *yp = rt_f32(y);
-    for (int64_t i = 0; i < a->numel; i++)
-        yp[i] = ap[i] + bp[i];
+    add(rt_f32(a), rt_f32(b), rt_f32(y), a->numel);
 }
 
 void rt_accumulate(rt_tensor *dst, const rt_tensor *src)
 {
     rt_same_numel("accumulate", dst, "destination", src, "source");
-    float *d = rt_f32(dst);
-    const float *s = rt_f32(src);
-    for (int64_t i = 0; i < dst->numel; i++)
-        d[i] += s[i];
+    add(rt_f32(dst), rt_f32(src), rt_f32(dst), dst->numel);
 }
 
 /* ---- dropout ------------------------------------------------------------------------- */

@@ -6,16 +6,18 @@
  * planes' partial sums in double: the mean, from the values shifted by the channel's first
  * value (so that a large common offset does not swamp the f32 sums), then the squared
  * deviations from the mean rounded to f32, corrected by the rounding (sum (x - m)^2 =
- * sum (x - m32)^2 - n (m - m32)^2); never E[x^2] - E[x]^2, which cancels. The sums of
- * the rank set are all-reduced between the passes (SyncBN; a one-rank set or comm NULL
- * skips it): the same passes and all-reduces whatever the number of ranks, so that a plan
- * on many ranks computes what one rank computes, up to the order of the additions. The
- * output is (x - mean32) * gamma * invstd + (beta - (mean - mean32) * gamma * invstd), exact
- * near the mean. oneDNN's batch
- * normalisation is not used: on the runtime's NCHW tensors it runs its generic kernel
- * (ncsp_bnorm), five to seven times slower than these loops on the development machine;
- * its fast kernels need a blocked layout (two reorders per call would cost more than they
- * save); and SyncBN needs its sums between the passes. */
+ * sum (x - m32)^2 - n (m - m32)^2); never E[x^2] - E[x]^2, which cancels. The output is
+ * (x - m32) * gamma * invstd + (beta - (m - m32) * gamma * invstd), exact near the mean.
+ * With SyncBN the sums of the rank set are all-reduced between the passes: the same
+ * passes whatever the number of ranks, so that a plan on many ranks computes what one
+ * rank computes, up to the order of the additions. Without other ranks (comm NULL or a
+ * one-rank set) the passes of a channel run back to back, so that the later ones find it
+ * in the cache.
+ *
+ * oneDNN's batch normalisation is not used: on the runtime's NCHW tensors it runs its
+ * generic kernel (ncsp_bnorm), five to seven times slower than these loops on the
+ * development machine; its fast kernels need a blocked layout (two reorders per call would
+ * cost more than they save); and SyncBN needs its sums between the passes. */
 #include "cpu.h"
 
 #include <math.h>
@@ -106,6 +108,94 @@ static bool parallel(int64_t C, int64_t per_channel)
     return C > 1 && per_channel * C >= 32768;
 }
 
+/* One batchnorm call: the tensors and the per-channel sums the passes share. */
+typedef struct bn_call {
+    int64_t N, C, HW;
+    const float *x, *dy, *gamma, *beta;
+    float *y, *dx, *mean, *invstd, *running_mean, *running_var, *dgamma, *dbeta;
+    float momentum, eps;
+    double *sums, *mean64; /* [C+1] (or [2C+1] backward), [C] */
+} bn_call;
+
+/* The passes over one channel. */
+static void bn_sum(const bn_call *b, int64_t c)
+{
+    const float shift = b->N > 0 && b->HW > 0 ? b->x[c * b->HW] : 0.0f;
+    double s = 0.0;
+    for (int64_t n = 0; n < b->N; n++)
+        s += plane_sum(b->x + (n * b->C + c) * b->HW, b->HW, shift);
+    b->sums[c] = s + (double)shift * (double)(b->N * b->HW);
+}
+
+static void bn_mean(const bn_call *b, int64_t c, double count)
+{
+    b->mean64[c] = b->sums[c] / count;
+    b->mean[c] = (float)b->mean64[c];
+}
+
+static void bn_ssd(const bn_call *b, int64_t c)
+{
+    double ss = 0.0;
+    for (int64_t n = 0; n < b->N; n++)
+        ss += plane_ssd(b->x + (n * b->C + c) * b->HW, b->HW, b->mean[c]);
+    b->sums[c] = ss;
+}
+
+static void bn_apply(const bn_call *b, int64_t c, double count)
+{
+    const double off = b->mean64[c] - (double)b->mean[c]; /* the f32 mean's rounding */
+    double m2 = b->sums[c] - count * off * off;
+    m2 = m2 > 0.0 ? m2 : 0.0;
+    const double var = m2 / count;
+    b->invstd[c] = (float)(1.0 / sqrt(var + b->eps));
+    const float mo = b->momentum;
+    if (b->running_mean)
+        b->running_mean[c] = (1.0f - mo) * b->running_mean[c] + mo * b->mean[c];
+    if (b->running_var) {
+        const double unbiased = count > 1 ? m2 / (count - 1) : var;
+        b->running_var[c] = (1.0f - mo) * b->running_var[c] + mo * (float)unbiased;
+    }
+    /* y = (x - mean32) sc + (beta - off sc): the shift makes up for the f32 mean. */
+    const float sc = b->gamma[c] * b->invstd[c];
+    const float sh = (float)(b->beta[c] - off * sc);
+    for (int64_t n = 0; n < b->N; n++)
+        plane_affine(b->x + (n * b->C + c) * b->HW, b->y + (n * b->C + c) * b->HW, b->HW,
+                     b->mean[c], sc, sh);
+}
+
+/* Sums of dy and dy * xhat; this shard's part of dgamma and dbeta. */
+static void bn_dsum(const bn_call *b, int64_t c)
+{
+    double sdy = 0.0, sdyx = 0.0;
+    for (int64_t n = 0; n < b->N; n++)
+        plane_dot(b->x + (n * b->C + c) * b->HW, b->dy + (n * b->C + c) * b->HW, b->HW, b->mean[c],
+                  &sdy, &sdyx);
+    sdyx *= b->invstd[c];
+    /* The parameter gradients take this shard's part; the gradient all-reduce over the
+     * layer's ranks adds the others. */
+    if (b->dgamma)
+        b->dgamma[c] += (float)sdyx;
+    if (b->dbeta)
+        b->dbeta[c] += (float)sdy;
+    b->sums[c] = sdy;
+    b->sums[b->C + c] = sdyx;
+}
+
+static void bn_dx(const bn_call *b, int64_t c, double count)
+{
+    const float k = b->gamma[c] * b->invstd[c];
+    const float mdy = (float)(b->sums[c] / count), mdyx = (float)(b->sums[b->C + c] / count);
+    for (int64_t n = 0; n < b->N; n++)
+        plane_dx(b->x + (n * b->C + c) * b->HW, b->dy + (n * b->C + c) * b->HW,
+                 b->dx + (n * b->C + c) * b->HW, b->HW, b->mean[c], b->invstd[c], k, mdy, mdyx);
+}
+
+/* No other rank's sums are needed. */
+static bool local(const rt_comm *comm)
+{
+    return !comm || rt_comm_size(comm) == 1;
+}
+
 static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gamma,
                           const rt_tensor *beta, rt_tensor *running_mean, rt_tensor *running_var,
                           float momentum, float eps, rt_tensor *saved, rt_tensor *y)
@@ -115,60 +205,53 @@ static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
         rt_batchnorm_fwd_check(op, comm, x, gamma, beta, running_mean, running_var, saved, y);
     if (!saved)
         rt_fatal(op, "no tensor for the saved statistics (training needs one)");
-    const int64_t N = x->shape[0], HW = x->shape[2] * x->shape[3];
-    const float *xp = rt_f32(x);
+    bn_call b = {.N = x->shape[0],
+                 .C = C,
+                 .HW = x->shape[2] * x->shape[3],
+                 .x = rt_f32(x),
+                 .gamma = rt_f32(gamma),
+                 .beta = rt_f32(beta),
+                 .y = rt_f32(y),
+                 .mean = rt_f32(saved),
+                 .invstd = rt_f32(saved) + C,
+                 .running_mean = running_mean ? rt_f32(running_mean) : NULL,
+                 .running_var = running_var ? rt_f32(running_var) : NULL,
+                 .momentum = momentum,
+                 .eps = eps};
     /* sums[c]: sum of x, then of (x - mean)^2; sums[C]: the element count. */
-    double *sums = rt_xcalloc((size_t)C + 1, sizeof(double), op);
-#pragma omp parallel for schedule(static) if (parallel(C, N * HW))
-    for (int64_t c = 0; c < C; c++) {
-        const float shift = N > 0 && HW > 0 ? xp[c * HW] : 0.0f;
-        double s = 0.0;
-        for (int64_t n = 0; n < N; n++)
-            s += plane_sum(xp + (n * C + c) * HW, HW, shift);
-        sums[c] = s + (double)shift * (double)(N * HW);
-    }
-    sums[C] = (double)(N * HW);
-    rt_allreduce_f64(comm, sums, C + 1, op);
-    const double count = sums[C];
-    if (count == 0)
-        rt_fatal(op, "empty batch: batchnorm needs at least one sample");
-    float *mean = rt_f32(saved), *invstd = mean + C;
-    double *mean64 = rt_xcalloc((size_t)C, sizeof(double), op);
-    for (int64_t c = 0; c < C; c++) {
-        mean64[c] = sums[c] / count;
-        mean[c] = (float)mean64[c];
-    }
-#pragma omp parallel for schedule(static) if (parallel(C, N * HW))
-    for (int64_t c = 0; c < C; c++) {
-        double ss = 0.0;
-        for (int64_t n = 0; n < N; n++)
-            ss += plane_ssd(xp + (n * C + c) * HW, HW, mean[c]);
-        sums[c] = ss;
-    }
-    rt_allreduce_f64(comm, sums, C, op);
-#pragma omp parallel for schedule(static) if (parallel(C, N * HW))
-    for (int64_t c = 0; c < C; c++) {
-        const double off = mean64[c] - (double)mean[c]; /* the f32 mean's rounding */
-        double m2 = sums[c] - count * off * off;
-        m2 = m2 > 0.0 ? m2 : 0.0;
-        const double var = m2 / count;
-        invstd[c] = (float)(1.0 / sqrt(var + eps));
-        if (running_mean)
-            rt_f32(running_mean)[c] =
-                (1.0f - momentum) * rt_f32(running_mean)[c] + momentum * mean[c];
-        if (running_var) {
-            const double unbiased = count > 1 ? m2 / (count - 1) : var;
-            rt_f32(running_var)[c] =
-                (1.0f - momentum) * rt_f32(running_var)[c] + momentum * (float)unbiased;
+    b.sums = rt_xcalloc((size_t)C + 1, sizeof(double), op);
+    b.mean64 = rt_xcalloc((size_t)C + 1, sizeof(double), op);
+    const bool par = parallel(C, b.N * b.HW);
+    if (local(comm)) {
+        const double count = (double)(b.N * b.HW);
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t c = 0; c < C; c++) {
+            bn_sum(&b, c);
+            bn_mean(&b, c, count);
+            bn_ssd(&b, c);
+            bn_apply(&b, c, count);
         }
-        /* y = (x - mean32) sc + (beta - off sc): the shift makes up for the f32 mean. */
-        const float sc = rt_f32(gamma)[c] * invstd[c];
-        const float sh = (float)(rt_f32(beta)[c] - off * sc);
-        for (int64_t n = 0; n < N; n++)
-            plane_affine(xp + (n * C + c) * HW, rt_f32(y) + (n * C + c) * HW, HW, mean[c], sc, sh);
+    } else {
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t c = 0; c < C; c++)
+            bn_sum(&b, c);
+        b.sums[C] = (double)(b.N * b.HW);
+        rt_allreduce_f64(comm, b.sums, C + 1, op);
+        const double count = b.sums[C];
+        if (count == 0)
+            rt_fatal(op, "empty batch: batchnorm needs at least one sample");
+        for (int64_t c = 0; c < C; c++)
+            bn_mean(&b, c, count);
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t c = 0; c < C; c++)
+            bn_ssd(&b, c);
+        rt_allreduce_f64(comm, b.sums, C, op);
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t c = 0; c < C; c++)
+            bn_apply(&b, c, count);
     }
-    free(mean64);
-    free(sums);
+    free(b.mean64);
+    free(b.sums);
 }
 
 static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gamma,
@@ -177,40 +260,42 @@ static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
 {
     const char *op = "batchnorm2d_bwd";
     const int64_t C = rt_batchnorm_bwd_check(op, comm, x, gamma, saved, dy, dx);
-    const int64_t N = x->shape[0], HW = x->shape[2] * x->shape[3];
-    const float *mean = rt_f32(saved), *invstd = mean + C;
-    const float *xp = rt_f32(x), *gp = rt_f32(dy);
+    bn_call b = {.N = x->shape[0],
+                 .C = C,
+                 .HW = x->shape[2] * x->shape[3],
+                 .x = rt_f32(x),
+                 .dy = rt_f32(dy),
+                 .gamma = rt_f32(gamma),
+                 .dx = dx ? rt_f32(dx) : NULL,
+                 .mean = rt_f32(saved),
+                 .invstd = rt_f32(saved) + C,
+                 .dgamma = dgamma ? rt_f32(dgamma) : NULL,
+                 .dbeta = dbeta ? rt_f32(dbeta) : NULL};
     /* sums: sum(dy) per channel, sum(dy * xhat) per channel, the count. */
-    double *sums = rt_xcalloc(2 * (size_t)C + 1, sizeof(double), op);
-#pragma omp parallel for schedule(static) if (parallel(C, N * HW))
-    for (int64_t c = 0; c < C; c++) {
-        double sdy = 0.0, sdyx = 0.0;
-        for (int64_t n = 0; n < N; n++)
-            plane_dot(xp + (n * C + c) * HW, gp + (n * C + c) * HW, HW, mean[c], &sdy, &sdyx);
-        sdyx *= invstd[c];
-        /* The parameter gradients take this shard's part; the gradient all-reduce over the
-         * layer's ranks adds the others. */
-        if (dgamma)
-            rt_f32(dgamma)[c] += (float)sdyx;
-        if (dbeta)
-            rt_f32(dbeta)[c] += (float)sdy;
-        sums[c] = sdy;
-        sums[C + c] = sdyx;
-    }
-    sums[2 * C] = (double)(N * HW);
-    if (dx) {
-        rt_allreduce_f64(comm, sums, 2 * C + 1, op);
-        const double count = sums[2 * C];
-#pragma omp parallel for schedule(static) if (parallel(C, N * HW))
+    b.sums = rt_xcalloc(2 * (size_t)C + 1, sizeof(double), op);
+    const bool par = parallel(C, b.N * b.HW);
+    if (local(comm)) {
+        const double count = (double)(b.N * b.HW);
+#pragma omp parallel for schedule(static) if (par)
         for (int64_t c = 0; c < C; c++) {
-            const float k = rt_f32(gamma)[c] * invstd[c];
-            const float mdy = (float)(sums[c] / count), mdyx = (float)(sums[C + c] / count);
-            for (int64_t n = 0; n < N; n++)
-                plane_dx(xp + (n * C + c) * HW, gp + (n * C + c) * HW,
-                         rt_f32(dx) + (n * C + c) * HW, HW, mean[c], invstd[c], k, mdy, mdyx);
+            bn_dsum(&b, c);
+            if (b.dx)
+                bn_dx(&b, c, count);
+        }
+    } else {
+#pragma omp parallel for schedule(static) if (par)
+        for (int64_t c = 0; c < C; c++)
+            bn_dsum(&b, c);
+        b.sums[2 * C] = (double)(b.N * b.HW);
+        if (dx) {
+            rt_allreduce_f64(comm, b.sums, 2 * C + 1, op);
+            const double count = b.sums[2 * C];
+#pragma omp parallel for schedule(static) if (par)
+            for (int64_t c = 0; c < C; c++)
+                bn_dx(&b, c, count);
         }
     }
-    free(sums);
+    free(b.sums);
 }
 
 void rt_batchnorm2d_fwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *beta,
