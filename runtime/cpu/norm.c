@@ -8,9 +8,10 @@
  * deviations from the mean rounded to f32, corrected by the rounding (sum (x - m)^2 =
  * sum (x - m32)^2 - n (m - m32)^2); never E[x^2] - E[x]^2, which cancels. The output is
  * (x - m32) * gamma * invstd + (beta - (m - m32) * gamma * invstd), exact near the mean.
- * With SyncBN the sums of the rank set are all-reduced between the passes: the same
- * passes whatever the number of ranks, so that a plan on many ranks computes what one
- * rank computes, up to the order of the additions. Without other ranks (comm NULL or a
+ * With SyncBN each rank computes its shard's mean and squared deviations so, and one
+ * all-reduce (used as an all-gather) gives every rank every shard's, merged in rank order
+ * with Chan's formula: one collective per forward, the same statistics on every rank, and
+ * what one rank computes up to rounding. Without other ranks (comm NULL or a
  * one-rank set) the passes of a channel run back to back, so that the later ones find it
  * in the cache.
  *
@@ -133,19 +134,23 @@ static void bn_mean(const bn_call *b, int64_t c, double count)
     b->mean[c] = (float)b->mean64[c];
 }
 
+/* sums[c]: the sum of squared deviations from mean64 over this shard, from those from the
+ * f32 mean less the rounding's share: sum (x - m)^2 = sum (x - m32)^2 - n (m - m32)^2. */
 static void bn_ssd(const bn_call *b, int64_t c)
 {
     double ss = 0.0;
     for (int64_t n = 0; n < b->N; n++)
         ss += plane_ssd(b->x + (n * b->C + c) * b->HW, b->HW, b->mean[c]);
-    b->sums[c] = ss;
+    const double off = b->mean64[c] - (double)b->mean[c];
+    ss -= (double)(b->N * b->HW) * off * off;
+    b->sums[c] = ss > 0.0 ? ss : 0.0;
 }
 
+/* From mean64 and sums[c] = the sum of squared deviations over count values. */
 static void bn_apply(const bn_call *b, int64_t c, double count)
 {
     const double off = b->mean64[c] - (double)b->mean[c]; /* the f32 mean's rounding */
-    double m2 = b->sums[c] - count * off * off;
-    m2 = m2 > 0.0 ? m2 : 0.0;
+    const double m2 = b->sums[c];
     const double var = m2 / count;
     b->invstd[c] = (float)(1.0 / sqrt(var + b->eps));
     const float mo = b->momentum;
@@ -232,20 +237,44 @@ static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
             bn_apply(&b, c, count);
         }
     } else {
+        /* Each rank's count, mean and squared deviations per channel, in its slot of an
+         * all-reduced array (an all-gather: the other slots are zero), merged in rank order
+         * with Chan's formula, so every rank computes the same statistics. */
+        const int k = rt_comm_size(comm), me = rt_comm_index(comm);
+        const int64_t slot = 2 * C + 1;
+        const double mine = (double)(b.N * b.HW);
+        double *all = rt_xcalloc((size_t)k * (size_t)slot, sizeof(double), op);
 #pragma omp parallel for schedule(static) if (par)
-        for (int64_t c = 0; c < C; c++)
+        for (int64_t c = 0; c < C; c++) {
             bn_sum(&b, c);
-        b.sums[C] = (double)(b.N * b.HW);
-        rt_allreduce_f64(comm, b.sums, C + 1, op);
-        const double count = b.sums[C];
+            bn_mean(&b, c, mine > 0 ? mine : 1.0);
+            bn_ssd(&b, c);
+            all[me * slot + 1 + c] = b.mean64[c];
+            all[me * slot + 1 + C + c] = b.sums[c];
+        }
+        all[me * slot] = mine;
+        rt_allreduce_f64(comm, all, k * slot, op);
+        double count = 0.0;
+        for (int r = 0; r < k; r++)
+            count += all[r * slot];
         if (count == 0)
             rt_fatal(op, "empty batch: batchnorm needs at least one sample");
-        for (int64_t c = 0; c < C; c++)
-            bn_mean(&b, c, count);
-#pragma omp parallel for schedule(static) if (par)
-        for (int64_t c = 0; c < C; c++)
-            bn_ssd(&b, c);
-        rt_allreduce_f64(comm, b.sums, C, op);
+        for (int64_t c = 0; c < C; c++) {
+            double n = 0.0, m = 0.0, m2 = 0.0;
+            for (int r = 0; r < k; r++) {
+                const double nr = all[r * slot];
+                if (nr == 0)
+                    continue;
+                const double d = all[r * slot + 1 + c] - m, t = n + nr;
+                m += d * nr / t;
+                m2 += all[r * slot + 1 + C + c] + d * d * n * nr / t;
+                n = t;
+            }
+            b.mean64[c] = m;
+            b.mean[c] = (float)m;
+            b.sums[c] = m2;
+        }
+        free(all);
 #pragma omp parallel for schedule(static) if (par)
         for (int64_t c = 0; c < C; c++)
             bn_apply(&b, c, count);
