@@ -2,7 +2,7 @@
  * CPU, as vectorised f32 loops threaded over channels (OpenMP, the rank's thread count).
  *
  * Batchnorm's statistics take two passes, the numerically sound way, each accumulating a
- * plane of H*W values in 16 independent f32 lanes (the vector registers) and adding the
+ * plane of H*W values in 16 independent f32 lanes (vector registers) and adding the
  * planes' partial sums in double: the mean, from the values shifted by the channel's first
  * value (so that a large common offset does not swamp the f32 sums), then the squared
  * deviations from the mean rounded to f32, corrected by the rounding (sum (x - m)^2 =
@@ -23,42 +23,55 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+/* 16 f32 lanes: one AVX-512 register, two AVX2 ones, four SSE ones (GCC/Clang vector
+ * extensions, so the reductions keep their partial sums in registers). */
 #define LANES 16
+typedef float lanes __attribute__((vector_size(LANES * sizeof(float))));
+
+/* Values of a vector of lanes are loaded with memcpy (no alignment needed) and summed
+ * across the lanes in double; macros, since a function passing a 64-byte vector would
+ * depend on the ABI of the clone it is called from. */
+#define LOAD(v, p) memcpy(&(v), (p), sizeof(v))
+#define TOTAL(s, v)                        \
+    do {                                   \
+        for (int j_ = 0; j_ < LANES; j_++) \
+            (s) += (v)[j_];                \
+    } while (0)
 
 /* Sum of p - k over p[0..n). */
 RT_VECTOR static double plane_sum(const float *restrict p, int64_t n, float k)
 {
-    float acc[LANES] = {0};
+    lanes acc = {0}, v;
     int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++)
-            acc[j] += p[i + j] - k;
+    for (; i + LANES <= n; i += LANES) {
+        LOAD(v, p + i);
+        acc += v - k;
+    }
     float tail = 0.0f;
     for (; i < n; i++)
         tail += p[i] - k;
     double s = tail;
-    for (int j = 0; j < LANES; j++)
-        s += acc[j];
+    TOTAL(s, acc);
     return s;
 }
 
 /* Sum of (p - m)^2 over p[0..n). */
 RT_VECTOR static double plane_ssd(const float *restrict p, int64_t n, float m)
 {
-    float acc[LANES] = {0};
+    lanes acc = {0}, v;
     int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) {
-            const float d = p[i + j] - m;
-            acc[j] += d * d;
-        }
+    for (; i + LANES <= n; i += LANES) {
+        LOAD(v, p + i);
+        v -= m;
+        acc += v * v;
+    }
     float tail = 0.0f;
     for (; i < n; i++)
         tail += (p[i] - m) * (p[i] - m);
     double s = tail;
-    for (int j = 0; j < LANES; j++)
-        s += acc[j];
+    TOTAL(s, acc);
     return s;
 }
 
@@ -66,23 +79,22 @@ RT_VECTOR static double plane_ssd(const float *restrict p, int64_t n, float m)
 RT_VECTOR static void plane_dot(const float *restrict p, const float *restrict g, int64_t n,
                                 float m, double *sg, double *sgx)
 {
-    float a[LANES] = {0}, b[LANES] = {0};
+    lanes a = {0}, b = {0}, gv, pv;
     int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) {
-            a[j] += g[i + j];
-            b[j] += g[i + j] * (p[i + j] - m);
-        }
+    for (; i + LANES <= n; i += LANES) {
+        LOAD(gv, g + i);
+        LOAD(pv, p + i);
+        a += gv;
+        b += gv * (pv - m);
+    }
     float ta = 0.0f, tb = 0.0f;
     for (; i < n; i++) {
         ta += g[i];
         tb += g[i] * (p[i] - m);
     }
     double s1 = ta, s2 = tb;
-    for (int j = 0; j < LANES; j++) {
-        s1 += a[j];
-        s2 += b[j];
-    }
+    TOTAL(s1, a);
+    TOTAL(s2, b);
     *sg += s1;
     *sgx += s2;
 }
