@@ -9,10 +9,12 @@
  * ranges are copied. MPI errors return to us (MPI_ERRORS_RETURN) and become fatal
  * errors that name the rank, the op and the MPI error string. */
 #include "../mpi_glue.h"
+#include "cpu.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static MPI_Comm reshard_comm = MPI_COMM_NULL;
 
@@ -57,14 +59,40 @@ static void mpi_close(rt_comm *c)
     (void)c;
 }
 
+/* Waits for n requests. MPI's own wait polls without pause, which is right while every
+ * rank has a CPU of its own; when the node's ranks outnumber its CPUs, a polling rank
+ * takes CPU time from the rank it waits for, so it polls a few times and then sleeps
+ * between polls (1 us, doubling up to 100 us). */
+static void wait_requests(int n, MPI_Request *req, const char *op)
+{
+    if (!rt_cpu_oversubscribed) {
+        rt_mpi_check(MPI_Waitall(n, req, MPI_STATUSES_IGNORE), op);
+        return;
+    }
+    long pause = 1000;
+    for (int polls = 0;; polls++) {
+        int done = 0;
+        rt_mpi_check(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE), op);
+        if (done)
+            return;
+        if (polls < 64)
+            continue;
+        struct timespec ts = {0, pause};
+        nanosleep(&ts, NULL);
+        pause = pause < 100000 ? 2 * pause : 100000;
+    }
+}
+
 static void allreduce_now(const rt_comm *c, void *data, int64_t n, bool f64, const char *op)
 {
     const size_t size = f64 ? 8 : 4;
     for (int64_t off = 0; off < n; off += INT_MAX / 2) {
         int64_t chunk = n - off < INT_MAX / 2 ? n - off : INT_MAX / 2;
-        rt_mpi_check(MPI_Allreduce(MPI_IN_PLACE, (char *)data + (size_t)off * size, (int)chunk,
-                                   f64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM, rt_comm_mpi(c)),
+        MPI_Request req;
+        rt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, (char *)data + (size_t)off * size, (int)chunk,
+                                    f64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM, rt_comm_mpi(c), &req),
                      op);
+        wait_requests(1, &req, op);
     }
 }
 
@@ -167,7 +195,7 @@ static void mpi_exchange(const rt_transfers *t, const void *src, void *dst, size
             memmove(to, from, bytes);
     }
     if (rq.n > 0)
-        rt_mpi_check(MPI_Waitall(rq.n, rq.req, MPI_STATUSES_IGNORE), "reshard");
+        wait_requests(rq.n, rq.req, "reshard");
     free(rq.req);
 }
 

@@ -13,6 +13,9 @@
 #define RT_VECTOR
 #endif
 
+/* device.c: the threads of the node's ranks outnumber its CPUs (set by rt_init). */
+extern bool rt_cpu_oversubscribed;
+
 /* ref_conv.c: samples per GEMM of the reference conv2d (bench_conv mirrors its lowering) */
 #define RT_CONV_COLUMNS 1024
 int64_t rt_conv2d_chunk(int64_t N, int64_t ohw);

@@ -48,16 +48,20 @@ static void cpu_start(char **argv)
     /* Not re-executed (no /proc?): carry on with the generic kernels. */
 }
 
+bool rt_cpu_oversubscribed;
+
 /* The CPUs this rank may use without oversubscribing the other ranks of its node: each
  * CPU of its affinity mask counts 1/k, k the number of the node's ranks whose masks hold
- * it (so 4 unbound ranks on 2 cores get 1 thread each, one rank 2, ranks bound to cores of
- * their own 1 per core), rounded down, at least 1. */
-static int auto_threads(void)
+ * it (so 4 unbound ranks on 2 cores get half a CPU each, one rank 2, ranks bound to cores
+ * of their own 1 each). Collective over the world. */
+static double cpu_share(void)
 {
     cpu_set_t mine;
     CPU_ZERO(&mine);
-    if (sched_getaffinity(0, sizeof mine, &mine) != 0)
-        return 1;
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) {
+        CPU_ZERO(&mine);
+        CPU_SET(0, &mine);
+    }
     MPI_Comm node;
     int n = 1;
     rt_mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
@@ -78,12 +82,17 @@ static int auto_threads(void)
         share += 1.0 / users;
     }
     free(all);
-    return share < 1.0 ? 1 : (int)(share + 1e-9);
+    return share;
 }
 
+/* --threads, or the rank's share of CPUs rounded down (at least 1). When the threads of the
+ * node's ranks outnumber its CPUs, waits for other ranks sleep instead of spinning
+ * (comm_mpi.c), so that the rank being waited for gets the CPU. */
 static void cpu_init(const rt_options *o)
 {
-    const int threads = o->threads > 0 ? o->threads : auto_threads();
+    const double share = cpu_share();
+    const int threads = o->threads > 0 ? o->threads : share < 1.0 ? 1 : (int)(share + 1e-9);
+    rt_cpu_oversubscribed = threads > share + 1e-9;
     rt_opts_g.threads = threads;
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
