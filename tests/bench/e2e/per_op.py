@@ -7,8 +7,10 @@ run with --trace; each op's forward and backward time is summed over the steps a
 warm-up and divided by their number. PyTorch: the twin network of peer_models.py under
 torch.profiler, every thread variable set before torch is imported, with glibc's malloc
 tunables (peer_models.MALLOC_TUNED; --as-is: without them); each op kind's inclusive CPU
-time (forward: aten::conv2d, aten::batch_norm, ...; backward: the autograd nodes,
-ConvolutionBackward0, ...) per step. The median over --rounds runs of each side, run in
+time (forward: aten::conv2d, aten::batch_norm, ...; backward: the autograd engine's
+evaluation of each node, ConvolutionBackward0, ...; the optimizer: SGD.step and
+zero_grad) per step, from a profiled run of the same steps after an unprofiled one that
+gives the step time (the profiler's own cost is not in it). The median over --rounds runs of each side, run in
 turn. Prints ms per step and the ratio burstc / PyTorch (below 1: burstc is faster).
 
     /usr/bin/python3 tests/bench/e2e/per_op.py [--burstc build/release/tools/burstc]
@@ -38,7 +40,9 @@ TORCH_BWD = {"ConvolutionBackward0": "conv2d", "ReluBackward0": "relu",
              "NativeBatchNormBackward0": "batchnorm2d", "MaxPool2DWithIndicesBackward0": "maxpool2d",
              "AddmmBackward0": "linear", "TBackward0": "linear", "AddBackward0": "add",
              "CatBackward0": "concat", "MeanBackward1": "global_avgpool",
-             "NllLossBackward0": "cross_entropy", "LogSoftmaxBackward0": "cross_entropy"}
+             "NllLossBackward0": "cross_entropy", "LogSoftmaxBackward0": "cross_entropy",
+             "torch::autograd::AccumulateGrad": "(accumulate grads)"}
+TORCH_OPT = {"Optimizer.step#SGD.step": "(sgd step)", "Optimizer.zero_grad#SGD.zero_grad": "(zero grads)"}
 
 TORCH_CHILD = r"""
 import json, sys, time
@@ -54,20 +58,22 @@ lossf = torch.nn.CrossEntropyLoss()
 B = peer_models.BATCH[net]
 x, y = peer_models.data(net, B * (steps + warmup))
 def step(i):
+    i %%= steps + warmup
     opt.zero_grad()
     lossf(model(x[i * B:(i + 1) * B]), y[i * B:(i + 1) * B]).backward()
     opt.step()
 for i in range(warmup):
     step(i)
+t0 = time.perf_counter()
+for i in range(warmup, warmup + steps):
+    step(i)
+total = time.perf_counter() - t0
 with profile(activities=[ProfilerActivity.CPU]) as prof:
-    t0 = time.perf_counter()
     for i in range(warmup, warmup + steps):
         step(i)
-    total = time.perf_counter() - t0
 out = {"step": 1e3 * total / steps}
 for e in prof.key_averages():
-    name = e.key.split(": ")[-1]
-    out[name] = out.get(name, 0.0) + e.cpu_time_total / 1e3 / steps
+    out[e.key] = out.get(e.key, 0.0) + e.cpu_time_total / 1e3 / steps
 print(json.dumps(out))
 """
 
@@ -79,10 +85,13 @@ def torch_times(net, threads, steps, warmup, tuned):
                          check=True, capture_output=True, text=True).stdout
     raw = json.loads(out.strip().splitlines()[-1])
     per = {"step": raw["step"]}
-    for table, d in ((TORCH_FWD, "fwd"), (TORCH_BWD, "bwd")):
+    # A backward node appears twice, as the engine's evaluation and as the node inside it:
+    # the evaluation (which includes the node) is counted.
+    engine = "autograd::engine::evaluate_function: "
+    for table, d, prefix in ((TORCH_FWD, "fwd", ""), (TORCH_BWD, "bwd", engine), (TORCH_OPT, "", "")):
         for name, kind in table.items():
-            if name in raw:
-                per[(kind, d)] = per.get((kind, d), 0.0) + raw[name]
+            if prefix + name in raw:
+                per[(kind, d)] = per.get((kind, d), 0.0) + raw[prefix + name]
     return per
 
 
@@ -102,6 +111,8 @@ def burstc_times(burstc, net, prog, kinds, threads, steps, warmup, tmp):
     events = [e for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
     its = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e["name"] == "iteration")[warmup:]
     per = {"step": statistics.mean(b - a for a, b in its) / 1e3}
+    # What the trace does not bracket: the loss sum, zero_grad, the optimizer.
+    per[("(untraced)", "")] = per["step"]
     lo, hi = its[0][0], its[-1][1]
     for e in events:
         if e["name"] == "iteration" or not lo <= e["ts"] <= hi:
@@ -111,6 +122,8 @@ def burstc_times(burstc, net, prog, kinds, threads, steps, warmup, tmp):
         if kind is None:
             kind = "(" + name + ")"
         per[(kind, d)] = per.get((kind, d), 0.0) + e["dur"] / 1e3 / len(its)
+        if e.get("pid") == 0 and e["name"] != "iteration":
+            per[("(untraced)", "")] -= e["dur"] / 1e3 / len(its)
     return per
 
 
