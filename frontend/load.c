@@ -63,11 +63,10 @@ static void fe_load_import(fe_loader *ld, const src_file *src, fe_item *it)
         diag_error(ld->diag, it->loc, "imports nest too deeply (200 levels)");
         return;
     }
-    errno = 0;
-    src_file *f = src_file_read(ld->arena, path);
+    const char *why;
+    src_file *f = src_file_read(ld->arena, path, &why);
     if (!f) {
-        diag_error(ld->diag, it->loc, "cannot import '%s': %s", it->path,
-                   errno ? strerror(errno) : "cannot read it");
+        diag_error(ld->diag, it->loc, "cannot import '%s': %s", it->path, why);
         return;
     }
     fe_load_file(ld, f);
@@ -110,11 +109,10 @@ fe_program *fe_load(arena *a, const char *path, const char *text, diag_ctx *d)
     if (text) {
         src = src_file_from_string(a, path, text, strlen(text));
     } else {
-        errno = 0;
-        src = src_file_read(a, path);
+        const char *why;
+        src = src_file_read(a, path, &why);
         if (!src) {
-            diag_error(d, (src_loc){0}, "cannot read '%s': %s", path,
-                       errno ? strerror(errno) : "cannot read it");
+            diag_error(d, (src_loc){0}, "cannot read '%s': %s", path, why);
             return NULL;
         }
     }
