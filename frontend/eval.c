@@ -18,13 +18,9 @@
 /* Shows a message unless the same text was shown before. */
 static bool fe_emit(fe_ctx *c, const char *text, bool is_error)
 {
-    for (int i = 0; i < c->nseen; i++)
-        if (strcmp(c->seen[i], text) == 0)
-            return false;
-    if (c->nseen < 4096) {
-        arena_grow(c->arena, (void **)&c->seen, &c->seen_cap, c->nseen + 1, sizeof *c->seen);
-        c->seen[c->nseen++] = arena_strdup(c->arena, text);
-    }
+    if (ir_names_get(&c->seen, text) >= 0)
+        return false;
+    ir_names_set(c->arena, &c->seen, text, 0);
     diag_ctx *d = c->diag;
     if (is_error)
         d->nerrors++;
@@ -111,8 +107,16 @@ bool fe_op_check(fe_ctx *c, int id)
 
 /* Scopes. */
 
+/* A scope's bindings are a list (newest first) and, once there are more
+ * than a few, a table from names to the newest binding of each. */
+#define FE_SCOPE_LIST 8
+
 fe_binding *fe_lookup_local(fe_scope *s, const char *name)
 {
+    if (s->nbound > FE_SCOPE_LIST) {
+        int i = ir_names_get(&s->index, name);
+        return i < 0 ? NULL : s->table[i];
+    }
     for (fe_binding *b = s->bindings; b; b = b->next)
         if (strcmp(b->name, name) == 0)
             return b;
@@ -139,6 +143,14 @@ fe_binding *fe_bind(fe_ctx *c, fe_scope *s, const char *name, src_loc loc)
     b->loc = loc;
     b->next = s->bindings;
     s->bindings = b;
+    arena_grow(c->arena, (void **)&s->table, &s->table_cap, s->nbound + 1, sizeof *s->table);
+    s->table[s->nbound++] = b;
+    if (s->nbound == FE_SCOPE_LIST + 1) {
+        for (int i = 0; i < s->nbound; i++) /* in order: the newest of a name wins */
+            ir_names_set(c->arena, &s->index, s->table[i]->name, i);
+    } else if (s->nbound > FE_SCOPE_LIST + 1) {
+        ir_names_set(c->arena, &s->index, name, s->nbound - 1);
+    }
     return b;
 }
 
@@ -173,7 +185,11 @@ const char *fe_closest(const char *name, const char *const *cands, int n)
     int bestd = (int)strlen(name) / 3 + 1;
     if (bestd > 3)
         bestd = 3;
+    size_t len = strlen(name);
     for (int i = 0; i < n; i++) {
+        size_t cl = strlen(cands[i]);
+        if ((cl > len ? cl - len : len - cl) > (size_t)bestd)
+            continue; /* the distance is at least the difference in length */
         int d = fe_edit_distance(name, cands[i]);
         if (d <= bestd && (!best || d < bestd)) {
             best = cands[i];
@@ -185,11 +201,13 @@ const char *fe_closest(const char *name, const char *const *cands, int n)
 
 const char *fe_suggest_name(fe_ctx *c, fe_scope *s, const char *name)
 {
+    if (c->diag->max_errors && c->diag->nerrors >= c->diag->max_errors)
+        return ""; /* nothing more is shown: no need to look */
     int n = 0, cap = 0;
     const char **cands = NULL;
     bool crossed = false;
-    for (; s; s = s->parent) {
-        for (fe_binding *b = s->bindings; b; b = b->next) {
+    for (; s && n < 4096; s = s->parent) {
+        for (fe_binding *b = s->bindings; b && n < 4096; b = b->next) { /* the 4096 nearest */
             if (crossed && b->kind == B_VALUE && b->val.kind == V_TENSOR)
                 continue;
             arena_grow(c->arena, (void **)&cands, &cap, n + 1, sizeof *cands);
@@ -331,6 +349,16 @@ static fe_val fe_int_op(fe_ctx *c, int op, int64_t a, int64_t b, src_loc loc)
     return v;
 }
 
+/* Reals overflow to infinity silently in C; here it is an error, as for
+ * integers: an infinite value would print as IR that does not read back. */
+static fe_val fe_finite(fe_ctx *c, fe_val v, double a, int op, double b, src_loc loc)
+{
+    if (isfinite(v.r))
+        return v;
+    fe_error(c, loc, "overflow in %g %c %g: the result is not a finite number", a, op, b);
+    return fe_err();
+}
+
 static fe_val fe_binary(fe_ctx *c, int op, fe_val l, fe_val r, src_loc loc)
 {
     if (l.kind == V_ERR || r.kind == V_ERR)
@@ -356,14 +384,14 @@ static fe_val fe_binary(fe_ctx *c, int op, fe_val l, fe_val r, src_loc loc)
               : op == '*' ? a * b
               : op == '/' ? a / b
                           : fmod(a, b);
-        return v;
+        return fe_finite(c, v, a, op, b, loc);
     }
     /* Quantities scale by numbers and add to quantities of their kind. */
     v.kind = V_QTY;
     if (l.kind == V_QTY && r.kind == V_QTY && l.dim == r.dim && (op == '+' || op == '-')) {
         v.dim = l.dim;
         v.r = op == '+' ? l.r + r.r : l.r - r.r;
-        return v;
+        return fe_finite(c, v, l.r, op, r.r, loc);
     }
     if (l.kind == V_QTY && fe_is_num(&r) && (op == '*' || op == '/')) {
         if (op == '/' && fe_num(&r) == 0) {
@@ -372,12 +400,12 @@ static fe_val fe_binary(fe_ctx *c, int op, fe_val l, fe_val r, src_loc loc)
         }
         v.dim = l.dim;
         v.r = op == '*' ? l.r * fe_num(&r) : l.r / fe_num(&r);
-        return v;
+        return fe_finite(c, v, l.r, op, fe_num(&r), loc);
     }
     if (fe_is_num(&l) && r.kind == V_QTY && op == '*') {
         v.dim = r.dim;
         v.r = fe_num(&l) * r.r;
-        return v;
+        return fe_finite(c, v, fe_num(&l), op, r.r, loc);
     }
     fe_error(c, loc, "cannot compute %s %c %s", fe_val_desc(&l), op, fe_val_desc(&r));
     return fe_err();
@@ -407,9 +435,9 @@ fe_val fe_eval(fe_ctx *c, fe_scope *s, const fe_expr *e, bool names_ok, bool cal
         v.kind = V_QTY;
         if (!fe_apply_unit(e->unit, e->r, &v.r, &v.dim)) {
             fe_error(c, e->loc,
-                     "unknown unit '%s' (units: B KB MB GB TB KiB MiB GiB TiB, "
+                     "unknown unit '%.40s%s' (units: B KB MB GB TB KiB MiB GiB TiB, "
                      "b Kb Mb Gb Tb, any of those with /s, s ms us ns, FLOPS to PFLOPS)",
-                     e->unit);
+                     e->unit, strlen(e->unit) > 40 ? "..." : "");
             return fe_err();
         }
         return v;
@@ -453,10 +481,28 @@ fe_val fe_eval(fe_ctx *c, fe_scope *s, const fe_expr *e, bool names_ok, bool cal
         return fe_err();
     }
     case EX_BINARY: {
-        fe_val l = fe_eval(c, s, e->lhs, e->op == '@' && names_ok, false);
-        fe_val r = fe_eval(c, s, e->rhs, false, false);
-        return fe_binary(c, e->op, l, r, e->loc);
+        /* `1 + 2 + ... + n` nests to the left: follow that spine in a loop,
+         * and recurse only into right operands (FE_MAX_NEST bounds those). */
+        int n = 0;
+        bool leaf_names = names_ok;
+        const fe_expr *x = e;
+        for (; x->kind == EX_BINARY; x = x->lhs, n++)
+            leaf_names &= x->op == '@';
+        const fe_expr **spine = malloc(sizeof *spine * (size_t)n);
+        if (!spine)
+            ice("out of memory");
+        x = e;
+        for (int k = n - 1; k >= 0; k--, x = x->lhs)
+            spine[k] = x;
+        fe_val acc = fe_eval(c, s, x, leaf_names, false);
+        for (int k = 0; k < n; k++) {
+            fe_val r = fe_eval(c, s, spine[k]->rhs, false, false);
+            acc = fe_binary(c, spine[k]->op, acc, r, spine[k]->loc);
+        }
+        free(spine);
+        return acc;
     }
+    case EX_ERROR: return fe_err();
     case EX_CALL:
         if (calls_ok) {
             v.kind = V_CALL;

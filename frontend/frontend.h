@@ -41,7 +41,12 @@ ir_module *fe_compile(arena *a, const char *path, diag_ctx *d);
 ir_module *fe_compile_string(arena *a, const char *path, const char *text, diag_ctx *d);
 
 /* The most ops one model may expand to. */
-#define FE_MAX_OPS 100000
+#define FE_MAX_OPS   100000
+/* How deeply the lowering of a model may recurse: blocks within blocks (at
+ * most 64), loops within loops and calls within calls, all counted together.
+ * Each of those is bounded on its own too (FE_MAX_NEST), but a block may
+ * expand another 64 times over. */
+#define FE_MAX_DEPTH 1000
 
 /* eval.c: values, units, constant expressions, reporting. */
 
@@ -93,7 +98,10 @@ typedef struct fe_binding {
 
 struct fe_scope {
     fe_scope *parent;
-    fe_binding *bindings;
+    fe_binding *bindings; /* newest first */
+    int nbound, table_cap;
+    fe_binding **table; /* the same, oldest first */
+    ir_names index;     /* name -> newest in table, once there are more than a few */
     bool boundary;      /* a block body: outer tensors are not visible */
     bool loop;          /* a loop iteration: assignments update outer names */
     const char *prefix; /* IR names here are prefix + name + suffix */
@@ -106,15 +114,15 @@ typedef struct fe_ctx {
     arena *arena;
     diag_ctx *diag;
     ir_module *module;
-    fe_scope *global;    /* top-level lets and blocks */
-    bool last_printed;   /* whether the last error was shown (for notes) */
-    int nseen, seen_cap; /* messages already shown, for de-duplication */
-    const char **seen;
+    fe_scope *global;  /* top-level lets and blocks */
+    bool last_printed; /* whether the last error was shown (for notes) */
+    ir_names seen;     /* messages already shown, for de-duplication */
     /* Lowering of the current model (model.c). */
     ir_graph *graph;
     int64_t nops;
     bool too_many_ops;
     int depth;              /* block expansion depth */
+    int nest;               /* recursion depth of the lowering (FE_MAX_DEPTH) */
     struct fe_names *names; /* IR names used in the graph */
 } fe_ctx;
 
