@@ -33,7 +33,11 @@ typedef enum fe_expr_kind {
  * over the tree (evaluation, lowering, --emit=ast) recurses a bounded number
  * of levels. A chain of left-associative operators (`1 + 2 + ... + n`) does
  * not nest: the walks follow its left spine in a loop. */
-#define FE_MAX_NEST 256
+#define FE_MAX_NEST      256
+/* Loops and blocks nest less: every name lookup walks the scopes they open,
+ * so their depth multiplies the cost of every statement run (and no model
+ * nests loops more than a few deep). */
+#define FE_MAX_STMT_NEST 32
 
 typedef struct fe_expr fe_expr;
 typedef struct fe_arg fe_arg;

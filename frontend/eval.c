@@ -143,14 +143,22 @@ fe_binding *fe_bind(fe_ctx *c, fe_scope *s, const char *name, src_loc loc)
     b->loc = loc;
     b->next = s->bindings;
     s->bindings = b;
-    arena_grow(c->arena, (void **)&s->table, &s->table_cap, s->nbound + 1, sizeof *s->table);
-    s->table[s->nbound++] = b;
+    if (++s->nbound <= FE_SCOPE_LIST)
+        return b;
     if (s->nbound == FE_SCOPE_LIST + 1) {
-        for (int i = 0; i < s->nbound; i++) /* in order: the newest of a name wins */
+        /* From now on, a table: the list's bindings oldest first, so that
+         * the newest of a name is the one indexed. */
+        arena_grow(c->arena, (void **)&s->table, &s->table_cap, s->nbound, sizeof *s->table);
+        int i = s->nbound;
+        for (fe_binding *o = s->bindings; o; o = o->next)
+            s->table[--i] = o;
+        for (i = 0; i < s->nbound; i++)
             ir_names_set(c->arena, &s->index, s->table[i]->name, i);
-    } else if (s->nbound > FE_SCOPE_LIST + 1) {
-        ir_names_set(c->arena, &s->index, name, s->nbound - 1);
+        return b;
     }
+    arena_grow(c->arena, (void **)&s->table, &s->table_cap, s->nbound, sizeof *s->table);
+    s->table[s->nbound - 1] = b;
+    ir_names_set(c->arena, &s->index, name, s->nbound - 1);
     return b;
 }
 

@@ -42,6 +42,10 @@ ir_module *fe_compile_string(arena *a, const char *path, const char *text, diag_
 
 /* The most ops one model may expand to. */
 #define FE_MAX_OPS   100000
+/* The most statements and loop iterations the expansion of one model may
+ * run (10 per op at the op limit): nested loops whose bodies make no ops
+ * (`for` 40 deep of 2 iterations each) end in an error, not in 2^40 steps. */
+#define FE_MAX_STEPS (10 * FE_MAX_OPS)
 /* How deeply the lowering of a model may recurse: blocks within blocks (at
  * most 64), loops within loops and calls within calls, all counted together.
  * Each of those is bounded on its own too (FE_MAX_NEST), but a block may
@@ -100,12 +104,13 @@ struct fe_scope {
     fe_scope *parent;
     fe_binding *bindings; /* newest first */
     int nbound, table_cap;
-    fe_binding **table; /* the same, oldest first */
-    ir_names index;     /* name -> newest in table, once there are more than a few */
+    fe_binding **table; /* once there are more than a few: the same, oldest first */
+    ir_names index;     /* ... and name -> the newest of that name in table */
     bool boundary;      /* a block body: outer tensors are not visible */
     bool loop;          /* a loop iteration: assignments update outer names */
     const char *prefix; /* IR names here are prefix + name + suffix */
-    const char *suffix;
+    const char *suffix; /* NULL in a loop iteration until needed (model.c) */
+    int64_t iter;       /* a loop iteration: its index */
 };
 
 typedef struct fe_names fe_names;
@@ -120,7 +125,8 @@ typedef struct fe_ctx {
     /* Lowering of the current model (model.c). */
     ir_graph *graph;
     int64_t nops;
-    bool too_many_ops;
+    int64_t steps;          /* statements run and loop iterations, against FE_MAX_STEPS */
+    bool too_many_ops;      /* the model passed FE_MAX_OPS or FE_MAX_STEPS: stop */
     int depth;              /* block expansion depth */
     int nest;               /* recursion depth of the lowering (FE_MAX_DEPTH) */
     struct fe_names *names; /* IR names used in the graph */

@@ -78,14 +78,41 @@ static const char *fe_unique(fe_ctx *c, const char *want)
     return name;
 }
 
-static const char *fe_ir_name(fe_ctx *c, const fe_scope *s, const char *name)
+/* The suffix of IR names made in scope s: ".0.2" in the third iteration of
+ * a loop in the first of another. Made when a name needs it, not at every
+ * iteration: most iterations of a long loop name one op or none. */
+static const char *fe_suffix(fe_ctx *c, fe_scope *s)
 {
-    return arena_printf(c->arena, "%s%s%s", s->prefix, name, s->suffix);
+    if (!s->suffix)
+        s->suffix = arena_printf(c->arena, "%s.%lld", fe_suffix(c, s->parent), (long long)s->iter);
+    return s->suffix;
+}
+
+static const char *fe_ir_name(fe_ctx *c, fe_scope *s, const char *name)
+{
+    return arena_printf(c->arena, "%s%s%s", s->prefix, name, fe_suffix(c, s));
 }
 
 static fe_val fe_tensor(int op, src_loc loc)
 {
     return (fe_val){.kind = V_TENSOR, .op = op, .loc = loc};
+}
+
+/* Counts one more statement or loop iteration; false once the expansion has
+ * run too long. */
+static bool fe_count_step(fe_ctx *c, src_loc loc)
+{
+    if (c->too_many_ops)
+        return false;
+    if (++c->steps > FE_MAX_STEPS) {
+        fe_error(c, loc,
+                 "model '%s' runs more than %d statements and loop iterations to expand (loops "
+                 "nest too many times over)",
+                 c->graph->name, FE_MAX_STEPS);
+        c->too_many_ops = true;
+        return false;
+    }
+    return true;
 }
 
 /* Counts one more op; false once the model is too large. */
@@ -665,12 +692,12 @@ static void fe_lower_for(fe_ctx *c, fe_scope *s, const fe_stmt *st, fe_val *ret,
                  (long long)lo, (long long)hi, FE_MAX_OPS);
         return;
     }
-    for (int64_t i = lo; i < hi && !c->too_many_ops; i++) {
+    for (int64_t i = lo; i < hi && fe_count_step(c, st->loc); i++) {
         fe_scope *it = arena_alloc(c->arena, sizeof *it);
         it->parent = s;
         it->loop = true;
         it->prefix = s->prefix;
-        it->suffix = arena_printf(c->arena, "%s.%lld", s->suffix, (long long)i);
+        it->iter = i; /* it->suffix: made by fe_suffix() when needed */
         fe_binding *var = fe_bind(c, it, st->name, st->name_loc);
         var->kind = B_VALUE;
         var->val = (fe_val){.kind = V_INT, .i = i, .loc = st->name_loc};
@@ -693,7 +720,7 @@ static void fe_run(fe_ctx *c, fe_scope *s, const fe_stmt *body, fe_val *ret, con
 static void fe_run_in(fe_ctx *c, fe_scope *s, const fe_stmt *body, fe_val *ret,
                       const char *ret_name)
 {
-    for (const fe_stmt *st = body; st && !c->too_many_ops; st = st->next) {
+    for (const fe_stmt *st = body; st && fe_count_step(c, st->loc); st = st->next) {
         switch (st->kind) {
         case ST_INPUT:
             if (ret || s->loop) {
@@ -746,6 +773,7 @@ void fe_lower_model(fe_ctx *c, const fe_item *model)
 {
     c->graph = ir_graph_add(c->module, model->name, model->loc);
     c->nops = 0;
+    c->steps = 0;
     c->too_many_ops = false;
     c->names = arena_alloc(c->arena, sizeof *c->names);
     fe_scope *s = arena_alloc(c->arena, sizeof *s);

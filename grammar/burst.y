@@ -91,10 +91,10 @@ static bool fe_stmt_nest_ok(fe_parser *ps, const fe_stmt *body, src_loc loc, int
 	for (const fe_stmt *s = body; s; s = s->next)
 		n = fe_max(n, s->nest);
 	*nest = n + 1;
-	if (*nest <= FE_MAX_NEST)
+	if (*nest <= FE_MAX_STMT_NEST)
 		return true;
 	if (!ps->too_deep)
-		diag_error(ps->diag, loc, "loops and blocks nest more than %d levels deep", FE_MAX_NEST);
+		diag_error(ps->diag, loc, "loops and blocks nest more than %d levels deep", FE_MAX_STMT_NEST);
 	ps->too_deep = true;
 	return false;
 }
@@ -226,7 +226,7 @@ item:
 	}
 	| block                {
 		$$ = NULL;
-		if ($1->nest <= FE_MAX_NEST) {
+		if ($1->nest <= FE_MAX_STMT_NEST) {
 			$$ = fe_mk_item(ps, IT_BLOCK, @1);
 			$$->block = $1;
 			$$->name = $1->name;
@@ -292,7 +292,7 @@ stmt:
 	}
 	| block                {
 		$$ = NULL;
-		if ($1->nest <= FE_MAX_NEST) {
+		if ($1->nest <= FE_MAX_STMT_NEST) {
 			$$ = fe_mk_stmt(ps, ST_BLOCK, @1);
 			$$->block = $1;
 			$$->name = $1->name;
@@ -313,7 +313,7 @@ block:
 		$$->params = fe_rev_param($4);
 		$$->body = fe_rev_stmt($7);
 		if (!fe_stmt_nest_ok(ps, $$->body, @1, &$$->nest))
-			$$->nest = FE_MAX_NEST + 1;
+			$$->nest = FE_MAX_STMT_NEST + 1;
 	}
 	| BLOCK ID '(' params ';' params ')' '{' stmts '}' {
 		$$ = NEW(fe_block);
@@ -335,7 +335,7 @@ block:
 		}
 		$$->body = fe_rev_stmt($9);
 		if (!fe_stmt_nest_ok(ps, $$->body, @1, &$$->nest))
-			$$->nest = FE_MAX_NEST + 1;
+			$$->nest = FE_MAX_STMT_NEST + 1;
 	}
 	;
 

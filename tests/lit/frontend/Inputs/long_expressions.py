@@ -24,10 +24,10 @@ write("deep_parens.burst", "let a = " + "1 + (" * 257 + "1" + ")" * 257 + "\n" +
 write("deep_neg.burst", "let a = " + "-" * 257 + "1\n" + MODEL % "relu(x)")
 write("deep_lists.burst", "let a = " + "[" * 257 + "1" + "]" * 257 + "\n" + MODEL % "relu(x)")
 write("deep_loops.burst", "model m {\n  input x: f32[batch, 4]\n  h = relu(x)\n" +
-      "for i in 0..1 {\n" * 257 + "h = relu(h)\n" + "}\n" * 257 + "}\n")
-# block b0() { block b1() { ... return relu(in) } return relu(in) }, 257 deep
-write("deep_blocks.burst", "".join("block b%d() {\n" % i for i in range(257)) +
-      "return relu(in)\n}\n" * 257 + MODEL % "relu(x)")
+      "for i in 0..1 {\n" * 33 + "h = relu(h)\n" + "}\n" * 33 + "}\n")
+# block b0() { block b1() { ... return relu(in) } return relu(in) }, 33 deep
+write("deep_blocks.burst", "".join("block b%d() {\n" % i for i in range(33)) +
+      "return relu(in)\n}\n" * 33 + MODEL % "relu(x)")
 # 60 blocks, each calling the next inside 20 nested loops: 60 * 21 levels.
 text = "block b60() {\n  return relu(in)\n}\n"
 for i in range(59, -1, -1):
