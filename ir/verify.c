@@ -25,24 +25,29 @@ static int64_t cluster_gpus(const ir_cluster *c)
     return (int64_t)c->nodes * c->gpus_per_node;
 }
 
-/* How many ranks graph g may use: the largest cluster of the jobs that train
- * it, else of any cluster; 0 when the module has none (no bound). */
-static int64_t graph_world(const ir_module *m, int g)
+/* How many ranks each graph may use: the largest cluster of the jobs that
+ * train it, else of any cluster; 0 when the module has none (no bound). One
+ * pass over the jobs for all graphs. */
+static int64_t *graph_worlds(const ir_module *m, arena *tmp)
 {
-    int64_t w = 0, any = 0;
+    int64_t any = 0;
     for (int i = 0; i < m->nclusters; i++)
         if (cluster_gpus(&m->clusters[i]) > any)
             any = cluster_gpus(&m->clusters[i]);
-    bool used = false;
+    int64_t *w = arena_alloc(tmp, sizeof *w * (size_t)(m->ngraphs + 1));
+    bool *used = arena_alloc(tmp, (size_t)(m->ngraphs + 1));
     for (int i = 0; i < m->njobs; i++) {
         const ir_job *j = &m->jobs[i];
-        if (j->graph != g || j->cluster < 0 || j->cluster >= m->nclusters)
+        if (j->graph < 0 || j->graph >= m->ngraphs || j->cluster < 0 || j->cluster >= m->nclusters)
             continue;
-        used = true;
-        if (cluster_gpus(&m->clusters[j->cluster]) > w)
-            w = cluster_gpus(&m->clusters[j->cluster]);
+        used[j->graph] = true;
+        if (cluster_gpus(&m->clusters[j->cluster]) > w[j->graph])
+            w[j->graph] = cluster_gpus(&m->clusters[j->cluster]);
     }
-    return used ? w : any;
+    for (int g = 0; g < m->ngraphs; g++)
+        if (!used[g])
+            w[g] = any;
+    return w;
 }
 
 static bool same_list(const ir_attr *a, const ir_plan *p)
@@ -146,10 +151,9 @@ static void verify_comm(const ir_graph *g, arena *tmp, diag_ctx *d)
     }
 }
 
-static void verify_graph(const ir_module *m, int gi, arena *tmp, diag_ctx *d)
+static void verify_graph(const ir_module *m, int gi, int64_t gpus, arena *tmp, diag_ctx *d)
 {
     const ir_graph *g = m->graphs[gi];
-    int64_t gpus = graph_world(m, gi);
     ir_names names = {0};
     bool comm = false;
     int before = d->nerrors;
@@ -231,12 +235,13 @@ bool ir_verify(const ir_module *m, diag_ctx *d)
     int before = d->nerrors;
     arena *tmp = arena_new();
     ir_names graphs = {0};
+    int64_t *worlds = graph_worlds(m, tmp);
     for (int i = 0; i < m->ngraphs; i++) {
         if (ir_names_get(&graphs, m->graphs[i]->name) >= 0)
             diag_error(d, m->graphs[i]->loc, "graph '%s' is defined twice", m->graphs[i]->name);
         else
             ir_names_set(tmp, &graphs, m->graphs[i]->name, i);
-        verify_graph(m, i, tmp, d);
+        verify_graph(m, i, worlds[i], tmp, d);
     }
     for (int i = 0; i < m->ngpus; i++) {
         const ir_gpu *g = &m->gpus[i];
