@@ -61,10 +61,63 @@ static char *fe_format(fe_ctx *c, src_loc loc, bool note, const char *fmt, va_li
     return out;
 }
 
+/* Whether key (a place and a message) was seen before; records it. The
+ * copies of a block or loop body made by an expansion report an error once,
+ * and the others cost a hash lookup, not the formatting of a message with
+ * its source line. */
+static bool fe_seen_key(fe_ctx *c, const char *key)
+{
+    if (ir_names_get(&c->sites, key) >= 0)
+        return true;
+    ir_names_set(c->arena, &c->sites, arena_strdup(c->arena, key), 0);
+    return false;
+}
+
+bool fe_once(fe_ctx *c, src_loc loc, const char *what, const char *name)
+{
+    char stack[256], *key = stack;
+    size_t need = strlen(what) + strlen(name) + 64;
+    if (need > sizeof stack && !(key = malloc(need)))
+        ice("out of memory");
+    snprintf(key, need, "%p:%d:%d:%s:%s", (const void *)loc.file, loc.line, loc.col, what, name);
+    bool seen = fe_seen_key(c, key);
+    if (key != stack)
+        free(key);
+    return !seen;
+}
+
 void fe_error(fe_ctx *c, src_loc loc, const char *fmt, ...)
 {
-    va_list ap;
+    c->failures++;
+    va_list ap, ap2;
     va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    char stack[512], *key = stack;
+    size_t need = (size_t)n + 64;
+    if (need > sizeof stack && !(key = malloc(need)))
+        ice("out of memory");
+    int k = snprintf(key, need, "%p:%d:%d:", (const void *)loc.file, loc.line, loc.col);
+    va_copy(ap2, ap);
+    vsnprintf(key + k, need - (size_t)k, fmt, ap2);
+    va_end(ap2);
+    bool seen = fe_seen_key(c, key);
+    if (key != stack)
+        free(key);
+    diag_ctx *d = c->diag;
+    c->last_printed = false;
+    if (seen) {
+        va_end(ap);
+        return;
+    }
+    if (d->max_errors && d->nerrors >= d->max_errors) {
+        /* Not shown: counted, without formatting the source line. */
+        if (++d->nerrors == d->max_errors + 1 && d->out)
+            fprintf(d->out, "burstc: error: too many errors, stopping\n");
+        va_end(ap);
+        return;
+    }
     char *text = fe_format(c, loc, false, fmt, ap);
     va_end(ap);
     c->last_printed = fe_emit(c, text, true);
@@ -83,6 +136,16 @@ void fe_note(fe_ctx *c, src_loc loc, const char *fmt, ...)
 
 bool fe_op_check(fe_ctx *c, int id)
 {
+    src_loc loc = c->graph->ops[id].loc;
+    char key[64];
+    snprintf(key, sizeof key, "%p:%d:%d:op check", (const void *)loc.file, loc.line, loc.col);
+    if (ir_names_get(&c->sites, key) >= 0) {
+        diag_ctx count; /* reported for an earlier copy: only the verdict */
+        diag_init(&count, NULL);
+        bool ok = ir_op_check(c->module, c->graph, id, &count);
+        c->failures += !ok;
+        return ok;
+    }
     char *buf = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&buf, &len);
@@ -94,6 +157,8 @@ bool fe_op_check(fe_ctx *c, int id)
     bool ok = ir_op_check(c->module, c->graph, id, &tmp);
     fclose(mem);
     if (tmp.nerrors) {
+        c->failures++;
+        fe_seen_key(c, key);
         /* All of one op's messages count as one text: an op expanded
 		 * many times reports them once. */
         char *text = arena_strdup(c->arena, buf ? buf : "");
@@ -466,7 +531,8 @@ fe_val fe_eval(fe_ctx *c, fe_scope *s, const fe_expr *e, bool names_ok, bool cal
             v.s = e->s;
             return v;
         }
-        fe_error(c, e->loc, "undefined name '%s'%s", e->s, fe_suggest_name(c, s, e->s));
+        if (fe_once(c, e->loc, "undefined", e->s))
+            fe_error(c, e->loc, "undefined name '%s'%s", e->s, fe_suggest_name(c, s, e->s));
         return fe_err();
     }
     case EX_NEG: {

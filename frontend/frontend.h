@@ -122,6 +122,8 @@ typedef struct fe_ctx {
     fe_scope *global;  /* top-level lets and blocks */
     bool last_printed; /* whether the last error was shown (for notes) */
     ir_names seen;     /* messages already shown, for de-duplication */
+    ir_names sites;    /* places and texts of errors reported (fe_error) */
+    int64_t failures;  /* calls of fe_error and failed op checks, shown or not */
     /* Lowering of the current model (model.c). */
     ir_graph *graph;
     int64_t nops;
@@ -132,7 +134,13 @@ typedef struct fe_ctx {
     struct fe_names *names; /* IR names used in the graph */
 } fe_ctx;
 
+/* Reports an error, once per place and text: the copies of a block or loop
+ * body made by an expansion stay quiet after the first. */
 void fe_error(fe_ctx *c, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* True the first time it is called with these arguments: a caller about to
+ * report `what` about name at loc works out a costly message (a suggestion)
+ * only once, however many copies of the body an expansion makes. */
+bool fe_once(fe_ctx *c, src_loc loc, const char *what, const char *name);
 void fe_note(fe_ctx *c, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Runs ir_op_check with its messages de-duplicated like fe_error's. */
 bool fe_op_check(fe_ctx *c, int id);

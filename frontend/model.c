@@ -246,7 +246,7 @@ static fe_val fe_tensor_arg(fe_ctx *c, fe_scope *s, const fe_expr *e, const char
                 fe_error(c, e->loc,
                          "'%s' is a layer outside this block; pass it to the block as an input",
                          e->s);
-            else
+            else if (fe_once(c, e->loc, "undefined", e->s))
                 fe_error(c, e->loc, "undefined name '%s'%s", e->s, fe_suggest_name(c, s, e->s));
             return (fe_val){.kind = V_ERR};
         }
@@ -351,6 +351,8 @@ static fe_val fe_lower_call_in(fe_ctx *c, fe_scope *s, const fe_expr *call, cons
                      "inputs are declared as 'input NAME: f32[batch, ...]', not called");
             return (fe_val){.kind = V_ERR};
         }
+        if (!fe_once(c, call->loc, "unknown op", call->s))
+            return (fe_val){.kind = V_ERR}; /* reported for an earlier copy */
         int nops;
         const char *const *ops = fe_op_names(c, &nops);
         const char *near = fe_closest(call->s, ops, nops);
@@ -692,7 +694,10 @@ static void fe_lower_for(fe_ctx *c, fe_scope *s, const fe_stmt *st, fe_val *ret,
                  (long long)lo, (long long)hi, FE_MAX_OPS);
         return;
     }
-    for (int64_t i = lo; i < hi && fe_count_step(c, st->loc); i++) {
+    /* An iteration that fails stops the loop: the next ones would mostly
+     * repeat its errors (reported once anyway), at the cost of running. */
+    int64_t failures = c->failures;
+    for (int64_t i = lo; i < hi && c->failures == failures && fe_count_step(c, st->loc); i++) {
         fe_scope *it = arena_alloc(c->arena, sizeof *it);
         it->parent = s;
         it->loop = true;

@@ -93,6 +93,8 @@ static void show_line(FILE *out, src_loc loc)
 
 static void report(diag_ctx *d, const char *kind, src_loc loc, const char *fmt, va_list ap)
 {
+    if (!d->out)
+        return; /* a diag that only counts */
     if (loc.file)
         fprintf(d->out, "%s:%d:%d: %s: ", loc.file->path, loc.line, loc.col, kind);
     else
@@ -106,7 +108,7 @@ void diag_verror(diag_ctx *d, src_loc loc, const char *fmt, va_list ap)
 {
     d->nerrors++;
     if (d->max_errors && d->nerrors > d->max_errors) {
-        if (d->nerrors == d->max_errors + 1)
+        if (d->nerrors == d->max_errors + 1 && d->out)
             fprintf(d->out, "burstc: error: too many errors, stopping\n");
         return;
     }

@@ -51,7 +51,7 @@ typedef struct src_loc {
 } src_loc;
 
 typedef struct diag_ctx {
-    FILE *out; /* where messages go (stderr) */
+    FILE *out; /* where messages go (stderr); NULL: count them only */
     int nerrors;
     int max_errors; /* stop printing after this many (0: no limit) */
 } diag_ctx;
