@@ -236,6 +236,17 @@ static bool analyse(emitter *e)
             diag_error(e->d, op->loc, "'%s': the runtime supports at most 6 dimensions", op->name);
             ok = false;
         }
+        /* The program sizes tensors as batch x elements per sample (in
+         * int64, and in bytes): a value of the whole batch must fit. */
+        int64_t elems = ir_type_elems_per_sample(&op->type), total;
+        if (elems < 0 || __builtin_mul_overflow(elems, e->job->batch, &total) ||
+            total > ((int64_t)1 << 60)) {
+            diag_error(e->d, op->loc,
+                       "'%s': %lld samples of %lld elements are more than 2^60 elements, more than "
+                       "the program can hold",
+                       op->name, (long long)e->job->batch, (long long)elems);
+            ok = false;
+        }
         if (op->opcode == OP_CROSSENTROPY) {
             if (e->first_loss < 0)
                 e->first_loss = i;
