@@ -11,7 +11,6 @@
 #include "rank.h"
 #include "tools.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,9 +60,10 @@ ir_module *load_input(arena *a, const char *path, diag_ctx *d)
 {
     if (!has_suffix(path, ".ir"))
         return fe_compile(a, path, d);
-    src_file *f = src_file_read(a, path);
+    const char *why;
+    src_file *f = src_file_read(a, path, &why);
     if (!f) {
-        diag_error(d, (src_loc){0}, "cannot read '%s': %s", path, strerror(errno));
+        diag_error(d, (src_loc){0}, "cannot read '%s': %s", path, why);
         return NULL;
     }
     return ir_read(a, f, d);
