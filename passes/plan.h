@@ -123,7 +123,7 @@ void plan_layer_time_analytic(const plan_cluster *c, int dtype_bytes, const plan
  * proportional to b; below the smallest, the smallest's time). */
 double plan_timing_at(const plan_timing *t, int64_t b);
 
-/* comm.c */
+/* commcost.c: the alpha-beta communication model. */
 
 /* Seconds to all-reduce `bytes` among k ranks starting at rank `first`;
  * min of ring and tree. */
@@ -176,8 +176,12 @@ bool plan_strategy_lookup(const char *name, plan_strategy *out);
 /* Chooses ranks for every layer and fills ranks, cross_node_bytes and peak
  * memory; concurrent branches get disjoint ranks. */
 void plan_place(const plan_problem *p, plan_result *r);
+
+/* plan_out.c */
+
 /* Writes the predicted per-GPU timeline as a Chrome trace (JSON). */
 bool plan_write_trace(const plan_problem *p, const plan_result *r, FILE *out);
+/* Writes the plans as JSON (docs/plan.md has the fields). */
 bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nrs, FILE *out);
 
 /* profile.c: measured per-layer tables in the DeepPool text format. */

@@ -6,7 +6,8 @@
  * the same planner and cost model (passes/planner.c), and prints a table of
  * the layers of one plan and a side-by-side summary; or, with --frontier, the
  * Pareto frontier of iteration time against GPU-seconds. --json and --trace
- * write a plan export and a Chrome trace, each atomically. docs/plan.md
+ * write a plan export and a Chrome trace (passes/plan_out.c), each
+ * atomically. docs/plan.md
  * documents every option and number.
  */
 #include "passes.h"
