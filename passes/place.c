@@ -19,42 +19,47 @@
 void plan_place(const plan_problem *p, plan_result *r)
 {
     int G = p->cluster.gpus, gpn = p->cluster.gpus_per_node > 0 ? p->cluster.gpus_per_node : 1;
-    double *mem = calloc((size_t)G, sizeof(double));
+    /* Per-rank memory as a difference array: linear in layers + ranks. */
+    double *mem = calloc((size_t)G + 1, sizeof(double));
     if (!mem) {
         fprintf(stderr, "burstc: out of memory\n");
         exit(2);
     }
+    r->cross_node_bytes = 0;
     for (int l = 0; l < r->nlayers; l++) {
         plan_layer_result *lr = &r->layer[l];
         int off = r->offset ? r->offset[l] : 0;
         if (off + lr->k > G)
             off = G - lr->k;
-        free(lr->ranks);
-        lr->ranks = calloc((size_t)lr->k, sizeof(int));
-        if (!lr->ranks) {
-            fprintf(stderr, "burstc: out of memory\n");
-            exit(2);
-        }
-        for (int i = 0; i < lr->k; i++) {
-            lr->ranks[i] = off + i;
-            mem[off + i] += lr->mem_bytes;
-        }
+        lr->first = off;
+        mem[off] += lr->mem_bytes;
+        mem[off + lr->k] -= lr->mem_bytes;
         int nn = (off + lr->k - 1) / gpn - off / gpn + 1;
         if (nn > 1)
             r->cross_node_bytes +=
                 nn * 2.0 * (lr->k - 1) / lr->k * p->layers[l].params * p->dtype_bytes;
     }
+    /* Consecutive edges of a long chain repeat the same pair of rank sets. */
+    int last[4] = {-1, -1, -1, -1};
+    double cross = 0;
     for (int e = 0; e < p->nedges; e++) {
         const plan_layer_result *a = &r->layer[p->edges[e].from], *b = &r->layer[p->edges[e].to];
-        plan_reshard rs = plan_reshard_count(p->batch, gpn, a->ranks[0], a->k, b->ranks[0], b->k);
-        r->cross_node_bytes += 2.0 * rs.cross_samples * p->edges[e].elems * p->dtype_bytes;
+        if (a->first != last[0] || a->k != last[1] || b->first != last[2] || b->k != last[3]) {
+            plan_reshard rs = plan_reshard_count(p->batch, gpn, a->first, a->k, b->first, b->k);
+            cross = rs.cross_samples;
+            last[0] = a->first, last[1] = a->k, last[2] = b->first, last[3] = b->k;
+        }
+        r->cross_node_bytes += 2.0 * cross * p->edges[e].elems * p->dtype_bytes;
     }
     r->peak_mem = 0;
     r->peak_mem_rank = 0;
-    for (int g = 0; g < G; g++)
-        if (mem[g] > r->peak_mem) {
-            r->peak_mem = mem[g];
+    double run = 0;
+    for (int g = 0; g < G; g++) {
+        run += mem[g];
+        if (run > r->peak_mem) {
+            r->peak_mem = run;
             r->peak_mem_rank = g;
         }
+    }
     free(mem);
 }

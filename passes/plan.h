@@ -77,7 +77,7 @@ typedef struct plan_problem {
 /* Per-layer result and breakdown, all in seconds per iteration. */
 typedef struct plan_layer_result {
     int k;             /* GPU count */
-    int *ranks;        /* k ranks, ascending (after placement) */
+    int first;         /* ranks first .. first + k - 1 (after placement) */
     int64_t shard;     /* largest per-GPU batch */
     double fwd, bwd;   /* compute at the largest shard */
     double reshard;    /* forward + backward resharding into this layer */
@@ -170,6 +170,32 @@ bool plan_is_series_parallel(const plan_problem *p);
 
 const char *plan_strategy_name(plan_strategy s);
 bool plan_strategy_lookup(const char *name, plan_strategy *out);
+
+/* sp.c: the series-parallel decomposition of the layer graph (for the
+ * planner and its evaluator). */
+
+enum { PLAN_TN_LEAF, PLAN_TN_SERIES, PLAN_TN_PARALLEL };
+
+typedef struct plan_tnode {
+    int kind;      /* PLAN_TN_* */
+    int u, v;      /* the component's ends (layer ids; n, n + 1: source, sink) */
+    int edge;      /* LEAF: the problem's edge, -1 for a virtual one */
+    int a, b;      /* SERIES, PARALLEL: children (ids below this node's) */
+    int mid;       /* SERIES: the layer between a and b */
+    bool interior; /* has layers inside */
+} plan_tnode;
+
+typedef struct plan_sp {
+    int n; /* layers */
+    int ntn, captn;
+    plan_tnode *tn; /* children before parents */
+    int root;       /* -1 when the graph is not series-parallel */
+} plan_sp;
+
+/* Decomposes p's layer graph in linear time; false (root -1) if it is not
+ * series-parallel. Free with plan_sp_free either way. */
+bool plan_sp_build(const plan_problem *p, plan_sp *sp);
+void plan_sp_free(plan_sp *sp);
 
 /* place.c */
 

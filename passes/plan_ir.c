@@ -217,7 +217,7 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
     p->edges = xcalloc((size_t)cap, sizeof(plan_edge));
     for (int i = 0; i < g->nops; i++) {
         const ir_op *op = &g->ops[i];
-        int v = in->layer_of_op[i];
+        int v = in->layer_of_op[i], first_of_op = ne;
         if (v < 0)
             continue;
         for (int q = 0; q < op->ninputs; q++) {
@@ -225,8 +225,8 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
             if (u < 0)
                 continue;
             double elems = (double)ir_type_elems_per_sample(&g->ops[op->inputs[q]].type);
-            int e = 0;
-            while (e < ne && !(p->edges[e].from == u && p->edges[e].to == v))
+            int e = first_of_op;
+            while (e < ne && p->edges[e].from != u)
                 e++;
             if (e < ne)
                 continue; /* the same value twice: one transfer */
@@ -252,7 +252,8 @@ void pass_plan_apply(ir_module *m, const pass_plan_input *in, const plan_result 
         ir_op *op = &g->ops[in->op_of_layer[l]];
         op->plan.nranks = r->layer[l].k;
         op->plan.ranks = arena_alloc(m->arena, sizeof(int) * (size_t)r->layer[l].k);
-        memcpy(op->plan.ranks, r->layer[l].ranks, sizeof(int) * (size_t)r->layer[l].k);
+        for (int i = 0; i < r->layer[l].k; i++)
+            op->plan.ranks[i] = r->layer[l].first + i;
     }
     /* An input lives where its first consumer runs (that is where the data
 	 * loader puts it). */

@@ -37,7 +37,8 @@ static void event(FILE *out, bool *first, const char *name, const char *cat, int
  * The timeline is a list schedule: forward in topological order, each layer
  * starting when its inputs have been resharded to it and its ranks are free;
  * backward in reverse; each gradient all-reduce on a communication track of
- * its ranks as soon as the layer's backward is done.
+ * its ranks as soon as the layer's backward is done. Edges are indexed by
+ * their ends (CSR) so a long model is linear, not quadratic.
  */
 bool plan_write_trace(const plan_problem *p, const plan_result *r, FILE *out)
 {
@@ -45,78 +46,92 @@ bool plan_write_trace(const plan_problem *p, const plan_result *r, FILE *out)
     double *busy = calloc((size_t)G, sizeof(double)), *comm = calloc((size_t)G, sizeof(double));
     double *fend = calloc((size_t)n + 1, sizeof(double)),
            *bend = calloc((size_t)n + 1, sizeof(double));
-    if (!busy || !comm || !fend || !bend) {
-        free(busy);
-        free(comm);
-        free(fend);
-        free(bend);
-        return false;
+    int *in0 = calloc((size_t)n + 2, sizeof(int)), *out0 = calloc((size_t)n + 2, sizeof(int));
+    int *ine = calloc((size_t)p->nedges + 1, sizeof(int)),
+        *oute = calloc((size_t)p->nedges + 1, sizeof(int));
+    bool ok = busy && comm && fend && bend && in0 && out0 && ine && oute;
+    if (ok) {
+        for (int e = 0; e < p->nedges; e++) {
+            in0[p->edges[e].to + 2]++;
+            out0[p->edges[e].from + 2]++;
+        }
+        for (int l = 0; l < n; l++) {
+            in0[l + 2] += in0[l + 1];
+            out0[l + 2] += out0[l + 1];
+        }
+        for (int e = 0; e < p->nedges; e++) {
+            ine[in0[p->edges[e].to + 1]++] = e;
+            oute[out0[p->edges[e].from + 1]++] = e;
+        }
     }
     bool first = true;
-    fprintf(out, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
-    for (int g = 0; g < G && g < 4096; g++) {
+    if (ok)
+        fprintf(out, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
+    for (int g = 0; ok && g < G && g < 4096; g++) {
         fprintf(
             out,
             "%s\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"rank %d\"}}",
             first ? "" : ",", g, g);
         first = false;
     }
-    for (int l = 0; l < n; l++) {
+    for (int l = 0; ok && l < n; l++) {
         const plan_layer_result *lr = &r->layer[l];
         double ready = 0;
-        for (int e = 0; e < p->nedges; e++)
-            if (p->edges[e].to == l && fend[p->edges[e].from] > ready)
-                ready = fend[p->edges[e].from];
+        for (int q = in0[l]; q < in0[l + 1]; q++)
+            if (fend[p->edges[ine[q]].from] > ready)
+                ready = fend[p->edges[ine[q]].from];
         double rs = lr->reshard / 2;
         for (int i = 0; i < lr->k; i++)
-            if (busy[lr->ranks[i]] > ready - rs)
-                ready = busy[lr->ranks[i]] + rs;
+            if (busy[lr->first + i] > ready - rs)
+                ready = busy[lr->first + i] + rs;
         if (rs > 0)
             for (int i = 0; i < lr->k; i++)
-                event(out, &first, "reshard", "comm", lr->ranks[i], ready - rs, rs);
+                event(out, &first, "reshard", "comm", lr->first + i, ready - rs, rs);
         for (int i = 0; i < lr->k; i++) {
-            event(out, &first, p->layers[l].name, "forward", lr->ranks[i], ready, lr->fwd);
-            busy[lr->ranks[i]] = ready + lr->fwd;
+            event(out, &first, p->layers[l].name, "forward", lr->first + i, ready, lr->fwd);
+            busy[lr->first + i] = ready + lr->fwd;
         }
         fend[l] = ready + lr->fwd;
     }
-    for (int l = n - 1; l >= 0; l--) {
+    for (int l = n - 1; ok && l >= 0; l--) {
         const plan_layer_result *lr = &r->layer[l];
         double ready = 0;
-        for (int e = 0; e < p->nedges; e++)
-            if (p->edges[e].from == l) {
-                const plan_layer_result *succ = &r->layer[p->edges[e].to];
-                if (bend[p->edges[e].to] + succ->reshard / 2 > ready)
-                    ready = bend[p->edges[e].to] + succ->reshard / 2;
-            }
+        for (int q = out0[l]; q < out0[l + 1]; q++) {
+            int to = p->edges[oute[q]].to;
+            if (bend[to] + r->layer[to].reshard / 2 > ready)
+                ready = bend[to] + r->layer[to].reshard / 2;
+        }
         for (int i = 0; i < lr->k; i++)
-            if (busy[lr->ranks[i]] > ready)
-                ready = busy[lr->ranks[i]];
+            if (busy[lr->first + i] > ready)
+                ready = busy[lr->first + i];
         for (int i = 0; i < lr->k; i++) {
-            event(out, &first, p->layers[l].name, "backward", lr->ranks[i], ready, lr->bwd);
-            busy[lr->ranks[i]] = ready + lr->bwd;
+            event(out, &first, p->layers[l].name, "backward", lr->first + i, ready, lr->bwd);
+            busy[lr->first + i] = ready + lr->bwd;
         }
         bend[l] = ready + lr->bwd;
         if (lr->allreduce > 0) {
             double s = bend[l];
             for (int i = 0; i < lr->k; i++)
-                if (comm[lr->ranks[i]] > s)
-                    s = comm[lr->ranks[i]];
+                if (comm[lr->first + i] > s)
+                    s = comm[lr->first + i];
             for (int i = 0; i < lr->k; i++) {
-                event(out, &first, "allreduce", "comm", G + lr->ranks[i], s, lr->allreduce);
-                comm[lr->ranks[i]] = s + lr->allreduce;
+                event(out, &first, "allreduce", "comm", G + lr->first + i, s, lr->allreduce);
+                comm[lr->first + i] = s + lr->allreduce;
             }
         }
     }
-    fprintf(out, "\n]}\n");
+    if (ok)
+        fprintf(out, "\n]}\n");
     free(busy);
     free(comm);
     free(fend);
     free(bend);
-    return !ferror(out);
+    free(in0);
+    free(out0);
+    free(ine);
+    free(oute);
+    return ok && !ferror(out);
 }
-
-/* ---- JSON export ---- */
 
 bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nrs, FILE *out)
 {
@@ -139,8 +154,8 @@ bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nr
                 ", \"gpus\": %d, \"first_rank\": %d, \"shard\": %lld, \"fwd_s\": %.9g, \"bwd_s\": %.9g, "
                 "\"reshard_s\": %.9g, \"allreduce_s\": %.9g, \"allreduce_exposed_s\": %.9g, "
                 "\"amplification\": %.6g, \"mem_bytes\": %.9g}",
-                lr->k, lr->ranks ? lr->ranks[0] : 0, (long long)lr->shard, lr->fwd, lr->bwd,
-                lr->reshard, lr->allreduce, lr->ar_exposed, lr->amplification, lr->mem_bytes);
+                lr->k, lr->first, (long long)lr->shard, lr->fwd, lr->bwd, lr->reshard,
+                lr->allreduce, lr->ar_exposed, lr->amplification, lr->mem_bytes);
         }
         fprintf(out, "\n    ]}");
     }

@@ -24,22 +24,22 @@
 
 #include "plan.h"
 
-enum { TN_LEAF, TN_SERIES, TN_PARALLEL };
-
-typedef struct tnode {
-    int kind;
-    int u, v;      /* the component's ends (layer ids; n, n+1 virtual) */
-    int edge;      /* TN_LEAF: problem edge, -1 for a virtual edge */
-    int a, b;      /* children */
-    int mid;       /* TN_SERIES: the middle layer */
-    bool interior; /* has layers inside */
-} tnode;
-
+/* A DP table over the candidates of a component's two ends: values until
+ * the last parent has read them, the argmins for as long as the plan is
+ * being read out. */
 typedef struct table {
     double *s;     /* [cu][cv] objective: t + price * g */
     double *t, *g; /* [cu][cv] time, GPU-seconds */
-    int *arg;      /* series: candidate of mid; parallel: -1 seq, else budget level of a */
+    void *arg; /* series: candidate of mid; parallel: 0 sequential, else budget level of a + 1 */
+    int argw;  /* bytes per arg: 1, 2 or 4 */
 } table;
+
+/* A node of the decomposition tree at one GPU budget level. */
+typedef struct state {
+    int t, lev;
+    int refs; /* parent states that have yet to read the values */
+    table tb;
+} state;
 
 typedef struct lay {
     int nc;
@@ -59,11 +59,17 @@ typedef struct ctx {
     int *gidx, ng; /* k -> index of the reshard memo */
     plan_reshard *rs;
     unsigned char *rs_done;
-    int ntn, captn;
-    tnode *tn;
+    plan_sp sp;
+    int ntn;
+    plan_tnode *tn;
     int root;
     int nb, *bl, top;
-    table **tab; /* [tn][level], NULL until computed */
+    state *st; /* every (node, level) the root needs */
+    int nst, capst;
+    int *hkey, *hval; /* (node, level) -> state */
+    size_t hmask;
+    double *scr[2][3]; /* leaf tables built on the fly: s, t, g */
+    size_t scrn[2];
     bool concurrency;
     int *kc, *off;       /* chosen candidate index and rank offset per layer */
     unsigned char *conc; /* per tree node: parallel branches run concurrently */
@@ -291,166 +297,65 @@ static void edge_cost_at(ctx *c, int e, double *t, double *g, double *reshard, d
         *exposed = ex;
 }
 
-/* ---- series-parallel decomposition ---- */
+/* ---- series-parallel decomposition (sp.c) ---- */
 
-typedef struct xedge {
-    int u, v, tn;
-    bool live;
-} xedge;
-
-typedef struct adj {
-    int n, cap;
-    int *e;
-} adj;
-
-static void adj_push(adj *a, int e)
-{
-    if (a->n == a->cap) {
-        a->cap = a->cap ? 2 * a->cap : 4;
-        a->e = realloc(a->e, (size_t)a->cap * sizeof(int));
-        if (!a->e) {
-            fprintf(stderr, "burstc: out of memory\n");
-            exit(2);
-        }
-    }
-    a->e[a->n++] = e;
-}
-
-static void adj_compact(adj *a, const xedge *x)
-{
-    int m = 0;
-    for (int i = 0; i < a->n; i++)
-        if (x[a->e[i]].live)
-            a->e[m++] = a->e[i];
-    a->n = m;
-}
-
-static int tn_new(ctx *c, tnode t)
-{
-    if (c->ntn == c->captn) {
-        c->captn = c->captn ? 2 * c->captn : 64;
-        c->tn = realloc(c->tn, (size_t)c->captn * sizeof(tnode));
-        if (!c->tn) {
-            fprintf(stderr, "burstc: out of memory\n");
-            exit(2);
-        }
-    }
-    c->tn[c->ntn] = t;
-    return c->ntn++;
-}
-
-/* Builds the decomposition tree; returns false if the graph is not
- * series-parallel. */
 static bool decompose(ctx *c)
 {
-    int n = c->n, S = n, T = n + 1, nv = n + 2;
-    const plan_problem *p = c->p;
-    int cap = p->nedges + 2 * n + 4, nx = 0;
-    xedge *x = xcalloc((size_t)cap * 2, sizeof(xedge));
-    cap *= 2;
-    adj *in = xcalloc((size_t)nv, sizeof(adj)), *out = xcalloc((size_t)nv, sizeof(adj));
-    int *nout = xcalloc((size_t)nv, sizeof(int));
-    for (int e = 0; e < p->nedges; e++)
-        nout[p->edges[e].from]++;
-#define ADD_X(U, V, TN)                                     \
-    do {                                                    \
-        if (nx == cap) {                                    \
-            cap *= 2;                                       \
-            x = realloc(x, (size_t)cap * sizeof(xedge));    \
-            if (!x) {                                       \
-                fprintf(stderr, "burstc: out of memory\n"); \
-                exit(2);                                    \
-            }                                               \
-        }                                                   \
-        x[nx] = (xedge){(U), (V), (TN), true};              \
-        adj_push(&out[(U)], nx);                            \
-        adj_push(&in[(V)], nx);                             \
-        nx++;                                               \
-    } while (0)
-    for (int l = 0; l < n; l++)
-        if (c->nin[l] == 0)
-            ADD_X(S, l, tn_new(c, (tnode){TN_LEAF, S, l, -1, -1, -1, -1, false}));
-    for (int e = 0; e < p->nedges; e++) {
-        int u = p->edges[e].from, v = p->edges[e].to;
-        ADD_X(u, v, tn_new(c, (tnode){TN_LEAF, u, v, e, -1, -1, -1, false}));
-    }
-    for (int l = 0; l < n; l++)
-        if (nout[l] == 0)
-            ADD_X(l, T, tn_new(c, (tnode){TN_LEAF, l, T, -1, -1, -1, -1, false}));
-    bool changed = true;
-    while (changed) {
-        changed = false;
-        for (int step = 0; step < nv; step++) {
-            int m = step == 0 ? S : step - 1 < n ? step - 1 : T;
-            adj_compact(&out[m], x);
-            for (int i = 0; i < out[m].n; i++) {
-                for (int j = i + 1; j < out[m].n; j++) {
-                    xedge *ei = &x[out[m].e[i]], *ej = &x[out[m].e[j]];
-                    if (!ei->live || !ej->live || ei->v != ej->v)
-                        continue;
-                    tnode a = c->tn[ei->tn], b = c->tn[ej->tn];
-                    int t = tn_new(c, (tnode){TN_PARALLEL, m, ei->v, -1, ei->tn, ej->tn, -1,
-                                              a.interior || b.interior});
-                    int v = ei->v;
-                    ei->live = ej->live = false;
-                    ADD_X(m, v, t);
-                    changed = true;
-                }
-                adj_compact(&out[m], x);
-            }
-            if (m == S || m == T)
-                continue;
-            adj_compact(&in[m], x);
-            adj_compact(&out[m], x);
-            if (in[m].n == 1 && out[m].n == 1) {
-                xedge *e1 = &x[in[m].e[0]], *e2 = &x[out[m].e[0]];
-                int u = e1->u, v = e2->v;
-                int t = tn_new(c, (tnode){TN_SERIES, u, v, -1, e1->tn, e2->tn, m, true});
-                e1->live = e2->live = false;
-                in[m].n = out[m].n = 0;
-                ADD_X(u, v, t);
-                changed = true;
-            }
-        }
-    }
-#undef ADD_X
-    int live = 0, last = -1;
-    for (int i = 0; i < nx; i++)
-        if (x[i].live) {
-            live++;
-            last = i;
-        }
-    bool sp = live == 1 && x[last].u == S && x[last].v == T;
-    c->root = sp ? x[last].tn : -1;
-    for (int v = 0; v < nv; v++) {
-        free(in[v].e);
-        free(out[v].e);
-    }
-    free(in);
-    free(out);
-    free(nout);
-    free(x);
+    bool sp = plan_sp_build(c->p, &c->sp);
+    c->ntn = c->sp.ntn;
+    c->tn = c->sp.tn;
+    c->root = c->sp.root;
     return sp;
 }
 
 /* ---- the DP over the tree ---- */
 
-static table *solve(ctx *c, int t, int lev);
-
-static table *table_new(int nu, int nv)
+static void *xmalloc(size_t n)
 {
-    /* every entry is written by solve(); no need to clear */
-    size_t n = (size_t)nu * nv;
-    table *tb = xcalloc(1, sizeof(table));
-    tb->s = malloc(sizeof(double) * n);
-    tb->t = malloc(sizeof(double) * n);
-    tb->g = malloc(sizeof(double) * n);
-    tb->arg = malloc(sizeof(int) * n);
-    if (!tb->s || !tb->t || !tb->g || !tb->arg) {
+    void *q = malloc(n ? n : 1);
+    if (!q) {
         fprintf(stderr, "burstc: out of memory\n");
         exit(2);
     }
-    return tb;
+    return q;
+}
+
+static void table_alloc(table *tb, int nu, int nv, int maxarg)
+{
+    /* every entry is written by compute(); no need to clear */
+    size_t n = (size_t)nu * nv;
+    tb->s = xmalloc(sizeof(double) * n);
+    tb->t = xmalloc(sizeof(double) * n);
+    tb->g = xmalloc(sizeof(double) * n);
+    tb->argw = maxarg < 256 ? 1 : maxarg < 65536 ? 2 : 4;
+    tb->arg = xmalloc((size_t)tb->argw * n);
+}
+
+static void table_free_values(table *tb)
+{
+    free(tb->s);
+    free(tb->t);
+    free(tb->g);
+    tb->s = tb->t = tb->g = NULL;
+}
+
+static void arg_set(table *tb, size_t i, int v)
+{
+    if (tb->argw == 1)
+        ((unsigned char *)tb->arg)[i] = (unsigned char)v;
+    else if (tb->argw == 2)
+        ((uint16_t *)tb->arg)[i] = (uint16_t)v;
+    else
+        ((int32_t *)tb->arg)[i] = v;
+}
+
+static int arg_get(const table *tb, size_t i)
+{
+    if (tb->argw == 1)
+        return ((const unsigned char *)tb->arg)[i];
+    if (tb->argw == 2)
+        return ((const uint16_t *)tb->arg)[i];
+    return ((const int32_t *)tb->arg)[i];
 }
 
 /* best[j] = min(best[j], base + row[j]), remembering m where it improves:
@@ -485,27 +390,139 @@ static void min_plus_row(double *restrict best, double *restrict bestm, const do
     }
 }
 
-static table *solve(ctx *c, int t, int lev)
+/* The level a node's table is kept at: a component without layers inside
+ * does not depend on the budget. */
+static int level_of(ctx *c, int t, int lev)
 {
-    tnode *T = &c->tn[t];
-    if (!T->interior)
-        lev = c->top; /* no layers inside: the budget does not matter */
-    if (c->tab[(size_t)t * c->nb + lev])
-        return c->tab[(size_t)t * c->nb + lev];
+    return c->tn[t].interior ? lev : c->top;
+}
+
+static int level_for_a_budget(ctx *c, int la, int lev)
+{
+    for (int q = c->nb - 1; q >= 1; q--)
+        if (c->bl[la] + c->bl[q] <= c->bl[lev])
+            return q;
+    return -1;
+}
+
+static bool concurrent_ok(ctx *c, const plan_tnode *T)
+{
+    return c->concurrency && c->tn[T->a].interior && c->tn[T->b].interior;
+}
+
+static size_t state_slot(ctx *c, int t, int lev)
+{
+    uint64_t h = ((uint64_t)t * 64 + (uint64_t)lev) * 0x9E3779B97F4A7C15ull;
+    size_t i = (size_t)(h >> 24) & c->hmask;
+    while (c->hkey[i] >= 0 && !(c->hkey[i] == t && c->st[c->hval[i]].lev == lev))
+        i = (i + 1) & c->hmask;
+    return i;
+}
+
+static int state_find(ctx *c, int t, int lev)
+{
+    size_t i = state_slot(c, t, level_of(c, t, lev));
+    return c->hkey[i] >= 0 ? c->hval[i] : -1;
+}
+
+/* The state (t, lev), made (with no values) if new; counts one more reader. */
+static int state_need(ctx *c, int t, int lev)
+{
+    lev = level_of(c, t, lev);
+    size_t i = state_slot(c, t, lev);
+    if (c->hkey[i] >= 0) {
+        c->st[c->hval[i]].refs++;
+        return c->hval[i];
+    }
+    if (c->nst == c->capst) {
+        c->capst *= 2;
+        c->st = realloc(c->st, (size_t)c->capst * sizeof(state));
+        if (!c->st) {
+            fprintf(stderr, "burstc: out of memory\n");
+            exit(2);
+        }
+    }
+    if (2 * (size_t)(c->nst + 1) > c->hmask) {
+        size_t n = 2 * (c->hmask + 1);
+        free(c->hkey);
+        free(c->hval);
+        c->hkey = xmalloc(n * sizeof(int));
+        c->hval = xmalloc(n * sizeof(int));
+        c->hmask = n - 1;
+        for (size_t q = 0; q < n; q++)
+            c->hkey[q] = -1;
+        for (int q = 0; q < c->nst; q++) {
+            size_t z = state_slot(c, c->st[q].t, c->st[q].lev);
+            c->hkey[z] = c->st[q].t;
+            c->hval[z] = q;
+        }
+        i = state_slot(c, t, lev);
+    }
+    c->st[c->nst] = (state){t, lev, 1, {0}};
+    c->hkey[i] = t;
+    c->hval[i] = c->nst;
+    return c->nst++;
+}
+
+/* The states (t, lev) reads, in the order compute() reads them; leaves are
+ * not states (their tables are built when read). Returns how many. */
+static int deps(ctx *c, int t, int lev, int *dt, int *dl)
+{
+    const plan_tnode *T = &c->tn[t];
+    int n = 0;
+    if (T->kind == PLAN_TN_LEAF)
+        return 0;
+    dt[n] = T->a, dl[n++] = lev;
+    dt[n] = T->b, dl[n++] = lev;
+    if (T->kind == PLAN_TN_PARALLEL && concurrent_ok(c, T))
+        for (int la = 1; la < c->nb && c->bl[la] < c->bl[lev]; la++) {
+            int lb = level_for_a_budget(c, la, lev);
+            if (lb < 0)
+                continue;
+            dt[n] = T->a, dl[n++] = la;
+            dt[n] = T->b, dl[n++] = lb;
+        }
+    return n;
+}
+
+/* The values of child t at level lev: its state's table, or for a leaf a
+ * table of edge costs built into scratch buffer `which`. */
+static table child(ctx *c, int t, int lev, int which)
+{
+    const plan_tnode *T = &c->tn[t];
+    if (T->kind != PLAN_TN_LEAF)
+        return c->st[state_find(c, t, lev)].tb;
     int nu = c->L[T->u].nc, nv = c->L[T->v].nc;
-    table *r = table_new(nu, nv);
+    size_t n = (size_t)nu * nv;
+    if (n > c->scrn[which]) {
+        for (int q = 0; q < 3; q++) {
+            free(c->scr[which][q]);
+            c->scr[which][q] = xmalloc(n * sizeof(double));
+        }
+        c->scrn[which] = n;
+    }
+    table r = {c->scr[which][0], c->scr[which][1], c->scr[which][2], NULL, 0};
+    for (int i = 0; i < nu; i++)
+        for (int j = 0; j < nv; j++) {
+            edge_cost(c, T->edge, i, j, &r.t[i * nv + j], &r.g[i * nv + j]);
+            r.s[i * nv + j] = r.t[i * nv + j] + c->lambda * r.g[i * nv + j];
+        }
+    return r;
+}
+
+/* Computes the table of state q from its children's values. */
+static void compute(ctx *c, int q)
+{
+    int t = c->st[q].t, lev = c->st[q].lev;
+    plan_tnode *T = &c->tn[t];
+    int nu = c->L[T->u].nc, nv = c->L[T->v].nc;
+    table r;
     double lam = c->lambda;
-    if (T->kind == TN_LEAF) {
-        for (int i = 0; i < nu; i++)
-            for (int j = 0; j < nv; j++) {
-                edge_cost(c, T->edge, i, j, &r->t[i * nv + j], &r->g[i * nv + j]);
-                r->s[i * nv + j] = r->t[i * nv + j] + lam * r->g[i * nv + j];
-                r->arg[i * nv + j] = -1;
-            }
-    } else if (T->kind == TN_SERIES) {
-        table *A = solve(c, T->a, lev), *B = solve(c, T->b, lev);
+    if (T->kind == PLAN_TN_SERIES) {
+        table A = child(c, T->a, lev, 0), B = child(c, T->b, lev, 1);
         const lay *M = &c->L[T->mid];
         int nm = M->nc, budget = c->bl[lev];
+        table_alloc(&r, nu, nv, nm);
         double *nt = xcalloc((size_t)nm, sizeof(double)), *ng = xcalloc((size_t)nm, sizeof(double));
         for (int m = 0; m < nm; m++)
             node_cost(c, T->mid, m, &nt[m], &ng[m]);
@@ -514,31 +531,28 @@ static table *solve(ctx *c, int t, int lev)
         double *best = xcalloc((size_t)nv, sizeof(double)),
                *bestm = xcalloc((size_t)nv, sizeof(double));
         for (int i = 0; i < nu; i++) {
-            double *rs = &r->s[i * nv];
-            int *ra = &r->arg[i * nv];
             for (int j = 0; j < nv; j++) {
                 best[j] = INFINITY;
                 bestm[j] = -1;
             }
             for (int m = 0; m < nm; m++) {
-                double a = A->s[i * nm + m];
+                double a = A.s[i * nm + m];
                 if (a == INFINITY || M->k[m] > budget)
                     continue;
-                min_plus_row(best, bestm, &B->s[m * nv], a + nt[m] + lam * ng[m], (double)m, nv);
+                min_plus_row(best, bestm, &B.s[m * nv], a + nt[m] + lam * ng[m], (double)m, nv);
             }
             for (int j = 0; j < nv; j++) {
-                rs[j] = best[j];
-                ra[j] = (int)bestm[j];
-            }
-            for (int j = 0; j < nv; j++) {
-                int m = ra[j];
+                size_t x = (size_t)i * nv + j;
+                int m = (int)bestm[j];
+                r.s[x] = best[j];
+                arg_set(&r, x, m < 0 ? 0 : m);
                 if (m < 0) {
-                    r->t[i * nv + j] = INFINITY;
-                    r->g[i * nv + j] = 0;
+                    r.t[x] = INFINITY;
+                    r.g[x] = 0;
                     continue;
                 }
-                r->t[i * nv + j] = A->t[i * nm + m] + nt[m] + B->t[m * nv + j];
-                r->g[i * nv + j] = A->g[i * nm + m] + ng[m] + B->g[m * nv + j];
+                r.t[x] = A.t[i * nm + m] + nt[m] + B.t[m * nv + j];
+                r.g[x] = A.g[i * nm + m] + ng[m] + B.g[m * nv + j];
             }
         }
         free(nt);
@@ -546,111 +560,171 @@ static table *solve(ctx *c, int t, int lev)
         free(best);
         free(bestm);
     } else {
-        table *A = solve(c, T->a, lev), *B = solve(c, T->b, lev);
+        table A = child(c, T->a, lev, 0), B = child(c, T->b, lev, 1);
+        table_alloc(&r, nu, nv, c->nb + 1);
         for (int i = 0; i < nu * nv; i++) {
-            r->t[i] = A->t[i] + B->t[i];
-            r->g[i] = A->g[i] + B->g[i];
-            r->s[i] = A->s[i] + B->s[i];
-            r->arg[i] = -1;
+            r.t[i] = A.t[i] + B.t[i];
+            r.g[i] = A.g[i] + B.g[i];
+            r.s[i] = A.s[i] + B.s[i];
+            arg_set(&r, (size_t)i, 0);
         }
-        bool conc = c->concurrency && c->tn[T->a].interior && c->tn[T->b].interior;
-        for (int la = 1; conc && la < c->nb && c->bl[la] < c->bl[lev]; la++) {
-            int lb = -1;
-            for (int q = c->nb - 1; q >= 1; q--)
-                if (c->bl[la] + c->bl[q] <= c->bl[lev]) {
-                    lb = q;
-                    break;
-                }
+        for (int la = 1; concurrent_ok(c, T) && la < c->nb && c->bl[la] < c->bl[lev]; la++) {
+            int lb = level_for_a_budget(c, la, lev);
             if (lb < 0)
                 continue;
-            table *A2 = solve(c, T->a, la), *B2 = solve(c, T->b, lb);
+            table A2 = child(c, T->a, la, 0), B2 = child(c, T->b, lb, 1);
             for (int i = 0; i < nu * nv; i++) {
-                double tt = fmax(A2->t[i], B2->t[i]), gg = A2->g[i] + B2->g[i];
+                double tt = fmax(A2.t[i], B2.t[i]), gg = A2.g[i] + B2.g[i];
                 double ss = tt + lam * gg;
-                if (ss < r->s[i]) {
-                    r->t[i] = tt;
-                    r->g[i] = gg;
-                    r->s[i] = ss;
-                    r->arg[i] = la;
+                if (ss < r.s[i]) {
+                    r.t[i] = tt;
+                    r.g[i] = gg;
+                    r.s[i] = ss;
+                    arg_set(&r, (size_t)i, la + 1);
                 }
             }
         }
     }
-    c->tab[(size_t)t * c->nb + lev] = r;
-    return r;
+    c->st[q].tb = r;
 }
 
-static int level_for_a_budget(ctx *c, int la, int lev)
+/*
+ * The DP without recursion (the tree of a long chain is as deep as the
+ * chain): first every state the root needs, parents before children, each
+ * counting its readers; then the states in tree order (children have lower
+ * ids), each computed from its children's values, which are freed as soon
+ * as their last reader is done. Only the argmins stay.
+ */
+static table *solve(ctx *c)
 {
-    for (int q = c->nb - 1; q >= 1; q--)
-        if (c->bl[la] + c->bl[q] <= c->bl[lev])
-            return q;
-    return 0;
+    c->capst = 64;
+    c->st = xmalloc((size_t)c->capst * sizeof(state));
+    c->hmask = 127;
+    c->hkey = xmalloc(128 * sizeof(int));
+    c->hval = xmalloc(128 * sizeof(int));
+    for (int i = 0; i < 128; i++)
+        c->hkey[i] = -1;
+    int ndep = 2 + 2 * c->nb, *dt = xcalloc((size_t)ndep, sizeof(int)),
+        *dl = xcalloc((size_t)ndep, sizeof(int));
+    state_need(c, c->root, c->top);
+    for (int q = 0; q < c->nst; q++) {
+        int nd = deps(c, c->st[q].t, c->st[q].lev, dt, dl);
+        for (int d = 0; d < nd; d++)
+            if (c->tn[dt[d]].kind != PLAN_TN_LEAF)
+                state_need(c, dt[d], dl[d]);
+    }
+    int *start = xcalloc((size_t)c->ntn + 1, sizeof(int)),
+        *order = xcalloc((size_t)c->nst, sizeof(int));
+    for (int q = 0; q < c->nst; q++)
+        start[c->st[q].t + 1]++;
+    for (int t = 0; t < c->ntn; t++)
+        start[t + 1] += start[t];
+    for (int q = 0; q < c->nst; q++)
+        order[start[c->st[q].t]++] = q;
+    for (int x = 0; x < c->nst; x++) {
+        int q = order[x];
+        compute(c, q);
+        int nd = deps(c, c->st[q].t, c->st[q].lev, dt, dl);
+        for (int d = 0; d < nd; d++) {
+            if (c->tn[dt[d]].kind == PLAN_TN_LEAF)
+                continue;
+            state *ch = &c->st[state_find(c, dt[d], dl[d])];
+            if (--ch->refs == 0)
+                table_free_values(&ch->tb);
+        }
+    }
+    free(start);
+    free(order);
+    free(dt);
+    free(dl);
+    return &c->st[0].tb;
 }
 
-static void mark_offset(ctx *c, int t, int add)
+/* Reads the chosen candidates (kc), concurrent blocks (conc) and rank
+ * offsets (off) out of the argmins, from the root down. */
+static void reconstruct(ctx *c)
 {
-    tnode *T = &c->tn[t];
-    if (T->kind == TN_LEAF)
-        return;
-    if (T->kind == TN_SERIES)
-        c->off[T->mid] += add;
-    mark_offset(c, T->a, add);
-    mark_offset(c, T->b, add);
+    int cap = 64, n = 0;
+    int(*st)[4] = xcalloc((size_t)cap, sizeof *st); /* node, level, i, j */
+    int *la_of = xcalloc((size_t)c->ntn, sizeof(int));
+    st[n][0] = c->root, st[n][1] = c->top, st[n][2] = 0, st[n][3] = 0, n++;
+    while (n > 0) {
+        n--;
+        int t = st[n][0], lev = level_of(c, t, st[n][1]), i = st[n][2], j = st[n][3];
+        plan_tnode *T = &c->tn[t];
+        if (T->kind == PLAN_TN_LEAF)
+            continue;
+        const table *r = &c->st[state_find(c, t, lev)].tb;
+        size_t x = (size_t)i * c->L[T->v].nc + j;
+        int ca[4] = {T->a, lev, i, j}, cb[4] = {T->b, lev, i, j};
+        if (T->kind == PLAN_TN_SERIES) {
+            int m = arg_get(r, x);
+            c->kc[T->mid] = m;
+            ca[3] = m;
+            cb[2] = m;
+        } else if (arg_get(r, x) > 0) {
+            int la = arg_get(r, x) - 1;
+            c->nconc++;
+            c->conc[t] = 1;
+            la_of[t] = la;
+            ca[1] = la;
+            cb[1] = level_for_a_budget(c, la, lev);
+        }
+        if (n + 2 > cap) {
+            cap *= 2;
+            st = realloc(st, (size_t)cap * sizeof *st);
+            if (!st) {
+                fprintf(stderr, "burstc: out of memory\n");
+                exit(2);
+            }
+        }
+        memcpy(st[n++], ca, sizeof ca);
+        memcpy(st[n++], cb, sizeof cb);
+    }
+    /* A concurrent block's second branch starts after its sibling's budget;
+	 * parents before children (ids descending). */
+    int *add = xcalloc((size_t)c->ntn, sizeof(int));
+    for (int t = c->ntn - 1; t >= 0; t--) {
+        const plan_tnode *T = &c->tn[t];
+        if (T->kind == PLAN_TN_LEAF)
+            continue;
+        if (T->kind == PLAN_TN_SERIES)
+            c->off[T->mid] += add[t];
+        add[T->a] += add[t];
+        add[T->b] += add[t] + (c->conc[t] ? c->bl[la_of[t]] : 0);
+    }
+    free(add);
+    free(la_of);
+    free(st);
 }
 
-static void reconstruct(ctx *c, int t, int lev, int i, int j)
+/* The chosen plan's time and GPU-seconds with its real rank offsets,
+ * children before parents. */
+static void placed_eval(ctx *c, double *time, double *gpu)
 {
-    tnode *T = &c->tn[t];
-    if (!T->interior)
-        lev = c->top;
-    table *r = c->tab[(size_t)t * c->nb + lev];
-    int nv = c->L[T->v].nc;
-    if (T->kind == TN_LEAF)
-        return;
-    if (T->kind == TN_SERIES) {
-        int m = r->arg[i * nv + j];
-        c->kc[T->mid] = m;
-        reconstruct(c, T->a, lev, i, m);
-        reconstruct(c, T->b, lev, m, j);
-        return;
+    double *vt = xcalloc((size_t)c->ntn, sizeof(double)),
+           *vg = xcalloc((size_t)c->ntn, sizeof(double));
+    for (int t = 0; t < c->ntn; t++) {
+        const plan_tnode *T = &c->tn[t];
+        if (T->kind == PLAN_TN_LEAF) {
+            if (T->edge >= 0)
+                edge_cost_at(c, T->edge, &vt[t], &vg[t], NULL, NULL);
+            continue;
+        }
+        if (T->kind == PLAN_TN_SERIES) {
+            double nt, ng;
+            node_cost_at(c, T->mid, c->kc[T->mid], c->off[T->mid], &nt, &ng);
+            vt[t] = vt[T->a] + nt + vt[T->b];
+            vg[t] = vg[T->a] + ng + vg[T->b];
+            continue;
+        }
+        vt[t] = c->conc[t] ? fmax(vt[T->a], vt[T->b]) : vt[T->a] + vt[T->b];
+        vg[t] = vg[T->a] + vg[T->b];
     }
-    int la = r->arg[i * nv + j];
-    if (la < 0) {
-        reconstruct(c, T->a, lev, i, j);
-        reconstruct(c, T->b, lev, i, j);
-        return;
-    }
-    int lb = level_for_a_budget(c, la, lev);
-    c->nconc++;
-    c->conc[t] = 1;
-    reconstruct(c, T->a, la, i, j);
-    reconstruct(c, T->b, lb, i, j);
-    mark_offset(c, T->b, c->bl[la]);
-}
-
-/* The chosen plan's time and GPU-seconds with its real rank offsets. */
-static void placed_eval(ctx *c, int t, double *time, double *gpu)
-{
-    tnode *T = &c->tn[t];
-    if (T->kind == TN_LEAF) {
-        *time = *gpu = 0;
-        if (T->edge >= 0)
-            edge_cost_at(c, T->edge, time, gpu, NULL, NULL);
-        return;
-    }
-    double at, ag, bt, bg;
-    placed_eval(c, T->a, &at, &ag);
-    placed_eval(c, T->b, &bt, &bg);
-    if (T->kind == TN_SERIES) {
-        double nt, ng;
-        node_cost_at(c, T->mid, c->kc[T->mid], c->off[T->mid], &nt, &ng);
-        *time = at + nt + bt;
-        *gpu = ag + ng + bg;
-        return;
-    }
-    *time = c->conc[t] ? fmax(at, bt) : at + bt;
-    *gpu = ag + bg;
+    *time = vt[c->root];
+    *gpu = vg[c->root];
+    free(vt);
+    free(vg);
 }
 
 /* ---- the heuristic for other DAGs ---- */
@@ -797,17 +871,17 @@ static void ctx_free(ctx *c)
     free(c->gidx);
     free(c->rs);
     free(c->rs_done);
-    if (c->tab)
-        for (size_t i = 0; i < (size_t)c->ntn * c->nb; i++)
-            if (c->tab[i]) {
-                free(c->tab[i]->s);
-                free(c->tab[i]->t);
-                free(c->tab[i]->g);
-                free(c->tab[i]->arg);
-                free(c->tab[i]);
-            }
-    free(c->tab);
-    free(c->tn);
+    for (int q = 0; q < c->nst; q++) {
+        table_free_values(&c->st[q].tb);
+        free(c->st[q].tb.arg);
+    }
+    free(c->st);
+    free(c->hkey);
+    free(c->hval);
+    for (int w = 0; w < 2; w++)
+        for (int q = 0; q < 3; q++)
+            free(c->scr[w][q]);
+    plan_sp_free(&c->sp);
     free(c->bl);
     free(c->kc);
     free(c->off);
@@ -913,11 +987,10 @@ static bool run(ctx *c)
     bool sp = decompose(c);
     if (sp) {
         c->conc = xcalloc((size_t)c->ntn, 1);
-        c->tab = xcalloc((size_t)c->ntn * c->nb, sizeof(table *));
-        table *r = solve(c, c->root, c->top);
+        table *r = solve(c);
         if (r->t[0] == INFINITY)
             return false;
-        reconstruct(c, c->root, c->top, 0, 0);
+        reconstruct(c);
     } else {
         heuristic(c);
     }
@@ -936,9 +1009,9 @@ static void fill_result(ctx *c, bool sp, plan_result *out)
     out->offset = xcalloc((size_t)c->n, sizeof(int));
     double T = 0, Gs = 0;
     if (sp) {
-        table *r = c->tab[(size_t)c->root * c->nb + c->top];
+        table *r = &c->st[0].tb;
         out->model_objective = r->t[0] + c->lambda * r->g[0];
-        placed_eval(c, c->root, &T, &Gs);
+        placed_eval(c, &T, &Gs);
     } else {
         T = total_cost(c, c->kc, &Gs);
         out->model_objective = T + c->lambda * Gs;
@@ -980,7 +1053,7 @@ static bool solve_at_price(const plan_problem *p, plan_strategy s, const int *fo
         return false;
     }
     bool sp = run(&c);
-    if (sp && c.tab[(size_t)c.root * c.nb + c.top]->t[0] == INFINITY) {
+    if (sp && c.st[0].tb.t[0] == INFINITY) {
         snprintf(err, errlen, "no plan fits the GPU budget");
         ctx_free(&c);
         return false;
@@ -1013,7 +1086,7 @@ static bool solve_at_price(const plan_problem *p, plan_strategy s, const int *fo
         double bigb = -1;
         for (int l = 0; l < out->nlayers; l++) {
             const plan_layer_result *lr = &out->layer[l];
-            int r0 = lr->ranks[0];
+            int r0 = lr->first;
             if (out->peak_mem_rank >= r0 && out->peak_mem_rank < r0 + lr->k &&
                 lr->mem_bytes > bigb) {
                 bigb = lr->mem_bytes;
@@ -1085,9 +1158,6 @@ bool plan_evaluate(const plan_problem *p, const int *k, plan_result *out, char *
 
 void plan_result_free(plan_result *r)
 {
-    if (r->layer)
-        for (int l = 0; l < r->nlayers; l++)
-            free(r->layer[l].ranks);
     free(r->layer);
     free(r->offset);
     memset(r, 0, sizeof *r);
@@ -1110,7 +1180,7 @@ bool plan_is_series_parallel(const plan_problem *p)
         c.nin[p->edges[e].to]++;
     bool sp = decompose(&c);
     free(c.nin);
-    free(c.tn);
+    plan_sp_free(&c.sp);
     return sp;
 }
 
@@ -1159,41 +1229,46 @@ typedef struct bf_val {
     bool ok;
 } bf_val;
 
-/* Evaluates a tree node for a fixed assignment and fixed parallel modes
- * (bit i of modes: parallel node number i runs concurrently). */
-static bf_val bf_eval(ctx *c, int t, unsigned long modes, const int *pidx)
+/* Evaluates the tree for a fixed assignment and fixed parallel modes (bit
+ * i of modes: parallel node number i runs concurrently), children first. */
+static bf_val bf_eval(ctx *c, bf_val *v, unsigned long modes, const int *pidx)
 {
-    tnode *T = &c->tn[t];
-    bf_val r = {0, 0, 0, true};
-    if (T->kind == TN_LEAF) {
-        edge_cost(c, T->edge, c->kc[T->u], c->kc[T->v], &r.t, &r.g);
-        return r;
+    for (int t = 0; t < c->ntn; t++) {
+        plan_tnode *T = &c->tn[t];
+        bf_val r = {0, 0, 0, true};
+        if (T->kind == PLAN_TN_LEAF) {
+            edge_cost(c, T->edge, c->kc[T->u], c->kc[T->v], &r.t, &r.g);
+            v[t] = r;
+            continue;
+        }
+        bf_val a = v[T->a], b = v[T->b];
+        r.ok = a.ok && b.ok;
+        if (T->kind == PLAN_TN_SERIES) {
+            double nt, ng;
+            node_cost(c, T->mid, c->kc[T->mid], &nt, &ng);
+            r.t = a.t + nt + b.t;
+            r.g = a.g + ng + b.g;
+            int k = c->L[T->mid].k[c->kc[T->mid]];
+            r.width = a.width > k ? a.width : k;
+            if (b.width > r.width)
+                r.width = b.width;
+            v[t] = r;
+            continue;
+        }
+        bool conc = (modes >> pidx[t]) & 1;
+        if (conc && !(c->tn[T->a].interior && c->tn[T->b].interior))
+            r.ok = false;
+        if (conc) {
+            r.t = fmax(a.t, b.t);
+            r.width = a.width + b.width;
+        } else {
+            r.t = a.t + b.t;
+            r.width = a.width > b.width ? a.width : b.width;
+        }
+        r.g = a.g + b.g;
+        v[t] = r;
     }
-    bf_val a = bf_eval(c, T->a, modes, pidx), b = bf_eval(c, T->b, modes, pidx);
-    r.ok = a.ok && b.ok;
-    if (T->kind == TN_SERIES) {
-        double nt, ng;
-        node_cost(c, T->mid, c->kc[T->mid], &nt, &ng);
-        r.t = a.t + nt + b.t;
-        r.g = a.g + ng + b.g;
-        int k = c->L[T->mid].k[c->kc[T->mid]];
-        r.width = a.width > k ? a.width : k;
-        if (b.width > r.width)
-            r.width = b.width;
-        return r;
-    }
-    bool conc = (modes >> pidx[t]) & 1;
-    if (conc && !(c->tn[T->a].interior && c->tn[T->b].interior))
-        r.ok = false;
-    if (conc) {
-        r.t = fmax(a.t, b.t);
-        r.width = a.width + b.width;
-    } else {
-        r.t = a.t + b.t;
-        r.width = a.width > b.width ? a.width : b.width;
-    }
-    r.g = a.g + b.g;
-    return r;
+    return v[c->root];
 }
 
 double plan_brute_force(const plan_problem *p, plan_strategy s)
@@ -1206,10 +1281,11 @@ double plan_brute_force(const plan_problem *p, plan_strategy s)
     }
     bool sp = decompose(&c);
     int *pidx = xcalloc((size_t)c.ntn + 1, sizeof(int));
+    bf_val *vals = xcalloc((size_t)c.ntn + 1, sizeof(bf_val));
     int npar = 0;
     if (sp)
         for (int t = 0; t < c.ntn; t++)
-            if (c.tn[t].kind == TN_PARALLEL)
+            if (c.tn[t].kind == PLAN_TN_PARALLEL)
                 pidx[t] = npar++;
     unsigned long nmodes = (sp && c.concurrency && npar < 20) ? 1ul << npar : 1;
     double best = INFINITY;
@@ -1218,7 +1294,7 @@ double plan_brute_force(const plan_problem *p, plan_strategy s)
     for (;;) {
         if (sp) {
             for (unsigned long m = 0; m < nmodes; m++) {
-                bf_val v = bf_eval(&c, c.root, m, pidx);
+                bf_val v = bf_eval(&c, vals, m, pidx);
                 if (v.ok && v.width <= c.G && v.t + c.lambda * v.g < best)
                     best = v.t + c.lambda * v.g;
             }
@@ -1234,6 +1310,7 @@ double plan_brute_force(const plan_problem *p, plan_strategy s)
             break;
     }
     free(pidx);
+    free(vals);
     ctx_free(&c);
     return best;
 }

@@ -43,20 +43,13 @@ static const char plan_usage[] =
     "\n"
     "exit status: 0 success, 1 errors in the input or no plan fits, 2 internal error\n";
 
-/* "0..7" or "0..3,8..11" */
+/* "0..7", or "3" for one rank */
 static void ranks_str(const plan_layer_result *lr, char *buf, size_t n)
 {
-    size_t o = 0;
-    buf[0] = 0;
-    for (int i = 0; i < lr->k && o + 24 < n;) {
-        int j = i;
-        while (j + 1 < lr->k && lr->ranks[j + 1] == lr->ranks[j] + 1)
-            j++;
-        o += (size_t)snprintf(buf + o, n - o, "%s%d", i ? "," : "", lr->ranks[i]);
-        if (j > i)
-            o += (size_t)snprintf(buf + o, n - o, "..%d", lr->ranks[j]);
-        i = j + 1;
-    }
+    if (lr->k == 1)
+        snprintf(buf, n, "%d", lr->first);
+    else
+        snprintf(buf, n, "%d..%d", lr->first, lr->first + lr->k - 1);
 }
 
 static void print_table(FILE *out, const plan_problem *p, const plan_result *r)
