@@ -1,14 +1,12 @@
 /*
- * place.c: which ranks run each layer, and what the plan does to each GPU.
+ * place.c: what a placed plan does to each GPU and to the network.
  *
- * The planner's cost model assumes every layer starts at the lowest rank of
- * its budget (its offset: 0, or past the GPUs of a concurrently run sibling
- * branch), so layers that fit in one node stay in node 0 and resharding
- * between them uses NVLink. Here those rank sets are written out, the bytes
- * that cross between nodes per iteration are counted (resharding both ways,
- * plus the network share of ring all-reduces), and the busiest GPU's memory
- * is summed. The JSON export and the Chrome trace of a plan are in
- * plan_out.c.
+ * The planner chooses every layer's ranks (first .. first + k - 1: the
+ * lowest ranks of the window it runs in, see planner.c); here the bytes that
+ * cross between nodes per iteration are counted (resharding both ways, plus
+ * the network share of ring all-reduces) and the busiest GPU's memory is
+ * summed over the layers it runs. The JSON export and the Chrome trace of a
+ * plan are in plan_out.c.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -28,10 +26,7 @@ void plan_place(const plan_problem *p, plan_result *r)
     r->cross_node_bytes = 0;
     for (int l = 0; l < r->nlayers; l++) {
         plan_layer_result *lr = &r->layer[l];
-        int off = r->offset ? r->offset[l] : 0;
-        if (off + lr->k > G)
-            off = G - lr->k;
-        lr->first = off;
+        int off = lr->first;
         mem[off] += lr->mem_bytes;
         mem[off + lr->k] -= lr->mem_bytes;
         int nn = (off + lr->k - 1) / gpn - off / gpn + 1;

@@ -15,6 +15,8 @@
  * folds a chain from the source (every table of a chain has one row). Tree
  * nodes are numbered children first, so a loop over ids visits children
  * before parents: nothing here or in the planner recurses over the tree.
+ * Nested parallel nodes with the same ends are one block with a list of
+ * branches (the planner may run any grouping of them concurrently).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +216,37 @@ bool plan_sp_build(const plan_problem *p, plan_sp *sp)
         r.in[m] = r.out[m] = (elist){0, 0, NULL};
         add_edge(&r, u, v, t);
     }
+    /* Parallel nodes with the same ends form one block: its branches are
+	 * the non-parallel nodes below, in a list (concatenation is O(1)). */
+    sp->kid_head = xcalloc((size_t)sp->ntn, sizeof(int));
+    sp->kid_next = xcalloc((size_t)sp->ntn, sizeof(int));
+    sp->nkids = xcalloc((size_t)sp->ntn, sizeof(int));
+    sp->absorbed = xcalloc((size_t)sp->ntn, sizeof(bool));
+    int *tail = xcalloc((size_t)sp->ntn, sizeof(int));
+    for (int t = 0; t < sp->ntn; t++) {
+        sp->kid_next[t] = -1;
+        sp->kid_head[t] = tail[t] = -1;
+        const plan_tnode *T = &sp->tn[t];
+        if (T->kind != PLAN_TN_PARALLEL)
+            continue;
+        int side[2] = {T->a, T->b};
+        for (int q = 0; q < 2; q++) {
+            int x = side[q], h = x, tl = x, nk = 1;
+            if (sp->tn[x].kind == PLAN_TN_PARALLEL) {
+                sp->absorbed[x] = true;
+                h = sp->kid_head[x];
+                tl = tail[x];
+                nk = sp->nkids[x];
+            }
+            if (sp->kid_head[t] < 0)
+                sp->kid_head[t] = h;
+            else
+                sp->kid_next[tail[t]] = h;
+            tail[t] = tl;
+            sp->nkids[t] += nk;
+        }
+    }
+    free(tail);
     bool ok = false;
     if (r.nlive == 1) {
         int e = live_edge(&r, &r.out[S]);
@@ -240,5 +273,9 @@ bool plan_sp_build(const plan_problem *p, plan_sp *sp)
 void plan_sp_free(plan_sp *sp)
 {
     free(sp->tn);
+    free(sp->kid_head);
+    free(sp->kid_next);
+    free(sp->nkids);
+    free(sp->absorbed);
     memset(sp, 0, sizeof *sp);
 }

@@ -14,6 +14,7 @@
 #include "plan.h"
 #include "tools.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,8 +30,14 @@ static const char plan_usage[] =
     "                       S: its table and its summary; all: every table)\n"
     "  --amplification X    per-layer amplification limit, X >= 1 (default: the job's)\n"
     "  --gpu-budget X       global limit: GPU-seconds per iteration at most X times\n"
-    "                       the one-GPU time of the iteration\n"
-    "  --frontier           print the Pareto frontier (time vs GPU-seconds) instead\n"
+    "                       the one-GPU time of the iteration (the fastest plan\n"
+    "                       of the frontier within it)\n"
+    "  --frontier           print the Pareto frontier (time vs GPU-seconds) instead:\n"
+    "                       every plan optimal for some price on GPU-time, from the\n"
+    "                       fastest to the cheapest\n"
+    "  --overlap-allreduce  assume each gradient all-reduce overlaps the backward of\n"
+    "                       earlier layers (default: it runs after its layer's\n"
+    "                       backward and is waited for, as the runtime does now)\n"
     "  --profile FILE       measured per-layer times (DeepPool format) in place of\n"
     "                       the analytic model for the layers they cover\n"
     "  --json FILE          write the plans (every strategy) as JSON\n"
@@ -91,7 +98,7 @@ static void print_summary(FILE *out, const plan_problem *p, plan_result *const *
 int cmd_plan(int argc, char **argv)
 {
     const char *input = NULL, *strategy = NULL, *json = NULL, *trace = NULL;
-    bool frontier = false;
+    bool frontier = false, overlap = false;
     double gpu_budget = 0;
     pass_options popt = {.strategy = "burst"};
     for (int i = 1; i < argc; i++) {
@@ -103,13 +110,16 @@ int cmd_plan(int argc, char **argv)
             return 0;
         } else if (strcmp(argv[i], "--frontier") == 0) {
             frontier = true;
+        } else if (strcmp(argv[i], "--overlap-allreduce") == 0) {
+            overlap = true;
         } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--strategy"))) {
             strategy = v;
         } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--gpu-budget"))) {
             gpu_budget = strtod(v, &end);
-            if (*end || !(gpu_budget >= 1)) {
+            if (end == v || *end || !(gpu_budget > 0) || isinf(gpu_budget)) {
                 fprintf(stderr,
-                        "burstc plan: error: --gpu-budget must be a number >= 1, got '%s'\n", v);
+                        "burstc plan: error: --gpu-budget must be a positive number, got '%s'\n",
+                        v);
                 return 1;
             }
         } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--json"))) {
@@ -166,6 +176,7 @@ int cmd_plan(int argc, char **argv)
     if (!ir_verify(m, &d) || !pass_plan_build(m, ctx.job, &popt, &in, &d))
         goto done;
     in.p.gpu_budget = gpu_budget;
+    in.p.ar_overlap = overlap;
     if (popt.profile)
         printf("profile %s: measured times for %d of %d layers\n\n", popt.profile, in.nmeasured,
                in.p.nlayers);
@@ -175,10 +186,12 @@ int cmd_plan(int argc, char **argv)
         int n = plan_frontier(&in.p, pts, 64);
         printf("Pareto frontier of burst plans: %d GPUs, global batch %lld\n", in.p.cluster.gpus,
                (long long)in.p.batch);
-        printf("%14s %12s %12s %14s\n", "price", "iter ms", "samples/s", "GPU-s/iter");
+        printf("%14s %12s %12s %14s %12s\n", "price", "iter ms", "samples/s", "GPU-s/iter",
+               "x one GPU");
+        double one = plan_one_gpu_time(&in.p);
         for (int i = 0; i < n; i++)
-            printf("%14.6g %12.4f %12.1f %14.6f\n", pts[i].price, pts[i].time * 1e3,
-                   (double)in.p.batch / pts[i].time, pts[i].gpu_seconds);
+            printf("%14.6g %12.4f %12.1f %14.6f %12.4f\n", pts[i].price, pts[i].time * 1e3,
+                   (double)in.p.batch / pts[i].time, pts[i].gpu_seconds, pts[i].gpu_seconds / one);
         status = 0;
         goto done;
     }

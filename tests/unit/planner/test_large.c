@@ -67,15 +67,19 @@ static bool plan_and_check(const plan_problem *p, const char *what, plan_result 
         fprintf(stderr, "%s: %s\n", what, err);
         return false;
     }
-    int *k = calloc((size_t)p->nlayers, sizeof(int));
-    for (int l = 0; l < p->nlayers; l++)
+    int *k = calloc((size_t)p->nlayers, sizeof(int)),
+        *first = calloc((size_t)p->nlayers, sizeof(int));
+    for (int l = 0; l < p->nlayers; l++) {
         k[l] = r->layer[l].k;
+        first[l] = r->layer[l].first;
+    }
     plan_result e;
-    CHECK(plan_evaluate(p, k, &e, err, sizeof err));
+    CHECK(plan_evaluate(p, k, first, &e, err, sizeof err));
     CHECK_NEAR(e.time, r->time, 1e-9);
     CHECK_NEAR(e.gpu_seconds, r->gpu_seconds, 1e-9);
     plan_result_free(&e);
     free(k);
+    free(first);
     printf("%s: %d layers, %d edges, %s, planned in %.2f s CPU (%.3f ms per iteration)\n", what,
            p->nlayers, p->nedges, r->exact ? "series-parallel" : "heuristic", t1 - t0,
            r->time * 1e3);
@@ -92,7 +96,7 @@ int main(void)
     /* A chain of identical layers on 64 GPUs. */
     cluster(&p, 64, 256);
     for (int i = 0; i < N; i++) {
-        layer(&ls[i], 1);
+        layer(&ls[i], 0);
         if (i > 0)
             es[i - 1] = (plan_edge){i - 1, i, 2048};
     }
@@ -109,7 +113,7 @@ int main(void)
         for (int k = 1; k <= 64; k++) {
             plan_result e;
             char err[256];
-            if (plan_evaluate(&one, &k, &e, err, sizeof err) && e.time < best)
+            if (plan_evaluate(&one, &k, NULL, &e, err, sizeof err) && e.time < best)
                 best = e.time;
             plan_result_free(&e);
         }
