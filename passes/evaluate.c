@@ -58,6 +58,7 @@ struct plan_evaluator {
     int nblocks;
     int *blayers, nbl;
     int nconc; /* blocks whose best schedule runs branches concurrently */
+    int runs;
     int *ivs, nivs;
 };
 
@@ -88,13 +89,6 @@ plan_evaluator *plan_evaluator_new(const plan_problem *p)
         double f, b;
         plan_layer_time(p, &p->layers[l], p->batch, &f, &b);
         ev->t1[l] = f + b;
-    }
-    if ((double)ev->n * (ev->kmax + 1) <= 1e6) {
-        size_t m = (size_t)ev->n * (ev->kmax + 1);
-        ev->cf = xcalloc(m, sizeof(double));
-        ev->cb = xcalloc(m, sizeof(double));
-        for (size_t i = 0; i < m; i++)
-            ev->cf[i] = -1;
     }
     ev->nt = xcalloc((size_t)ev->n + 2, sizeof(double));
     ev->ng = xcalloc((size_t)ev->n + 2, sizeof(double));
@@ -280,6 +274,14 @@ bool plan_evaluator_run(plan_evaluator *ev, const int *k, const int *first, doub
     for (int l = 0; l < ev->n; l++)
         if (k[l] < 1 || k[l] > ev->kmax || first[l] < 0 || first[l] + k[l] > ev->G)
             return false;
+    /* Evaluated more than once (a brute force): remember compute times. */
+    if (++ev->runs == 2 && (double)ev->n * (ev->kmax + 1) <= 1e6) {
+        size_t m = (size_t)ev->n * (ev->kmax + 1);
+        ev->cf = xcalloc(m, sizeof(double));
+        ev->cb = xcalloc(m, sizeof(double));
+        for (size_t i = 0; i < m; i++)
+            ev->cf[i] = -1;
+    }
     double G = 0, T = 0;
     for (int l = 0; l < ev->n; l++) {
         compute_time(ev, l, k[l], &ev->fw[l], &ev->bw[l]);

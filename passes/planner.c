@@ -39,9 +39,10 @@
 #include "plan.h"
 
 enum {
-    EXACT_GPUS = 8,             /* windows searched exhaustively */
-    MAXB = PLAN_MAX_CONCURRENT, /* branches of a block that may run concurrently */
-    PRUNE_BATCH = 64,           /* above this batch, equivalent counts are pruned */
+    EXACT_GPUS = 8,              /* windows searched exhaustively */
+    EDGE_CACHE_BYTES = 64 << 20, /* edge tables kept for edges that repeat */
+    MAXB = PLAN_MAX_CONCURRENT,  /* branches of a block that may run concurrently */
+    PRUNE_BATCH = 64,            /* above this batch, equivalent counts are pruned */
 };
 
 /* A layer's candidates: GPU counts, and in the exact search also the first
@@ -96,6 +97,17 @@ typedef struct state {
  * the first s GPUs, the rest beside it), g in the next 6, s above. */
 enum { E_ONE, E_SEQ, E_CONC };
 
+/* An edge table by its key (edges between equal layers share it). */
+typedef struct edgekey {
+    int lu, lv, ou, ov;           /* candidate lists (ids), first ranks of the ends */
+    double elems, params_v, hide; /* activation size; with overlap: v's parameters, hidden time */
+} edgekey;
+
+typedef struct ecache {
+    edgekey key;
+    double *s, *t;
+} ecache;
+
 typedef struct ctx {
     const plan_problem *p;
     plan_strategy s;
@@ -119,7 +131,11 @@ typedef struct ctx {
     int *deps, ndeps, capdeps;
     double *scr[3][2]; /* leaf tables built when read: s, t */
     size_t scrn[3];
-    int *fscr[2];    /* first ranks of the candidates of a leaf's ends */
+    int *fscr[2]; /* first ranks of the candidates of a leaf's ends */
+    int *list_id; /* per layer: the first layer with the same candidates */
+    int *nobj0;   /* heuristic: per layer, where its candidates' objectives start */
+    ecache *ec;   /* edge tables by edgekey */
+    size_t nec, eccap, ecbytes;
     int *kc, *first; /* the plan read out: candidate index and first rank */
     int nconc;
 } ctx;
@@ -344,36 +360,94 @@ static int arg_get(const table *tb, size_t i)
     return ((const int32_t *)tb->arg)[i];
 }
 
-/* best[j] = min(best[j], base + row[j]), remembering m where it improves:
- * the DP's inner loop. Two doubles at a time with GCC/Clang vector types
- * (compilers do not vectorise the argmin on their own). */
+/*
+ * best[j] = min(best[j], base + row[j]), remembering m where it improves:
+ * the DP's inner loop. Compilers do not vectorise the argmin on their own,
+ * so it is written with GCC/Clang vector types: two doubles at a time
+ * anywhere, and on x86-64 four with AVX2 or eight with AVX-512, chosen once
+ * from what the CPU has.
+ */
+#define MIN_PLUS_BODY(V, L, W)                               \
+    int j = 0;                                               \
+    V vb, vm;                                                \
+    for (int q = 0; q < W; q++)                              \
+        vb[q] = base, vm[q] = m;                             \
+    for (; j + W <= n; j += W) {                             \
+        V x = *(const V *)&row[j] + vb;                      \
+        V b = *(const V *)&best[j];                          \
+        V bm = *(const V *)&bestm[j];                        \
+        L lt = x < b;                                        \
+        *(V *)&best[j] = (V)(((L)x & lt) | ((L)b & ~lt));    \
+        *(V *)&bestm[j] = (V)(((L)vm & lt) | ((L)bm & ~lt)); \
+    }                                                        \
+    for (; j < n; j++) {                                     \
+        double x = base + row[j];                            \
+        if (x < best[j]) {                                   \
+            best[j] = x;                                     \
+            bestm[j] = m;                                    \
+        }                                                    \
+    }
+
+typedef void min_plus_fn(double *restrict best, double *restrict bestm, const double *restrict row,
+                         double base, double m, int n);
+
 #if defined(__GNUC__)
 typedef double v2d __attribute__((vector_size(16), aligned(8), may_alias));
 typedef long long v2l __attribute__((vector_size(16), aligned(8), may_alias));
-#endif
 
-static void min_plus_row(double *restrict best, double *restrict bestm, const double *restrict row,
-                         double base, double m, int n)
+static void min_plus_row2(double *restrict best, double *restrict bestm, const double *restrict row,
+                          double base, double m, int n)
 {
-    int j = 0;
-#if defined(__GNUC__)
-    v2d vb = {base, base}, vm = {m, m};
-    for (; j + 2 <= n; j += 2) {
-        v2d x = *(const v2d *)&row[j] + vb;
-        v2d b = *(const v2d *)&best[j];
-        v2d bm = *(const v2d *)&bestm[j];
-        v2l lt = x < b;
-        *(v2d *)&best[j] = (v2d)(((v2l)x & lt) | ((v2l)b & ~lt));
-        *(v2d *)&bestm[j] = (v2d)(((v2l)vm & lt) | ((v2l)bm & ~lt));
-    }
+    MIN_PLUS_BODY(v2d, v2l, 2)
+}
+
+#if defined(__x86_64__)
+#define MIN_PLUS_X86 1
+typedef double v4d __attribute__((vector_size(32), aligned(8), may_alias));
+typedef long long v4l __attribute__((vector_size(32), aligned(8), may_alias));
+typedef double v8d __attribute__((vector_size(64), aligned(8), may_alias));
+typedef long long v8l __attribute__((vector_size(64), aligned(8), may_alias));
+
+__attribute__((target("avx2"))) static void min_plus_row4(double *restrict best,
+                                                          double *restrict bestm,
+                                                          const double *restrict row, double base,
+                                                          double m, int n)
+{
+    MIN_PLUS_BODY(v4d, v4l, 4)
+}
+
+__attribute__((target("avx512f"))) static void min_plus_row8(double *restrict best,
+                                                             double *restrict bestm,
+                                                             const double *restrict row,
+                                                             double base, double m, int n)
+{
+    MIN_PLUS_BODY(v8d, v8l, 8)
+}
 #endif
-    for (; j < n; j++) {
+#else
+static void min_plus_row2(double *restrict best, double *restrict bestm, const double *restrict row,
+                          double base, double m, int n)
+{
+    for (int j = 0; j < n; j++) {
         double x = base + row[j];
         if (x < best[j]) {
             best[j] = x;
             bestm[j] = m;
         }
     }
+}
+#endif
+
+static min_plus_fn *min_plus_pick(void)
+{
+#if defined(MIN_PLUS_X86)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+        return min_plus_row8;
+    if (__builtin_cpu_supports("avx2"))
+        return min_plus_row4;
+#endif
+    return min_plus_row2;
 }
 
 /* ---- states ---- */
@@ -694,13 +768,138 @@ static int block_compute(ctx *c, int q, const block *B, int mask, int o, int w, 
 
 /* ---- the DP ---- */
 
+/*
+ * Edge tables: a model built from repeated blocks has many edges between
+ * layers with the same candidates, activation size and first ranks, whose
+ * tables are equal; they are built once (up to EDGE_CACHE_BYTES).
+ */
+static uint64_t edgekey_hash(const edgekey *k)
+{
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)k;
+    for (size_t i = 0; i < sizeof *k; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Ids of equal candidate lists (counts, first ranks, backward times). */
+static void intern_lists(ctx *c)
+{
+    c->list_id = xcalloc((size_t)c->n + 2, sizeof(int));
+    size_t cap = 64;
+    while (cap < 2 * ((size_t)c->n + 2))
+        cap *= 2;
+    int *slot = xmalloc(cap * sizeof(int));
+    for (size_t i = 0; i < cap; i++)
+        slot[i] = -1;
+    for (int l = 0; l < c->n + 2; l++) {
+        const lay *L = &c->L[l];
+        uint64_t h = 1469598103934665603ull;
+        for (int i = 0; i < L->nc; i++) {
+            uint64_t x = (uint64_t)L->k[i] * 31 + (uint64_t)L->first[i];
+            double tb = L->tb[i];
+            uint64_t y;
+            memcpy(&y, &tb, sizeof y);
+            h = (h ^ x) * 1099511628211ull;
+            h = (h ^ y) * 1099511628211ull;
+        }
+        size_t q = (size_t)(h ^ (h >> 29)) & (cap - 1);
+        for (;; q = (q + 1) & (cap - 1)) {
+            if (slot[q] < 0) {
+                slot[q] = l;
+                c->list_id[l] = l;
+                break;
+            }
+            const lay *M = &c->L[slot[q]];
+            if (M->nc == L->nc && memcmp(M->k, L->k, sizeof(int) * (size_t)L->nc) == 0 &&
+                memcmp(M->first, L->first, sizeof(int) * (size_t)L->nc) == 0 &&
+                memcmp(M->tb, L->tb, sizeof(double) * (size_t)L->nc) == 0) {
+                c->list_id[l] = slot[q];
+                break;
+            }
+        }
+    }
+    free(slot);
+}
+
+static table edge_values(ctx *c, const plan_tnode *T, int ou, int ov, double *s, double *t)
+{
+    const lay *U = &c->L[T->u], *V = &c->L[T->v];
+    int *fu = c->fscr[0], *fv = c->fscr[1];
+    for (int i = 0; i < U->nc; i++)
+        fu[i] = first_of(c, U, i, ou);
+    for (int j = 0; j < V->nc; j++)
+        fv[j] = first_of(c, V, j, ov);
+    plan_price_edge_table(&c->pr, T->edge, U->nc, U->k, fu, U->tb, V->nc, V->k, fv, c->alpha,
+                          c->beta, s, t);
+    return (table){s, t, NULL, 0};
+}
+
+/* The edge table of leaf T from the cache, made if new (NULL s when the
+ * cache is full). */
+static table cached_edge(ctx *c, const plan_tnode *T, int ou, int ov)
+{
+    const plan_problem *p = c->p;
+    const plan_edge *pe = &p->edges[T->edge];
+    edgekey k;
+    memset(&k, 0, sizeof k); /* padding too: the key is hashed as bytes */
+    k.lu = c->list_id[T->u];
+    k.lv = c->list_id[T->v];
+    if (!c->exact) {
+        /* a shift by whole nodes changes no cost: price at the shifted ranks */
+        int lo = ou < ov ? ou : ov, shift = lo - lo % c->gpn;
+        ou -= shift;
+        ov -= shift;
+        k.ou = ou;
+        k.ov = ov;
+    }
+    k.elems = pe->elems;
+    if (p->ar_overlap && c->pr.nin[T->v] == 1) {
+        k.params_v = p->layers[T->v].params;
+        k.hide = c->pr.hide[T->v] - c->pr.bwd1[T->u];
+    }
+    if (2 * (c->nec + 1) > c->eccap) {
+        size_t cap = c->eccap ? 2 * c->eccap : 256;
+        ecache *ne = xcalloc(cap, sizeof *ne);
+        for (size_t i = 0; i < c->eccap; i++)
+            if (c->ec[i].s) {
+                size_t j = (size_t)edgekey_hash(&c->ec[i].key) & (cap - 1);
+                while (ne[j].s)
+                    j = (j + 1) & (cap - 1);
+                ne[j] = c->ec[i];
+            }
+        free(c->ec);
+        c->ec = ne;
+        c->eccap = cap;
+    }
+    size_t j = (size_t)edgekey_hash(&k) & (c->eccap - 1);
+    while (c->ec[j].s && memcmp(&c->ec[j].key, &k, sizeof k) != 0)
+        j = (j + 1) & (c->eccap - 1);
+    if (c->ec[j].s)
+        return (table){c->ec[j].s, c->ec[j].t, NULL, 0};
+    size_t n = (size_t)c->L[T->u].nc * c->L[T->v].nc;
+    size_t bytes = n * sizeof(double) * (c->need_t ? 2 : 1);
+    if (c->ecbytes + bytes > EDGE_CACHE_BYTES)
+        return (table){NULL, NULL, NULL, 0};
+    c->ecbytes += bytes;
+    double *s = xmalloc(n * sizeof(double)), *t = c->need_t ? xmalloc(n * sizeof(double)) : s;
+    c->ec[j] = (ecache){k, s, t};
+    c->nec++;
+    return edge_values(c, T, ou, ov, s, t);
+}
+
 /* The values of child t (ends at ou, ov; window o, w): its state's table, or
- * for a leaf the edge costs built into scratch buffer `which`. */
+ * for a leaf its edge costs (cached, or built into scratch buffer `which`). */
 static table child(ctx *c, int t, int o, int w, int ou, int ov, int which)
 {
     const plan_tnode *T = &c->tn[t];
     if (T->kind != PLAN_TN_LEAF)
         return c->st[state_find(c, t, o, w, ou, ov)].tb;
+    if (T->edge >= 0) {
+        table r = cached_edge(c, T, ou, ov);
+        if (r.s)
+            return r;
+    }
     int nu = c->L[T->u].nc, nv = c->L[T->v].nc;
     size_t n = (size_t)nu * nv;
     if (n > c->scrn[which]) {
@@ -716,15 +915,7 @@ static table child(ctx *c, int t, int o, int w, int ou, int ov, int which)
             r.s[x] = r.t[x] = 0;
         return r;
     }
-    const lay *U = &c->L[T->u], *V = &c->L[T->v];
-    int *fu = c->fscr[0], *fv = c->fscr[1];
-    for (int i = 0; i < nu; i++)
-        fu[i] = first_of(c, U, i, ou);
-    for (int j = 0; j < nv; j++)
-        fv[j] = first_of(c, V, j, ov);
-    plan_price_edge_table(&c->pr, T->edge, nu, U->k, fu, U->tb, nv, V->k, fv, c->alpha, c->beta,
-                          r.s, r.t);
-    return r;
+    return edge_values(c, T, ou, ov, r.s, r.t);
 }
 
 /* Lists the states that state q reads (its children in their windows). */
@@ -767,6 +958,9 @@ static void compute_series(ctx *c, int q)
     }
     /* Min-plus product through the middle layer: the objective and its
 	 * argmin in a tight loop, then the time of the argmin. */
+    static min_plus_fn *mpr;
+    if (!mpr)
+        mpr = min_plus_pick();
     double *best = xmalloc((size_t)nv * sizeof(double)),
            *bestm = xmalloc((size_t)nv * sizeof(double));
     for (int i = 0; i < nu; i++) {
@@ -778,7 +972,7 @@ static void compute_series(ctx *c, int q)
             double a = A.s[i * nm + m];
             if (a == INFINITY || !in_window(c, M, m, k.o, k.w))
                 continue;
-            min_plus_row(best, bestm, &B.s[m * nv], a + nb[m], (double)m, nv);
+            mpr(best, bestm, &B.s[m * nv], a + nb[m], (double)m, nv);
         }
         for (int j = 0; j < nv; j++) {
             size_t x = (size_t)i * nv + j;
@@ -987,7 +1181,8 @@ static double total_cost(ctx *c, const int *kc)
 
 /* Iterated conditional modes: each layer in turn takes its best count given
  * its neighbours' until nothing changes. */
-static void icm(ctx *c, int *kc, const int *inc_start, const int *inc)
+static void icm(ctx *c, int *kc, const int *inc_start, const int *inc, double *const *etab,
+                const double *nobj)
 {
     const plan_problem *p = c->p;
     for (int sweep = 0; sweep < 50; sweep++) {
@@ -996,15 +1191,16 @@ static void icm(ctx *c, int *kc, const int *inc_start, const int *inc)
             int best = kc[l];
             double bestv = INFINITY;
             for (int ci = 0; ci < c->L[l].nc; ci++) {
-                double a, b, v;
-                node_cost(c, l, ci, 0, &a, &b);
-                v = obj(c, a, b);
+                double a, b, v = nobj[c->nobj0[l] + ci];
                 for (int q = inc_start[l]; q < inc_start[l + 1]; q++) {
-                    const plan_edge *pe = &p->edges[inc[q]];
-                    if (pe->to == l)
-                        edge_cost(c, inc[q], kc[pe->from], 0, ci, 0, &a, &b);
-                    else
-                        edge_cost(c, inc[q], ci, 0, kc[pe->to], 0, &a, &b);
+                    int e = inc[q];
+                    const plan_edge *pe = &p->edges[e];
+                    int cu = pe->to == l ? kc[pe->from] : ci, cv = pe->to == l ? ci : kc[pe->to];
+                    if (etab[e]) {
+                        v += etab[e][(size_t)cu * c->L[pe->to].nc + cv];
+                        continue;
+                    }
+                    edge_cost(c, e, cu, 0, cv, 0, &a, &b);
                     v += obj(c, a, b);
                 }
                 if (v < bestv - 1e-15) {
@@ -1042,6 +1238,23 @@ static void heuristic(ctx *c)
         inc[inc_start[v] + fill[v]++] = e;
     }
     free(fill);
+    /* Edge tables (shared between equal edges) and node objectives, looked
+	 * up in every sweep of every start. */
+    double **etab = xcalloc((size_t)p->nedges + 1, sizeof(double *));
+    for (int e = 0; e < p->nedges; e++) {
+        plan_tnode T = {PLAN_TN_LEAF, p->edges[e].from, p->edges[e].to, e, -1, -1, -1, false};
+        etab[e] = cached_edge(c, &T, 0, 0).s;
+    }
+    c->nobj0 = xcalloc((size_t)n + 1, sizeof(int));
+    for (int l = 0; l < n; l++)
+        c->nobj0[l + 1] = c->nobj0[l] + c->L[l].nc;
+    double *nobj = xcalloc((size_t)c->nobj0[n] + 1, sizeof(double));
+    for (int l = 0; l < n; l++)
+        for (int ci = 0; ci < c->L[l].nc; ci++) {
+            double a, b;
+            node_cost(c, l, ci, 0, &a, &b);
+            nobj[c->nobj0[l] + ci] = obj(c, a, b);
+        }
     /* the distinct counts of all candidates, ascending */
     int ng = 0, *glist = xcalloc((size_t)c->G + 2, sizeof(int));
     bool *seen = xcalloc((size_t)c->G + 2, sizeof(bool));
@@ -1076,7 +1289,7 @@ static void heuristic(ctx *c)
             }
             kc[l] = pick;
         }
-        icm(c, kc, inc_start, inc);
+        icm(c, kc, inc_start, inc, etab, nobj);
         double v = total_cost(c, kc);
         if (v < bestv) {
             bestv = v;
@@ -1087,6 +1300,10 @@ static void heuristic(ctx *c)
     free(inc_start);
     free(inc);
     free(kc);
+    free(etab);
+    free(nobj);
+    free(c->nobj0);
+    c->nobj0 = NULL;
 }
 
 /* ---- driver ---- */
@@ -1121,6 +1338,14 @@ static void ctx_free(ctx *c)
         for (int q = 0; q < 2; q++)
             free(c->scr[w][q]);
     plan_sp_free(&c->sp);
+    for (size_t i = 0; i < c->eccap; i++)
+        if (c->ec[i].s) {
+            if (c->ec[i].t != c->ec[i].s)
+                free(c->ec[i].t);
+            free(c->ec[i].s);
+        }
+    free(c->ec);
+    free(c->list_id);
     free(c->fscr[0]);
     free(c->fscr[1]);
     free(c->kmax_in);
@@ -1208,6 +1433,7 @@ static bool ctx_init(ctx *c, const plan_problem *p, plan_strategy s, double alph
         maxnc = c->L[l].nc > maxnc ? c->L[l].nc : maxnc;
     c->fscr[0] = xcalloc((size_t)maxnc, sizeof(int));
     c->fscr[1] = xcalloc((size_t)maxnc, sizeof(int));
+    intern_lists(c);
     free(seen);
     bool sp = plan_sp_build(p, &c->sp);
     c->tn = c->sp.tn;

@@ -75,9 +75,9 @@ static void print_table(FILE *out, const plan_problem *p, const plan_result *r)
                 lr->reshard * 1e3, lr->ar_exposed * 1e3, lr->amplification,
                 lr->mem_bytes / (1024.0 * 1024));
     }
-    fprintf(
-        out,
-        "(reshard: forward + backward into the layer; allred: all-reduce time not hidden behind backward)\n\n");
+    fprintf(out, "(reshard: forward + backward into the layer; allred: %s)\n\n",
+            p->ar_overlap ? "all-reduce time not hidden behind backward"
+                          : "all-reduce after the layer's backward, not overlapped");
 }
 
 static void print_summary(FILE *out, const plan_problem *p, plan_result *const *rs, int n,

@@ -39,17 +39,19 @@ static void cluster(plan_problem *p, int G, int64_t B)
     p->optimizer_states = 1;
 }
 
+/* Convolution-sized layers (they scale to many GPUs), every third with
+ * weights. */
 static void layer(plan_layer *l, int i)
 {
     memset(l, 0, sizeof *l);
     l->name = "l";
-    l->cls = i % 3 == 0 ? PC_LINEAR : PC_OTHER;
-    l->fwd_flops = i % 3 == 0 ? 2.0 * 1024 * 1024 : 4096;
+    l->cls = i % 3 == 0 ? PC_CONV : PC_OTHER;
+    l->fwd_flops = i % 3 == 0 ? 4e9 : 4e7;
     l->bwd_flops = 2 * l->fwd_flops;
-    l->fwd_elems = 2048;
-    l->bwd_elems = 4096;
-    l->params = i % 3 == 0 ? 1024 * 1024 : 0;
-    l->saved = 1024;
+    l->fwd_elems = 4e5;
+    l->bwd_elems = 8e5;
+    l->params = i % 3 == 0 ? 65536 : 0;
+    l->saved = 2e5;
     l->fwd_kernels = 1;
     l->bwd_kernels = 2;
 }
@@ -98,7 +100,7 @@ int main(void)
     for (int i = 0; i < N; i++) {
         layer(&ls[i], 0);
         if (i > 0)
-            es[i - 1] = (plan_edge){i - 1, i, 2048};
+            es[i - 1] = (plan_edge){i - 1, i, 2e5};
     }
     p.layers = ls;
     p.nlayers = N;
@@ -127,14 +129,14 @@ int main(void)
     }
 
     /* A loop of residual blocks: x -> a -> b -> c -> add(x, c). */
-    cluster(&p, 64, 32);
+    cluster(&p, 16, 128);
     int ne = 0;
     for (int i = 0; i < N; i++) {
         layer(&ls[i], i);
         if (i > 0)
-            es[ne++] = (plan_edge){i - 1, i, 2048};
+            es[ne++] = (plan_edge){i - 1, i, 2e5};
         if (i % 4 == 0 && i >= 4)
-            es[ne++] = (plan_edge){i - 4, i, 2048};
+            es[ne++] = (plan_edge){i - 4, i, 2e5};
     }
     p.layers = ls;
     p.edges = es;
@@ -145,13 +147,13 @@ int main(void)
         plan_result_free(&r);
 
     /* Every layer also reads the one two before it: not series-parallel. */
-    cluster(&p, 16, 64);
+    cluster(&p, 16, 128);
     ne = 0;
     for (int i = 0; i < N; i++) {
         if (i > 0)
-            es[ne++] = (plan_edge){i - 1, i, 2048};
+            es[ne++] = (plan_edge){i - 1, i, 2e5};
         if (i > 1)
-            es[ne++] = (plan_edge){i - 2, i, 1024};
+            es[ne++] = (plan_edge){i - 2, i, 1e5};
     }
     p.layers = ls;
     p.edges = es;
