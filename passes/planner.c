@@ -19,10 +19,10 @@
  * schedules: any grouping may run one group after another on the same
  * window, or two groups side by side on a split of it. Which splits are
  * searched: every split and any nesting inside windows of at most
- * PLAN_EXACT_GPUS (8) GPUs; on more GPUs, at most two groups side by side
- * per block, the first one a power of two or a power of two times the node
- * size wide -- and, separately, the exact search on the first 8 GPUs, so that
- * more GPUs never give a worse plan. docs/plan.md has the model, what the
+ * EXACT_GPUS (8) GPUs; on more GPUs, at most two groups side by side per
+ * block, the first one a power of two of whole nodes wide -- and,
+ * separately, the exact search on the first 8 GPUs, so that more GPUs never
+ * give a worse plan. docs/plan.md has the model, what the
  * search covers and what it does not.
  *
  * Nothing recurses over the graph: the states the root needs are listed
@@ -580,38 +580,27 @@ static void block_of(ctx *c, int t, block *B)
     }
 }
 
-/* The widths a window of w GPUs may give its first concurrent group. */
+/* The widths a window of w GPUs may give its first concurrent group: any in
+ * the exact search; whole nodes, a power of two of them, in the coarse one
+ * (smaller groups come from the exact search on the first EXACT_GPUS). */
 static bool split_ok(ctx *c, int s, int w)
 {
     if (s < 1 || s >= w)
         return false;
     if (c->exact)
         return true;
-    if ((s & (s - 1)) == 0)
-        return true;
     return s % c->gpn == 0 && ((s / c->gpn) & (s / c->gpn - 1)) == 0;
 }
 
-/* The next width after s that split_ok accepts (for the coarse set: powers
- * of two and powers of two times the node size), or w. */
+/* The next width after s that split_ok accepts, or w. */
 static int next_split(ctx *c, int s, int w)
 {
-    for (int x = s + 1; x < w; x++) {
-        if (split_ok(c, x, w))
-            return x;
-        if (!c->exact && x > 2 * c->gpn && x > 64) {
-            /* jump: the next power of two or node multiple */
-            int p2 = 1;
-            while (p2 <= x)
-                p2 *= 2;
-            int g2 = c->gpn;
-            while (g2 <= x)
-                g2 *= 2;
-            int nx = p2 < g2 ? p2 : g2;
-            return nx < w ? nx : w;
-        }
-    }
-    return w;
+    if (c->exact)
+        return s + 1;
+    int x = c->gpn; /* the next node count times a power of two */
+    while (x <= s)
+        x *= 2;
+    return x < w ? x : w;
 }
 
 static int entry_find(state *S, ekey k)
@@ -659,7 +648,7 @@ static int block_request(ctx *c, int q, const block *B, int mask, int o, int w, 
         block_request(c, q, B, mask & ~g, o, w, nest);
         if (!nest)
             continue;
-        for (int s = 1; s < w; s = next_split(c, s, w)) {
+        for (int s = next_split(c, 0, w); s < w; s = next_split(c, s, w)) {
             if (!split_ok(c, s, w))
                 continue;
             block_request(c, q, B, g, o, s, c->exact);
@@ -694,7 +683,7 @@ static int block_compute(ctx *c, int q, const block *B, int mask, int o, int w, 
         block_compute(c, q, B, mask & ~g, o, w, nest, nu, nv);
         if (!nest)
             continue;
-        for (int s = 1; s < w; s = next_split(c, s, w)) {
+        for (int s = next_split(c, 0, w); s < w; s = next_split(c, s, w)) {
             if (!split_ok(c, s, w))
                 continue;
             block_compute(c, q, B, g, o, s, c->exact, nu, nv);
@@ -740,7 +729,7 @@ static int block_compute(ctx *c, int q, const block *B, int mask, int o, int w, 
                     }
                 }
             }
-            for (int s = 1; s < w; s = next_split(c, s, w)) {
+            for (int s = next_split(c, 0, w); s < w; s = next_split(c, s, w)) {
                 if (!split_ok(c, s, w))
                     continue;
                 table A = entry_values(c, S, entry_find(S, (ekey){g, o - S->key.o, s, c->exact}));
