@@ -191,6 +191,15 @@ void plan_price_edge_table(plan_pricer *pr, int e, int nu, const int *ku, const 
                            const double *bwd_u, int nv, const int *kv, const int *fv, double alpha,
                            double beta, double *S, double *T);
 
+/* minplus.c */
+
+/* best[j] = min(best[j], base + row[j]) for j < n, with bestm[j] = m where
+ * it improves. */
+typedef void plan_min_plus_fn(double *restrict best, double *restrict bestm,
+                              const double *restrict row, double base, double m, int n);
+/* The fastest version for this CPU. */
+plan_min_plus_fn *plan_min_plus(void);
+
 /* planner.c */
 
 /* Plans the problem with a strategy: the fastest plan (or, with p->price,

@@ -360,96 +360,6 @@ static int arg_get(const table *tb, size_t i)
     return ((const int32_t *)tb->arg)[i];
 }
 
-/*
- * best[j] = min(best[j], base + row[j]), remembering m where it improves:
- * the DP's inner loop. Compilers do not vectorise the argmin on their own,
- * so it is written with GCC/Clang vector types: two doubles at a time
- * anywhere, and on x86-64 four with AVX2 or eight with AVX-512, chosen once
- * from what the CPU has.
- */
-#define MIN_PLUS_BODY(V, L, W)                               \
-    int j = 0;                                               \
-    V vb, vm;                                                \
-    for (int q = 0; q < W; q++)                              \
-        vb[q] = base, vm[q] = m;                             \
-    for (; j + W <= n; j += W) {                             \
-        V x = *(const V *)&row[j] + vb;                      \
-        V b = *(const V *)&best[j];                          \
-        V bm = *(const V *)&bestm[j];                        \
-        L lt = x < b;                                        \
-        *(V *)&best[j] = (V)(((L)x & lt) | ((L)b & ~lt));    \
-        *(V *)&bestm[j] = (V)(((L)vm & lt) | ((L)bm & ~lt)); \
-    }                                                        \
-    for (; j < n; j++) {                                     \
-        double x = base + row[j];                            \
-        if (x < best[j]) {                                   \
-            best[j] = x;                                     \
-            bestm[j] = m;                                    \
-        }                                                    \
-    }
-
-typedef void min_plus_fn(double *restrict best, double *restrict bestm, const double *restrict row,
-                         double base, double m, int n);
-
-#if defined(__GNUC__)
-typedef double v2d __attribute__((vector_size(16), aligned(8), may_alias));
-typedef long long v2l __attribute__((vector_size(16), aligned(8), may_alias));
-
-static void min_plus_row2(double *restrict best, double *restrict bestm, const double *restrict row,
-                          double base, double m, int n)
-{
-    MIN_PLUS_BODY(v2d, v2l, 2)
-}
-
-#if defined(__x86_64__)
-#define MIN_PLUS_X86 1
-typedef double v4d __attribute__((vector_size(32), aligned(8), may_alias));
-typedef long long v4l __attribute__((vector_size(32), aligned(8), may_alias));
-typedef double v8d __attribute__((vector_size(64), aligned(8), may_alias));
-typedef long long v8l __attribute__((vector_size(64), aligned(8), may_alias));
-
-__attribute__((target("avx2"))) static void min_plus_row4(double *restrict best,
-                                                          double *restrict bestm,
-                                                          const double *restrict row, double base,
-                                                          double m, int n)
-{
-    MIN_PLUS_BODY(v4d, v4l, 4)
-}
-
-__attribute__((target("avx512f"))) static void min_plus_row8(double *restrict best,
-                                                             double *restrict bestm,
-                                                             const double *restrict row,
-                                                             double base, double m, int n)
-{
-    MIN_PLUS_BODY(v8d, v8l, 8)
-}
-#endif
-#else
-static void min_plus_row2(double *restrict best, double *restrict bestm, const double *restrict row,
-                          double base, double m, int n)
-{
-    for (int j = 0; j < n; j++) {
-        double x = base + row[j];
-        if (x < best[j]) {
-            best[j] = x;
-            bestm[j] = m;
-        }
-    }
-}
-#endif
-
-static min_plus_fn *min_plus_pick(void)
-{
-#if defined(MIN_PLUS_X86)
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f"))
-        return min_plus_row8;
-    if (__builtin_cpu_supports("avx2"))
-        return min_plus_row4;
-#endif
-    return min_plus_row2;
-}
-
 /* ---- states ---- */
 
 /*
@@ -947,9 +857,7 @@ static void compute_series(ctx *c, int q)
     }
     /* Min-plus product through the middle layer: the objective and its
 	 * argmin in a tight loop, then the time of the argmin. */
-    static min_plus_fn *mpr;
-    if (!mpr)
-        mpr = min_plus_pick();
+    plan_min_plus_fn *mpr = plan_min_plus();
     double *best = xmalloc((size_t)nv * sizeof(double)),
            *bestm = xmalloc((size_t)nv * sizeof(double));
     for (int i = 0; i < nu; i++) {
