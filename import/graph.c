@@ -16,6 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Names come from the file: control characters are shown as '?', so a
+ * hostile name cannot drive the terminal. */
+static void put_clean(FILE *out, const char *s)
+{
+    for (; *s; s++)
+        fputc((unsigned char)*s < 32 || *s == 127 ? '?' : *s, out);
+}
+
 void imp_error(imp_graph *g, int node, const char *fmt, ...)
 {
     g->nerrors++;
@@ -24,18 +32,25 @@ void imp_error(imp_graph *g, int node, const char *fmt, ...)
             fprintf(g->err, "%s: error: too many errors, stopping\n", g->path);
         return;
     }
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     fprintf(g->err, "%s: error: ", g->path);
     if (node >= 0) {
         const imp_node *n = &g->nodes[node];
         fprintf(g->err, "node %d of %d, ", node + 1, g->nnodes);
-        if (*n->name)
-            fprintf(g->err, "'%s' ", n->name);
-        fprintf(g->err, "(%s): ", n->op);
+        if (*n->name) {
+            fputc('\'', g->err);
+            put_clean(g->err, n->name);
+            fputs("' ", g->err);
+        }
+        fputc('(', g->err);
+        put_clean(g->err, n->op);
+        fputs("): ", g->err);
     }
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(g->err, fmt, ap);
-    va_end(ap);
+    put_clean(g->err, msg);
     fputc('\n', g->err);
 }
 
@@ -214,8 +229,7 @@ static void report_cycle(imp_graph *g, const bool *left)
             ice("a node left unordered has no producer left");
         k = next;
     }
-    imp_error(g, k, "it is on a cycle: it depends on its own output through '%s'",
-              g->values[via].name);
+    imp_error(g, k, "it is on a cycle, through its output '%s'", g->values[via].name);
     free(seen);
 }
 

@@ -148,7 +148,8 @@ typedef struct imp_node {
     int *in, *out; /* value ids; -1: an optional input left out */
     int nattrs;
     imp_attr *attrs;
-    int group; /* match.c: the pattern that took it, -1 if none */
+    int group; /* fuse.c: the pattern that took it, -1 if none */
+    bool live; /* match.c: a graph output reads what it computes */
 } imp_node;
 
 typedef struct imp_graph {
@@ -219,6 +220,8 @@ bool imp_dim_eq(imp_dim a, imp_dim b);
 const char *imp_dim_str(imp_dim d, char *buf, size_t n);
 /* "[N,3,224,224]" into buf. */
 const char *imp_shape_str(const imp_shape *s, char *buf, size_t n);
+/* Elements of s, the batch taken as 1: -1 past IMP_MAX_DIM. */
+int64_t imp_elems_checked(const imp_shape *s);
 /* Elements per sample of a shape whose first dimension is the batch: -1 if
  * it is not, or if the product passes IMP_MAX_DIM. */
 int64_t imp_per_sample(const imp_shape *s);
@@ -269,6 +272,7 @@ typedef struct imp_layer {
     bool i32;
     const char *note; /* a comment written above the layer, or NULL */
     int suffix;       /* the next _N to try for another layer wanting this name */
+    bool dropped;     /* left out after all (a final softmax the loss applies) */
 } imp_layer;
 
 typedef struct imp_model {

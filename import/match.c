@@ -270,7 +270,8 @@ static const char *layer_name(mctx *c, int k)
         int *cnt = len ? group_slot(c, base, len, false) : NULL;
         if (len && cnt && *cnt == 1)
             return clean_name(c->g->a, arena_strndup(c->g->a, base, len));
-        return clean_name(c->g->a, full);
+        const char *first = c->g->nodes[gr->first].name;
+        return clean_name(c->g->a, *first ? first : full);
     }
     size_t len = scope_len(full);
     int *cnt = len ? scope_slot(c, full, len, false) : NULL;
@@ -295,6 +296,8 @@ static int add_layer(mctx *c, const char *name, const char *op, const int *args,
                      const char *attrs, const imp_shape *shape, bool i32)
 {
     imp_model *m = c->m;
+    if (imp_per_sample(shape) < 0)
+        ice("layer '%s' has no batch first or too many elements", name);
     arena_grow(m->a, (void **)&m->layers, &m->cap, m->nlayers + 1, sizeof *m->layers);
     int id = m->nlayers;
     imp_layer *l = &m->layers[id];
@@ -303,7 +306,8 @@ static int add_layer(mctx *c, const char *name, const char *op, const int *args,
     l->op = op;
     l->nargs = nargs;
     l->args = arena_alloc(m->a, sizeof *l->args * (size_t)(nargs + 1));
-    memcpy(l->args, args, sizeof *args * (size_t)nargs);
+    if (nargs)
+        memcpy(l->args, args, sizeof *args * (size_t)nargs);
     l->attrs = arena_strdup(m->a, attrs ? attrs : "");
     l->shape = *shape;
     l->i32 = i32;
@@ -990,6 +994,8 @@ static void emit_group(mctx *c, imp_group *gr)
 static void lower_node(mctx *c, int k)
 {
     const imp_node *n = &c->g->nodes[k];
+    if (!n->live)
+        return;
     if (n->group >= 0) {
         if (c->g->groups[n->group].last == k)
             emit_group(c, &c->g->groups[n->group]);
@@ -1070,8 +1076,11 @@ static void add_inputs(mctx *c)
 {
     for (int i = 0; i < c->g->ninputs; i++) {
         imp_value *v = val(c, c->g->inputs[i]);
-        if (v->nusers == 0) {
-            note(c, "graph input '%s' is read by no node; left out", v->name);
+        bool used = false;
+        for (int u = 0; u < v->nusers; u++)
+            used |= c->g->nodes[v->users[u]].live;
+        if (!used) {
+            note(c, "graph input '%s' is read by no node the outputs need; left out", v->name);
             continue;
         }
         bool is_int = v->dtype == IMP_INT64 || v->dtype == IMP_INT32;
@@ -1114,6 +1123,17 @@ static void add_losses(mctx *c)
             note(c, "graph output '%s' is not logits [N,C] or [N,T,V]: no loss added", v->name);
             continue;
         }
+        /* cross_entropy applies the softmax itself: it reads the logits. */
+        imp_layer *ol = &c->m->layers[l];
+        bool read = false;
+        for (int j = 0; j < c->m->nlayers && !read; j++)
+            for (int a = 0; a < c->m->layers[j].nargs; a++)
+                read |= c->m->layers[j].args[a] == l;
+        if (strcmp(ol->op, "softmax") == 0 && !*ol->attrs && !read) {
+            note(c, "the final softmax '%s' is left out: the loss applies it", ol->name);
+            ol->dropped = true;
+            l = ol->args[0];
+        }
         const char *base = clean_name(c->g->a, v->name);
         const char *lname = nclass > 1 ? arena_printf(c->g->a, "%s_labels", base) : "labels";
         const char *loss = nclass > 1 ? arena_printf(c->g->a, "%s_loss", base) : "loss";
@@ -1155,14 +1175,50 @@ static void summarize(mctx *c)
     s->nlayers = c->m->nlayers;
 }
 
+/* Marks the nodes whose outputs the graph's outputs read. */
+static int mark_live(imp_graph *g)
+{
+    int *stack = malloc(sizeof *stack * (size_t)(g->nnodes + 1)), n = 0, dead = 0;
+    if (!stack)
+        ice("out of memory");
+    for (int i = 0; i < g->noutputs; i++) {
+        int p = imp_producer(g, g->outputs[i]);
+        if (p >= 0 && !g->nodes[p].live) {
+            g->nodes[p].live = true;
+            stack[n++] = p;
+        }
+    }
+    while (n > 0) {
+        const imp_node *nd = &g->nodes[stack[--n]];
+        for (int j = 0; j < nd->nin; j++) {
+            int p = imp_producer(g, nd->in[j]);
+            if (p >= 0 && !g->nodes[p].live) {
+                g->nodes[p].live = true;
+                stack[n++] = p;
+            }
+        }
+    }
+    free(stack);
+    for (int k = 0; k < g->nnodes; k++)
+        dead += !g->nodes[k].live && g->nodes[k].nout > 0 && g->nodes[k].out[0] >= 0 &&
+                g->values[g->nodes[k].out[0]].act;
+    return dead;
+}
+
 bool imp_match(imp_graph *g, imp_model *m, bool loss)
 {
     mctx c = {.g = g, .m = m, .loss = loss};
     imp_fuse(g);
+    int dead = mark_live(g);
+    if (dead)
+        note(&c, "%d node%s compute%s activations that no graph output reads; left out", dead,
+             dead == 1 ? "" : "s", dead == 1 ? "s" : "");
     /* Scopes, for names: one count per layer-making unit. */
     for (int i = 0; i < g->nnodes; i++) {
         int k = g->order[i];
         const imp_node *n = &g->nodes[k];
+        if (!n->live)
+            continue;
         if (n->group >= 0) {
             const imp_group *gr = &g->groups[n->group];
             if (gr->last != k)

@@ -404,26 +404,32 @@ static bool input_type(imp_graph *g, const Onnx__ValueInfoProto *vi, imp_value *
                 imp_error(g, -1, "graph input '%s': batch dimension %lld", v->name,
                           (long long)d->dim_value);
                 ok = false;
-            } else if (has_value) {
-                if (g->batch_param || (g->batch_export && g->batch_export != d->dim_value)) {
-                    imp_error(g, -1,
-                              "graph inputs disagree on the batch: '%s' has %lld as its first "
-                              "dimension, an earlier input %s",
-                              v->name, (long long)d->dim_value,
-                              g->batch_param ? g->batch_param : "another number");
-                    ok = false;
-                }
-                g->batch_export = d->dim_value;
             } else {
                 const char *name = param && *param ? param : "?";
-                if (g->batch_export || (g->batch_param && strcmp(g->batch_param, name) != 0)) {
+                char mine[64], before[64];
+                if (has_value)
+                    snprintf(mine, sizeof mine, "%lld", (long long)d->dim_value);
+                else
+                    snprintf(mine, sizeof mine, "'%.50s'", name);
+                if (g->batch_param)
+                    snprintf(before, sizeof before, "'%.50s'", g->batch_param);
+                else
+                    snprintf(before, sizeof before, "%lld", (long long)g->batch_export);
+                bool clash =
+                    has_value
+                        ? g->batch_param || (g->batch_export && g->batch_export != d->dim_value)
+                        : g->batch_export || (g->batch_param && strcmp(g->batch_param, name));
+                if (clash) {
                     imp_error(g, -1,
-                              "graph inputs disagree on the batch: '%s' has '%s' as its first "
-                              "dimension, an earlier input another",
-                              v->name, name);
+                              "graph inputs disagree on the batch (their first dimension): '%s' "
+                              "has %s, an earlier input %s",
+                              v->name, mine, before);
                     ok = false;
+                } else if (has_value) {
+                    g->batch_export = d->dim_value;
+                } else {
+                    g->batch_param = str(g, name);
                 }
-                g->batch_param = str(g, name);
             }
             v->shape.d[0] = (imp_dim){1, 1};
             continue;
@@ -443,6 +449,10 @@ static bool input_type(imp_graph *g, const Onnx__ValueInfoProto *vi, imp_value *
             continue;
         }
         v->shape.d[k] = (imp_dim){d->dim_value, 0};
+    }
+    if (ok && imp_elems_checked(&v->shape) < 0) {
+        imp_error(g, -1, "graph input '%s' has more than 2^40 elements per sample", v->name);
+        ok = false;
     }
     v->known = ok;
     return ok;

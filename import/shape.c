@@ -72,6 +72,15 @@ int64_t imp_per_sample(const imp_shape *s)
     return p;
 }
 
+int64_t imp_elems_checked(const imp_shape *s)
+{
+    int64_t p = 1;
+    for (int k = 0; k < s->rank; k++)
+        if (__builtin_mul_overflow(p, s->d[k].c, &p) || p > IMP_MAX_DIM)
+            return -1;
+    return p;
+}
+
 static bool dmul(imp_dim a, imp_dim b, imp_dim *out)
 {
     if (a.n + b.n > 1 || __builtin_mul_overflow(a.c, b.c, &out->c) || out->c > BIG || out->c < -BIG)
@@ -181,6 +190,11 @@ static bool set_out(ictx *c, int i, int dtype, const imp_shape *s, imp_data *dat
             return fail(c, "output %d would have shape %s; dimensions must be 0 to 2^40", i + 1,
                         imp_shape_str(s, b, sizeof b));
         }
+    }
+    if (imp_elems_checked(s) < 0) {
+        char b[256];
+        return fail(c, "output %d would have shape %s: more than 2^40 elements (per sample)", i + 1,
+                    imp_shape_str(s, b, sizeof b));
     }
     imp_value *v = &c->g->values[c->n->out[i]];
     v->dtype = dtype;

@@ -89,7 +89,7 @@ char *imp_write(arena *a, const imp_graph *g, const imp_model *m, const char *fi
         for (int k = 0; k < m->nlayers; k++) {
             const imp_layer *l = &m->layers[k];
             bool input = strcmp(l->op, "input") == 0;
-            if (input != (pass == 0))
+            if (input != (pass == 0) || l->dropped)
                 continue;
             if (l->note)
                 fprintf(out, "  // %s\n", printable(g, l->note));
