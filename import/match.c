@@ -425,6 +425,18 @@ static int act_arg(mctx *c, int v, int k, const char *what)
     return need(c, v, k);
 }
 
+/* An activation argument of an elementwise op, in whatever shape its layer
+ * has: a dropout between a global pool ([N,C]) and a flatten that ONNX sees
+ * as [N,C,1,1] needs no reshape on either side. */
+static int elementwise_arg(mctx *c, int v, int k)
+{
+    if (v < 0 || !imp_is_act(c->g, v) || val(c, v)->layer < 0)
+        return act_arg(c, v, k, "input");
+    if (c->m->layers[val(c, v)->layer].i32)
+        return need(c, v, k); /* reported there */
+    return val(c, v)->layer;
+}
+
 static void note(mctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(mctx *c, const char *fmt, ...)
 {
@@ -743,14 +755,14 @@ static void lower_dropout(mctx *c, int k)
         return (void)imp_error(c->g, k, "ratio %g; Burst's dropout takes 0 <= p < 1", p);
     if (!only_output(c, k))
         return;
-    int arg = act_arg(c, n->in[0], k, "input");
+    int arg = elementwise_arg(c, n->in[0], k);
     if (arg < 0)
         return;
     attrs a = {0};
     put_real(&a, "p", p, 0.5);
     set_out(
         c, k,
-        add_layer(c, layer_name(c, k), "dropout", &arg, 1, a.s, &val(c, n->out[0])->shape, false));
+        add_layer(c, layer_name(c, k), "dropout", &arg, 1, a.s, &c->m->layers[arg].shape, false));
 }
 
 /* Softmax over one axis (before opset 13: over the flattened trailing axes,
@@ -831,7 +843,7 @@ static void lower_transpose(mctx *c, int k)
     const imp_node *n = &c->g->nodes[k];
     const imp_shape *x = &val(c, n->in[0])->shape;
     const imp_attr *p = imp_attr_get(n, "perm");
-    int moved[2], nm = 0;
+    int moved[2] = {0, 0}, nm = 0;
     for (int d = 0; d < x->rank; d++) {
         int64_t to = p ? p->ints[d] : x->rank - 1 - d;
         if (to != d && nm < 2)
@@ -884,11 +896,10 @@ static void lower_unary(mctx *c, int k, const char *op)
     const imp_node *n = &c->g->nodes[k];
     if (ir_op_lookup(op) == OP_COUNT)
         return (void)imp_error(c->g, k, "Burst's op table has no '%s' op yet", op);
-    int arg = act_arg(c, n->in[0], k, "input");
+    int arg = elementwise_arg(c, n->in[0], k);
     if (arg < 0)
         return;
-    set_out(c, k,
-            add_layer(c, layer_name(c, k), op, &arg, 1, "", &val(c, n->out[0])->shape, false));
+    set_out(c, k, add_layer(c, layer_name(c, k), op, &arg, 1, "", &c->m->layers[arg].shape, false));
 }
 
 /* Views: the output is the input's elements in another shape. */
@@ -1240,6 +1251,11 @@ bool imp_match(imp_graph *g, imp_model *m, bool loss)
         lower_node(&c, g->order[i]);
     if (g->nerrors)
         return false;
+    int computed = 0;
+    for (int k = 0; k < m->nlayers; k++)
+        computed += strcmp(m->layers[k].op, "input") != 0;
+    if (computed == 0 && g->nerrors == 0)
+        imp_error(g, -1, "no graph output is computed from the inputs: the model has no layers");
     add_losses(&c);
     if (m->nlayers > 100000)
         imp_error(g, -1, "the model has %d layers; burstc compiles models of at most 100,000",

@@ -574,7 +574,7 @@ static bool infer_batchnorm(ictx *c)
 static bool infer_layernorm(ictx *c)
 {
     const imp_shape *x = ish(c, 0);
-    int axis;
+    int axis = 0;
     if (!norm_axis(c, imp_attr_int(c->n, "axis", -1), x->rank, &axis))
         return false;
     if (!set_out(c, 0, in(c, 0)->dtype, x, NULL))
@@ -759,7 +759,7 @@ static bool infer_transpose(ictx *c)
 static bool infer_concat(ictx *c)
 {
     const imp_shape *x = ish(c, 0);
-    int axis;
+    int axis = 0;
     if (!norm_axis(c, imp_attr_int(c->n, "axis", 0), x->rank, &axis))
         return false;
     imp_shape out = *x;
@@ -806,7 +806,7 @@ static bool infer_concat(ictx *c)
 static bool infer_split(ictx *c)
 {
     const imp_shape *x = ish(c, 0);
-    int axis;
+    int axis = 0;
     if (!norm_axis(c, imp_attr_int(c->n, "axis", 0), x->rank, &axis))
         return false;
     if (x->d[axis].n)
@@ -897,7 +897,7 @@ static bool infer_slice(ictx *c)
     for (int k = 0; k < x->rank; k++)
         step_of[k] = 1;
     for (int k = 0; k < n; k++) {
-        int ax;
+        int ax = 0;
         if (!norm_axis(c, axes[k], x->rank, &ax))
             return false;
         imp_dim dim = x->d[ax];
@@ -969,7 +969,7 @@ static bool infer_squeeze(ictx *c, bool un)
             return fail(c, "the result would have %d dimensions", rank);
         bool at[IMP_MAX_RANK] = {0};
         for (int k = 0; k < naxes; k++) {
-            int a;
+            int a = 0;
             if (!norm_axis(c, axes[k], rank, &a))
                 return false;
             if (at[a])
@@ -982,7 +982,7 @@ static bool infer_squeeze(ictx *c, bool un)
     } else {
         bool drop[IMP_MAX_RANK] = {0};
         for (int k = 0; k < naxes; k++) {
-            int a;
+            int a = 0;
             if (!norm_axis(c, axes[k], x->rank, &a))
                 return false;
             if (!is_one(x->d[a]))
@@ -999,7 +999,7 @@ static bool infer_squeeze(ictx *c, bool un)
 static bool infer_gather(ictx *c)
 {
     const imp_shape *x = ish(c, 0), *ix = ish(c, 1);
-    int axis;
+    int axis = 0;
     if (!norm_axis(c, imp_attr_int(c->n, "axis", 0), x->rank, &axis))
         return false;
     if (x->rank - 1 + ix->rank > IMP_MAX_RANK)
@@ -1165,7 +1165,7 @@ static bool infer_reduce(ictx *c)
         return false;
     bool keep = imp_attr_int(c->n, "keepdims", 1) != 0, red[IMP_MAX_RANK] = {0};
     for (int k = 0; k < naxes; k++) {
-        int a;
+        int a = 0;
         if (!norm_axis(c, axes[k], x->rank, &a))
             return false;
         red[a] = true;

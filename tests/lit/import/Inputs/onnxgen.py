@@ -549,6 +549,15 @@ def case_layernorm_no_bias():
     return m
 
 
+def case_constant_output():
+    """The only output is computed from constants: nothing for Burst to train."""
+    m = Model()
+    m.input("x", [1, 4])
+    m.node("Add", [m.const([1.0], F), m.const([2.0], F)], "sum", outputs=["y"])
+    m.output("y")
+    return m
+
+
 def case_no_shape():
     m = Model()
     m.inputs.append(helper.make_tensor_value_info("x", F, None))
