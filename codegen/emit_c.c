@@ -236,7 +236,8 @@ static bool analyse(emitter *e)
     }
     for (int i = 0; i < n; i++)
         if (OP(e, i)->opcode == OP_INPUT && i != e->label_input) {
-            if (e->sample_input >= 0) {
+            /* Without a loss no input is the labels yet: "needs a loss" below says why. */
+            if (e->sample_input >= 0 && e->first_loss >= 0) {
                 diag_error(
                     e->d, OP(e, i)->loc,
                     "the runtime's data sources feed one input and one labels input; '%s' is a third",

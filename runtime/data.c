@@ -10,9 +10,13 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 struct rt_data {
@@ -27,70 +31,249 @@ struct rt_data {
     int64_t perm_epoch;
 };
 
+/* ---- reading IDX files, raw or gzipped ------------------------------------------------ */
+
+/* The bytes of a file, decompressed when it is gzip (RFC 1952: every member's CRC-32 and
+ * length are checked by zlib, several members are read one after another). Errors go to
+ * `err` with the path and exactly what is wrong. */
+typedef struct {
+    int fd;
+    const char *path;
+    bool gz, eof, member_done;
+    z_stream z;
+    unsigned char in[1 << 16];
+    char *err;
+    size_t errlen;
+} source;
+
+static bool fail(source *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static bool fail(source *s, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    snprintf(s->err, s->errlen, "%s: %s", s->path, why);
+    return false;
+}
+
+/* More input; false on a read error (reported). At the end of the file, s->eof. */
+static bool refill(source *s)
+{
+    ssize_t n;
+    do
+        n = read(s->fd, s->in, sizeof s->in);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return fail(s, "read error: %s", strerror(errno));
+    s->z.next_in = s->in;
+    s->z.avail_in = (uInt)n;
+    s->eof = n == 0;
+    return true;
+}
+
+/* Reads up to n bytes into out; *got says how many. Fewer than n only at the end of the
+ * data (a complete last gzip member, or the end of a raw file). */
+static bool src_read(source *s, unsigned char *out, size_t n, size_t *got)
+{
+    *got = 0;
+    while (*got < n) {
+        if (s->z.avail_in == 0 && !s->eof && !refill(s))
+            return false;
+        if (!s->gz) {
+            if (s->z.avail_in == 0)
+                return true; /* end of the file */
+            size_t k = n - *got < s->z.avail_in ? n - *got : s->z.avail_in;
+            memcpy(out + *got, s->z.next_in, k);
+            s->z.next_in += k;
+            s->z.avail_in -= (uInt)k;
+            *got += k;
+            continue;
+        }
+        if (s->member_done) {
+            /* After a member: the end of the file, or the next member. */
+            if (s->z.avail_in == 0 && s->eof)
+                return true;
+            if (s->z.avail_in == 0)
+                continue;
+            if (s->z.next_in[0] != 0x1f)
+                return fail(s, "not gzip data after the end of the gzip stream (trailing garbage)");
+            inflateReset(&s->z);
+            s->member_done = false;
+        }
+        if (s->z.avail_in == 0 && s->eof)
+            return fail(s, "truncated: the gzip stream ends inside its compressed data or before "
+                           "its CRC-32 and length trailer");
+        size_t want = n - *got < (1u << 30) ? n - *got : (1u << 30);
+        s->z.next_out = out + *got;
+        s->z.avail_out = (uInt)want;
+        int r = inflate(&s->z, Z_NO_FLUSH);
+        *got += want - s->z.avail_out;
+        if (r == Z_STREAM_END) {
+            s->member_done = true;
+        } else if (r == Z_DATA_ERROR) {
+            const char *m = s->z.msg ? s->z.msg : "invalid data";
+            if (!strcmp(m, "incorrect data check"))
+                return fail(s, "corrupt gzip data: the CRC-32 of the data does not match its "
+                               "trailer");
+            if (!strcmp(m, "incorrect length check"))
+                return fail(s, "corrupt gzip data: the length in the trailer does not match the "
+                               "data");
+            if (!strcmp(m, "incorrect header check") || !strcmp(m, "unknown compression method"))
+                return fail(s, "corrupt gzip header (%s)", m);
+            return fail(s, "corrupt gzip data (%s)", m);
+        } else if (r == Z_MEM_ERROR) {
+            return fail(s, "out of memory decompressing");
+        } else if (r != Z_OK && r != Z_BUF_ERROR) {
+            return fail(s, "cannot decompress (zlib error %d)", r);
+        }
+    }
+    return true;
+}
+
+/* Exactly n bytes, or an error naming `what` and how much there was. */
+static bool src_exact(source *s, unsigned char *out, size_t n, const char *what)
+{
+    size_t got;
+    if (!src_read(s, out, n, &got))
+        return false;
+    if (got < n)
+        return fail(s, "truncated: %s", what);
+    return true;
+}
+
 uint8_t *rt_idx_read(const char *path, int *ndims, int64_t dims[4], char *err, size_t errlen)
 {
-    gzFile f = gzopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno ? errno : ENOENT));
+    /* Non-blocking, so a FIFO fails the regular-file check instead of waiting for a writer. */
+    source *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "%s: out of memory", path);
         return NULL;
     }
-    unsigned char head[4];
+    *s = (source){.fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC),
+                  .path = path,
+                  .err = err,
+                  .errlen = errlen};
     uint8_t *data = NULL;
-    if (gzread(f, head, 4) != 4) {
-        snprintf(err, errlen, "%s: too short for an IDX header", path);
-        goto fail;
+    bool z_ready = false;
+    struct stat st;
+    if (s->fd < 0) {
+        fail(s, "cannot open: %s", strerror(errno));
+        goto out;
+    }
+    if (fstat(s->fd, &st) != 0) {
+        fail(s, "cannot stat: %s", strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        fail(s, "not a regular file (%s)",
+             S_ISDIR(st.st_mode)    ? "a directory"
+             : S_ISFIFO(st.st_mode) ? "a FIFO"
+             : S_ISCHR(st.st_mode)  ? "a character device"
+             : S_ISBLK(st.st_mode)  ? "a block device"
+             : S_ISSOCK(st.st_mode) ? "a socket"
+                                    : "not a file");
+        goto out;
+    }
+    fcntl(s->fd, F_SETFL, fcntl(s->fd, F_GETFL) & ~O_NONBLOCK);
+    if (!refill(s))
+        goto out;
+    s->gz = s->z.avail_in >= 2 && s->in[0] == 0x1f && s->in[1] == 0x8b;
+    if (s->gz) {
+        if (inflateInit2(&s->z, 16 + MAX_WBITS) != Z_OK) {
+            fail(s, "cannot start zlib");
+            goto out;
+        }
+        z_ready = true;
+    }
+    unsigned char head[4];
+    size_t got;
+    if (!src_read(s, head, 4, &got))
+        goto out;
+    if (got < 4) {
+        fail(s, "too short for an IDX header (%zu bytes of data)", got);
+        goto out;
     }
     if (head[0] != 0 || head[1] != 0 || head[2] != 0x08 || head[3] < 1 || head[3] > 4) {
-        snprintf(err, errlen,
-                 "%s: not an unsigned-byte IDX file (header %02x %02x %02x %02x, expected "
-                 "00 00 08 01..04)",
-                 path, head[0], head[1], head[2], head[3]);
-        goto fail;
+        fail(s,
+             "not an unsigned-byte IDX file (header %02x %02x %02x %02x, expected "
+             "00 00 08 01..04)",
+             head[0], head[1], head[2], head[3]);
+        goto out;
     }
     *ndims = head[3];
-    int64_t total = 1;
+    uint64_t total = 1;
+    bool too_big = false;
+    char shape[128] = "";
     for (int i = 0; i < *ndims; i++) {
         unsigned char b[4];
-        if (gzread(f, b, 4) != 4) {
-            snprintf(err, errlen, "%s: truncated IDX header", path);
-            goto fail;
+        if (!src_exact(s, b, 4, "the IDX header ends inside its dimensions"))
+            goto out;
+        dims[i] = ((int64_t)b[0] << 24) | ((int64_t)b[1] << 16) | ((int64_t)b[2] << 8) | b[3];
+        size_t len = strlen(shape);
+        snprintf(shape + len, sizeof shape - len, "%s%lld", i ? " x " : "", (long long)dims[i]);
+        if (dims[i] == 0) {
+            fail(s, "dimension %d of the IDX header is 0", i + 1);
+            goto out;
         }
-        dims[i] = ((int64_t)b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
-        total *= dims[i];
-        if (dims[i] <= 0 || total > ((int64_t)1 << 32)) {
-            snprintf(err, errlen, "%s: implausible dimension %lld", path, (long long)dims[i]);
-            goto fail;
+        too_big = too_big || __builtin_mul_overflow(total, (uint64_t)dims[i], &total) ||
+                  total > ((uint64_t)1 << 32);
+    }
+    if (too_big) {
+        fail(s, "the IDX header promises %s bytes, more than the 4 GiB this reader accepts", shape);
+        goto out;
+    }
+    /* Grown as data arrive, so a header that lies costs no more memory than the file. */
+    size_t cap = total < ((size_t)1 << 20) ? (size_t)total : ((size_t)1 << 20), have = 0;
+    data = malloc(cap ? cap : 1);
+    while (data && have < total) {
+        if (have == cap) {
+            size_t ncap = cap * 2 < total ? cap * 2 : (size_t)total;
+            uint8_t *nd = realloc(data, ncap);
+            if (!nd) {
+                free(data);
+                data = NULL;
+                break;
+            }
+            data = nd;
+            cap = ncap;
         }
-    }
-    data = malloc((size_t)total);
-    if (!data) {
-        snprintf(err, errlen, "%s: out of memory for %lld bytes", path, (long long)total);
-        goto fail;
-    }
-    int64_t got = 0;
-    while (got < total) {
-        int chunk = total - got > (1 << 30) ? (1 << 30) : (int)(total - got);
-        int r = gzread(f, data + got, (unsigned)chunk);
-        if (r <= 0)
+        if (!src_read(s, data + have, cap - have, &got))
+            goto fail_data;
+        have += got;
+        if (got == 0)
             break;
-        got += r;
     }
-    if (got != total) {
-        snprintf(err, errlen, "%s: truncated: header promises %lld bytes of data, found %lld", path,
-                 (long long)total, (long long)got);
-        goto fail;
+    if (!data) {
+        fail(s, "out of memory for %llu bytes", (unsigned long long)total);
+        goto out;
+    }
+    if (have < total) {
+        fail(s, "truncated: the header (%s) promises %llu bytes of data, the file holds %zu", shape,
+             (unsigned long long)total, have);
+        goto fail_data;
     }
     unsigned char extra;
-    if (gzread(f, &extra, 1) != 0) {
-        snprintf(err, errlen, "%s: trailing data after %lld bytes", path, (long long)total);
-        goto fail;
+    if (!src_read(s, &extra, 1, &got))
+        goto fail_data;
+    if (got) {
+        fail(s, "trailing data after the %llu bytes the header (%s) promises",
+             (unsigned long long)total, shape);
+        goto fail_data;
     }
-    gzclose(f);
-    return data;
-fail:
+    goto out;
+fail_data:
     free(data);
-    gzclose(f);
-    return NULL;
+    data = NULL;
+out:
+    if (z_ready)
+        inflateEnd(&s->z);
+    if (s->fd >= 0)
+        close(s->fd);
+    free(s);
+    return data;
 }
 
 static uint8_t *load(const char *dir, const char *name, int want_ndims, int64_t *count,
@@ -100,13 +283,19 @@ static uint8_t *load(const char *dir, const char *name, int want_ndims, int64_t 
     int nd;
     int64_t dims[4];
     snprintf(path, sizeof path, "%s/%s", dir, name);
+    rt_progress_tick();
     uint8_t *d = rt_idx_read(path, &nd, dims, err, sizeof err);
     if (!d)
         rt_fatal("data", "%s", err);
     if (nd != want_ndims || (nd == 3 && (dims[1] != 28 || dims[2] != 28))) {
+        char shape[96] = "";
+        for (int i = 0; i < nd; i++) {
+            size_t len = strlen(shape);
+            snprintf(shape + len, sizeof shape - len, "%s%lld", i ? "," : "", (long long)dims[i]);
+        }
         free(d);
-        rt_fatal("data", "%s/%s: expected %s, found %d dimensions", dir, name,
-                 want_ndims == 3 ? "[n,28,28] images" : "[n] labels", nd);
+        rt_fatal("data", "%s/%s: expected %s, found [%s]", dir, name,
+                 want_ndims == 3 ? "[n,28,28] images" : "[n] labels", shape);
     }
     *count = dims[0];
     *row = nd == 3 ? 784 : 1;
@@ -214,19 +403,19 @@ static void ensure_perm(rt_data *d, int64_t epoch)
 }
 
 /* Synthetic sample `g` of stream `stream` (0 train, 1 test) into row `i` of x/labels. */
-static void synth(const rt_data *d, uint64_t stream, int64_t g, int64_t i, rt_tensor *x,
-                  rt_tensor *labels)
+static void synth(const rt_data *d, uint64_t stream, int64_t g, int64_t i, void *x, int32_t *labels)
 {
     for (int64_t e = 0; x && e < d->per_sample; e++) {
         float u = rt_rand_uniform(d->seed, 0xda7a + stream, (uint64_t)g, 0, (uint64_t)e);
         if (d->in_dtype == RT_F32)
-            rt_f32(x)[i * d->per_sample + e] = u;
+            ((float *)x)[i * d->per_sample + e] = u;
         else
-            rt_i32(x)[i * d->per_sample + e] = (int32_t)(u * (float)d->vocab) % (int32_t)d->vocab;
+            ((int32_t *)x)[i * d->per_sample + e] =
+                (int32_t)(u * (float)d->vocab) % (int32_t)d->vocab;
     }
     for (int64_t e = 0; labels && e < d->labels_per_sample; e++) {
         float u = rt_rand_uniform(d->seed, 0xda7a + stream, (uint64_t)g, 1, (uint64_t)e);
-        rt_i32(labels)[i * d->labels_per_sample + e] =
+        labels[i * d->labels_per_sample + e] =
             (int32_t)(u * (float)d->classes) % (int32_t)d->classes;
     }
 }
@@ -243,50 +432,76 @@ static void check_out(const rt_data *d, int64_t count, const rt_tensor *x, const
     }
 }
 
+/* Fills rows 0..count-1 of x and labels with samples of stream `stream`: row i is
+ * training-stream position g0 + i (the epoch's permutation picks the sample) or test
+ * sample g0 + i. Synthetic samples are made on the device where the backend can. */
+static void fill(rt_data *d, uint64_t stream, int64_t g0, int64_t count, rt_tensor *x,
+                 rt_tensor *labels)
+{
+    if (d->kind == RT_DATA_SYNTHETIC && rt_dev.synth) {
+        rt_synth_keys k = {.seed = d->seed,
+                           .stream = stream,
+                           .g0 = g0,
+                           .count = count,
+                           .per_sample = d->per_sample,
+                           .labels_per_sample = d->labels_per_sample,
+                           .vocab = d->vocab,
+                           .classes = d->classes,
+                           .in_dtype = d->in_dtype};
+        rt_dev.synth(&k, x ? x->data : NULL, labels ? rt_i32(labels) : NULL);
+        return;
+    }
+    void *hx = x ? rt_host_view(x, false, "data") : NULL;
+    int32_t *hl = labels ? rt_host_view(labels, false, "data") : NULL;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t g = g0 + i;
+        if (d->kind == RT_DATA_SYNTHETIC) {
+            synth(d, stream, g, i, hx, hl);
+            continue;
+        }
+        const uint8_t *px, *py;
+        if (stream == 0) {
+            ensure_perm(d, g / d->ntrain);
+            int64_t idx = d->perm[g % d->ntrain];
+            px = d->train_x + idx * 784;
+            py = d->train_y + idx;
+        } else {
+            px = d->test_x + g * 784;
+            py = d->test_y + g;
+        }
+        if (hx) {
+            float *out = (float *)hx + i * 784;
+            for (int e = 0; e < 784; e++)
+                out[e] = (float)px[e] * (1.0f / 255.0f);
+        }
+        if (hl)
+            hl[i] = *py;
+    }
+    if (x)
+        rt_host_done(x, hx, true, "data");
+    if (labels)
+        rt_host_done(labels, hl, true, "data");
+}
+
 void rt_data_batch(rt_data *d, int64_t step, int64_t B, int64_t s0, int64_t s1, rt_tensor *x,
                    rt_tensor *labels)
 {
     if (s0 < 0 || s1 < s0 || s1 > B)
         rt_fatal("data", "shard [%lld,%lld) outside the batch of %lld", (long long)s0,
                  (long long)s1, (long long)B);
+    int64_t first;
+    if (step < 0 || __builtin_mul_overflow(step, B, &first) || first > INT64_MAX - B)
+        rt_fatal("data", "batch %lld of %lld samples is outside the stream", (long long)step,
+                 (long long)B);
     check_out(d, s1 - s0, x, labels);
-    for (int64_t i = 0; i < s1 - s0; i++) {
-        int64_t g = step * B + s0 + i;
-        if (d->kind == RT_DATA_SYNTHETIC) {
-            synth(d, 0, g, i, x, labels);
-            continue;
-        }
-        ensure_perm(d, g / d->ntrain);
-        int64_t idx = d->perm[g % d->ntrain];
-        if (x) {
-            const uint8_t *px = d->train_x + idx * 784;
-            float *out = rt_f32(x) + i * 784;
-            for (int e = 0; e < 784; e++)
-                out[e] = (float)px[e] * (1.0f / 255.0f);
-        }
-        if (labels)
-            rt_i32(labels)[i] = d->train_y[idx];
-    }
+    fill(d, 0, first + s0, s1 - s0, x, labels);
 }
 
 void rt_data_test_batch(rt_data *d, int64_t first, int64_t count, rt_tensor *x, rt_tensor *labels)
 {
-    if (first < 0 || count < 0 || first + count > d->ntest)
+    if (first < 0 || count < 0 || count > d->ntest || first > d->ntest - count)
         rt_fatal("data", "test samples [%lld,%lld) outside the test set of %lld", (long long)first,
                  (long long)(first + count), (long long)d->ntest);
     check_out(d, count, x, labels);
-    for (int64_t i = 0; i < count; i++) {
-        if (d->kind == RT_DATA_SYNTHETIC) {
-            synth(d, 1, first + i, i, x, labels);
-            continue;
-        }
-        if (x) {
-            const uint8_t *px = d->test_x + (first + i) * 784;
-            float *out = rt_f32(x) + i * 784;
-            for (int e = 0; e < 784; e++)
-                out[e] = (float)px[e] * (1.0f / 255.0f);
-        }
-        if (labels)
-            rt_i32(labels)[i] = d->test_y[first + i];
-    }
+    fill(d, 1, first, count, x, labels);
 }

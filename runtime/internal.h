@@ -1,72 +1,199 @@
-/* internal.h: what the files of libburstrt share and the public header does not show:
- * the process-wide runtime state (rank, options, watchdog), shape-check helpers used by
- * every kernel, and the hooks between core.c, trace.c, comm_mpi.c and checkpoint.c.
- * Sections list the file that defines each group. */
+/* internal.h: what the files of libburstrt share and the public header does not show.
+ * The shared code (this folder, compiled once into both libraries) talks to its backend
+ * through device.h; a backend's own files (cpu/, cuda/) see this header and their own.
+ * Sections name the file that defines each group. */
 #ifndef BURSTRT_INTERNAL_H
 #define BURSTRT_INTERNAL_H
 
 #include "burstrt.h"
+#include "device.h"
 
-/* core.c */
+/* core.c: process state, errors, start and end of a run, steps */
 extern rt_options rt_opts_g;
 void *rt_xmalloc(size_t n, const char *op);
 void *rt_xcalloc(size_t n, size_t size, const char *op);
-/* Zeroed memory owned (and freed) by the pool. */
-void *rt_pool_alloc(rt_pool *pool, size_t bytes);
 /* Fatal error unless t is non-NULL, f32/i32 as asked, and has `ndim` dims (ndim<0: any). */
 void rt_check(const rt_tensor *t, rt_dtype dt, int ndim, const char *op, const char *what);
 void rt_check_numel(const rt_tensor *t, int64_t numel, const char *op, const char *what);
-/* Name of the op currently on the trace stack (for watchdog messages). */
-const char *rt_current_op(void);
+/* True between MPI_Init and MPI_Finalize (rt_init .. rt_finalize). */
+bool rt_mpi_running(void);
+/* Ends every rank before training (--help, wrong world size): all ranks call it. */
+_Noreturn void rt_exit_early(int status);
 
-/* cpu/device.c: makes OpenBLAS use the kernels this CPU supports when it fell back
- * to generic ones (re-executes the program once, before MPI starts). */
-void rt_blas_select(char **argv);
+/* options.c */
+void rt_parse_options(int argc, char **argv, const char *program);
 
-/* cpu/conv.c: samples per GEMM of conv2d (the benchmark mirrors the lowering with it) */
-#define RT_CONV_COLUMNS 1024
-int64_t rt_conv2d_chunk(int64_t N, int64_t ohw);
+/* Writes "burstrt: rank R: OP: message" and a newline to stderr with one write(2), so
+ * that the lines of ranks sharing a terminal never interleave. */
+void rt_message(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* watchdog.c: progress of every rank, and a thread that ends the job when it stops. */
+typedef enum {
+    RT_PHASE_START,   /* rt_init to the first step */
+    RT_PHASE_STEP,    /* rt_step_begin to rt_step_end */
+    RT_PHASE_BETWEEN, /* after a step: not watched (evaluation may take long) */
+    RT_PHASE_EVAL,    /* between steps after rt_progress: watched */
+    RT_PHASE_SAVE,    /* writing a checkpoint */
+    RT_PHASE_LOAD,    /* reading a checkpoint */
+    RT_PHASE_FINISH,  /* rt_finalize */
+} rt_phase;
+/* Starts the thread (first thing in rt_init, before MPI). */
+void rt_watchdog_start(char **argv);
+/* After MPI_Init: the node's shared progress board (collective over the world). */
+void rt_watchdog_board(void);
+/* The limit: the time a watched rank may go without progress (0 = off). */
+void rt_watchdog_limit(double seconds);
+/* rt_finalize began; then the thread ends and the board is freed (collective). */
+void rt_watchdog_finishing(void);
+void rt_watchdog_stop(void);
+/* Progress events: a phase change, a traced op (name "" outside ops), anything else. */
+void rt_progress_phase(rt_phase phase, int64_t step);
+void rt_progress_op(const char *name);
+void rt_progress_tick(void);
+rt_phase rt_progress_now(int64_t *step);
+/* Brackets a wait for other ranks (or the device): watched in every phase. */
+void rt_wait_begin(const char *what);
+void rt_wait_end(void);
+
+/* tensor.c: pools, tensors and host access to tensor data */
+/* Zeroed host memory owned (and freed) by the pool. */
+void *rt_pool_alloc(rt_pool *pool, size_t bytes);
+/* Host access for code that computes on the host (data, initialisers, checkpoints): t's
+ * data itself where the backend's tensors live in host memory, else a host copy, filled
+ * from the device when `read`. rt_host_done copies it back when `write` and frees it. */
+void *rt_host_view(const rt_tensor *t, bool read, const char *op);
+void rt_host_done(const rt_tensor *t, void *host, bool write, const char *op);
 
 /* trace.c */
+/* Fatal unless rank 0 can write --trace's file (checked at start). */
+void rt_trace_check_path(void);
 void rt_trace_init(void);
 void rt_trace_write_and_free(const char *path);
 void rt_trace_record_step(int64_t step, double t0, double t1);
+/* Name of the op currently on the trace stack (for watchdog messages). */
+const char *rt_current_op(void);
 
-/* shapes.c: argument checks shared by the backends' kernels (fatal on a mismatch). */
+/* shapes.c: the argument rules of every kernel, shared by the backends (fatal on a
+ * mismatch, naming op, argument and shapes); they return the sizes kernels loop over. */
+typedef struct rt_conv_dims {
+    int64_t N, C, H, W, K, OH, OW, G, Cg, Kg, ohw, ckk; /* ckk = C/groups * kh * kw */
+} rt_conv_dims;
+typedef struct rt_pool_dims {
+    int64_t N, C, H, W, OH, OW;
+} rt_pool_dims;
 typedef struct rt_attn_dims {
     int64_t N, T, D, H, hd;
 } rt_attn_dims;
 int64_t rt_dims_prod(const int64_t *shape, int from, int to);
-void rt_concat_check(const char *op, const rt_tensor *y, int n, const rt_tensor *const *xs,
-                     int axis);
+/* t is an f32 tensor of numel elements. */
+void rt_check_f32(const rt_tensor *t, int64_t numel, const char *op, const char *what);
+void rt_same_numel(const char *op, const rt_tensor *a, const char *an, const rt_tensor *b,
+                   const char *bn);
+void rt_dropout_check(const char *op, const rt_tensor *x, float p, const rt_tensor *y);
+/* y (output, or output gradient) must be [N, K, OH, OW]. */
+rt_conv_dims rt_conv2d_check(const char *op, const rt_tensor *x, const rt_tensor *w,
+                             const rt_conv2d_attrs *a, const rt_tensor *y, const char *yname);
+void rt_conv2d_bwd_check(const char *op, const rt_tensor *x, const rt_tensor *w,
+                         const rt_conv_dims *d, const rt_tensor *dx, const rt_tensor *dw,
+                         const rt_tensor *db);
+/* x (input, or input gradient) [N,C,H,W]; y (output, or output gradient) [N,C,OH,OW]. */
+rt_pool_dims rt_pool2d_check(const char *op, const rt_tensor *x, const rt_pool2d_attrs *a,
+                             const rt_tensor *y, const char *yname);
+void rt_global_pool_check(const char *op, const rt_tensor *x, const char *xname, const rt_tensor *y,
+                          const char *yname);
+/* Returns C; saved may be NULL (inference). */
+int64_t rt_batchnorm_check(const char *op, const rt_comm *comm, const rt_tensor *x,
+                           const rt_tensor *gamma, const rt_tensor *saved, const rt_tensor *y,
+                           const char *yname);
+int64_t rt_batchnorm_fwd_check(const char *op, const rt_comm *comm, const rt_tensor *x,
+                               const rt_tensor *gamma, const rt_tensor *beta,
+                               const rt_tensor *running_mean, const rt_tensor *running_var,
+                               const rt_tensor *saved, const rt_tensor *y);
+int64_t rt_batchnorm_bwd_check(const char *op, const rt_comm *comm, const rt_tensor *x,
+                               const rt_tensor *gamma, const rt_tensor *saved, const rt_tensor *dy,
+                               const rt_tensor *dx);
+void rt_layernorm_dims(const char *op, const rt_tensor *x, const rt_tensor *gamma,
+                       const rt_tensor *saved, int64_t *M, int64_t *D);
+/* A concatenation seen as [outer, parts along the axis, inner]: row = elements of y per
+ * outer index. */
+typedef struct rt_concat_dims {
+    int64_t outer, inner, row;
+} rt_concat_dims;
+rt_concat_dims rt_concat_check(const char *op, const rt_tensor *y, int n,
+                               const rt_tensor *const *xs, int axis);
 /* Orders the axes (*a0 < *a1) and checks y is x with them swapped. */
 void rt_transpose_check(const char *op, const rt_tensor *x, int *a0, int *a1, const rt_tensor *y);
 void rt_softmax_dims(const char *op, const rt_tensor *x, int axis, int64_t *outer, int64_t *dim,
                      int64_t *inner);
+void rt_softmax_bwd_check(const char *op, const rt_tensor *y, const rt_tensor *dy, int axis,
+                          const rt_tensor *dx, int64_t *outer, int64_t *dim, int64_t *inner);
 void rt_linear_dims(const char *op, const rt_tensor *x, const rt_tensor *w, int64_t *M, int64_t *in,
                     int64_t *out);
+void rt_linear_fwd_check(const char *op, const rt_tensor *x, const rt_tensor *w, const rt_tensor *b,
+                         const rt_tensor *y, int64_t *M, int64_t *in, int64_t *out);
+void rt_linear_bwd_check(const char *op, const rt_tensor *x, const rt_tensor *w, int64_t M,
+                         int64_t out, const rt_tensor *dy, const rt_tensor *dx, const rt_tensor *dw,
+                         const rt_tensor *db);
 void rt_matmul_dims(const char *op, const rt_tensor *a, const rt_tensor *b, int64_t *B, int64_t *m,
                     int64_t *k, int64_t *n);
+void rt_matmul_bwd_check(const char *op, const rt_tensor *a, const rt_tensor *b,
+                         const rt_tensor *dc, const rt_tensor *da, const rt_tensor *db, int64_t *B,
+                         int64_t *m, int64_t *k, int64_t *n);
 rt_attn_dims rt_attention_check(const char *op, const rt_tensor *x, const rt_tensor *w_qkv,
                                 const rt_tensor *w_o, int heads, const rt_tensor *saved);
+void rt_attention_bwd_check(const char *op, const rt_tensor *x, const rt_tensor *w_qkv,
+                            const rt_tensor *w_o, const rt_attn_dims *d, const rt_tensor *dy,
+                            const rt_tensor *dx, const rt_tensor *dw_qkv, const rt_tensor *db_qkv,
+                            const rt_tensor *dw_o, const rt_tensor *db_o);
 void rt_embedding_dims(const char *op, const rt_tensor *tokens, const rt_tensor *w,
                        const rt_tensor *pos, const rt_tensor *y, int64_t *NT, int64_t *T,
                        int64_t *D);
 void rt_cross_entropy_dims(const char *op, const rt_tensor *logits, const rt_tensor *labels,
                            int64_t global_count, int64_t *M, int64_t *C);
+void rt_correct_count_dims(const char *op, const rt_tensor *logits, const rt_tensor *labels,
+                           int64_t *M, int64_t *C);
 
-/* ranks.c: a checked, malloc'd copy of a rank set (distinct ranks of the world);
- * *index gets this rank's place in it, or -1. */
-int *rt_rank_set_copy(int n, const int *world_ranks, int *index);
-
-/* comm_mpi.c */
+/* rankset.c: rank sets, the shard rule and the reshard plan */
+struct rt_comm {
+    int n;                   /* ranks in the set */
+    int *ranks;              /* world ranks, in set order */
+    int index;               /* this rank's index in ranks, or -1 */
+    struct rt_comm_mpi *mpi; /* the set's MPI communicator (mpi_glue.h) */
+    void *transport;         /* the backend's state of the set (an NCCL communicator) */
+    rt_comm *next;
+};
+/* Sum-all-reduce of doubles within the set (no-op for NULL, one rank or non-members):
+ * the statistics of batch normalisation over a rank set, in device memory. */
+void rt_allreduce_f64(const rt_comm *c, double *data, int64_t n, const char *op);
 void rt_comm_free_all(void);
-/* Sum-all-reduce of doubles in place within the set (no-op for NULL, one rank
- * or non-members): the statistics of batch normalisation over a rank set. */
-void rt_allreduce_sum_f64(const rt_comm *c, double *data, int64_t n);
-void rt_comm_world_init(void);
+/* Every rank set made so far (follow ->next). */
+rt_comm *rt_comm_list(void);
+
+/* What one rank sends, receives and copies in a reshard: the sample ranges where its
+ * shard in one set meets another rank's shard in the other, receives first (in the
+ * producers' order), then sends and local copies (in the consumers' order). */
+typedef enum { RT_XFER_RECV, RT_XFER_SEND, RT_XFER_COPY } rt_xfer_dir;
+typedef struct rt_xfer {
+    rt_xfer_dir dir;
+    int peer;      /* world rank of the other side (this rank for a copy) */
+    int64_t first; /* first global sample */
+    int64_t count; /* samples */
+} rt_xfer;
+typedef struct rt_transfers {
+    bool producer, consumer; /* this rank is in the source / destination set */
+    int64_t src0, src1;      /* its samples [src0, src1) in the source set */
+    int64_t dst0, dst1;      /* and in the destination set */
+    int n;
+    rt_xfer *x; /* malloc'd; rt_transfers_free */
+} rt_transfers;
+/* The transfers of this rank for moving a global batch of B samples from `from` to `to`;
+ * false (and nothing to free) when this rank is in neither set. */
+bool rt_reshard_plan(const rt_comm *from, const rt_comm *to, int64_t B, rt_transfers *t);
+void rt_transfers_free(rt_transfers *t);
 
 /* checkpoint.c */
+/* Makes --checkpoint-dir (and its parents) and checks that this rank can write there. */
+void rt_checkpoint_check_dir(void);
 void rt_checkpoint_maybe_save(int64_t step);
 
 /* optim.c: the Adam step count that checkpoints carry */
@@ -76,5 +203,12 @@ int rt_params_count(const rt_params *ps);
 rt_param *rt_params_at(const rt_params *ps, int i);
 /* Optimizer state k of p, made (zero) on first use. */
 rt_tensor *rt_param_state(rt_params *ps, rt_param *p, int k);
+
+/* Each backend's kernels for the optimizers' per-element updates (PyTorch's rules; buf is
+ * NULL without momentum; a zero buffer gives the first step's update). */
+void rt_sgd_update(float *w, const float *g, float *buf, int64_t n, float lr, float momentum,
+                   float weight_decay, bool nesterov);
+void rt_adam_update(float *w, const float *g, float *m, float *v, int64_t n, float step,
+                    float beta1, float beta2, float eps, float weight_decay, float bc2_sqrt);
 
 #endif

@@ -2,8 +2,10 @@
  * and buffers this rank holds, each tagged with the rank set of its layer; it zeroes
  * gradients, all-reduces them within each rank set (so every replica sees the
  * full-batch gradient, since each rank's loss is already divided by the global batch),
- * and applies SGD or Adam with PyTorch's exact update rules. Optimizer state is made
- * on first use and is what checkpoint.c saves alongside the values. */
+ * and applies SGD or Adam with PyTorch's exact update rules: the loops over parameters
+ * and the step counts live here, the per-element updates in each backend's kernels
+ * (rt_sgd_update, rt_adam_update). Optimizer state is made on first use and is what
+ * checkpoint.c saves alongside the values. */
 #include "internal.h"
 
 #include <math.h>
@@ -83,11 +85,13 @@ void rt_params_zero_grad(rt_params *ps)
 
 void rt_params_allreduce_grads(rt_params *ps)
 {
+    rt_net.group(true);
     for (int i = 0; i < ps->n; i++) {
         rt_param *p = ps->items[i];
         if (p->grad)
             rt_allreduce_sum(p->comm, rt_f32(p->grad), p->grad->numel);
     }
+    rt_net.group(false);
 }
 
 rt_tensor *rt_param_state(rt_params *ps, rt_param *p, int k)
@@ -99,27 +103,14 @@ rt_tensor *rt_param_state(rt_params *ps, rt_param *p, int k)
 
 void rt_sgd_step(rt_params *ps, const rt_sgd *cfg)
 {
-    const float lr = cfg->lr, mom = cfg->momentum, wd = cfg->weight_decay;
     for (int i = 0; i < ps->n; i++) {
         rt_param *p = ps->items[i];
         if (!p->grad)
             continue;
-        float *w = rt_f32(p->value), *g = rt_f32(p->grad);
-        const int64_t n = p->value->numel;
-        if (mom == 0.0f) {
-            for (int64_t j = 0; j < n; j++)
-                w[j] -= lr * (g[j] + wd * w[j]);
-            continue;
-        }
-        /* A parameter whose buffer does not exist yet takes its first step. */
-        bool first = p->state[0] == NULL;
-        float *buf = rt_f32(rt_param_state(ps, p, 0));
-        for (int64_t j = 0; j < n; j++) {
-            float d = g[j] + wd * w[j];
-            buf[j] = first ? d : mom * buf[j] + d;
-            float upd = cfg->nesterov ? d + mom * buf[j] : buf[j];
-            w[j] -= lr * upd;
-        }
+        /* A new momentum buffer is zero, which gives PyTorch's first step (buf = g). */
+        float *buf = cfg->momentum != 0.0f ? rt_f32(rt_param_state(ps, p, 0)) : NULL;
+        rt_sgd_update(rt_f32(p->value), rt_f32(p->grad), buf, p->value->numel, cfg->lr,
+                      cfg->momentum, cfg->weight_decay, cfg->nesterov);
     }
 }
 
@@ -127,22 +118,14 @@ void rt_adam_step(rt_params *ps, const rt_adam *cfg)
 {
     ps->adam_t++;
     const double t = (double)ps->adam_t;
-    const float b1 = cfg->beta1, b2 = cfg->beta2, wd = cfg->weight_decay;
     const float bc1 = (float)(1.0 - pow(cfg->beta1, t));
     const float bc2_sqrt = (float)sqrt(1.0 - pow(cfg->beta2, t));
-    const float step = cfg->lr / bc1;
     for (int i = 0; i < ps->n; i++) {
         rt_param *p = ps->items[i];
         if (!p->grad)
             continue;
-        float *w = rt_f32(p->value), *g = rt_f32(p->grad);
-        float *m = rt_f32(rt_param_state(ps, p, 0)), *v = rt_f32(rt_param_state(ps, p, 1));
-        const int64_t n = p->value->numel;
-        for (int64_t j = 0; j < n; j++) {
-            float d = g[j] + wd * w[j];
-            m[j] = b1 * m[j] + (1.0f - b1) * d;
-            v[j] = b2 * v[j] + (1.0f - b2) * d * d;
-            w[j] -= step * m[j] / (sqrtf(v[j]) / bc2_sqrt + cfg->eps);
-        }
+        rt_adam_update(rt_f32(p->value), rt_f32(p->grad), rt_f32(rt_param_state(ps, p, 0)),
+                       rt_f32(rt_param_state(ps, p, 1)), p->value->numel, cfg->lr / bc1, cfg->beta1,
+                       cfg->beta2, cfg->eps, cfg->weight_decay, bc2_sqrt);
     }
 }

@@ -44,18 +44,21 @@ int rt_layer_key(const char *name)
 void rt_init_uniform(rt_tensor *t, float bound, uint64_t seed, int layer_id, int param_index)
 {
     rt_check(t, RT_F32, -1, "init_uniform", "tensor");
+    rt_progress_tick();
     uint64_t k = key4(seed, 0x1417, (uint64_t)layer_id, (uint64_t)param_index);
-    float *x = rt_f32(t);
+    float *x = rt_host_view(t, false, "init_uniform");
     for (int64_t i = 0; i < t->numel; i++)
         x[i] = (2.0f * to_unit(rt_hash64(k ^ (uint64_t)i)) - 1.0f) * bound;
+    rt_host_done(t, x, true, "init_uniform");
 }
 
 void rt_init_normal(rt_tensor *t, float mean, float std, uint64_t seed, int layer_id,
                     int param_index)
 {
     rt_check(t, RT_F32, -1, "init_normal", "tensor");
+    rt_progress_tick();
     uint64_t k = key4(seed, 0x2a2b, (uint64_t)layer_id, (uint64_t)param_index);
-    float *x = rt_f32(t);
+    float *x = rt_host_view(t, false, "init_normal");
     for (int64_t i = 0; i < t->numel; i++) {
         /* Box-Muller on two independent counter draws. */
         uint64_t h = rt_hash64(k ^ (uint64_t)i);
@@ -63,14 +66,17 @@ void rt_init_normal(rt_tensor *t, float mean, float std, uint64_t seed, int laye
         double u2 = (double)(rt_hash64(h) >> 11) * (1.0 / 9007199254740992.0);
         x[i] = mean + std * (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
     }
+    rt_host_done(t, x, true, "init_normal");
 }
 
 void rt_init_const(rt_tensor *t, float value)
 {
     rt_check(t, RT_F32, -1, "init_const", "tensor");
-    float *x = rt_f32(t);
+    rt_progress_tick();
+    float *x = rt_host_view(t, false, "init_const");
     for (int64_t i = 0; i < t->numel; i++)
         x[i] = value;
+    rt_host_done(t, x, true, "init_const");
 }
 
 void rt_init_kaiming_uniform(rt_tensor *t, int64_t fan_in, uint64_t seed, int layer_id,

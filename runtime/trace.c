@@ -7,10 +7,14 @@
  * CPU run share the machine's monotonic clock). */
 #include "internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define STACK_MAX  32
 #define TABLE_SIZE 1024
@@ -39,11 +43,31 @@ static struct {
     int64_t steps;
 } tr;
 
+void rt_trace_check_path(void)
+{
+    const char *path = rt_opts_g.trace_path;
+    if (!path[0] || rt_opts_g.rank != 0)
+        return;
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        rt_fatal("trace", "cannot write the trace to %s: not a regular file", path);
+    char tmp[600];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", path) >= sizeof tmp)
+        rt_fatal("trace", "trace path too long: %s", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd < 0)
+        rt_fatal("trace", "cannot write the trace to %s: %s", path, strerror(errno));
+    close(fd);
+    unlink(tmp);
+}
+
 void rt_trace_init(void)
 {
     tr.recording = rt_opts_g.trace_path[0] != 0;
     double base = rt_now();
+    rt_wait_begin("trace");
     MPI_Bcast(&base, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    rt_wait_end();
     tr.base = base;
 }
 
@@ -68,6 +92,8 @@ static void record(const char *name, double t0, double t1)
 
 void rt_trace_push(const char *name)
 {
+    rt_dev.op_begin(name);
+    rt_progress_op(name);
     if (tr.depth == STACK_MAX)
         rt_fatal("trace", "rt_trace_push nested deeper than %d (missing rt_trace_pop?)", STACK_MAX);
     tr.stack_name[tr.depth] = name;
@@ -79,9 +105,11 @@ void rt_trace_pop(void)
 {
     if (tr.depth == 0)
         rt_fatal("trace", "rt_trace_pop without rt_trace_push");
+    const char *name = tr.stack_name[tr.depth - 1];
+    rt_dev.op_end(name); /* under --trace a GPU waits for the op's kernels here */
     double t1 = rt_now();
     tr.depth--;
-    const char *name = tr.stack_name[tr.depth];
+    rt_progress_op(tr.depth > 0 ? tr.stack_name[tr.depth - 1] : "");
     double t0 = tr.stack_t0[tr.depth];
     /* Names are string literals, so the pointer identifies the op. */
     size_t h = ((uintptr_t)name >> 3) % TABLE_SIZE;
@@ -115,14 +143,13 @@ void rt_report_loss(int64_t step, double loss)
 
 void rt_timers_report(void)
 {
-    fprintf(stderr, "burstrt: rank %d: mean iteration %.3f ms over %lld steps\n", rt_opts_g.rank,
-            tr.steps ? 1e3 * tr.step_total / (double)tr.steps : 0.0, (long long)tr.steps);
+    rt_message("timers", "mean iteration %.3f ms over %lld steps",
+               tr.steps ? 1e3 * tr.step_total / (double)tr.steps : 0.0, (long long)tr.steps);
     for (size_t i = 0; i < TABLE_SIZE; i++)
         if (tr.table[i].name)
-            fprintf(stderr, "burstrt: rank %d:   %-28s %10.3f ms/call  %8lld calls\n",
-                    rt_opts_g.rank, tr.table[i].name,
-                    1e3 * tr.table[i].total / (double)tr.table[i].count,
-                    (long long)tr.table[i].count);
+            rt_message("timers", "  %-28s %10.3f ms/call  %8lld calls", tr.table[i].name,
+                       1e3 * tr.table[i].total / (double)tr.table[i].count,
+                       (long long)tr.table[i].count);
 }
 
 /* Serialises this rank's events as comma-terminated JSON objects. */
@@ -181,14 +208,14 @@ void rt_trace_write_and_free(const char *path)
             snprintf(tmp, sizeof tmp, "%s.tmp", path);
             FILE *f = fopen(tmp, "w");
             if (!f)
-                rt_fatal("trace", "cannot write %s", tmp);
+                rt_fatal("trace", "cannot write %s: %s", tmp, strerror(errno));
             fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
             /* Drop the final ",\n" so the array is valid JSON. */
             if (total >= 2)
                 fwrite(all, 1, total - 2, f);
             fputs("\n]}\n", f);
             if (fclose(f) != 0 || rename(tmp, path) != 0)
-                rt_fatal("trace", "cannot write %s", path);
+                rt_fatal("trace", "cannot write %s: %s", path, strerror(errno));
         }
         free(all);
         free(lens);

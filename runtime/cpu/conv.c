@@ -7,48 +7,17 @@
  * unpadded convolution then uses x itself as col. im2col copies whole
  * contiguous output rows (memcpy when the stride is 1) so the lowering stays a small
  * fraction of the GEMM time; tests/bench/runtime/bench_conv measures that fraction. */
-#include "../internal.h"
+#include "cpu.h"
 
 #include <cblas.h>
 #include <string.h>
 
-typedef struct {
-    int64_t N, C, H, W, K, OH, OW, Cg, Kg, ckk, ohw;
-    bool direct; /* 1x1, stride 1, no padding: col = x */
-} conv_dims;
+typedef rt_conv_dims conv_dims;
 
-static conv_dims dims_of(const char *op, const rt_tensor *x, const rt_tensor *w,
-                         const rt_conv2d_attrs *a)
+/* 1x1, stride 1, no padding: the columns are x itself. */
+static bool is_direct(const rt_conv2d_attrs *a)
 {
-    rt_check(x, RT_F32, 4, op, "input");
-    rt_check(w, RT_F32, 4, op, "weight");
-    conv_dims d;
-    d.N = x->shape[0];
-    d.C = x->shape[1];
-    d.H = x->shape[2];
-    d.W = x->shape[3];
-    d.K = w->shape[0];
-    if (a->groups <= 0 || d.C % a->groups || d.K % a->groups)
-        rt_fatal(op, "groups=%d must divide channels %lld and filters %lld", a->groups,
-                 (long long)d.C, (long long)d.K);
-    if (a->sh <= 0 || a->sw <= 0 || a->dh <= 0 || a->dw <= 0 || a->ph < 0 || a->pw < 0)
-        rt_fatal(op, "stride and dilation must be positive, padding non-negative");
-    d.Cg = d.C / a->groups;
-    d.Kg = d.K / a->groups;
-    if (w->shape[1] != d.Cg || w->shape[2] != a->kh || w->shape[3] != a->kw)
-        rt_fatal(op,
-                 "weight shape [%lld,%lld,%lld,%lld] does not match C/groups=%lld, "
-                 "kernel %dx%d",
-                 (long long)w->shape[0], (long long)w->shape[1], (long long)w->shape[2],
-                 (long long)w->shape[3], (long long)d.Cg, a->kh, a->kw);
-    d.OH = (d.H + 2 * a->ph - a->dh * (a->kh - 1) - 1) / a->sh + 1;
-    d.OW = (d.W + 2 * a->pw - a->dw * (a->kw - 1) - 1) / a->sw + 1;
-    if (d.OH <= 0 || d.OW <= 0)
-        rt_fatal(op, "kernel larger than padded input (%lldx%lld)", (long long)d.H, (long long)d.W);
-    d.ckk = d.Cg * a->kh * a->kw;
-    d.ohw = d.OH * d.OW;
-    d.direct = a->kh == 1 && a->kw == 1 && a->sh == 1 && a->sw == 1 && a->ph == 0 && a->pw == 0;
-    return d;
+    return a->kh == 1 && a->kw == 1 && a->sh == 1 && a->sw == 1 && a->ph == 0 && a->pw == 0;
 }
 
 /* x: [Cg,H,W] of one sample and group -> col [Cg*kh*kw, OH*OW], rows `ld` floats apart
@@ -140,21 +109,13 @@ void rt_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const 
                    const rt_conv2d_attrs *a, rt_tensor *y)
 {
     const char *op = "conv2d_fwd";
-    conv_dims d = dims_of(op, x, w, a);
-    rt_check(y, RT_F32, 4, op, "output");
-    if (y->shape[0] != d.N || y->shape[1] != d.K || y->shape[2] != d.OH || y->shape[3] != d.OW)
-        rt_fatal(op, "output shape [%lld,%lld,%lld,%lld], expected [%lld,%lld,%lld,%lld]",
-                 (long long)y->shape[0], (long long)y->shape[1], (long long)y->shape[2],
-                 (long long)y->shape[3], (long long)d.N, (long long)d.K, (long long)d.OH,
-                 (long long)d.OW);
-    if (b) {
-        rt_check(b, RT_F32, -1, op, "bias");
-        rt_check_numel(b, d.K, op, "bias");
-    }
+    conv_dims d = rt_conv2d_check(op, x, w, a, y, "output");
+    if (b)
+        rt_check_f32(b, d.K, op, "bias");
     /* nc samples share one GEMM: col [ckk, nc*ohw] and out [Kg, nc*ohw]. With nc = 1
      * the GEMM writes y directly, and a 1x1 convolution reads x directly. */
     const int64_t nc = rt_conv2d_chunk(d.N, d.ohw), cols = nc * d.ohw;
-    const bool direct = d.direct && nc == 1;
+    const bool direct = is_direct(a) && nc == 1;
     float *col = NULL, *out = NULL;
     if (!direct) {
         col = rt_pool_scratch(pool, (size_t)(d.ckk * cols + (nc > 1 ? d.Kg * cols : 0)));
@@ -199,23 +160,10 @@ void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const 
                    const rt_conv2d_attrs *a, rt_tensor *dx, rt_tensor *dw, rt_tensor *db)
 {
     const char *op = "conv2d_bwd";
-    conv_dims d = dims_of(op, x, w, a);
-    rt_check(dy, RT_F32, 4, op, "output gradient");
-    rt_check_numel(dy, d.N * d.K * d.ohw, op, "output gradient");
-    if (dx) {
-        rt_check(dx, RT_F32, -1, op, "input gradient");
-        rt_check_numel(dx, x->numel, op, "input gradient");
-    }
-    if (dw) {
-        rt_check(dw, RT_F32, -1, op, "weight gradient");
-        rt_check_numel(dw, w->numel, op, "weight gradient");
-    }
-    if (db) {
-        rt_check(db, RT_F32, -1, op, "bias gradient");
-        rt_check_numel(db, d.K, op, "bias gradient");
-    }
+    conv_dims d = rt_conv2d_check(op, x, w, a, dy, "output gradient");
+    rt_conv2d_bwd_check(op, x, w, &d, dx, dw, db);
     const int64_t nc = rt_conv2d_chunk(d.N, d.ohw), cols = nc * d.ohw;
-    const bool direct = d.direct && nc == 1;
+    const bool direct = is_direct(a) && nc == 1;
     /* col and dcol [ckk, nc*ohw]; gdy [Kg, nc*ohw] gathers dy when nc > 1. */
     float *col = rt_pool_scratch(pool, (size_t)(2 * d.ckk * cols + (nc > 1 ? d.Kg * cols : 0)));
     float *dcol = col + d.ckk * cols, *gdy = dcol + d.ckk * cols;

@@ -55,11 +55,7 @@ void rt_linear_fwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *b, r
 {
     const char *op = "linear_fwd";
     int64_t M, in, out;
-    rt_linear_dims(op, x, w, &M, &in, &out);
-    rt_check(y, RT_F32, -1, op, "output");
-    rt_check_numel(y, M * out, op, "output");
-    if (b)
-        rt_check_numel(b, out, op, "bias");
+    rt_linear_fwd_check(op, x, w, b, y, &M, &in, &out);
     linear(rt_f32(x), rt_f32(w), b ? rt_f32(b) : NULL, M, in, out, rt_f32(y));
 }
 
@@ -69,13 +65,7 @@ void rt_linear_bwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *dy, 
     const char *op = "linear_bwd";
     int64_t M, in, out;
     rt_linear_dims(op, x, w, &M, &in, &out);
-    rt_check_numel(dy, M * out, op, "output gradient");
-    if (dx)
-        rt_check_numel(dx, x->numel, op, "input gradient");
-    if (dw)
-        rt_check_numel(dw, w->numel, op, "weight gradient");
-    if (db)
-        rt_check_numel(db, out, op, "bias gradient");
+    rt_linear_bwd_check(op, x, w, M, out, dy, dx, dw, db);
     linear_bwd(rt_f32(x), rt_f32(w), rt_f32(dy), M, in, out, dx ? rt_f32(dx) : NULL,
                dw ? rt_f32(dw) : NULL, db ? rt_f32(db) : NULL);
 }
@@ -85,8 +75,7 @@ void rt_matmul_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *c)
     const char *op = "matmul_fwd";
     int64_t B, m, k, n;
     rt_matmul_dims(op, a, b, &B, &m, &k, &n);
-    rt_check(c, RT_F32, -1, op, "output");
-    rt_check_numel(c, B * m * n, op, "output");
+    rt_check_f32(c, B * m * n, op, "c");
     for (int64_t i = 0; i < B; i++)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)k, 1.0f,
                     rt_f32(a) + i * m * k, (int)k, rt_f32(b) + i * k * n, (int)n, 0.0f,
@@ -98,12 +87,7 @@ void rt_matmul_bwd(const rt_tensor *a, const rt_tensor *b, const rt_tensor *dc, 
 {
     const char *op = "matmul_bwd";
     int64_t B, m, k, n;
-    rt_matmul_dims(op, a, b, &B, &m, &k, &n);
-    rt_check_numel(dc, B * m * n, op, "output gradient");
-    if (da)
-        rt_check_numel(da, a->numel, op, "a gradient");
-    if (db)
-        rt_check_numel(db, b->numel, op, "b gradient");
+    rt_matmul_bwd_check(op, a, b, dc, da, db, &B, &m, &k, &n);
     for (int64_t i = 0; i < B; i++) {
         const float *dci = rt_f32(dc) + i * m * n;
         if (da)
@@ -126,7 +110,7 @@ void rt_attention_ex_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_q
     (void)pool;
     const char *op = "attention_fwd";
     rt_attn_dims d = rt_attention_check(op, x, w_qkv, w_o, heads, saved);
-    rt_check_numel(y, x->numel, op, "output");
+    rt_check_f32(y, x->numel, op, "output");
     const int64_t NT = d.N * d.T, T = d.T, D = d.D, hd = d.hd;
     float *qkv = rt_f32(saved), *P = qkv + NT * 3 * D, *merged = P + d.N * d.H * T * T;
     linear(rt_f32(x), rt_f32(w_qkv), b_qkv ? rt_f32(b_qkv) : NULL, NT, D, 3 * D, qkv);
@@ -174,17 +158,7 @@ void rt_attention_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
     /* Masked probabilities are stored as 0, so the same backward serves both masks. */
     const char *op = "attention_bwd";
     rt_attn_dims d = rt_attention_check(op, x, w_qkv, w_o, heads, saved);
-    rt_check_numel(dy, x->numel, op, "output gradient");
-    if (dx)
-        rt_check_numel(dx, x->numel, op, "input gradient");
-    if (dw_qkv)
-        rt_check_numel(dw_qkv, w_qkv->numel, op, "w_qkv gradient");
-    if (db_qkv)
-        rt_check_numel(db_qkv, 3 * d.D, op, "b_qkv gradient");
-    if (dw_o)
-        rt_check_numel(dw_o, w_o->numel, op, "w_o gradient");
-    if (db_o)
-        rt_check_numel(db_o, d.D, op, "b_o gradient");
+    rt_attention_bwd_check(op, x, w_qkv, w_o, &d, dy, dx, dw_qkv, db_qkv, dw_o, db_o);
     const int64_t NT = d.N * d.T, T = d.T, D = d.D, hd = d.hd;
     const float *qkv = rt_f32(saved), *P = qkv + NT * 3 * D, *merged = P + d.N * d.H * T * T;
     float *dmerged = rt_pool_scratch(pool, (size_t)(NT * D + NT * 3 * D + T * T));

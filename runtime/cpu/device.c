@@ -1,8 +1,9 @@
-/* device.c: the device hooks of burstrt.h on the CPU backend, where there is one memory
- * and one stream: the compute precision is recorded (kernels stay f32), graph segments
- * always run their body, and tensor copies are memcpy. The CUDA backend implements the
- * same functions in runtime/cuda/device.c. */
-#include "../internal.h"
+/* device.c: the CPU backend's device (device.h): host memory, one stream, nothing to
+ * wait for. Tensors are one aligned allocation each (so the sanitizers and valgrind see
+ * every tensor's bounds), copies are memcpy, graph segments always run their body. The
+ * backend's one piece of set-up is OpenBLAS: the thread count per rank (--threads) and,
+ * before MPI starts, its kernels (see cpu_start). */
+#include "cpu.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 char *openblas_get_corename(void);
+void openblas_set_num_threads(int num_threads);
 
 /* OpenBLAS picks its kernels from the CPU model when it loads. Virtual machines often
  * hide the model, and OpenBLAS then falls back to its generic SSE3 kernels
@@ -18,7 +20,7 @@ char *openblas_get_corename(void);
  * sets OPENBLAS_CORETYPE and re-executes itself once, before MPI starts, so the
  * environment reaches OpenBLAS's loader. OPENBLAS_CORETYPE set by the user is kept;
  * BURSTRT_BLAS_KEEP=1 turns this off. */
-void rt_blas_select(char **argv)
+static void cpu_start(char **argv)
 {
     if (getenv("OPENBLAS_CORETYPE") || getenv("BURSTRT_BLAS_KEEP"))
         return;
@@ -39,17 +41,84 @@ void rt_blas_select(char **argv)
     /* Not re-executed (no /proc?): carry on with the generic kernels. */
 }
 
-static rt_compute_dtype compute_dtype = RT_COMPUTE_F32;
-
-void rt_set_compute_dtype(rt_compute_dtype dt)
+static void cpu_init(const rt_options *o)
 {
-    compute_dtype = dt;
-}
-rt_compute_dtype rt_get_compute_dtype(void)
-{
-    return compute_dtype;
+    openblas_set_num_threads(o->threads);
 }
 
+static void cpu_finalize(void)
+{
+}
+
+static void *cpu_alloc(size_t bytes, const char *op)
+{
+    size_t rounded = (bytes + 63) / 64 * 64;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (!p)
+        rt_fatal(op, "out of memory allocating %zu bytes", bytes);
+    memset(p, 0, rounded);
+    return p;
+}
+
+static void cpu_free(void *p)
+{
+    free(p);
+}
+
+static void cpu_copy(void *dst, const void *src, size_t bytes, rt_copy_kind kind, const char *op)
+{
+    (void)kind;
+    (void)op;
+    memmove(dst, src, bytes);
+}
+
+static void cpu_zero(void *p, size_t bytes, const char *op)
+{
+    (void)op;
+    memset(p, 0, bytes);
+}
+
+static void cpu_sync(const char *op)
+{
+    (void)op;
+}
+
+static void cpu_background(bool on)
+{
+    (void)on;
+}
+
+static void cpu_step(int64_t step)
+{
+    (void)step;
+}
+
+static void cpu_op(const char *name)
+{
+    (void)name;
+}
+
+const rt_device rt_dev = {
+    .name = "cpu",
+    .host_memory = true,
+    .chunk_bytes = 0,
+    .start = cpu_start,
+    .init = cpu_init,
+    .finalize = cpu_finalize,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
+    .background = cpu_background,
+    .step_begin = cpu_step,
+    .step_end = cpu_step,
+    .op_begin = cpu_op,
+    .op_end = cpu_op,
+    .synth = NULL,
+};
+
+/* CUDA graph segments have no CPU counterpart: the body always runs. */
 bool rt_graph_begin(int segment)
 {
     if (segment < 0 || segment > 1023)
@@ -60,19 +129,4 @@ bool rt_graph_begin(int segment)
 void rt_graph_end(int segment)
 {
     (void)segment;
-}
-void rt_device_sync(void)
-{
-}
-void rt_use_background_stream(bool on)
-{
-    (void)on;
-}
-void rt_tensor_write(rt_tensor *t, const void *host)
-{
-    memcpy(t->data, host, (size_t)t->numel * 4);
-}
-void rt_tensor_read(const rt_tensor *t, void *host)
-{
-    memcpy(host, t->data, (size_t)t->numel * 4);
 }

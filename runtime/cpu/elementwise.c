@@ -1,25 +1,16 @@
 /* cpu/elementwise.c: the memory-bound ops on the CPU: relu, gelu (tanh approximation),
  * add and gradient accumulation, dropout with the counter-based mask, concat,
- * transpose of two axes, and softmax along an axis. Each is a plain loop over
- * contiguous memory; shapes are checked once per call, never per element. */
+ * transpose of two axes, softmax along an axis, and the optimizers' per-element updates.
+ * Each is a plain loop over contiguous memory; shapes are checked once per call, never
+ * per element. */
 #include "../internal.h"
 
 #include <math.h>
 #include <string.h>
 
-static void same_numel(const char *op, const rt_tensor *a, const rt_tensor *b, const char *an,
-                       const char *bn)
-{
-    rt_check(a, RT_F32, -1, op, an);
-    rt_check(b, RT_F32, -1, op, bn);
-    if (a->numel != b->numel)
-        rt_fatal(op, "%s has %lld elements, %s has %lld", an, (long long)a->numel, bn,
-                 (long long)b->numel);
-}
-
 void rt_relu_fwd(const rt_tensor *x, rt_tensor *y)
 {
-    same_numel("relu_fwd", x, y, "input", "output");
+    rt_same_numel("relu_fwd", x, "input", y, "output");
     const float *xp = rt_f32(x);
     float *yp = rt_f32(y);
     for (int64_t i = 0; i < x->numel; i++)
@@ -28,8 +19,8 @@ void rt_relu_fwd(const rt_tensor *x, rt_tensor *y)
 
 void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 {
-    same_numel("relu_bwd", x, dy, "input", "output gradient");
-    same_numel("relu_bwd", x, dx, "input", "input gradient");
+    rt_same_numel("relu_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("relu_bwd", x, "input", dx, "input gradient");
     const float *xp = rt_f32(x), *g = rt_f32(dy);
     float *o = rt_f32(dx);
     for (int64_t i = 0; i < x->numel; i++)
@@ -41,7 +32,7 @@ void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 
 void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y)
 {
-    same_numel("gelu_fwd", x, y, "input", "output");
+    rt_same_numel("gelu_fwd", x, "input", y, "output");
     const float *xp = rt_f32(x);
     float *yp = rt_f32(y);
     for (int64_t i = 0; i < x->numel; i++) {
@@ -52,8 +43,8 @@ void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y)
 
 void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 {
-    same_numel("gelu_bwd", x, dy, "input", "output gradient");
-    same_numel("gelu_bwd", x, dx, "input", "input gradient");
+    rt_same_numel("gelu_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("gelu_bwd", x, "input", dx, "input gradient");
     const float *xp = rt_f32(x), *g = rt_f32(dy);
     float *o = rt_f32(dx);
     for (int64_t i = 0; i < x->numel; i++) {
@@ -67,8 +58,8 @@ void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 
 void rt_add_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *y)
 {
-    same_numel("add_fwd", a, b, "a", "b");
-    same_numel("add_fwd", a, y, "a", "output");
+    rt_same_numel("add", a, "a", b, "b");
+    rt_same_numel("add", a, "a", y, "output");
     const float *ap = rt_f32(a), *bp = rt_f32(b);
     float *yp = rt_f32(y);
     for (int64_t i = 0; i < a->numel; i++)
@@ -77,7 +68,7 @@ void rt_add_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *y)
 
 void rt_accumulate(rt_tensor *dst, const rt_tensor *src)
 {
-    same_numel("accumulate", dst, src, "destination", "source");
+    rt_same_numel("accumulate", dst, "destination", src, "source");
     float *d = rt_f32(dst);
     const float *s = rt_f32(src);
     for (int64_t i = 0; i < dst->numel; i++)
@@ -89,9 +80,7 @@ void rt_accumulate(rt_tensor *dst, const rt_tensor *src)
 static void dropout(const char *op, const rt_tensor *in, float p, uint64_t seed, int64_t step,
                     int layer_id, int64_t sample0, rt_tensor *out)
 {
-    same_numel(op, in, out, "input", "output");
-    if (!(p >= 0.0f && p <= 1.0f))
-        rt_fatal(op, "probability %g outside [0,1]", (double)p);
+    rt_dropout_check(op, in, p, out);
     const float *x = rt_f32(in);
     float *y = rt_f32(out);
     if (p >= 1.0f) {
@@ -131,13 +120,8 @@ void rt_dropout_bwd(const rt_tensor *dy, float p, uint64_t seed, int64_t step, i
 void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_tensor *y)
 {
     const char *op = "concat_fwd";
-    for (int i = 0; i < n; i++)
-        if (!xs[i])
-            rt_fatal(op, "input %d is NULL", i);
-    rt_concat_check(op, y, n, xs, axis);
-    const int64_t outer = rt_dims_prod(y->shape, 0, axis);
-    const int64_t inner = rt_dims_prod(y->shape, axis + 1, y->ndim);
-    const int64_t yrow = y->shape[axis] * inner;
+    const rt_concat_dims d = rt_concat_check(op, y, n, xs, axis);
+    const int64_t outer = d.outer, inner = d.inner, yrow = d.row;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         const int64_t chunk = xs[i]->shape[axis] * inner;
@@ -146,21 +130,15 @@ void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_tensor *y)
                    (size_t)chunk * sizeof(float));
         off += chunk;
     }
-    if (off != yrow)
-        rt_fatal(op, "parts do not fill the result along axis %d", axis);
 }
 
 void rt_concat_bwd(const rt_tensor *dy, int axis, int n, rt_tensor *const *dxs)
 {
     const char *op = "concat_bwd";
-    rt_concat_check(op, dy, n, (const rt_tensor *const *)dxs, axis);
-    const int64_t outer = rt_dims_prod(dy->shape, 0, axis);
-    const int64_t inner = rt_dims_prod(dy->shape, axis + 1, dy->ndim);
-    const int64_t yrow = dy->shape[axis] * inner;
+    const rt_concat_dims d = rt_concat_check(op, dy, n, (const rt_tensor *const *)dxs, axis);
+    const int64_t outer = d.outer, inner = d.inner, yrow = d.row;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
-        if (!dxs[i])
-            rt_fatal(op, "gradient %d is NULL: every part's size is needed", i);
         const int64_t chunk = dxs[i]->shape[axis] * inner;
         for (int64_t o = 0; o < outer; o++)
             memcpy(rt_f32(dxs[i]) + o * chunk, rt_f32(dy) + o * yrow + off,
@@ -197,7 +175,7 @@ void rt_softmax_fwd(const rt_tensor *x, int axis, rt_tensor *y)
     const char *op = "softmax_fwd";
     int64_t outer, dim, inner;
     rt_softmax_dims(op, x, axis, &outer, &dim, &inner);
-    same_numel(op, x, y, "input", "output");
+    rt_same_numel(op, x, "input", y, "output");
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t c = 0; c < inner; c++) {
             const float *xs = rt_f32(x) + o * dim * inner + c;
@@ -220,9 +198,7 @@ void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis, rt_tensor
 {
     const char *op = "softmax_bwd";
     int64_t outer, dim, inner;
-    rt_softmax_dims(op, y, axis, &outer, &dim, &inner);
-    same_numel(op, y, dy, "output", "output gradient");
-    same_numel(op, y, dx, "output", "input gradient");
+    rt_softmax_bwd_check(op, y, dy, axis, dx, &outer, &dim, &inner);
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t c = 0; c < inner; c++) {
             const size_t base = (size_t)(o * dim * inner + c);
@@ -233,5 +209,32 @@ void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis, rt_tensor
             for (int64_t k = 0; k < dim; k++)
                 ds[k * inner] = ys[k * inner] * (gs[k * inner] - dot);
         }
+    }
+}
+
+/* ---- optimizers ------------------------------------------------------------------------ */
+
+/* PyTorch SGD; a zero momentum buffer gives buf = d, exactly the first-step rule. */
+void rt_sgd_update(float *w, const float *g, float *buf, int64_t n, float lr, float momentum,
+                   float weight_decay, bool nesterov)
+{
+    for (int64_t j = 0; j < n; j++) {
+        float d = g[j] + weight_decay * w[j];
+        if (buf) {
+            buf[j] = momentum * buf[j] + d;
+            d = nesterov ? d + momentum * buf[j] : buf[j];
+        }
+        w[j] -= lr * d;
+    }
+}
+
+void rt_adam_update(float *w, const float *g, float *m, float *v, int64_t n, float step,
+                    float beta1, float beta2, float eps, float weight_decay, float bc2_sqrt)
+{
+    for (int64_t j = 0; j < n; j++) {
+        float d = g[j] + weight_decay * w[j];
+        m[j] = beta1 * m[j] + (1.0f - beta1) * d;
+        v[j] = beta2 * v[j] + (1.0f - beta2) * d * d;
+        w[j] -= step * m[j] / (sqrtf(v[j]) / bc2_sqrt + eps);
     }
 }

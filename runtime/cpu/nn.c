@@ -13,33 +13,11 @@
 /* ---- pooling ------------------------------------------------------------------------ */
 
 static void pool_dims(const char *op, const rt_tensor *x, const rt_pool2d_attrs *a,
-                      const rt_tensor *y, int64_t *N, int64_t *C, int64_t *H, int64_t *W,
-                      int64_t *OH, int64_t *OW)
+                      const rt_tensor *y, const char *yname, int64_t *N, int64_t *C, int64_t *H,
+                      int64_t *W, int64_t *OH, int64_t *OW)
 {
-    rt_check(x, RT_F32, 4, op, "input");
-    rt_check(y, RT_F32, 4, op, "output");
-    if (a->kh <= 0 || a->kw <= 0 || a->sh <= 0 || a->sw <= 0 || a->ph < 0 || a->pw < 0)
-        rt_fatal(op, "kernel and stride must be positive, padding non-negative");
-    *N = x->shape[0];
-    *C = x->shape[1];
-    *H = x->shape[2];
-    *W = x->shape[3];
-    if (*H + 2 * a->ph < a->kh || *W + 2 * a->pw < a->kw)
-        rt_fatal(op, "kernel %dx%d larger than the padded %lldx%lld input", a->kh, a->kw,
-                 (long long)*H, (long long)*W);
-    /* PyTorch's pooling_output_shape: in ceil mode the last window must start inside
-     * the image or its left padding. */
-    *OH = (*H + 2 * a->ph - a->kh + (a->ceil_mode ? a->sh - 1 : 0)) / a->sh + 1;
-    *OW = (*W + 2 * a->pw - a->kw + (a->ceil_mode ? a->sw - 1 : 0)) / a->sw + 1;
-    if (a->ceil_mode && (*OH - 1) * a->sh >= *H + a->ph)
-        --*OH;
-    if (a->ceil_mode && (*OW - 1) * a->sw >= *W + a->pw)
-        --*OW;
-    if (y->shape[0] != *N || y->shape[1] != *C || y->shape[2] != *OH || y->shape[3] != *OW)
-        rt_fatal(op, "output shape [%lld,%lld,%lld,%lld], expected [%lld,%lld,%lld,%lld]",
-                 (long long)y->shape[0], (long long)y->shape[1], (long long)y->shape[2],
-                 (long long)y->shape[3], (long long)*N, (long long)*C, (long long)*OH,
-                 (long long)*OW);
+    rt_pool_dims d = rt_pool2d_check(op, x, a, y, yname);
+    *N = d.N, *C = d.C, *H = d.H, *W = d.W, *OH = d.OH, *OW = d.OW;
 }
 
 /* The window's maximum as PyTorch picks it: an element replaces the current one when it
@@ -107,7 +85,7 @@ static bool is_2x2(const rt_pool2d_attrs *a, int64_t H, int64_t W)
 void rt_maxpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y)
 {
     int64_t N, C, H, W, OH, OW;
-    pool_dims("maxpool2d_fwd", x, a, y, &N, &C, &H, &W, &OH, &OW);
+    pool_dims("maxpool2d_fwd", x, a, y, "output", &N, &C, &H, &W, &OH, &OW);
     if (is_2x2(a, H, W)) {
         for (int64_t p = 0; p < N * C; p++)
             for (int64_t oh = 0; oh < OH; oh++) {
@@ -146,8 +124,8 @@ void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy, const rt_pool2d_a
                       rt_tensor *dx)
 {
     int64_t N, C, H, W, OH, OW;
-    pool_dims("maxpool2d_bwd", x, a, dy, &N, &C, &H, &W, &OH, &OW);
-    rt_check_numel(dx, x->numel, "maxpool2d_bwd", "input gradient");
+    pool_dims("maxpool2d_bwd", x, a, dy, "output gradient", &N, &C, &H, &W, &OH, &OW);
+    rt_check_f32(dx, x->numel, "maxpool2d_bwd", "input gradient");
     if (is_2x2(a, H, W)) {
         /* Every input element is in exactly one window: write all four, no zeroing pass. */
         for (int64_t p = 0; p < N * C; p++)
@@ -195,7 +173,7 @@ static inline float avg_divisor(const rt_pool2d_attrs *a, int64_t H, int64_t W, 
 void rt_avgpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y)
 {
     int64_t N, C, H, W, OH, OW;
-    pool_dims("avgpool2d_fwd", x, a, y, &N, &C, &H, &W, &OH, &OW);
+    pool_dims("avgpool2d_fwd", x, a, y, "output", &N, &C, &H, &W, &OH, &OW);
     for (int64_t p = 0; p < N * C; p++) {
         const float *plane = rt_f32(x) + p * H * W;
         float *out = rt_f32(y) + p * OH * OW;
@@ -218,7 +196,7 @@ void rt_avgpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y
 void rt_avgpool2d_bwd(const rt_tensor *dy, const rt_pool2d_attrs *a, rt_tensor *dx)
 {
     int64_t N, C, H, W, OH, OW;
-    pool_dims("avgpool2d_bwd", dx, a, dy, &N, &C, &H, &W, &OH, &OW);
+    pool_dims("avgpool2d_bwd", dx, a, dy, "output gradient", &N, &C, &H, &W, &OH, &OW);
     rt_tensor_zero(dx);
     for (int64_t p = 0; p < N * C; p++) {
         const float *g = rt_f32(dy) + p * OH * OW;
@@ -241,10 +219,8 @@ void rt_avgpool2d_bwd(const rt_tensor *dy, const rt_pool2d_attrs *a, rt_tensor *
 void rt_global_avgpool_fwd(const rt_tensor *x, rt_tensor *y)
 {
     const char *op = "global_avgpool_fwd";
-    rt_check(x, RT_F32, 4, op, "input");
-    rt_check(y, RT_F32, -1, op, "output");
+    rt_global_pool_check(op, x, "input", y, "output");
     const int64_t NC = x->shape[0] * x->shape[1], HW = x->shape[2] * x->shape[3];
-    rt_check_numel(y, NC, op, "output");
     for (int64_t p = 0; p < NC; p++) {
         const float *plane = rt_f32(x) + p * HW;
         double s = 0.0;
@@ -257,9 +233,8 @@ void rt_global_avgpool_fwd(const rt_tensor *x, rt_tensor *y)
 void rt_global_avgpool_bwd(const rt_tensor *dy, rt_tensor *dx)
 {
     const char *op = "global_avgpool_bwd";
-    rt_check(dx, RT_F32, 4, op, "input gradient");
+    rt_global_pool_check(op, dx, "input gradient", dy, "output gradient");
     const int64_t NC = dx->shape[0] * dx->shape[1], HW = dx->shape[2] * dx->shape[3];
-    rt_check_numel(dy, NC, op, "output gradient");
     for (int64_t p = 0; p < NC; p++) {
         float v = rt_f32(dy)[p] / (float)HW;
         float *plane = rt_f32(dx) + p * HW;
@@ -278,16 +253,9 @@ static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
                           float momentum, float eps, rt_tensor *saved, rt_tensor *y)
 {
     const char *op = "batchnorm2d_fwd";
-    rt_check(x, RT_F32, 4, op, "input");
-    const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
-    rt_check_numel(gamma, C, op, "gamma");
-    rt_check_numel(beta, C, op, "beta");
-    rt_check_numel(saved, 2 * C, op, "saved");
-    rt_check_numel(y, x->numel, op, "output");
-    if (running_mean)
-        rt_check_numel(running_mean, C, op, "running mean");
-    if (running_var)
-        rt_check_numel(running_var, C, op, "running variance");
+    const int64_t C =
+        rt_batchnorm_fwd_check(op, comm, x, gamma, beta, running_mean, running_var, saved, y);
+    const int64_t N = x->shape[0], HW = x->shape[2] * x->shape[3];
     /* sums[c]: sum of x, then of (x - mean)^2; sums[C]: the element count. */
     double *sums = rt_xcalloc((size_t)C + 1, sizeof(double), op);
     for (int64_t c = 0; c < C; c++)
@@ -297,7 +265,7 @@ static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
                 sums[c] += p[i];
         }
     sums[C] = (double)(N * HW);
-    rt_allreduce_sum_f64(comm, sums, C + 1);
+    rt_allreduce_f64(comm, sums, C + 1, op);
     const double count = sums[C];
     if (count == 0)
         rt_fatal(op, "empty batch: batchnorm needs at least one sample");
@@ -315,7 +283,7 @@ static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
         }
         sums[c] = ss;
     }
-    rt_allreduce_sum_f64(comm, sums, C);
+    rt_allreduce_f64(comm, sums, C, op);
     for (int64_t c = 0; c < C; c++) {
         double var = sums[c] / count;
         mean[c] = (float)mu[c];
@@ -346,13 +314,8 @@ static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
                           rt_tensor *dgamma, rt_tensor *dbeta)
 {
     const char *op = "batchnorm2d_bwd";
-    rt_check(x, RT_F32, 4, op, "input");
-    const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
-    rt_check_numel(gamma, C, op, "gamma");
-    rt_check_numel(saved, 2 * C, op, "saved");
-    rt_check_numel(dy, x->numel, op, "output gradient");
-    if (dx)
-        rt_check_numel(dx, x->numel, op, "input gradient");
+    const int64_t C = rt_batchnorm_bwd_check(op, comm, x, gamma, saved, dy, dx);
+    const int64_t N = x->shape[0], HW = x->shape[2] * x->shape[3];
     const float *mean = rt_f32(saved), *invstd = mean + C;
     /* sums: sum(dy) per channel, sum(dy * xhat) per channel, the count. */
     double *sums = rt_xcalloc(2 * (size_t)C + 1, sizeof(double), op);
@@ -377,7 +340,7 @@ static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
     }
     sums[2 * C] = (double)(N * HW);
     if (dx) {
-        rt_allreduce_sum_f64(comm, sums, 2 * C + 1);
+        rt_allreduce_f64(comm, sums, 2 * C + 1, op);
         const double count = sums[2 * C];
         for (int64_t c = 0; c < C; c++) {
             const float k = rt_f32(gamma)[c] * invstd[c];
@@ -427,13 +390,11 @@ void rt_batchnorm2d_infer(const rt_tensor *x, const rt_tensor *gamma, const rt_t
                           rt_tensor *y)
 {
     const char *op = "batchnorm2d_infer";
-    rt_check(x, RT_F32, 4, op, "input");
-    const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
-    rt_check_numel(gamma, C, op, "gamma");
-    rt_check_numel(beta, C, op, "beta");
-    rt_check_numel(running_mean, C, op, "running mean");
-    rt_check_numel(running_var, C, op, "running variance");
-    rt_check_numel(y, x->numel, op, "output");
+    const int64_t C =
+        rt_batchnorm_fwd_check(op, NULL, x, gamma, beta, running_mean, running_var, NULL, y);
+    rt_check(running_mean, RT_F32, -1, op, "running mean");
+    rt_check(running_var, RT_F32, -1, op, "running variance");
+    const int64_t N = x->shape[0], HW = x->shape[2] * x->shape[3];
     for (int64_t c = 0; c < C; c++) {
         const float sc = rt_f32(gamma)[c] / sqrtf(rt_f32(running_var)[c] + eps);
         const float sh = rt_f32(beta)[c] - rt_f32(running_mean)[c] * sc;
@@ -450,12 +411,10 @@ void rt_layernorm_fwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tenso
                       rt_tensor *saved, rt_tensor *y)
 {
     const char *op = "layernorm_fwd";
-    rt_check(x, RT_F32, -1, op, "input");
-    const int64_t D = x->shape[x->ndim - 1], M = x->numel / D;
-    rt_check_numel(gamma, D, op, "gamma");
-    rt_check_numel(beta, D, op, "beta");
-    rt_check_numel(saved, 2 * M, op, "saved");
-    rt_check_numel(y, x->numel, op, "output");
+    int64_t M, D;
+    rt_layernorm_dims(op, x, gamma, saved, &M, &D);
+    rt_check_f32(beta, D, op, "beta");
+    rt_check_f32(y, x->numel, op, "output");
     float *mean = rt_f32(saved), *rstd = mean + M;
     const float *g = rt_f32(gamma), *b = rt_f32(beta);
     for (int64_t m = 0; m < M; m++) {
@@ -479,13 +438,11 @@ void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tenso
                       const rt_tensor *dy, rt_tensor *dx, rt_tensor *dgamma, rt_tensor *dbeta)
 {
     const char *op = "layernorm_bwd";
-    rt_check(x, RT_F32, -1, op, "input");
-    const int64_t D = x->shape[x->ndim - 1], M = x->numel / D;
-    rt_check_numel(gamma, D, op, "gamma");
-    rt_check_numel(saved, 2 * M, op, "saved");
-    rt_check_numel(dy, x->numel, op, "output gradient");
+    int64_t M, D;
+    rt_layernorm_dims(op, x, gamma, saved, &M, &D);
+    rt_check_f32(dy, x->numel, op, "output gradient");
     if (dx)
-        rt_check_numel(dx, x->numel, op, "input gradient");
+        rt_check_f32(dx, x->numel, op, "input gradient");
     const float *mean = rt_f32(saved), *rstd = mean + M, *g = rt_f32(gamma);
     for (int64_t m = 0; m < M; m++) {
         const float *p = rt_f32(x) + m * D, *gy = rt_f32(dy) + m * D;
@@ -564,20 +521,21 @@ void rt_embedding_bwd(const rt_tensor *tokens, const rt_tensor *dy, rt_tensor *d
 
 /* ---- loss ------------------------------------------------------------------------------ */
 
-static void ce_check(const char *op, const rt_tensor *logits, const rt_tensor *labels,
-                     int64_t global_count, int64_t *M, int64_t *C)
+/* The labels are in host memory here: check their range (the CUDA backend does it on the
+ * device). */
+static void labels_in_range(const char *op, const rt_tensor *labels, int64_t M, int64_t C)
 {
-    rt_cross_entropy_dims(op, logits, labels, global_count, M, C);
-    for (int64_t m = 0; m < *M; m++)
-        if (rt_i32(labels)[m] < 0 || rt_i32(labels)[m] >= *C)
+    for (int64_t m = 0; m < M; m++)
+        if (rt_i32(labels)[m] < 0 || rt_i32(labels)[m] >= C)
             rt_fatal(op, "label %d of row %lld outside 0..%lld", rt_i32(labels)[m], (long long)m,
-                     (long long)(*C - 1));
+                     (long long)(C - 1));
 }
 
 double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor *labels, int64_t global_count)
 {
     int64_t M, C;
-    ce_check("cross_entropy_fwd", logits, labels, global_count, &M, &C);
+    rt_cross_entropy_dims("cross_entropy_fwd", logits, labels, global_count, &M, &C);
+    labels_in_range("cross_entropy_fwd", labels, M, C);
     double total = 0.0;
     for (int64_t m = 0; m < M; m++) {
         const float *z = rt_f32(logits) + m * C;
@@ -596,8 +554,9 @@ void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels, int6
                           rt_tensor *dlogits)
 {
     int64_t M, C;
-    ce_check("cross_entropy_bwd", logits, labels, global_count, &M, &C);
-    rt_check_numel(dlogits, logits->numel, "cross_entropy_bwd", "logits gradient");
+    rt_cross_entropy_dims("cross_entropy_bwd", logits, labels, global_count, &M, &C);
+    labels_in_range("cross_entropy_bwd", labels, M, C);
+    rt_check_f32(dlogits, logits->numel, "cross_entropy_bwd", "logits gradient");
     const float inv = 1.0f / (float)global_count;
     for (int64_t m = 0; m < M; m++) {
         const float *z = rt_f32(logits) + m * C;
@@ -619,7 +578,8 @@ void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels, int6
 int64_t rt_correct_count(const rt_tensor *logits, const rt_tensor *labels)
 {
     int64_t M, C;
-    ce_check("correct_count", logits, labels, labels->numel, &M, &C);
+    rt_correct_count_dims("correct_count", logits, labels, &M, &C);
+    labels_in_range("correct_count", labels, M, C);
     int64_t ok = 0;
     for (int64_t m = 0; m < M; m++) {
         const float *z = rt_f32(logits) + m * C;

@@ -16,39 +16,19 @@ typedef struct {
     int kh, kw, sh, sw, ph, pw, dh, dw;
 } conv_dims;
 
+/* The shared argument rules (shapes.c), plus the attributes the kernels read. */
 static conv_dims conv_check(const char *op, const rt_tensor *x, const rt_tensor *w,
-                            const rt_conv2d_attrs *a, const rt_tensor *y)
+                            const rt_conv2d_attrs *a, const rt_tensor *y, const char *yname,
+                            rt_conv_dims *shared)
 {
-    rt_check(x, RT_F32, 4, op, "input");
-    rt_check(w, RT_F32, 4, op, "weight");
-    rt_check(y, RT_F32, 4, op, "output");
+    rt_conv_dims s = rt_conv2d_check(op, x, w, a, y, yname);
+    if (shared)
+        *shared = s;
     conv_dims d;
-    d.N = x->shape[0], d.C = x->shape[1], d.H = x->shape[2], d.W = x->shape[3];
-    d.K = w->shape[0];
-    d.G = a->groups;
+    d.N = s.N, d.C = s.C, d.H = s.H, d.W = s.W, d.K = s.K, d.OH = s.OH, d.OW = s.OW;
+    d.G = s.G, d.Cg = s.Cg, d.Kg = s.Kg, d.ckk = s.ckk;
     d.kh = a->kh, d.kw = a->kw, d.sh = a->sh, d.sw = a->sw, d.ph = a->ph, d.pw = a->pw;
     d.dh = a->dh, d.dw = a->dw;
-    if (d.G <= 0 || d.C % d.G || d.K % d.G)
-        rt_fatal(op, "%lld groups do not divide %lld input and %lld output channels",
-                 (long long)d.G, (long long)d.C, (long long)d.K);
-    if (a->kh <= 0 || a->kw <= 0 || a->sh <= 0 || a->sw <= 0 || a->dh <= 0 || a->dw <= 0 ||
-        a->ph < 0 || a->pw < 0)
-        rt_fatal(op, "kernel, stride and dilation must be positive, padding non-negative");
-    d.Cg = d.C / d.G, d.Kg = d.K / d.G;
-    if (w->shape[1] != d.Cg || w->shape[2] != a->kh || w->shape[3] != a->kw)
-        rt_fatal(op,
-                 "weight [%lld,%lld,%lld,%lld] does not fit %lld input channels in %lld "
-                 "groups and a %dx%d kernel",
-                 (long long)w->shape[0], (long long)w->shape[1], (long long)w->shape[2],
-                 (long long)w->shape[3], (long long)d.C, (long long)d.G, a->kh, a->kw);
-    d.OH = (d.H + 2 * a->ph - a->dh * (a->kh - 1) - 1) / a->sh + 1;
-    d.OW = (d.W + 2 * a->pw - a->dw * (a->kw - 1) - 1) / a->sw + 1;
-    if (y->shape[0] != d.N || y->shape[1] != d.K || y->shape[2] != d.OH || y->shape[3] != d.OW)
-        rt_fatal(op, "output shape [%lld,%lld,%lld,%lld], expected [%lld,%lld,%lld,%lld]",
-                 (long long)y->shape[0], (long long)y->shape[1], (long long)y->shape[2],
-                 (long long)y->shape[3], (long long)d.N, (long long)d.K, (long long)d.OH,
-                 (long long)d.OW);
-    d.ckk = d.Cg * a->kh * a->kw;
     return d;
 }
 
@@ -149,9 +129,9 @@ extern "C" void rt_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor
 {
     (void)pool;
     const char *op = "conv2d_fwd";
-    conv_dims d = conv_check(op, x, w, a, y);
+    conv_dims d = conv_check(op, x, w, a, y, "output", NULL);
     if (b)
-        rt_check_numel(b, d.K, op, "bias");
+        rt_check_f32(b, d.K, op, "bias");
     const int64_t P = d.OH * d.OW, nbmax = chunk_samples(d);
     for (int64_t n0 = 0; n0 < d.N; n0 += nbmax) {
         const int64_t nb = d.N - n0 < nbmax ? d.N - n0 : nbmax;
@@ -174,13 +154,9 @@ extern "C" void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor
 {
     (void)pool;
     const char *op = "conv2d_bwd";
-    conv_dims d = conv_check(op, x, w, a, dy);
-    if (dx)
-        rt_check_numel(dx, x->numel, op, "input gradient");
-    if (dw)
-        rt_check_numel(dw, w->numel, op, "weight gradient");
-    if (db)
-        rt_check_numel(db, d.K, op, "bias gradient");
+    rt_conv_dims sd;
+    conv_dims d = conv_check(op, x, w, a, dy, "output gradient", &sd);
+    rt_conv2d_bwd_check(op, x, w, &sd, dx, dw, db);
     const int64_t P = d.OH * d.OW, nbmax = chunk_samples(d), colstride = d.C * d.kh * d.kw * P;
     for (int64_t n0 = 0; n0 < d.N; n0 += nbmax) {
         const int64_t nb = d.N - n0 < nbmax ? d.N - n0 : nbmax;

@@ -1,12 +1,12 @@
 /* cuda_internal.h: what the files of the CUDA backend of libburstrt (burstrt_cuda)
  * share. The backend implements the same burstrt.h API as the CPU backend, so a
  * generated program compiles unchanged against either library; tensors' data point to
- * device memory here. The backend-neutral host code of the CPU backend (option parser,
- * watchdog, timers, data sources, RNG, checkpoint format, parameter registry) is
- * compiled into this library too, with the few functions that touch tensor memory
- * renamed to rt_host_* (see CMakeLists.txt); the files here wrap those with device
- * copies. Only runtime/cuda/ includes CUDA headers; .c files here are host C, .cu
- * files hold the kernels and expose C launchers. Sections name the defining file. */
+ * device memory here. The shared code (options, watchdog, steps, pools and tensors,
+ * trace, data, checkpoints, optimizer loops, RNG, rank sets, argument checks) is the
+ * same objects as in the CPU library; it reaches this backend through the hooks of
+ * device.h, defined in device.c and comm_nccl.c. Only runtime/cuda/ includes CUDA
+ * headers; .c files here are host C, .cu files hold the kernels and expose C
+ * launchers. Sections name the defining file. */
 #ifndef BURSTRT_CUDA_INTERNAL_H
 #define BURSTRT_CUDA_INTERNAL_H
 
@@ -24,15 +24,14 @@ extern "C" {
 /* ---- device.c ------------------------------------------------------------------ */
 
 typedef struct {
-    int device;               /* CUDA device ordinal this rank uses */
-    cudaStream_t fg, bg;      /* highest-priority foreground, lowest-priority background */
-    cudaStream_t cur;         /* where work goes now: fg, or bg after rt_use_background_stream */
-    cublasHandle_t blas;      /* bound to cur */
-    rt_compute_dtype compute; /* GEMM input precision */
-    int64_t step;             /* the step of the current iteration (rt_step_begin) */
-    int64_t *d_step;          /* device copy of step: graphs read it (dropout keys) */
-    void *blas_workspace;     /* cuBLAS's workspace, ours so graph capture never allocates */
-    bool ready;               /* rt_cuda_ensure ran */
+    int device;           /* CUDA device ordinal this rank uses */
+    cudaStream_t fg, bg;  /* highest-priority foreground, lowest-priority background */
+    cudaStream_t cur;     /* where work goes now: fg, or bg after rt_use_background_stream */
+    cublasHandle_t blas;  /* bound to cur */
+    int64_t step;         /* the step of the current iteration (rt_step_begin) */
+    int64_t *d_step;      /* device copy of step: graphs read it (dropout keys) */
+    void *blas_workspace; /* cuBLAS's workspace, ours so graph capture never allocates */
+    bool ready;           /* rt_cuda_ensure ran */
 } rt_cuda_state;
 extern rt_cuda_state rt_cuda_g;
 
@@ -56,10 +55,8 @@ void rt_cuda_sync(const char *op);
  * demand; valid until the next request of the same slot. */
 enum { RT_SCRATCH_A, RT_SCRATCH_B, RT_SCRATCH_C, RT_SCRATCH_RED, RT_SCRATCH_COUNT };
 void *rt_cuda_scratch(int slot, size_t bytes, const char *op);
-/* Pinned host staging buffer of at least `bytes` (data batches, init, checkpoints). */
+/* Pinned host staging buffer of at least `bytes` (the loss read back per row). */
 void *rt_cuda_host_staging(size_t bytes, const char *op);
-void rt_cuda_h2d(void *dst, const void *src, size_t bytes, const char *op);
-void rt_cuda_d2h(void *dst, const void *src, size_t bytes, const char *op);
 
 /* Number of visible CUDA devices, 0 when none or when the driver is missing (never
  * fatal: the GPU tests use it to skip). */
@@ -68,37 +65,17 @@ int rt_cuda_visible_devices(void);
 /* nn.cu: fatal error if a kernel met an out-of-range token or label since the start. */
 void rt_cuda_check_inputs(const char *op);
 
-/* ---- host_data.c: synthetic batches on the device ------------------------------ */
-
-/* What data.c's synth() hashes, for samples g0 .. g0+count-1 of `stream` (0: training
- * stream, 1: test set). */
-typedef struct {
-    uint64_t seed, stream;
-    int64_t g0, count, per_sample, labels_per_sample, vocab, classes;
-    rt_dtype in_dtype;
-} rt_synth_keys;
-/* For a synthetic source: runs data.c's range and shape checks for a training batch
- * (test = false: a = step, b = B) or a test batch (a = first, b = count), fills k and
- * returns true. Returns false for file-backed sources. */
-bool rt_host_data_synthetic(const rt_data *d, bool test, int64_t a, int64_t b, int64_t s0,
-                            int64_t s1, const rt_tensor *x, const rt_tensor *labels,
-                            rt_synth_keys *k);
-/* elementwise.cu: fills x (numel count*per_sample, or NULL) and labels (or NULL). */
-void rt_cuda_synth(const rt_synth_keys *k, void *x, int32_t *labels);
-
 /* ---- comm_nccl.c --------------------------------------------------------------- */
 
 /* Polls every communicator's asynchronous error; fatal (after ncclCommAbort on all)
  * on the first. */
 void rt_nccl_poll(const char *op);
-/* Sum-all-reduce of n doubles in DEVICE memory within the set, on the current stream
- * (no-op for NULL, one-rank sets and non-members): SyncBN statistics. */
-void rt_cuda_allreduce_f64(const rt_comm *c, double *data, int64_t n, const char *op);
-/* Starts/ends an NCCL group (no-op without NCCL) so many all-reduces go out as one. */
-void rt_nccl_group_begin(void);
-void rt_nccl_group_end(const char *op);
 
 /* ---- kernels: launchers in *.cu, extern "C" ------------------------------------ */
+
+/* elementwise.cu: synthetic samples made on the device from data.c's keys (the device's
+ * synth hook): fills x (count*per_sample elements, or NULL) and labels (or NULL). */
+void rt_cuda_synth(const rt_synth_keys *k, void *x, int32_t *labels);
 
 /* Grid size for n elements at 256 threads, capped (kernels use grid-stride loops). */
 static inline unsigned rt_cuda_blocks(int64_t n)
@@ -118,13 +95,6 @@ void rt_cuda_gemm(const char *op, bool ta, bool tb, int64_t m, int64_t n, int64_
 void rt_cuda_bias_grad(const char *op, const float *dy, int64_t rows, int64_t n, float *db);
 /* y[i, n] += b[n]. */
 void rt_cuda_add_bias(const char *op, float *y, const float *b, int64_t rows, int64_t n);
-
-/* optim.cu */
-void rt_cuda_sgd(float *w, const float *g, float *buf, int64_t n, float lr, float mom, float wd,
-                 bool nesterov);
-void rt_cuda_adam(float *w, const float *g, float *m, float *v, int64_t n, float step, float b1,
-                  float b2, float eps, float wd, float bc2_sqrt);
-void rt_cuda_fill(float *p, int64_t n, float value);
 
 #ifdef __cplusplus
 }

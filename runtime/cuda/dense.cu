@@ -34,7 +34,7 @@ static int64_t span(int64_t rows, int64_t cols, int64_t ld, int64_t stride, int6
 
 static const void *lowered(int slot, const float *p, int64_t n, const char *op)
 {
-    const rt_compute_dtype dt = rt_cuda_g.compute;
+    const rt_compute_dtype dt = rt_get_compute_dtype();
     void *buf = rt_cuda_scratch(slot, (size_t)n * 2, op);
     if (dt == RT_COMPUTE_BF16)
         to_bf16_k<<<rt_cuda_blocks(n), 256, 0, RT_FG>>>(p, (__nv_bfloat16 *)buf, n);
@@ -67,8 +67,9 @@ extern "C" void rt_cuda_gemm(const char *op, bool ta, bool tb, int64_t m, int64_
     const int ildc = as_int(ldc, op, "ldc"), ib = as_int(batch, op, "batch");
     cudaDataType_t in_t = CUDA_R_32F;
     const void *pa = B, *pb = A;
-    if (rt_cuda_g.compute != RT_COMPUTE_F32 && k > 0) {
-        in_t = rt_cuda_g.compute == RT_COMPUTE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
+    const rt_compute_dtype compute = rt_get_compute_dtype();
+    if (compute != RT_COMPUTE_F32 && k > 0) {
+        in_t = compute == RT_COMPUTE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
         /* B (row-major) is [k,n] or [n,k] when tb; A is [m,k] or [k,m] when ta. */
         pa = lowered(RT_SCRATCH_A, B, span(tb ? n : k, tb ? k : n, ldb, strideB, batch), op);
         pb = lowered(RT_SCRATCH_B, A, span(ta ? k : m, ta ? m : k, lda, strideA, batch), op);
@@ -148,10 +149,7 @@ extern "C" void rt_linear_fwd(const rt_tensor *x, const rt_tensor *w, const rt_t
 {
     const char *op = "linear_fwd";
     int64_t M, in, out;
-    rt_linear_dims(op, x, w, &M, &in, &out);
-    if (b)
-        rt_check_numel(b, out, op, "bias");
-    rt_check_numel(y, M * out, op, "output");
+    rt_linear_fwd_check(op, x, w, b, y, &M, &in, &out);
     linear(op, rt_f32(x), rt_f32(w), b ? rt_f32(b) : NULL, M, in, out, rt_f32(y));
 }
 
@@ -161,13 +159,7 @@ extern "C" void rt_linear_bwd(const rt_tensor *x, const rt_tensor *w, const rt_t
     const char *op = "linear_bwd";
     int64_t M, in, out;
     rt_linear_dims(op, x, w, &M, &in, &out);
-    rt_check_numel(dy, M * out, op, "output gradient");
-    if (dx)
-        rt_check_numel(dx, x->numel, op, "input gradient");
-    if (dw)
-        rt_check_numel(dw, w->numel, op, "weight gradient");
-    if (db)
-        rt_check_numel(db, out, op, "bias gradient");
+    rt_linear_bwd_check(op, x, w, M, out, dy, dx, dw, db);
     linear_bwd(op, rt_f32(x), rt_f32(w), rt_f32(dy), M, in, out, dx ? rt_f32(dx) : NULL,
                dw ? rt_f32(dw) : NULL, db ? rt_f32(db) : NULL);
 }
@@ -179,7 +171,7 @@ extern "C" void rt_matmul_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor 
     const char *op = "matmul_fwd";
     int64_t B, m, k, n;
     rt_matmul_dims(op, a, b, &B, &m, &k, &n);
-    rt_check_numel(c, B * m * n, op, "c");
+    rt_check_f32(c, B * m * n, op, "c");
     rt_cuda_gemm(op, false, false, m, n, k, 1.0f, rt_f32(a), k, m * k, rt_f32(b), n, k * n, 0.0f,
                  rt_f32(c), n, m * n, B);
 }
@@ -189,15 +181,12 @@ extern "C" void rt_matmul_bwd(const rt_tensor *a, const rt_tensor *b, const rt_t
 {
     const char *op = "matmul_bwd";
     int64_t B, m, k, n;
-    rt_matmul_dims(op, a, b, &B, &m, &k, &n);
-    rt_check_numel(dc, B * m * n, op, "c gradient");
+    rt_matmul_bwd_check(op, a, b, dc, da, db, &B, &m, &k, &n);
     if (da) {
-        rt_check_numel(da, a->numel, op, "a gradient");
         rt_cuda_gemm(op, false, true, m, k, n, 1.0f, rt_f32(dc), n, m * n, rt_f32(b), n, k * n,
                      0.0f, rt_f32(da), k, m * k, B);
     }
     if (db) {
-        rt_check_numel(db, b->numel, op, "b gradient");
         rt_cuda_gemm(op, true, false, k, n, m, 1.0f, rt_f32(a), k, m * k, rt_f32(dc), n, m * n,
                      0.0f, rt_f32(db), n, k * n, B);
     }
@@ -249,7 +238,7 @@ extern "C" void rt_attention_ex_fwd(rt_pool *pool, const rt_tensor *x, const rt_
     (void)pool;
     const char *op = "attention_fwd";
     rt_attn_dims d = rt_attention_check(op, x, w_qkv, w_o, heads, saved);
-    rt_check_numel(y, x->numel, op, "output");
+    rt_check_f32(y, x->numel, op, "output");
     const int64_t NT = d.N * d.T, T = d.T, D = d.D, hd = d.hd, H = d.H;
     float *qkv = rt_f32(saved), *P = qkv + NT * 3 * D, *merged = P + d.N * H * T * T;
     linear(op, rt_f32(x), rt_f32(w_qkv), b_qkv ? rt_f32(b_qkv) : NULL, NT, D, 3 * D, qkv);
@@ -281,17 +270,7 @@ extern "C" void rt_attention_bwd(rt_pool *pool, const rt_tensor *x, const rt_ten
 {
     const char *op = "attention_bwd";
     rt_attn_dims d = rt_attention_check(op, x, w_qkv, w_o, heads, saved);
-    rt_check_numel(dy, x->numel, op, "output gradient");
-    if (dx)
-        rt_check_numel(dx, x->numel, op, "input gradient");
-    if (dw_qkv)
-        rt_check_numel(dw_qkv, w_qkv->numel, op, "w_qkv gradient");
-    if (db_qkv)
-        rt_check_numel(db_qkv, 3 * d.D, op, "b_qkv gradient");
-    if (dw_o)
-        rt_check_numel(dw_o, w_o->numel, op, "w_o gradient");
-    if (db_o)
-        rt_check_numel(db_o, d.D, op, "b_o gradient");
+    rt_attention_bwd_check(op, x, w_qkv, w_o, &d, dy, dx, dw_qkv, db_qkv, dw_o, db_o);
     const int64_t NT = d.N * d.T, T = d.T, D = d.D, hd = d.hd, H = d.H;
     const float *qkv = rt_f32(saved), *P = qkv + NT * 3 * D, *merged = P + d.N * H * T * T;
     float *dmerged = rt_pool_scratch(pool, (size_t)(NT * D + NT * 3 * D + H * T * T));

@@ -1,13 +1,12 @@
-/* device.c: the process-wide part of the CUDA backend. It picks this rank's GPU, makes
- * the two streams (the foreground iteration runs on the highest-priority stream; the
- * lowest-priority one is reserved for background work, so the GPU scheduler prefers
- * the foreground job's kernels), the cuBLAS handle, the device memory pool behind
- * rt_pool / rt_tensor_new, and the CUDA graphs that replay the steady-state iteration.
- * The option parser, watchdog, timers and steps are the CPU backend's (core.c and
- * trace.c compiled with their memory functions renamed rt_host_*); the wrappers here
- * add what a GPU needs around them: device selection after MPI_Init, a stream sync at
- * the end of each step (so step times and the watchdog see GPU work, and NCCL errors
- * surface), NVTX ranges for every rt_trace_push. */
+/* device.c: the CUDA backend's device (device.h). It picks this rank's GPU, makes the
+ * two streams (the foreground iteration runs on the highest-priority stream; the
+ * lowest-priority one is reserved for background work, so the GPU scheduler prefers the
+ * foreground job's kernels), the cuBLAS handle, device memory for the shared pools
+ * (tensor.c carves tensors out of 64 MiB chunks), the scratch and staging buffers of
+ * the kernels, and the CUDA graphs that replay the steady-state iteration. Around the
+ * shared step and trace code it adds what a GPU needs: the step number in device memory
+ * (graphs read it), a stream sync at the end of each step (so step times and the
+ * watchdog see GPU work, and NCCL errors surface), NVTX ranges for every traced op. */
 #include "cuda_internal.h"
 
 #include <nvtx3/nvToolsExt.h>
@@ -17,27 +16,6 @@
 #include <time.h>
 
 rt_cuda_state rt_cuda_g;
-
-/* The host parts compiled from ../core.c and ../trace.c under other names. */
-const rt_options *rt_host_init(int *argc, char ***argv, const char *program);
-void rt_host_finalize(void);
-void rt_host_step_begin(int64_t step);
-void rt_host_step_end(int64_t step);
-void rt_host_trace_push(const char *name);
-void rt_host_trace_pop(void);
-
-/* core.c sets BLAS threads; this library has no BLAS, so --threads only affects nothing
- * here (documented in docs/cuda.md). */
-void openblas_set_num_threads(int num_threads);
-void openblas_set_num_threads(int num_threads)
-{
-    (void)num_threads;
-}
-/* GEMMs run in cuBLAS: there is no OpenBLAS to choose kernels for. */
-void rt_blas_select(char **argv)
-{
-    (void)argv;
-}
 
 /* ---- errors ------------------------------------------------------------------- */
 
@@ -77,22 +55,23 @@ void rt_cuda_sync(const char *op)
         return;
     rt_cuda_not_capturing(op);
     /* Polling instead of cudaStreamSynchronize: an NCCL kernel waiting for a dead peer
-     * never finishes, but its communicator reports the failure asynchronously. */
+     * never finishes, but its communicator reports the failure asynchronously. The wait
+     * is marked for the watchdog: NCCL kernels may be waiting for another rank. */
+    cudaError_t e = cudaStreamQuery(rt_cuda_g.cur);
+    if (e == cudaSuccess)
+        return;
+    rt_wait_begin("device");
     for (;;) {
-        cudaError_t e = cudaStreamQuery(rt_cuda_g.cur);
         if (e == cudaSuccess)
-            return;
+            break;
         if (e != cudaErrorNotReady)
             rt_cuda_check(e, op, "stream work");
         rt_nccl_poll(op);
         struct timespec ts = {0, 20000}; /* 20 us: short against any step */
         nanosleep(&ts, NULL);
+        e = cudaStreamQuery(rt_cuda_g.cur);
     }
-}
-
-void rt_device_sync(void)
-{
-    rt_cuda_sync("device_sync");
+    rt_wait_end();
 }
 
 /* ---- device, streams, handles -------------------------------------------------- */
@@ -152,9 +131,9 @@ void rt_cuda_ensure(void)
     RT_CUDA(cudaMemsetAsync(rt_cuda_g.d_step, 0, sizeof(int64_t), rt_cuda_g.cur), "init");
     const char *dt = getenv("BURSTRT_COMPUTE_DTYPE");
     if (dt && !strcmp(dt, "bf16"))
-        rt_cuda_g.compute = RT_COMPUTE_BF16;
+        rt_set_compute_dtype(RT_COMPUTE_BF16);
     else if (dt && !strcmp(dt, "f16"))
-        rt_cuda_g.compute = RT_COMPUTE_F16;
+        rt_set_compute_dtype(RT_COMPUTE_F16);
     else if (dt && *dt && strcmp(dt, "f32"))
         rt_fatal("init", "BURSTRT_COMPUTE_DTYPE must be f32, bf16 or f16, got '%s'", dt);
     rt_cuda_g.ready = true;
@@ -163,7 +142,7 @@ void rt_cuda_ensure(void)
 /* Background work inside a foreground program: kernels, copies and cuBLAS calls go to
  * the low-priority stream until switched back; the two streams are not ordered with
  * respect to each other, so the switch waits for the work issued so far. */
-void rt_use_background_stream(bool on)
+static void cuda_background(bool on)
 {
     rt_cuda_ensure();
     cudaStream_t want = on ? rt_cuda_g.bg : rt_cuda_g.fg;
@@ -172,18 +151,6 @@ void rt_use_background_stream(bool on)
     rt_cuda_sync("background_stream");
     rt_cuda_g.cur = want;
     RT_CUBLAS(cublasSetStream(rt_cuda_g.blas, want), "background_stream");
-}
-
-void rt_set_compute_dtype(rt_compute_dtype dt)
-{
-    if (dt != RT_COMPUTE_F32 && dt != RT_COMPUTE_BF16 && dt != RT_COMPUTE_F16)
-        rt_fatal("set_compute_dtype", "unknown compute dtype %d", (int)dt);
-    rt_cuda_g.compute = dt;
-}
-
-rt_compute_dtype rt_get_compute_dtype(void)
-{
-    return rt_cuda_g.compute;
 }
 
 /* ---- scratch and staging -------------------------------------------------------- */
@@ -242,192 +209,44 @@ void *rt_cuda_host_staging(size_t bytes, const char *op)
     return staging.p;
 }
 
-void rt_cuda_h2d(void *dst, const void *src, size_t bytes, const char *op)
-{
-    rt_cuda_not_capturing(op);
-    RT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, rt_cuda_g.cur), op);
-    /* The source is the shared staging buffer: it must be consumed before reuse. */
-    rt_cuda_sync(op);
-}
+/* ---- device memory ------------------------------------------------------------------ */
 
-void rt_cuda_d2h(void *dst, const void *src, size_t bytes, const char *op)
-{
-    rt_cuda_not_capturing(op);
-    RT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, rt_cuda_g.cur), op);
-    rt_cuda_sync(op);
-}
-
-/* ---- the device memory pool ---------------------------------------------------------- */
-
-/* Tensors are bump-allocated from large device chunks (one cudaMalloc per 64 MiB
- * instead of one per tensor; generated programs allocate everything once, before the
- * loop) and released together by rt_pool_free. Host blocks hold tensor headers and
- * what optim.c keeps in the pool. */
-#define CHUNK_BYTES ((size_t)64 << 20)
-#define ALIGN       256
-
-typedef struct chunk {
-    char *base;
-    size_t used, cap;
-    struct chunk *next;
-} chunk;
-
-struct rt_pool {
-    chunk *chunks;
-    void **host;
-    size_t nhost, caphost;
-    void *scratch;
-    size_t scratch_bytes;
-};
-
-rt_pool *rt_pool_new(void)
+static void *cuda_alloc(size_t bytes, const char *op)
 {
     rt_cuda_ensure();
-    return rt_xcalloc(1, sizeof(rt_pool), "pool");
-}
-
-void rt_pool_free(rt_pool *p)
-{
-    if (!p)
-        return;
-    rt_cuda_sync("pool_free");
-    while (p->chunks) {
-        chunk *c = p->chunks;
-        p->chunks = c->next;
-        cudaFree(c->base);
-        free(c);
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 256);
+    if (e != cudaSuccess) {
+        size_t fr = 0, tot = 0;
+        cudaMemGetInfo(&fr, &tot);
+        rt_fatal(op, "out of device memory allocating %zu bytes (%zu of %zu MiB free): %s", bytes,
+                 fr >> 20, tot >> 20, cudaGetErrorString(e));
     }
-    for (size_t i = 0; i < p->nhost; i++)
-        free(p->host[i]);
-    free(p->host);
-    release_device(p->scratch);
-    free(p);
+    /* Plain cudaMemset runs on the legacy stream, which the non-blocking streams do not
+     * wait for: zero on the stream that will use the memory. */
+    RT_CUDA(cudaMemsetAsync(p, 0, bytes, rt_cuda_g.cur), op);
+    return p;
 }
 
-void *rt_pool_alloc(rt_pool *p, size_t bytes)
+static void cuda_copy(void *dst, const void *src, size_t bytes, rt_copy_kind kind, const char *op)
 {
-    if (p->nhost == p->caphost) {
-        p->caphost = p->caphost ? 2 * p->caphost : 64;
-        void **nh = realloc(p->host, p->caphost * sizeof *nh);
-        if (!nh)
-            rt_fatal("pool", "out of host memory");
-        p->host = nh;
-    }
-    return p->host[p->nhost++] = rt_xcalloc(1, bytes, "pool");
-}
-
-static void *device_alloc(rt_pool *p, size_t bytes, const char *op)
-{
-    bytes = (bytes + ALIGN - 1) / ALIGN * ALIGN;
     if (bytes == 0)
-        bytes = ALIGN;
-    chunk *c = p->chunks;
-    if (!c || c->cap - c->used < bytes) {
-        size_t cap = bytes > CHUNK_BYTES ? bytes : CHUNK_BYTES;
-        c = rt_xcalloc(1, sizeof *c, op);
-        cudaError_t e = cudaMalloc((void **)&c->base, cap);
-        if (e != cudaSuccess) {
-            size_t fr = 0, tot = 0;
-            cudaMemGetInfo(&fr, &tot);
-            rt_fatal(op, "out of device memory allocating %zu bytes (%zu of %zu MiB free): %s", cap,
-                     fr >> 20, tot >> 20, cudaGetErrorString(e));
-        }
-        RT_CUDA(cudaMemsetAsync(c->base, 0, cap, rt_cuda_g.cur), op);
-        c->cap = cap;
-        c->next = p->chunks;
-        p->chunks = c;
+        return;
+    if (kind == RT_COPY_D2D) {
+        RT_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, rt_cuda_g.cur), op);
+        return;
     }
-    void *r = c->base + c->used;
-    c->used += bytes;
-    return r;
-}
-
-static rt_tensor *tensor_header(rt_pool *p, rt_dtype dt, int ndim, const int64_t *shape,
-                                const char *op)
-{
-    if (ndim < 0 || ndim > RT_MAX_DIMS)
-        rt_fatal(op, "tensor rank %d outside 0..%d", ndim, RT_MAX_DIMS);
-    rt_tensor *t = rt_pool_alloc(p, sizeof *t);
-    t->dtype = dt;
-    t->ndim = ndim;
-    t->numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0)
-            rt_fatal(op, "negative dimension %lld", (long long)shape[i]);
-        t->shape[i] = shape[i];
-        t->numel *= shape[i];
-    }
-    return t;
-}
-
-rt_tensor *rt_tensor_new(rt_pool *p, rt_dtype dt, int ndim, const int64_t *shape)
-{
-    rt_tensor *t = tensor_header(p, dt, ndim, shape, "tensor_new");
-    t->data = device_alloc(p, (size_t)t->numel * 4, "tensor_new");
-    return t;
-}
-
-rt_tensor *rt_tensor_view(rt_pool *p, rt_tensor *src, int ndim, const int64_t *shape)
-{
-    rt_tensor *t = tensor_header(p, src->dtype, ndim, shape, "tensor_view");
-    if (t->numel != src->numel)
-        rt_fatal("tensor_view", "view has %lld elements, source %lld", (long long)t->numel,
-                 (long long)src->numel);
-    t->data = src->data;
-    return t;
-}
-
-rt_tensor *rt_tensor_slice(rt_pool *p, rt_tensor *src, int64_t s0, int64_t s1)
-{
-    if (src->ndim < 1 || s0 < 0 || s1 < s0 || s1 > src->shape[0])
-        rt_fatal("tensor_slice", "samples [%lld,%lld) outside a tensor of %lld", (long long)s0,
-                 (long long)s1, (long long)(src->ndim ? src->shape[0] : 0));
-    int64_t shape[RT_MAX_DIMS];
-    memcpy(shape, src->shape, sizeof shape);
-    shape[0] = s1 - s0;
-    rt_tensor *t = tensor_header(p, src->dtype, src->ndim, shape, "tensor_slice");
-    t->data = (char *)src->data + (size_t)(s0 * rt_tensor_per_sample(src)) * 4;
-    return t;
-}
-
-float *rt_pool_scratch(rt_pool *p, size_t n)
-{
-    if (n * 4 > p->scratch_bytes) {
-        rt_cuda_sync("scratch");
-        release_device(p->scratch);
-        RT_CUDA(cudaMalloc(&p->scratch, n * 4), "scratch");
-        p->scratch_bytes = n * 4;
-    }
-    return p->scratch;
-}
-
-void rt_tensor_zero(rt_tensor *t)
-{
-    RT_CUDA(cudaMemsetAsync(t->data, 0, (size_t)t->numel * 4, rt_cuda_g.cur), "zero");
-}
-
-void rt_tensor_copy(rt_tensor *dst, const rt_tensor *src)
-{
-    if (dst->numel != src->numel || dst->dtype != src->dtype)
-        rt_fatal("copy", "size or dtype mismatch (%lld vs %lld elements)", (long long)dst->numel,
-                 (long long)src->numel);
-    RT_CUDA(cudaMemcpyAsync(dst->data, src->data, (size_t)src->numel * 4, cudaMemcpyDeviceToDevice,
+    rt_cuda_not_capturing(op);
+    RT_CUDA(cudaMemcpyAsync(dst, src, bytes,
+                            kind == RT_COPY_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
                             rt_cuda_g.cur),
-            "copy");
+            op);
+    rt_cuda_sync(op);
 }
 
-void rt_tensor_write(rt_tensor *t, const void *host)
+static void cuda_zero(void *p, size_t bytes, const char *op)
 {
-    rt_cuda_not_capturing("tensor_write");
-    RT_CUDA(
-        cudaMemcpyAsync(t->data, host, (size_t)t->numel * 4, cudaMemcpyHostToDevice, rt_cuda_g.cur),
-        "tensor_write");
-    rt_cuda_sync("tensor_write");
-}
-
-void rt_tensor_read(const rt_tensor *t, void *host)
-{
-    rt_cuda_d2h(host, t->data, (size_t)t->numel * 4, "tensor_read");
+    RT_CUDA(cudaMemsetAsync(p, 0, bytes, rt_cuda_g.cur), op);
 }
 
 /* ---- CUDA graphs of the steady-state iteration ---------------------------------------- */
@@ -486,28 +305,36 @@ void rt_graph_end(int s)
     RT_CUDA(cudaGraphLaunch(seg[s].exec, rt_cuda_g.cur), "graph replay");
 }
 
-/* ---- init, steps, trace ---------------------------------------------------------------- */
+/* ---- start, end, steps, traced ops ------------------------------------------------------ */
 
-const rt_options *rt_init(int *argc, char ***argv, const char *program)
+static void cuda_start(char **argv)
 {
-    /* rt_host_init calls rt_comm_world_init, which selects the device (after MPI_Init,
-     * so the rank is known) before NCCL needs it. */
-    const rt_options *o = rt_host_init(argc, argv, program);
-    rt_cuda_ensure();
-    return o;
+    (void)argv;
 }
 
-void rt_finalize(void)
+static void cuda_init(const rt_options *o)
 {
+    (void)o; /* --threads sets BLAS threads, and there is no host BLAS here */
+    rt_cuda_ensure();
+}
+
+static void cuda_sync(const char *op)
+{
+    rt_cuda_sync(op);
+}
+
+static void cuda_finalize(void)
+{
+    /* (rt_finalize has waited already when MPI ran; a program without rt_init has not.) */
     if (rt_cuda_g.ready && capturing < 0)
         rt_cuda_sync("finalize");
-    rt_host_finalize();
     for (int s = 0; s < MAX_SEGMENTS; s++)
         if (seg[s].exec) {
             cudaGraphExecDestroy(seg[s].exec);
             seg[s].exec = NULL;
             seg[s].runs = 0;
         }
+    graphs_exist = false;
     while (retired_list) {
         retired *r = retired_list;
         retired_list = r->next;
@@ -533,35 +360,54 @@ void rt_finalize(void)
     }
 }
 
-void rt_step_begin(int64_t step)
+static void cuda_step_begin(int64_t step)
 {
     rt_cuda_ensure();
     rt_cuda_g.step = step;
+    /* From pageable memory: staged before the call returns, so `step` may go. */
     RT_CUDA(cudaMemcpyAsync(rt_cuda_g.d_step, &step, sizeof step, cudaMemcpyHostToDevice,
                             rt_cuda_g.cur),
             "step");
-    rt_host_step_begin(step);
 }
 
-void rt_step_end(int64_t step)
+static void cuda_step_end(int64_t step)
 {
+    (void)step;
     rt_cuda_sync("step");
     rt_cuda_check_inputs("step");
-    rt_host_step_end(step);
 }
 
-void rt_trace_push(const char *name)
+static void cuda_op_begin(const char *name)
 {
     nvtxRangePushA(name);
-    rt_host_trace_push(name);
 }
 
-void rt_trace_pop(void)
+static void cuda_op_end(const char *name)
 {
+    (void)name;
     /* With --trace, times must be GPU times: wait for the op's kernels (not possible,
      * and not needed, while a graph is captured or replayed). */
     if (rt_opts_g.trace_path[0] && rt_cuda_g.ready && capturing < 0)
         rt_cuda_sync("trace");
-    rt_host_trace_pop();
     nvtxRangePop();
 }
+
+const rt_device rt_dev = {
+    .name = "cuda",
+    .host_memory = false,
+    .chunk_bytes = (size_t)64 << 20, /* one cudaMalloc per 64 MiB, not one per tensor */
+    .start = cuda_start,
+    .init = cuda_init,
+    .finalize = cuda_finalize,
+    .alloc = cuda_alloc,
+    .free = release_device,
+    .copy = cuda_copy,
+    .zero = cuda_zero,
+    .sync = cuda_sync,
+    .background = cuda_background,
+    .step_begin = cuda_step_begin,
+    .step_end = cuda_step_end,
+    .op_begin = cuda_op_begin,
+    .op_end = cuda_op_end,
+    .synth = rt_cuda_synth,
+};

@@ -7,14 +7,6 @@
  * (rt_step_begin) so that a captured CUDA graph uses the current step when replayed. */
 #include "cuda_internal.h"
 
-static void same_numel(const char *op, const rt_tensor *a, const rt_tensor *b, const char *wa,
-                       const char *wb)
-{
-    rt_check(a, RT_F32, -1, op, wa);
-    rt_check(b, RT_F32, -1, op, wb);
-    rt_check_numel(b, a->numel, op, wb);
-}
-
 /* ---- relu, gelu, add ---------------------------------------------------------------- */
 
 __global__ void relu_fwd_k(const float *x, float *y, int64_t n)
@@ -54,10 +46,6 @@ __global__ void acc_k(float *d, const float *s, int64_t n)
 {
     RT_FOR(i, n) d[i] += s[i];
 }
-__global__ void fill_k(float *p, int64_t n, float v)
-{
-    RT_FOR(i, n) p[i] = v;
-}
 
 #define LAUNCH(op, kernel, n, ...)                                     \
     do {                                                               \
@@ -69,40 +57,36 @@ __global__ void fill_k(float *p, int64_t n, float v)
 
 extern "C" void rt_relu_fwd(const rt_tensor *x, rt_tensor *y)
 {
-    same_numel("relu_fwd", x, y, "input", "output");
+    rt_same_numel("relu_fwd", x, "input", y, "output");
     LAUNCH("relu_fwd", relu_fwd_k, x->numel, rt_f32(x), rt_f32(y), x->numel);
 }
 extern "C" void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 {
-    same_numel("relu_bwd", x, dy, "input", "output gradient");
-    same_numel("relu_bwd", x, dx, "input", "input gradient");
+    rt_same_numel("relu_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("relu_bwd", x, "input", dx, "input gradient");
     LAUNCH("relu_bwd", relu_bwd_k, x->numel, rt_f32(x), rt_f32(dy), rt_f32(dx), x->numel);
 }
 extern "C" void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y)
 {
-    same_numel("gelu_fwd", x, y, "input", "output");
+    rt_same_numel("gelu_fwd", x, "input", y, "output");
     LAUNCH("gelu_fwd", gelu_fwd_k, x->numel, rt_f32(x), rt_f32(y), x->numel);
 }
 extern "C" void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 {
-    same_numel("gelu_bwd", x, dy, "input", "output gradient");
-    same_numel("gelu_bwd", x, dx, "input", "input gradient");
+    rt_same_numel("gelu_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("gelu_bwd", x, "input", dx, "input gradient");
     LAUNCH("gelu_bwd", gelu_bwd_k, x->numel, rt_f32(x), rt_f32(dy), rt_f32(dx), x->numel);
 }
 extern "C" void rt_add_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *y)
 {
-    same_numel("add", a, b, "a", "b");
-    same_numel("add", a, y, "a", "output");
+    rt_same_numel("add", a, "a", b, "b");
+    rt_same_numel("add", a, "a", y, "output");
     LAUNCH("add", add_k, a->numel, rt_f32(a), rt_f32(b), rt_f32(y), a->numel);
 }
 extern "C" void rt_accumulate(rt_tensor *dst, const rt_tensor *src)
 {
-    same_numel("accumulate", dst, src, "destination", "source");
+    rt_same_numel("accumulate", dst, "destination", src, "source");
     LAUNCH("accumulate", acc_k, dst->numel, rt_f32(dst), rt_f32(src), dst->numel);
-}
-extern "C" void rt_cuda_fill(float *p, int64_t n, float value)
-{
-    LAUNCH("fill", fill_k, n, p, n, value);
 }
 
 /* ---- dropout ------------------------------------------------------------------------------ */
@@ -128,9 +112,7 @@ __global__ void dropout_k(const float *x, float *y, int64_t n, int64_t per, floa
 static void dropout(const char *op, const rt_tensor *in, float p, uint64_t seed, int64_t step,
                     int layer_id, int64_t sample0, rt_tensor *out)
 {
-    same_numel(op, in, out, "input", "output");
-    if (!(p >= 0.0f && p <= 1.0f))
-        rt_fatal(op, "probability %g outside [0,1]", (double)p);
+    rt_dropout_check(op, in, p, out);
     if (in->numel == 0)
         return;
     if (p >= 1.0f) {
@@ -215,34 +197,23 @@ static void copy_part(const char *op, float *dst, int64_t dpitch, const float *s
 extern "C" void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_tensor *y)
 {
     const char *op = "concat_fwd";
-    for (int i = 0; i < n; i++)
-        if (!xs[i])
-            rt_fatal(op, "input %d is NULL", i);
-    rt_concat_check(op, y, n, xs, axis);
-    const int64_t outer = rt_dims_prod(y->shape, 0, axis);
-    const int64_t inner = rt_dims_prod(y->shape, axis + 1, y->ndim);
-    const int64_t yrow = y->shape[axis] * inner;
+    const rt_concat_dims d = rt_concat_check(op, y, n, xs, axis);
+    const int64_t outer = d.outer, inner = d.inner, yrow = d.row;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         const int64_t chunk = xs[i]->shape[axis] * inner;
         copy_part(op, rt_f32(y) + off, yrow, rt_f32(xs[i]), chunk, chunk, outer);
         off += chunk;
     }
-    if (off != yrow)
-        rt_fatal(op, "parts do not fill the result along axis %d", axis);
 }
 
 extern "C" void rt_concat_bwd(const rt_tensor *dy, int axis, int n, rt_tensor *const *dxs)
 {
     const char *op = "concat_bwd";
-    rt_concat_check(op, dy, n, (const rt_tensor *const *)dxs, axis);
-    const int64_t outer = rt_dims_prod(dy->shape, 0, axis);
-    const int64_t inner = rt_dims_prod(dy->shape, axis + 1, dy->ndim);
-    const int64_t yrow = dy->shape[axis] * inner;
+    const rt_concat_dims d = rt_concat_check(op, dy, n, (const rt_tensor *const *)dxs, axis);
+    const int64_t outer = d.outer, inner = d.inner, yrow = d.row;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
-        if (!dxs[i])
-            rt_fatal(op, "gradient %d is NULL (the shape of every part is needed)", i);
         const int64_t chunk = dxs[i]->shape[axis] * inner;
         copy_part(op, rt_f32(dxs[i]), chunk, rt_f32(dy) + off, yrow, chunk, outer);
         off += chunk;
@@ -324,7 +295,7 @@ extern "C" void rt_softmax_fwd(const rt_tensor *x, int axis, rt_tensor *y)
     const char *op = "softmax_fwd";
     int64_t outer, dim, inner;
     rt_softmax_dims(op, x, axis, &outer, &dim, &inner);
-    same_numel(op, x, y, "input", "output");
+    rt_same_numel(op, x, "input", y, "output");
     LAUNCH(op, softmax_fwd_k, outer * inner, rt_f32(x), rt_f32(y), outer * inner, dim, inner);
 }
 
@@ -332,9 +303,7 @@ extern "C" void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis
 {
     const char *op = "softmax_bwd";
     int64_t outer, dim, inner;
-    rt_softmax_dims(op, y, axis, &outer, &dim, &inner);
-    same_numel(op, y, dy, "output", "output gradient");
-    same_numel(op, y, dx, "output", "input gradient");
+    rt_softmax_bwd_check(op, y, dy, axis, dx, &outer, &dim, &inner);
     LAUNCH(op, softmax_bwd_k, outer * inner, rt_f32(y), rt_f32(dy), rt_f32(dx), outer * inner, dim,
            inner);
 }
@@ -371,14 +340,14 @@ __global__ void adam_k(float *w, const float *g, float *m, float *v, int64_t n, 
     }
 }
 
-extern "C" void rt_cuda_sgd(float *w, const float *g, float *buf, int64_t n, float lr, float mom,
-                            float wd, bool nesterov)
+extern "C" void rt_sgd_update(float *w, const float *g, float *buf, int64_t n, float lr, float mom,
+                              float wd, bool nesterov)
 {
     LAUNCH("sgd", sgd_k, n, w, g, buf, n, lr, mom, wd, nesterov);
 }
 
-extern "C" void rt_cuda_adam(float *w, const float *g, float *m, float *v, int64_t n, float step,
-                             float b1, float b2, float eps, float wd, float bc2_sqrt)
+extern "C" void rt_adam_update(float *w, const float *g, float *m, float *v, int64_t n, float step,
+                               float b1, float b2, float eps, float wd, float bc2_sqrt)
 {
     LAUNCH("adam", adam_k, n, w, g, m, v, n, step, b1, b2, eps, wd, bc2_sqrt);
 }

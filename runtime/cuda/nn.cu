@@ -57,31 +57,13 @@ typedef struct {
     int kh, kw, sh, sw, ph, pw, exclude_pad;
 } pool_dims;
 
-/* Output size as PyTorch's pooling_output_shape (floor or ceil mode; in ceil mode the
- * last window must start inside the image or its left padding), as the CPU backend. */
+/* The shared argument rules (shapes.c), plus the attributes the kernels read. */
 static pool_dims pool_check(const char *op, const rt_tensor *x, const rt_pool2d_attrs *a,
-                            const rt_tensor *y)
+                            const rt_tensor *y, const char *yname)
 {
-    rt_check(x, RT_F32, 4, op, "input");
-    rt_check(y, RT_F32, 4, op, "output");
-    if (a->kh <= 0 || a->kw <= 0 || a->sh <= 0 || a->sw <= 0 || a->ph < 0 || a->pw < 0)
-        rt_fatal(op, "kernel and stride must be positive, padding non-negative");
-    pool_dims d = {x->shape[0], x->shape[1], x->shape[2], x->shape[3],   0, 0, a->kh, a->kw, a->sh,
-                   a->sw,       a->ph,       a->pw,       a->exclude_pad};
-    if (d.H + 2 * a->ph < a->kh || d.W + 2 * a->pw < a->kw)
-        rt_fatal(op, "kernel %dx%d larger than the padded %lldx%lld input", a->kh, a->kw,
-                 (long long)d.H, (long long)d.W);
-    d.OH = (d.H + 2 * a->ph - a->kh + (a->ceil_mode ? a->sh - 1 : 0)) / a->sh + 1;
-    d.OW = (d.W + 2 * a->pw - a->kw + (a->ceil_mode ? a->sw - 1 : 0)) / a->sw + 1;
-    if (a->ceil_mode && (d.OH - 1) * a->sh >= d.H + a->ph)
-        --d.OH;
-    if (a->ceil_mode && (d.OW - 1) * a->sw >= d.W + a->pw)
-        --d.OW;
-    if (y->shape[0] != d.N || y->shape[1] != d.C || y->shape[2] != d.OH || y->shape[3] != d.OW)
-        rt_fatal(op, "output shape [%lld,%lld,%lld,%lld], expected [%lld,%lld,%lld,%lld]",
-                 (long long)y->shape[0], (long long)y->shape[1], (long long)y->shape[2],
-                 (long long)y->shape[3], (long long)d.N, (long long)d.C, (long long)d.OH,
-                 (long long)d.OW);
+    rt_pool_dims s = rt_pool2d_check(op, x, a, y, yname);
+    pool_dims d = {s.N,   s.C,   s.H,   s.W,   s.OH,  s.OW,          a->kh,
+                   a->kw, a->sh, a->sw, a->ph, a->pw, a->exclude_pad};
     return d;
 }
 
@@ -179,7 +161,7 @@ __global__ void avgpool_bwd_k(const float *dy, float *dx, pool_dims d, int64_t n
 
 extern "C" void rt_maxpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y)
 {
-    pool_dims d = pool_check("maxpool2d_fwd", x, a, y);
+    pool_dims d = pool_check("maxpool2d_fwd", x, a, y, "output");
     LAUNCH("maxpool2d_fwd", maxpool_fwd_k, rt_cuda_blocks(y->numel), 256, rt_f32(x), rt_f32(y), d,
            y->numel);
 }
@@ -187,8 +169,8 @@ extern "C" void rt_maxpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, r
 extern "C" void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy, const rt_pool2d_attrs *a,
                                  rt_tensor *dx)
 {
-    pool_dims d = pool_check("maxpool2d_bwd", x, a, dy);
-    rt_check_numel(dx, x->numel, "maxpool2d_bwd", "input gradient");
+    pool_dims d = pool_check("maxpool2d_bwd", x, a, dy, "output gradient");
+    rt_check_f32(dx, x->numel, "maxpool2d_bwd", "input gradient");
     rt_tensor_zero(dx);
     LAUNCH("maxpool2d_bwd", maxpool_bwd_k, rt_cuda_blocks(dy->numel), 256, rt_f32(x), rt_f32(dy),
            rt_f32(dx), d, dy->numel);
@@ -196,14 +178,14 @@ extern "C" void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy, const 
 
 extern "C" void rt_avgpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y)
 {
-    pool_dims d = pool_check("avgpool2d_fwd", x, a, y);
+    pool_dims d = pool_check("avgpool2d_fwd", x, a, y, "output");
     LAUNCH("avgpool2d_fwd", avgpool_fwd_k, rt_cuda_blocks(y->numel), 256, rt_f32(x), rt_f32(y), d,
            y->numel);
 }
 
 extern "C" void rt_avgpool2d_bwd(const rt_tensor *dy, const rt_pool2d_attrs *a, rt_tensor *dx)
 {
-    pool_dims d = pool_check("avgpool2d_bwd", dx, a, dy);
+    pool_dims d = pool_check("avgpool2d_bwd", dx, a, dy, "output gradient");
     rt_tensor_zero(dx);
     LAUNCH("avgpool2d_bwd", avgpool_bwd_k, rt_cuda_blocks(dy->numel), 256, rt_f32(dy), rt_f32(dx),
            d, dy->numel);
@@ -228,8 +210,7 @@ __global__ void gap_bwd_k(const float *dy, float *dx, int64_t HW, int64_t n)
 extern "C" void rt_global_avgpool_fwd(const rt_tensor *x, rt_tensor *y)
 {
     const char *op = "global_avgpool_fwd";
-    rt_check(x, RT_F32, 4, op, "input");
-    rt_check_numel(y, x->shape[0] * x->shape[1], op, "output");
+    rt_global_pool_check(op, x, "input", y, "output");
     const int64_t HW = x->shape[2] * x->shape[3];
     LAUNCH(op, gap_fwd_k, (unsigned)y->numel, 256, rt_f32(x), rt_f32(y), HW);
 }
@@ -237,8 +218,7 @@ extern "C" void rt_global_avgpool_fwd(const rt_tensor *x, rt_tensor *y)
 extern "C" void rt_global_avgpool_bwd(const rt_tensor *dy, rt_tensor *dx)
 {
     const char *op = "global_avgpool_bwd";
-    rt_check(dx, RT_F32, 4, op, "input gradient");
-    rt_check_numel(dy, dx->shape[0] * dx->shape[1], op, "output gradient");
+    rt_global_pool_check(op, dx, "input gradient", dy, "output gradient");
     const int64_t HW = dx->shape[2] * dx->shape[3];
     LAUNCH(op, gap_bwd_k, rt_cuda_blocks(dx->numel), 256, rt_f32(dy), rt_f32(dx), HW, dx->numel);
 }
@@ -370,40 +350,23 @@ __global__ void bn_bwd_dx_k(const float *x, const float *dy, const float *mean, 
     }
 }
 
-static void bn_check(const char *op, const rt_comm *comm, const rt_tensor *x,
-                     const rt_tensor *gamma, const rt_tensor *saved, const rt_tensor *y)
-{
-    rt_check(x, RT_F32, 4, op, "input");
-    const int64_t C = x->shape[1];
-    rt_check_numel(gamma, C, op, "gamma");
-    rt_check_numel(saved, 2 * C, op, "saved");
-    rt_check_numel(y, x->numel, op, "output");
-    /* With a rank set, an empty shard is fine: the set's count is what divides. */
-    if (!comm && x->shape[0] * x->shape[2] * x->shape[3] == 0)
-        rt_fatal(op, "empty batch: batchnorm needs at least one sample");
-}
-
 static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gamma,
                           const rt_tensor *beta, rt_tensor *running_mean, rt_tensor *running_var,
                           float momentum, float eps, rt_tensor *saved, rt_tensor *y)
 {
     const char *op = "batchnorm2d_fwd";
-    bn_check(op, comm, x, gamma, saved, y);
-    rt_check_numel(beta, gamma->numel, op, "beta");
-    const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
-    if (running_mean)
-        rt_check_numel(running_mean, C, op, "running mean");
-    if (running_var)
-        rt_check_numel(running_var, C, op, "running variance");
+    const int64_t C =
+        rt_batchnorm_fwd_check(op, comm, x, gamma, beta, running_mean, running_var, saved, y);
+    const int64_t N = x->shape[0], HW = x->shape[2] * x->shape[3];
     if (C == 0)
         return;
     double *sums = (double *)rt_cuda_scratch(RT_SCRATCH_RED, (size_t)(2 * C + 1) * 8, op);
     double *sq = sums + C + 1;
     float *mean = rt_f32(saved), *invstd = mean + C;
     LAUNCH(op, bn_sum_k, (unsigned)C, 256, rt_f32(x), N, C, HW, sums);
-    rt_cuda_allreduce_f64(comm, sums, C + 1, op);
+    rt_allreduce_f64(comm, sums, C + 1, op);
     LAUNCH(op, bn_sq_k, (unsigned)C, 256, rt_f32(x), N, C, HW, sums, sq);
-    rt_cuda_allreduce_f64(comm, sq, C, op);
+    rt_allreduce_f64(comm, sq, C, op);
     LAUNCH(op, bn_finish_k, rt_cuda_blocks(C), 256, sums, sq, C, eps, momentum, mean, invstd,
            running_mean ? rt_f32(running_mean) : NULL, running_var ? rt_f32(running_var) : NULL);
     LAUNCH(op, bn_apply_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), mean, invstd, rt_f32(gamma),
@@ -415,8 +378,8 @@ static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
                           rt_tensor *dgamma, rt_tensor *dbeta)
 {
     const char *op = "batchnorm2d_bwd";
-    bn_check(op, comm, x, gamma, saved, dy);
-    const int64_t N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
+    const int64_t C = rt_batchnorm_bwd_check(op, comm, x, gamma, saved, dy, dx);
+    const int64_t N = x->shape[0], HW = x->shape[2] * x->shape[3];
     if (C == 0)
         return;
     const float *mean = rt_f32(saved), *invstd = mean + C;
@@ -424,8 +387,7 @@ static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
     LAUNCH(op, bn_bwd_reduce_k, (unsigned)C, 256, rt_f32(x), rt_f32(dy), mean, invstd, N, C, HW,
            red, dgamma ? rt_f32(dgamma) : NULL, dbeta ? rt_f32(dbeta) : NULL);
     if (dx) {
-        rt_check_numel(dx, x->numel, op, "input gradient");
-        rt_cuda_allreduce_f64(comm, red, 2 * C + 1, op);
+        rt_allreduce_f64(comm, red, 2 * C + 1, op);
         LAUNCH(op, bn_bwd_dx_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), rt_f32(dy), mean, invstd,
                rt_f32(gamma), red, rt_f32(dx), C, HW, x->numel);
     }
@@ -477,13 +439,11 @@ extern "C" void rt_batchnorm2d_infer(const rt_tensor *x, const rt_tensor *gamma,
                                      const rt_tensor *running_var, float eps, rt_tensor *y)
 {
     const char *op = "batchnorm2d_infer";
-    rt_check(x, RT_F32, 4, op, "input");
-    const int64_t C = x->shape[1], HW = x->shape[2] * x->shape[3];
-    rt_check_numel(gamma, C, op, "gamma");
-    rt_check_numel(beta, C, op, "beta");
-    rt_check_numel(running_mean, C, op, "running mean");
-    rt_check_numel(running_var, C, op, "running variance");
-    rt_check_numel(y, x->numel, op, "output");
+    const int64_t C =
+        rt_batchnorm_fwd_check(op, NULL, x, gamma, beta, running_mean, running_var, NULL, y);
+    rt_check(running_mean, RT_F32, -1, op, "running mean");
+    rt_check(running_var, RT_F32, -1, op, "running variance");
+    const int64_t HW = x->shape[2] * x->shape[3];
     LAUNCH(op, bn_infer_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), rt_f32(running_mean),
            rt_f32(running_var), rt_f32(gamma), rt_f32(beta), eps, rt_f32(y), C, HW, x->numel);
 }
@@ -557,12 +517,10 @@ extern "C" void rt_layernorm_fwd(const rt_tensor *x, const rt_tensor *gamma, con
                                  float eps, rt_tensor *saved, rt_tensor *y)
 {
     const char *op = "layernorm_fwd";
-    rt_check(x, RT_F32, -1, op, "input");
-    const int64_t D = x->shape[x->ndim - 1], M = D ? x->numel / D : 0;
-    rt_check_numel(gamma, D, op, "gamma");
-    rt_check_numel(beta, D, op, "beta");
-    rt_check_numel(saved, 2 * M, op, "saved");
-    rt_check_numel(y, x->numel, op, "output");
+    int64_t M, D;
+    rt_layernorm_dims(op, x, gamma, saved, &M, &D);
+    rt_check_f32(beta, D, op, "beta");
+    rt_check_f32(y, x->numel, op, "output");
     LAUNCH(op, ln_fwd_k, (unsigned)M, 256, rt_f32(x), rt_f32(gamma), rt_f32(beta), eps, D,
            rt_f32(saved), rt_f32(saved) + M, rt_f32(y));
 }
@@ -572,14 +530,13 @@ extern "C" void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma, con
                                  rt_tensor *dbeta)
 {
     const char *op = "layernorm_bwd";
-    rt_check(x, RT_F32, -1, op, "input");
-    const int64_t D = x->shape[x->ndim - 1], M = D ? x->numel / D : 0;
-    rt_check_numel(gamma, D, op, "gamma");
-    rt_check_numel(saved, 2 * M, op, "saved");
-    rt_check_numel(dy, x->numel, op, "output gradient");
+    int64_t M, D;
+    rt_layernorm_dims(op, x, gamma, saved, &M, &D);
+    rt_check_f32(dy, x->numel, op, "output gradient");
+    if (dx)
+        rt_check_f32(dx, x->numel, op, "input gradient");
     const float *mean = rt_f32(saved), *rstd = mean + M;
     if (dx) {
-        rt_check_numel(dx, x->numel, op, "input gradient");
         LAUNCH(op, ln_bwd_dx_k, (unsigned)M, 256, rt_f32(x), rt_f32(gamma), mean, rstd, rt_f32(dy),
                D, rt_f32(dx));
     }
@@ -688,7 +645,7 @@ extern "C" double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor 
     float *loss = (float *)rt_cuda_scratch(RT_SCRATCH_RED, (size_t)M * 4, op);
     LAUNCH(op, ce_k, (unsigned)M, 256, rt_f32(logits), rt_i32(labels), C, 0.0f, loss, NULL);
     float *h = (float *)rt_cuda_host_staging((size_t)M * 4, op);
-    rt_cuda_d2h(h, loss, (size_t)M * 4, op);
+    rt_dev.copy(h, loss, (size_t)M * 4, RT_COPY_D2H, op);
     rt_cuda_check_inputs(op);
     double total = 0.0; /* summed on the host in double, in row order, as the CPU */
     for (int64_t m = 0; m < M; m++)
@@ -702,7 +659,7 @@ extern "C" void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *l
     const char *op = "cross_entropy_bwd";
     int64_t M, C;
     rt_cross_entropy_dims(op, logits, labels, global_count, &M, &C);
-    rt_check_numel(dlogits, logits->numel, op, "logits gradient");
+    rt_check_f32(dlogits, logits->numel, op, "logits gradient");
     LAUNCH(op, ce_k, (unsigned)M, 256, rt_f32(logits), rt_i32(labels), C,
            1.0f / (float)global_count, NULL, rt_f32(dlogits));
 }
@@ -725,15 +682,13 @@ __global__ void correct_k(const float *z, const int32_t *labels, int64_t M, int6
 extern "C" int64_t rt_correct_count(const rt_tensor *logits, const rt_tensor *labels)
 {
     const char *op = "correct_count";
-    rt_check(logits, RT_F32, -1, op, "logits");
-    rt_check(labels, RT_I32, -1, op, "labels");
-    const int64_t C = logits->shape[logits->ndim - 1], M = C ? logits->numel / C : 0;
-    rt_check_numel(labels, M, op, "labels");
+    int64_t M, C;
+    rt_correct_count_dims(op, logits, labels, &M, &C);
     rt_cuda_not_capturing(op);
     unsigned long long *d = (unsigned long long *)rt_cuda_scratch(RT_SCRATCH_RED, 8, op);
     RT_CUDA(cudaMemsetAsync(d, 0, 8, RT_FG), op);
     LAUNCH(op, correct_k, rt_cuda_blocks(M), 256, rt_f32(logits), rt_i32(labels), M, C, d);
     unsigned long long h = 0;
-    rt_cuda_d2h(&h, d, 8, op);
+    rt_dev.copy(&h, d, 8, RT_COPY_D2H, op);
     return (int64_t)h;
 }

@@ -18,6 +18,9 @@ typedef int MPI_Datatype;
 typedef int MPI_Op;
 typedef int MPI_Request;
 typedef int MPI_Errhandler;
+typedef int MPI_Info;
+typedef int MPI_Win;
+typedef long MPI_Aint;
 typedef struct {
     int MPI_SOURCE, MPI_TAG, MPI_ERROR;
 } MPI_Status;
@@ -33,6 +36,8 @@ typedef struct {
 #define MPI_STATUSES_IGNORE  ((MPI_Status *)0)
 #define MPI_STATUS_IGNORE    ((MPI_Status *)0)
 #define MPI_IN_PLACE         ((void *)1)
+#define MPI_INFO_NULL        0
+#define MPI_COMM_TYPE_SHARED 1
 
 /* A datatype's value is its size in bytes times 16 plus a distinct tag. */
 #define MPI_BYTE      (16 * 1 + 0)
@@ -59,6 +64,11 @@ int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler h);
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *out);
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *out);
 int MPI_Comm_free(MPI_Comm *comm);
+int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *out);
+int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *base,
+                            MPI_Win *win);
+int MPI_Win_shared_query(MPI_Win win, int rank, MPI_Aint *size, int *disp_unit, void *base);
+int MPI_Win_free(MPI_Win *win);
 int MPI_Error_string(int code, char *msg, int *len);
 int MPI_Barrier(MPI_Comm comm);
 int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm);

@@ -10,7 +10,7 @@
  * than wall time. Not a test: run it by hand.
  *   usage: bench_conv [repeats]   (default 5) */
 #include "burstrt.h"
-#include "internal.h" /* rt_conv2d_chunk: how many samples the lowering puts in one GEMM */
+#include "cpu/cpu.h" /* rt_conv2d_chunk: how many samples the lowering puts in one GEMM */
 
 #include <cblas.h>
 #include <stdio.h>

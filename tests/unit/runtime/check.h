@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int check_failures;
 
@@ -55,6 +57,39 @@ static inline double close_ratio(const float *a, const double *b, int64_t n, dou
         double r_ = close_ratio((a), (b), (n), (atol), (rtol));                            \
         CHECK(r_ <= 1.0, "%s: values differ from the reference (ratio %.3g)", (name), r_); \
     } while (0)
+
+/* Runs fn(ctx) in a child process, which must end with a non-zero status and print a
+ * message containing `what` to stderr (a fatal runtime error); returns the message. */
+static inline void expect_fatal(const char *name, void (*fn)(void *), void *ctx, const char *what)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        CHECK(0, "%s: pipe", name);
+        return;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        fn(ctx);
+        _exit(0);
+    }
+    close(fds[1]);
+    char msg[4096];
+    size_t len = 0;
+    ssize_t n;
+    while (len < sizeof msg - 1 && (n = read(fds[0], msg + len, sizeof msg - 1 - len)) > 0)
+        len += (size_t)n;
+    msg[len] = 0;
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) != 0, "%s: should fail, exit status %d", name,
+          WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    CHECK(strstr(msg, what) != NULL, "%s: error '%s' should contain '%s'", name, msg, what);
+}
 
 typedef struct {
     rt_tensor *t;    /* input being perturbed */

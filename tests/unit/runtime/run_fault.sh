@@ -1,28 +1,101 @@
 #!/bin/sh
-# run_fault.sh MPIEXEC TEST_FAULT MODE: runs test_fault with 3 ranks and asserts that the
-# job fails (non-zero), within 30 s, with a message naming the failing rank and the
-# step or op (MODE: hang, die, badshape); evalpause must instead succeed.
-mpiexec=$1 prog=$2 mode=$3
-start=$(date +%s)
-out=$("$mpiexec" -n 3 --oversubscribe --allow-run-as-root "$prog" --iterations 5 \
-      --step-timeout 3 "$mode" 2>&1)
-rc=$?
-elapsed=$(( $(date +%s) - start ))
-echo "$out"
-echo "run_fault: mode $mode: exit status $rc after ${elapsed}s"
-if [ "$mode" = evalpause ]; then
-    [ "$rc" -eq 0 ] || { echo "FAIL: a long phase outside the steps was aborted"; exit 1; }
-    echo "run_fault: PASS"; exit 0
-fi
-[ "$rc" -ne 0 ] || { echo "FAIL: the job exited 0"; exit 1; }
-[ "$elapsed" -lt 30 ] || { echo "FAIL: took ${elapsed}s"; exit 1; }
+# run_fault.sh MPIEXEC TEST_FAULT MODE WORKDIR: runs test_fault with 3 ranks and one fault
+# (see test_fault.c) and asserts that the job fails (non-zero) within 30 s with the
+# specific message naming the rank at fault; evalpause must instead succeed. kill-save
+# kills rank 2 in the middle of the checkpoint round of step 4 and checks that the resumed
+# job starts from the previous complete round (step 2) and ends where an uninterrupted job
+# ends.
+mpiexec=$1 prog=$2 mode=$3 work=$4
+fail() { echo "FAIL: $*"; exit 1; }
+run() { # run ARGS...: sets out, rc, elapsed
+    start=$(date +%s)
+    out=$("$mpiexec" -n 3 --oversubscribe --allow-run-as-root "$prog" --step-timeout 3 "$@" 2>&1)
+    rc=$?
+    elapsed=$(($(date +%s) - start))
+    echo "$out"
+    echo "run_fault: $mode: $* -> exit status $rc after ${elapsed}s"
+}
+expect_fault() { # expect_fault REGEX: a non-zero exit within 30 s and REGEX in the output
+    [ "$rc" -ne 0 ] || fail "the job exited 0"
+    [ "$elapsed" -lt 30 ] || fail "took ${elapsed}s"
+    echo "$out" | grep -Eq "$1" || fail "no line matching: $1"
+}
+rm -rf "$work"
+mkdir -p "$work"
+# A peer's view of rank 2, or rank 2's own: either way the line names rank 2.
+named='burstrt: rank [0-2]: watchdog: rank 2 (\(this rank\) )?stopped making progress [0-9.]+ s ago'
+# What a peer says of a rank whose process no longer runs (SIGSTOP).
+gone='\(its process has not run for [0-9.]+ s: stopped or killed\)'
 case $mode in
-hang) echo "$out" | grep -q "burstrt: rank [0-2]: watchdog: step 2 made no progress" ||
-          { echo "FAIL: no watchdog message naming rank and step"; exit 1; } ;;
-die)  echo "$out" | grep -Eq "rank 2 exits at step 2" &&
-      echo "$out" | grep -Eq "(rank 2|process rank 2|\[\[[0-9]+,[0-9]+\],2\])" ||
-          { echo "FAIL: no message naming the dead rank"; exit 1; } ;;
-badshape) echo "$out" | grep -q "burstrt: rank 2: reshard: source has shape\[0\]=3 and 12 elements, expected 2 samples" ||
-          { echo "FAIL: no message naming rank, op and cause"; exit 1; } ;;
+hang)
+    run --iterations 5 hang
+    expect_fault "$named, at step 2" ;;
+stop)
+    run --iterations 5 stop
+    expect_fault "burstrt: rank [01]: watchdog: rank 2 stopped making progress [0-9.]+ s ago, at step 2 $gone; this rank waits for it at step 2 in 'grad_allreduce' \(waiting in allreduce\)" ;;
+stop-startup)
+    run --iterations 5 stop-startup
+    expect_fault "burstrt: rank [01]: watchdog: rank 2 stopped making progress [0-9.]+ s ago, in start-up \(before the first step\) $gone; this rank waits for it in start-up \(before the first step\) \(waiting in comm_new\)" ;;
+stop-before-mpi)
+    # Before MPI starts nobody can tell which rank is missing; the others must still end.
+    BURSTRT_TEST_FAULT=stop-before-mpi@2 run --iterations 5
+    expect_fault "burstrt: rank [01]: watchdog: MPI did not start within [0-9.]+ s: a rank did not start, or stopped before MPI_Init finished" ;;
+stop-resume)
+    run --iterations 3 --checkpoint-dir "$work/ck"
+    [ "$rc" -eq 0 ] || fail "the run that writes the checkpoint failed"
+    run --iterations 6 --checkpoint-dir "$work/ck" --resume stop-resume
+    expect_fault "burstrt: rank [01]: watchdog: rank 2 stopped making progress [0-9.]+ s ago, in start-up \(before the first step\) $gone; this rank waits for it loading a checkpoint \(waiting in checkpoint\)" ;;
+die)
+    run --iterations 5 die
+    expect_fault "rank 2 exits at step 2"
+    echo "$out" | grep -Eq "process rank 2 with PID [0-9]+ .*exited|\[\[[0-9]+,[0-9]+\],2\]" ||
+        fail "mpirun did not name rank 2"
+    echo "$out" | grep -Eq "burstrt: rank [01]: stopped at step 2: the job was terminated" ||
+        fail "no surviving rank said where it stopped" ;;
+badshape)
+    run --iterations 5 badshape
+    expect_fault "burstrt: rank 2: reshard: source has shape\[0\]=3 and 12 elements, expected 2 samples" ;;
+pause-all)
+    # The whole job suspended for longer than the limit (job control: mpirun passes ^Z on
+    # as SIGSTOP) and continued: not a fault.
+    start=$(date +%s)
+    "$mpiexec" -n 3 --oversubscribe --allow-run-as-root "$prog" --step-timeout 3 \
+        --iterations 300000 > "$work/out" 2>&1 &
+    launcher=$!
+    sleep 2
+    ranks=$(ps -o pid= --ppid "$launcher"; for p in $(ps -o pid= --ppid "$launcher"); do ps -o pid= --ppid "$p"; done)
+    exe=$(readlink -f "$prog")
+    ranks=$(for p in $ranks; do [ "$(readlink -f /proc/$p/exe)" = "$exe" ] && echo $p; done)
+    [ -n "$ranks" ] || fail "no ranks found under mpirun $launcher"
+    kill -STOP $ranks
+    sleep 5
+    kill -CONT $ranks
+    wait $launcher
+    rc=$?
+    out=$(cat "$work/out")
+    echo "$out"
+    echo "run_fault: pause-all: ranks $ranks stopped for 5 s -> exit status $rc after $(($(date +%s) - start))s"
+    [ "$rc" -eq 0 ] || fail "a job suspended as a whole was aborted" ;;
+evalpause)
+    run --iterations 5 evalpause
+    [ "$rc" -eq 0 ] || fail "a long phase outside the steps was aborted" ;;
+kill-save)
+    run --iterations 6
+    [ "$rc" -eq 0 ] || fail "the uninterrupted run failed"
+    want=$(echo "$out" | grep '^final w')
+    BURSTRT_TEST_FAULT=kill-in-save@2:4 run --iterations 6 --checkpoint-dir "$work/ck" --checkpoint-every 2
+    expect_fault "BURSTRT_TEST_FAULT: killing this rank in the round of step 4"
+    echo "$out" | grep -Eq "process rank 2 with PID [0-9]+ .*(signal 9|Killed)|\[\[[0-9]+,[0-9]+\],2\]" ||
+        fail "mpirun did not name rank 2"
+    [ -f "$work/ck/step-000000000002/COMMIT" ] || fail "the complete round of step 2 is gone"
+    [ ! -f "$work/ck/step-000000000004/COMMIT" ] || fail "the interrupted round was committed"
+    run --iterations 6 --checkpoint-dir "$work/ck" --resume
+    [ "$rc" -eq 0 ] || fail "resuming after the interrupted round failed"
+    echo "$out" | grep -q "^resumed at step 2$" || fail "did not resume from the round of step 2"
+    got=$(echo "$out" | grep '^final w')
+    [ "$got" = "$want" ] || fail "resumed run ends with '$got', uninterrupted with '$want'"
+    rounds=$(ls "$work/ck")
+    [ "$rounds" = "step-000000000006" ] || fail "old rounds were not cleaned: $rounds" ;;
+*) fail "unknown mode $mode" ;;
 esac
 echo "run_fault: PASS"

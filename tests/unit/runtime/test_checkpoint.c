@@ -37,7 +37,7 @@ int main(int argc, char **argv)
         mlp_step(&m, d, 0, o->seed, &opt);
         rt_checkpoint_save(o->checkpoint_dir, m.ps, 1);
         char path[1024];
-        snprintf(path, sizeof path, "%s/rank-0.ckpt", o->checkpoint_dir);
+        snprintf(path, sizeof path, "%s/step-000000000001/rank-0.ckpt", o->checkpoint_dir);
         FILE *f = fopen(path, "r+b");
         fseek(f, 200, SEEK_SET);
         int ch = fgetc(f);

@@ -1,10 +1,14 @@
 /* test_data.c: the IDX reader on Debian's real Fashion-MNIST files, clear errors for
- * missing, truncated and foreign files, the per-epoch shuffle (a permutation: every
- * label histogram of an epoch equals the file's), shard independence (a rank's shard
- * holds exactly the samples rank 0 would see at those positions), and the synthetic
- * source. */
+ * missing, truncated and foreign files, special files (a FIFO must not block, a
+ * directory, /dev/zero), damaged gzip files (a flipped CRC-32 or length, corrupt
+ * compressed data, a missing trailer, trailing garbage), impossible headers (a count of
+ * 2^31-1 images, a zero dimension), raw and multi-member files; the per-epoch shuffle (a
+ * permutation: every label histogram of an epoch equals the file's), shard independence
+ * (a rank's shard holds exactly the samples rank 0 would see at those positions), and the
+ * synthetic source. */
 #include "check.h"
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -37,6 +41,133 @@ static void write_gz(const char *path, const unsigned char *bytes, size_t n)
     gzclose(f);
 }
 
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    unsigned char *b = malloc(1 << 20);
+    *n = f ? fread(b, 1, 1 << 20, f) : 0;
+    if (f)
+        fclose(f);
+    return b;
+}
+
+static void spill(const char *path, const unsigned char *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    fwrite(b, 1, n, f);
+    fclose(f);
+}
+
+/* A valid label file of `count` labels 0..9, raw bytes. */
+static unsigned char *labels_idx(int count, size_t *n)
+{
+    unsigned char *b = malloc(8 + (size_t)count);
+    memcpy(b,
+           (unsigned char[]){0, 0, 8, 1, 0, 0, (unsigned char)(count >> 8), (unsigned char)count},
+           8);
+    for (int i = 0; i < count; i++)
+        b[8 + i] = (unsigned char)(rt_hash64((uint64_t)i) % 10);
+    *n = 8 + (size_t)count;
+    return b;
+}
+
+/* Each kind of damage to a gzipped IDX file, and the special files, must be refused with a
+ * message that says what is wrong (never "truncated" for a damaged but complete file). */
+static void test_damaged_files(const char *dir)
+{
+    char path[256], gz[256];
+    size_t n, zn;
+    unsigned char *raw = labels_idx(3000, &n);
+    snprintf(gz, sizeof gz, "%s/good.gz", dir);
+    write_gz(gz, raw, n);
+    int nd;
+    int64_t dims[4];
+    char err[1024];
+    uint8_t *ok = rt_idx_read(gz, &nd, dims, err, sizeof err);
+    CHECK(ok && nd == 1 && dims[0] == 3000 && !memcmp(ok, raw + 8, 3000), "good file: %s",
+          ok ? "wrong content" : err);
+    free(ok);
+    unsigned char *z = slurp(gz, &zn);
+
+    snprintf(path, sizeof path, "%s/crc.gz", dir);
+    z[zn - 8] ^= 1;
+    spill(path, z, zn);
+    expect_idx_error(path, "the CRC-32 of the data does not match its trailer");
+    z[zn - 8] ^= 1;
+    z[zn - 2] ^= 1;
+    spill(path, z, zn);
+    expect_idx_error(path, "the length in the trailer does not match the data");
+    z[zn - 2] ^= 1;
+    spill(path, z, zn - 8);
+    expect_idx_error(path, "before its CRC-32 and length trailer");
+    spill(path, z, zn / 2);
+    expect_idx_error(path, "truncated: the gzip stream ends inside its compressed data");
+    for (size_t i = 12; i < zn - 8; i += 7)
+        z[i] ^= 0x55;
+    spill(path, z, zn);
+    expect_idx_error(path, "corrupt gzip data");
+    free(z);
+
+    /* Trailing garbage after a complete stream; two members in a row are fine. */
+    z = slurp(gz, &zn);
+    memcpy(z + zn, "garbage", 7);
+    spill(path, z, zn + 7);
+    expect_idx_error(path, "trailing garbage");
+    FILE *f = fopen(path, "wb");
+    fwrite(z, 1, zn, f);
+    fclose(f);
+    gzFile g = gzopen(path, "ab"); /* a second member with more labels: too many bytes */
+    gzwrite(g, raw + 8, 5);
+    gzclose(g);
+    expect_idx_error(path, "trailing data after the 3000 bytes the header (3000) promises");
+    f = fopen(path, "wb");
+    gzFile g1 = gzdopen(dup(fileno(f)), "wb");
+    gzwrite(g1, raw, 1000);
+    gzclose(g1);
+    fclose(f);
+    g = gzopen(path, "ab");
+    gzwrite(g, raw + 1000, (unsigned)(n - 1000));
+    gzclose(g);
+    ok = rt_idx_read(path, &nd, dims, err, sizeof err);
+    CHECK(ok && dims[0] == 3000 && !memcmp(ok, raw + 8, 3000), "two gzip members: %s",
+          ok ? "wrong content" : err);
+    free(ok);
+    free(z);
+
+    /* Uncompressed IDX is read as such. */
+    spill(path, raw, n);
+    ok = rt_idx_read(path, &nd, dims, err, sizeof err);
+    CHECK(ok && dims[0] == 3000 && !memcmp(ok, raw + 8, 3000), "raw file: %s",
+          ok ? "content" : err);
+    free(ok);
+    spill(path, raw, n - 1);
+    expect_idx_error(
+        path, "truncated: the header (3000) promises 3000 bytes of data, the file holds 2999");
+
+    /* Headers that cannot be: 2^31-1 images of 28x28 (named as a whole), a zero dimension. */
+    unsigned char huge[16] = {0, 0, 8, 3, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 28, 0, 0, 0, 28};
+    write_gz(path, huge, sizeof huge);
+    expect_idx_error(path,
+                     "the IDX header promises 2147483647 x 28 x 28 bytes, more than the 4 GiB");
+    unsigned char empty[12] = {0, 0, 8, 2, 0, 0, 0, 5, 0, 0, 0, 0};
+    write_gz(path, empty, sizeof empty);
+    expect_idx_error(path, "dimension 2 of the IDX header is 0");
+    unsigned char many[8] = {0, 0, 8, 1, 0x7f, 0xff, 0xff, 0xff};
+    write_gz(path, many, sizeof many);
+    expect_idx_error(path, "promises 2147483647 bytes of data, the file holds 0");
+    remove(path);
+    remove(gz);
+    free(raw);
+
+    /* Special files: refused at once, never read or waited on. */
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    CHECK(mkfifo(path, 0600) == 0, "mkfifo");
+    expect_idx_error(path, "not a regular file (a FIFO)");
+    remove(path);
+    expect_idx_error(dir, "not a regular file (a directory)");
+    expect_idx_error("/dev/zero", "not a regular file (a character device)");
+}
+
 /* Runs rt_data_open on `dir` in a child; it must exit non-zero naming `what`. */
 static void expect_open_fails(const char *dir, const char *what)
 {
@@ -67,6 +198,7 @@ static void expect_open_fails(const char *dir, const char *what)
 
 int main(void)
 {
+    alarm(50); /* a reader that blocks (on a FIFO, say) fails here, not at ctest's timeout */
     P = rt_pool_new();
     int nd;
     int64_t dims[4];
@@ -106,6 +238,7 @@ int main(void)
     remove(path);
     snprintf(path, sizeof path, "%s/truncated.gz", dir);
     remove(path);
+    test_damaged_files(dir);
     rmdir(dir);
 
     /* The real data source: a shard equals rank 0's view of the same positions. */

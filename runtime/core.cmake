@@ -1,0 +1,23 @@
+# core.cmake: burstrt_core, the part of libburstrt that every backend shares (options,
+# errors, watchdog, steps, pools and tensors, trace, data, checkpoints, optimizer loops,
+# RNG, rank sets and the reshard plan, argument checks), compiled once as an object
+# library whose objects go into each backend's static library (burstrt, burstrt_cuda).
+# Included by runtime/CMakeLists.txt, or by runtime/cuda/CMakeLists.txt when that folder
+# is built on its own. The includer has found ZLIB and Threads, and sets
+# BURSTRT_CORE_MPI to the MPI target to compile against (MPI::MPI_C) or, for the one-rank
+# stand-in, BURSTRT_CORE_MPI_INCLUDE to the folder holding its mpi.h.
+set(burstrt_core_dir ${CMAKE_CURRENT_LIST_DIR})
+add_library(burstrt_core OBJECT
+  ${burstrt_core_dir}/core.c ${burstrt_core_dir}/options.c ${burstrt_core_dir}/watchdog.c
+  ${burstrt_core_dir}/tensor.c ${burstrt_core_dir}/trace.c ${burstrt_core_dir}/rankset.c
+  ${burstrt_core_dir}/shapes.c ${burstrt_core_dir}/optim.c ${burstrt_core_dir}/rng.c
+  ${burstrt_core_dir}/data.c ${burstrt_core_dir}/checkpoint.c)
+target_include_directories(burstrt_core PUBLIC ${burstrt_core_dir})
+# Position-independent, so that either library may also go into a shared object.
+set_target_properties(burstrt_core PROPERTIES POSITION_INDEPENDENT_CODE ON)
+target_link_libraries(burstrt_core PUBLIC ZLIB::ZLIB Threads::Threads)
+if(BURSTRT_CORE_MPI)
+  target_link_libraries(burstrt_core PUBLIC ${BURSTRT_CORE_MPI})
+else()
+  target_include_directories(burstrt_core PRIVATE ${BURSTRT_CORE_MPI_INCLUDE})
+endif()

@@ -1,0 +1,142 @@
+/* options.c: the command line every generated program shares (rt_init parses it):
+ * iterations, data source, seed, trace, checkpoints, BLAS threads, the watchdog's step
+ * timeout. Both "--opt V" and "--opt=V"; an unknown option or a bad value is a fatal error
+ * naming it, and --help prints the usage on rank 0 and exits 0. */
+#include "internal.h"
+
+#include <errno.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void rt_set_defaults(int64_t iterations, rt_data_kind data)
+{
+    if (iterations > 0)
+        rt_opts_g.iterations = iterations;
+    rt_opts_g.data = data;
+}
+
+static void usage(FILE *f, const char *program)
+{
+    fprintf(f,
+            "usage: %s [options]   (run one process per rank under mpirun)\n"
+            "  --iterations N        training iterations (default %lld)\n"
+            "  --data synthetic|fmnist[:DIR]\n"
+            "                        input data (default %s; fmnist reads DIR, default\n"
+            "                        /usr/share/datasets/fashion-mnist)\n"
+            "  --seed S              seed of init, data order and dropout (default 1)\n"
+            "  --trace FILE          write a Chrome trace (all ranks, pid = rank)\n"
+            "  --checkpoint-dir DIR  where checkpoints go (made if missing); one is written\n"
+            "                        after the last iteration, and more with:\n"
+            "  --checkpoint-every N  checkpoint every N iterations (needs --checkpoint-dir)\n"
+            "  --resume              continue from the newest complete checkpoint in DIR\n"
+            "  --threads N           BLAS threads per rank (default 1)\n"
+            "  --step-timeout SEC    end the job when a rank makes no progress for SEC seconds\n"
+            "                        (default 20, or 3x the slowest step; 0: never)\n"
+            "  --help                this text\n",
+            program, (long long)rt_opts_g.iterations,
+            rt_opts_g.data == RT_DATA_FMNIST ? "fmnist" : "synthetic");
+}
+
+static int64_t parse_int(const char *opt, const char *v, int64_t lo)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end || end == v || x < lo)
+        rt_fatal("options", "%s expects an integer >= %lld, got '%s'", opt, (long long)lo, v);
+    return x;
+}
+
+static void copy_str(char *dst, size_t cap, const char *opt, const char *v)
+{
+    if (strlen(v) >= cap)
+        rt_fatal("options", "%s: value too long", opt);
+    strcpy(dst, v);
+}
+
+/* The options and whether each takes a value. */
+static const struct {
+    const char *name;
+    bool value;
+} known[] = {
+    {"--help", false}, {"--resume", false},        {"--iterations", true},
+    {"--seed", true},  {"--threads", true},        {"--checkpoint-every", true},
+    {"--trace", true}, {"--checkpoint-dir", true}, {"--step-timeout", true},
+    {"--data", true},
+};
+
+void rt_parse_options(int argc, char **argv, const char *program)
+{
+    rt_options *o = &rt_opts_g;
+    strcpy(o->data_dir, "/usr/share/datasets/fashion-mnist");
+    for (int i = 1; i < argc; i++) {
+        char name[64];
+        const char *arg = argv[i], *val = NULL;
+        const char *eq = strchr(arg, '=');
+        if (strncmp(arg, "--", 2) != 0)
+            rt_fatal("options", "unexpected argument '%s' (see --help)", arg);
+        size_t len = eq ? (size_t)(eq - arg) : strlen(arg);
+        int k = -1;
+        for (size_t j = 0; j < sizeof known / sizeof *known && len < sizeof name; j++)
+            if (strlen(known[j].name) == len && !strncmp(known[j].name, arg, len))
+                k = (int)j;
+        if (k < 0)
+            rt_fatal("options", "unknown option '%.*s' (see --help)", (int)(len < 200 ? len : 200),
+                     arg);
+        memcpy(name, arg, len);
+        name[len] = 0;
+        if (!known[k].value && eq)
+            rt_fatal("options", "%s takes no value, got '%s'", name, arg);
+        if (known[k].value) {
+            if (eq)
+                val = eq + 1;
+            else if (i + 1 < argc)
+                val = argv[++i];
+            else
+                rt_fatal("options", "%s needs a value", name);
+        }
+        if (!strcmp(name, "--help")) {
+            if (o->rank == 0)
+                usage(stdout, program);
+            fflush(stdout);
+            rt_exit_early(0);
+        } else if (!strcmp(name, "--resume")) {
+            o->resume = true;
+        } else if (!strcmp(name, "--iterations")) {
+            o->iterations = parse_int(name, val, 0);
+        } else if (!strcmp(name, "--seed")) {
+            o->seed = (uint64_t)parse_int(name, val, 0);
+        } else if (!strcmp(name, "--threads")) {
+            o->threads = (int)parse_int(name, val, 1);
+        } else if (!strcmp(name, "--checkpoint-every")) {
+            o->checkpoint_every = parse_int(name, val, 0);
+        } else if (!strcmp(name, "--trace")) {
+            copy_str(o->trace_path, sizeof o->trace_path, name, val);
+        } else if (!strcmp(name, "--checkpoint-dir")) {
+            copy_str(o->checkpoint_dir, sizeof o->checkpoint_dir, name, val);
+        } else if (!strcmp(name, "--step-timeout")) {
+            char *end;
+            o->step_timeout = strtod(val, &end);
+            if (*end || end == val || !(o->step_timeout >= 0) || o->step_timeout > 1e9)
+                rt_fatal("options", "--step-timeout expects seconds >= 0, got '%s'", val);
+        } else {
+            if (!strcmp(val, "synthetic")) {
+                o->data = RT_DATA_SYNTHETIC;
+            } else if (!strncmp(val, "fmnist", 6) && (val[6] == 0 || val[6] == ':')) {
+                o->data = RT_DATA_FMNIST;
+                if (val[6] == ':')
+                    copy_str(o->data_dir, sizeof o->data_dir, name, val + 7);
+            } else {
+                rt_fatal("options", "--data expects synthetic or fmnist[:DIR], got '%s'", val);
+            }
+        }
+    }
+    if (o->checkpoint_every > 0 && !o->checkpoint_dir[0])
+        rt_fatal("options", "--checkpoint-every needs --checkpoint-dir");
+    if (o->resume && !o->checkpoint_dir[0])
+        rt_fatal("options", "--resume needs --checkpoint-dir");
+    if (o->trace_path[0] && o->checkpoint_dir[0] && !strcmp(o->trace_path, o->checkpoint_dir))
+        rt_fatal("options", "--trace and --checkpoint-dir name the same path '%s'", o->trace_path);
+}

@@ -1,0 +1,228 @@
+/* tensor.c: pools and tensors, once for every backend. A pool owns everything a program
+ * allocates from it: host blocks (tensor headers, parameter records) and device memory,
+ * which the backend hands out through rt_dev.alloc, either one allocation per tensor (the
+ * CPU, where the sanitizers then see each tensor's bounds) or carved from large chunks (the
+ * GPU, one cudaMalloc per 64 MiB); rt_pool_free releases all of it at once. Views and
+ * slices share their source's memory. Host code that fills or reads tensors (data,
+ * initialisers, checkpoints) goes through rt_host_view, which stages device memory through
+ * a host copy where the backend's memory is not the host's. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct rt_pool {
+    void **host; /* host blocks, freed with free() */
+    size_t nhost, caphost;
+    void **dev; /* device allocations (tensors, or chunks) */
+    size_t ndev, capdev;
+    char *chunk; /* the chunk tensors are carved from now */
+    size_t chunk_used, chunk_cap;
+    void *scratch;
+    size_t scratch_bytes;
+};
+
+static void own(void ***list, size_t *n, size_t *cap, void *p)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? 2 * *cap : 64;
+        void **nl = realloc(*list, nc * sizeof *nl);
+        if (!nl)
+            rt_fatal("pool", "out of memory");
+        *list = nl;
+        *cap = nc;
+    }
+    (*list)[(*n)++] = p;
+}
+
+rt_pool *rt_pool_new(void)
+{
+    return rt_xcalloc(1, sizeof(rt_pool), "pool");
+}
+
+void rt_pool_free(rt_pool *p)
+{
+    if (!p)
+        return;
+    if (p->ndev || p->scratch)
+        rt_dev.sync("pool_free");
+    for (size_t i = 0; i < p->ndev; i++)
+        rt_dev.free(p->dev[i]);
+    for (size_t i = 0; i < p->nhost; i++)
+        free(p->host[i]);
+    rt_dev.free(p->scratch);
+    free(p->dev);
+    free(p->host);
+    free(p);
+}
+
+void *rt_pool_alloc(rt_pool *p, size_t bytes)
+{
+    void *b = rt_xcalloc(1, bytes, "pool");
+    own(&p->host, &p->nhost, &p->caphost, b);
+    return b;
+}
+
+static void *device_alloc(rt_pool *p, size_t bytes, const char *op)
+{
+    const size_t align = 256; /* 64 would do for the CPU; 256 suits every GPU load */
+    if (bytes > SIZE_MAX - align)
+        rt_fatal(op, "cannot allocate %zu bytes", bytes);
+    bytes = bytes ? (bytes + align - 1) / align * align : align;
+    if (!rt_dev.chunk_bytes) {
+        void *d = rt_dev.alloc(bytes, op);
+        own(&p->dev, &p->ndev, &p->capdev, d);
+        return d;
+    }
+    if (!p->chunk || p->chunk_cap - p->chunk_used < bytes) {
+        size_t cap = bytes > rt_dev.chunk_bytes ? bytes : rt_dev.chunk_bytes;
+        p->chunk = rt_dev.alloc(cap, op);
+        own(&p->dev, &p->ndev, &p->capdev, p->chunk);
+        p->chunk_used = 0;
+        p->chunk_cap = cap;
+    }
+    void *r = p->chunk + p->chunk_used;
+    p->chunk_used += bytes;
+    return r;
+}
+
+static rt_tensor *tensor_header(rt_pool *p, rt_dtype dt, int ndim, const int64_t *shape,
+                                const char *op)
+{
+    if (ndim < 0 || ndim > RT_MAX_DIMS)
+        rt_fatal(op, "tensor rank %d outside 0..%d", ndim, RT_MAX_DIMS);
+    if (dt != RT_F32 && dt != RT_I32)
+        rt_fatal(op, "unknown dtype %d", (int)dt);
+    rt_tensor *t = rt_pool_alloc(p, sizeof *t);
+    t->dtype = dt;
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0)
+            rt_fatal(op, "negative dimension %lld", (long long)shape[i]);
+        if (__builtin_mul_overflow(t->numel, shape[i], &t->numel) || t->numel > INT64_MAX / 4)
+            rt_fatal(op, "a tensor of dimension %d = %lld is too large", i, (long long)shape[i]);
+        t->shape[i] = shape[i];
+    }
+    return t;
+}
+
+rt_tensor *rt_tensor_new(rt_pool *p, rt_dtype dt, int ndim, const int64_t *shape)
+{
+    rt_progress_tick(); /* start-up makes many; each is progress for the watchdog */
+    rt_tensor *t = tensor_header(p, dt, ndim, shape, "tensor_new");
+    t->data = device_alloc(p, (size_t)t->numel * 4, "tensor_new");
+    return t;
+}
+
+rt_tensor *rt_tensor_view(rt_pool *p, rt_tensor *src, int ndim, const int64_t *shape)
+{
+    rt_tensor *t = tensor_header(p, src->dtype, ndim, shape, "tensor_view");
+    if (t->numel != src->numel)
+        rt_fatal("tensor_view", "view has %lld elements, source %lld", (long long)t->numel,
+                 (long long)src->numel);
+    t->data = src->data;
+    return t;
+}
+
+rt_tensor *rt_tensor_slice(rt_pool *p, rt_tensor *src, int64_t s0, int64_t s1)
+{
+    if (src->ndim < 1 || s0 < 0 || s1 < s0 || s1 > src->shape[0])
+        rt_fatal("tensor_slice", "samples [%lld,%lld) outside a tensor of %lld", (long long)s0,
+                 (long long)s1, (long long)(src->ndim ? src->shape[0] : 0));
+    int64_t shape[RT_MAX_DIMS];
+    memcpy(shape, src->shape, sizeof shape);
+    shape[0] = s1 - s0;
+    rt_tensor *t = tensor_header(p, src->dtype, src->ndim, shape, "tensor_slice");
+    t->data = (char *)src->data + (size_t)(s0 * rt_tensor_per_sample(src)) * 4;
+    return t;
+}
+
+float *rt_pool_scratch(rt_pool *p, size_t n)
+{
+    if (n > SIZE_MAX / 4)
+        rt_fatal("scratch", "cannot allocate %zu floats", n);
+    if (n * 4 > p->scratch_bytes) {
+        rt_dev.sync("scratch"); /* queued work may still use the old buffer */
+        rt_dev.free(p->scratch);
+        p->scratch = NULL;
+        p->scratch = rt_dev.alloc(n * 4, "scratch");
+        p->scratch_bytes = n * 4;
+    }
+    return p->scratch;
+}
+
+int64_t rt_tensor_per_sample(const rt_tensor *t)
+{
+    return t->ndim == 0 || t->shape[0] == 0 ? 0 : t->numel / t->shape[0];
+}
+
+/* ---- copies ------------------------------------------------------------------------------ */
+
+void rt_tensor_zero(rt_tensor *t)
+{
+    rt_dev.zero(t->data, (size_t)t->numel * 4, "zero");
+}
+
+void rt_tensor_copy(rt_tensor *dst, const rt_tensor *src)
+{
+    if (dst->numel != src->numel || dst->dtype != src->dtype)
+        rt_fatal("copy", "size or dtype mismatch (%lld vs %lld elements)", (long long)dst->numel,
+                 (long long)src->numel);
+    rt_dev.copy(dst->data, src->data, (size_t)src->numel * 4, RT_COPY_D2D, "copy");
+}
+
+void rt_tensor_write(rt_tensor *t, const void *host)
+{
+    rt_dev.copy(t->data, host, (size_t)t->numel * 4, RT_COPY_H2D, "tensor_write");
+}
+
+void rt_tensor_read(const rt_tensor *t, void *host)
+{
+    rt_dev.copy(host, t->data, (size_t)t->numel * 4, RT_COPY_D2H, "tensor_read");
+}
+
+void *rt_host_view(const rt_tensor *t, bool read, const char *op)
+{
+    if (rt_dev.host_memory)
+        return t->data;
+    void *h = rt_xmalloc((size_t)t->numel * 4, op);
+    if (read)
+        rt_dev.copy(h, t->data, (size_t)t->numel * 4, RT_COPY_D2H, op);
+    return h;
+}
+
+void rt_host_done(const rt_tensor *t, void *host, bool write, const char *op)
+{
+    if (rt_dev.host_memory)
+        return;
+    if (write)
+        rt_dev.copy(t->data, host, (size_t)t->numel * 4, RT_COPY_H2D, op);
+    free(host);
+}
+
+/* ---- the device's public hooks ---------------------------------------------------------- */
+
+static rt_compute_dtype compute_dtype = RT_COMPUTE_F32;
+
+void rt_set_compute_dtype(rt_compute_dtype dt)
+{
+    if (dt != RT_COMPUTE_F32 && dt != RT_COMPUTE_BF16 && dt != RT_COMPUTE_F16)
+        rt_fatal("set_compute_dtype", "unknown compute dtype %d", (int)dt);
+    compute_dtype = dt;
+}
+
+rt_compute_dtype rt_get_compute_dtype(void)
+{
+    return compute_dtype;
+}
+
+void rt_device_sync(void)
+{
+    rt_dev.sync("device_sync");
+}
+
+void rt_use_background_stream(bool on)
+{
+    rt_dev.background(on);
+}
