@@ -1118,6 +1118,12 @@ static void add_losses(mctx *c)
         nclass += v->act && v->layer >= 0 && (v->shape.rank == 2 || v->shape.rank == 3) &&
                   imp_per_sample(&v->shape) > 0;
     }
+    /* Which layers others read (computed once: a file may have many outputs). */
+    int nread = c->m->nlayers;
+    bool *read = arena_alloc(c->g->a, sizeof *read * (size_t)(nread + 1));
+    for (int j = 0; j < c->m->nlayers; j++)
+        for (int a = 0; a < c->m->layers[j].nargs; a++)
+            read[c->m->layers[j].args[a]] = true;
     for (int i = 0; i < c->g->noutputs; i++) {
         int id = c->g->outputs[i];
         imp_value *v = val(c, id);
@@ -1136,11 +1142,7 @@ static void add_losses(mctx *c)
         }
         /* cross_entropy applies the softmax itself: it reads the logits. */
         imp_layer *ol = &c->m->layers[l];
-        bool read = false;
-        for (int j = 0; j < c->m->nlayers && !read; j++)
-            for (int a = 0; a < c->m->layers[j].nargs; a++)
-                read |= c->m->layers[j].args[a] == l;
-        if (strcmp(ol->op, "softmax") == 0 && !*ol->attrs && !read) {
+        if (l < nread && strcmp(ol->op, "softmax") == 0 && !*ol->attrs && !read[l]) {
             note(c, "the final softmax '%s' is left out: the loss applies it", ol->name);
             ol->dropped = true;
             l = ol->args[0];
