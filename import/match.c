@@ -24,13 +24,13 @@
 typedef struct mctx {
     imp_graph *g;
     imp_model *m;
+    int notes_cap;
     /* Layers per name scope, counting those below it: names drop the op type
 	 * of a scope that holds one layer ("/layer1/conv1/Conv" -> layer1_conv1). */
-    int notes_cap;
     int scope_cap, scope_n;
     const char **scope_key;
     int *scope_count;
-    bool loss;
+    bool loss; /* add labels and a loss per classifier output */
 } mctx;
 
 static imp_value *val(mctx *c, int v)
