@@ -648,6 +648,8 @@ static void emit_forward_op(emitter *e, int i)
     case OP_MATMUL: W("\t\trt_matmul_fwd(a3_%s, b3_%s, c3_%s);\n", c, c, c); break;
     case OP_RELU: W("\t\trt_relu_fwd(%s, %s);\n", x, y); break;
     case OP_GELU: W("\t\trt_gelu_fwd(%s, %s);\n", x, y); break;
+    case OP_TANH: W("\t\trt_tanh_fwd(%s, %s);\n", x, y); break;
+    case OP_SIGMOID: W("\t\trt_sigmoid_fwd(%s, %s);\n", x, y); break;
     case OP_MAXPOOL2D:
         emit_pool_attrs(e, op);
         W("\t\trt_maxpool2d_fwd(%s, &a, %s);\n", x, y);
@@ -838,6 +840,8 @@ static void emit_backward_op(emitter *e, int i)
         break;
     case OP_RELU: W("\t\trt_relu_bwd(%s, %s, %s);\n", x, dy, dx); break;
     case OP_GELU: W("\t\trt_gelu_bwd(%s, %s, %s);\n", x, dy, dx); break;
+    case OP_TANH: W("\t\trt_tanh_bwd(%s, %s, %s);\n", x, dy, dx); break;
+    case OP_SIGMOID: W("\t\trt_sigmoid_bwd(%s, %s, %s);\n", x, dy, dx); break;
     case OP_MAXPOOL2D:
         emit_pool_attrs(e, op);
         W("\t\trt_maxpool2d_bwd(%s, %s, &a, %s);\n", x, dy, dx);

@@ -615,7 +615,9 @@ static bool infer_op(infer_ctx *c)
     case OP_LINEAR: return infer_linear(c);
     case OP_MATMUL: return infer_matmul(c);
     case OP_RELU:
-    case OP_GELU: return infer_same(c);
+    case OP_GELU:
+    case OP_TANH:
+    case OP_SIGMOID: return infer_same(c);
     case OP_MAXPOOL2D:
     case OP_AVGPOOL2D: return infer_pool(c);
     case OP_GLOBALAVGPOOL: return infer_global_avgpool(c);
@@ -718,6 +720,13 @@ ir_cost ir_op_cost(const ir_graph *g, const ir_op *op)
         k.bwd_flops = out;
         k.bwd_read = 2 * out;
         k.saved = out;
+        break;
+    case OP_TANH:
+    case OP_SIGMOID:
+        k.fwd_flops = 4 * out; /* an exponential, an add, a division */
+        k.bwd_flops = 4 * out; /* recomputed from x, then dy * (1 - y^2) or dy * y * (1 - y) */
+        k.bwd_read = 2 * out;
+        k.saved = in;
         break;
     case OP_GELU:
         k.fwd_flops = 8 * out; /* tanh approximation: ~8 FLOPs per element */

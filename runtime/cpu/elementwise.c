@@ -1,4 +1,4 @@
-/* cpu/elementwise.c: the memory-bound ops on the CPU: relu, gelu (tanh approximation),
+/* cpu/elementwise.c: the memory-bound ops on the CPU: relu, gelu (tanh approximation), tanh, sigmoid,
  * add and gradient accumulation, dropout with the counter-based mask, concat,
  * transpose of two axes, softmax along an axis, and the optimizers' per-element updates.
  * Each is a plain loop over contiguous memory; shapes are checked once per call, never
@@ -53,6 +53,57 @@ void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
         float d =
             0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * v * v);
         o[i] = g[i] * d;
+    }
+}
+
+void rt_tanh_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    rt_same_numel("tanh_fwd", x, "input", y, "output");
+    const float *xp = rt_f32(x);
+    float *yp = rt_f32(y);
+    for (int64_t i = 0; i < x->numel; i++)
+        yp[i] = tanhf(xp[i]);
+}
+
+void rt_tanh_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    rt_same_numel("tanh_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("tanh_bwd", x, "input", dx, "input gradient");
+    const float *xp = rt_f32(x), *g = rt_f32(dy);
+    float *o = rt_f32(dx);
+    for (int64_t i = 0; i < x->numel; i++) {
+        float t = tanhf(xp[i]);
+        o[i] = g[i] * (1.0f - t * t);
+    }
+}
+
+/* 1 / (1 + e^-x), written so that neither branch overflows. */
+static float sigmoid(float v)
+{
+    if (v >= 0.0f)
+        return 1.0f / (1.0f + expf(-v));
+    float e = expf(v);
+    return e / (1.0f + e);
+}
+
+void rt_sigmoid_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    rt_same_numel("sigmoid_fwd", x, "input", y, "output");
+    const float *xp = rt_f32(x);
+    float *yp = rt_f32(y);
+    for (int64_t i = 0; i < x->numel; i++)
+        yp[i] = sigmoid(xp[i]);
+}
+
+void rt_sigmoid_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    rt_same_numel("sigmoid_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("sigmoid_bwd", x, "input", dx, "input gradient");
+    const float *xp = rt_f32(x), *g = rt_f32(dy);
+    float *o = rt_f32(dx);
+    for (int64_t i = 0; i < x->numel; i++) {
+        float s = sigmoid(xp[i]);
+        o[i] = g[i] * s * (1.0f - s);
     }
 }
 
