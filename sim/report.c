@@ -61,18 +61,15 @@ void sim_print_table(FILE *out, const plan_problem *p, const sim_report_info *in
     fprintf(out, "%-22s %12.1f\n\n", "cluster", r->fg_samples_per_s + r->bg_samples_per_s);
     int G = r->G;
     stat3 f = stats(r->fg_busy, G), b = stats(r->bg_busy, G);
-    fprintf(out, "%-22s %12s %12s %12s\n", "GPU busy %", "mean", "min", "max");
-    fprintf(out, "%-22s %12.2f %12.2f %12.2f\n", "foreground", 100 * f.mean, 100 * f.min,
-            100 * f.max);
-    fprintf(out, "%-22s %12.2f %12.2f %12.2f\n", "background", 100 * b.mean, 100 * b.min,
-            100 * b.max);
-    if (G <= 16) {
+    fprintf(out, "%-22s %12s %12s\n", "GPU busy %", "foreground", "background");
+    fprintf(out, "%-22s %12.2f %12.2f\n", "mean", 100 * f.mean, 100 * b.mean);
+    fprintf(out, "%-22s %12.2f %12.2f\n", "min", 100 * f.min, 100 * b.min);
+    fprintf(out, "%-22s %12.2f %12.2f\n", "max", 100 * f.max, 100 * b.max);
+    if (G <= 16)
         for (int g = 0; g < G; g++)
-            fprintf(out, "  GPU %-16d %12.2f %12s %12s  (foreground, background %.2f)\n", g,
-                    100 * r->fg_busy[g], "", "", 100 * r->bg_busy[g]);
-    } else {
-        fprintf(out, "  (%d GPUs: per-GPU numbers in --json)\n", G);
-    }
+            fprintf(out, "GPU %-18d %12.2f %12.2f\n", g, 100 * r->fg_busy[g], 100 * r->bg_busy[g]);
+    else
+        fprintf(out, "(%d GPUs: every GPU's numbers are in --json)\n", G);
     fprintf(out, "\n%-22s %12s %12s\n", "link utilisation %", "mean", "max");
     fprintf(out, "%-22s %12.2f %12.2f\n", "GPU ports (each way)", 100 * r->port_util_mean,
             100 * r->port_util_max);

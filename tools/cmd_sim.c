@@ -221,8 +221,6 @@ int cmd_sim(int argc, char **argv)
         fprintf(stderr, "burstc sim: error: '%s' has no job to simulate\n", input);
         goto done;
     }
-    if (!ir_verify(m, &d))
-        goto done;
     const ir_job *job = &m->jobs[ctx.job];
     int was_planned = planned(m->graphs[job->graph]);
     if (was_planned < 0) {
@@ -239,8 +237,11 @@ int cmd_sim(int argc, char **argv)
                     input);
             goto done;
         }
-        strip_comm(m, job->graph);
     }
+    if (!ir_verify(m, &d))
+        goto done;
+    if (was_planned)
+        strip_comm(m, job->graph);
     if (!pass_plan_build(m, ctx.job, &popt, &in, &d))
         goto done;
     in.p.ar_overlap = overlap;
