@@ -96,10 +96,11 @@ bool sim_write_json(FILE *out, const plan_problem *p, const sim_report_info *inf
     fprintf(
         out,
         ",\n  \"gpus\": %d,\n  \"gpus_per_node\": %d,\n  \"batch\": %lld,\n  \"iterations\": %d,\n"
-        "  \"ideal\": %s,\n  \"overlap_allreduce\": %s,\n  \"jitter\": %.9g,\n  \"seed\": %llu,\n",
+        "  \"ideal\": %s,\n  \"overlap_allreduce\": %s,\n  \"jitter\": %.9g,\n  \"seed\": %llu,\n"
+        "  \"background_slices\": %d,\n",
         p->cluster.gpus, p->cluster.gpus_per_node, (long long)p->batch, r->iterations,
         o->ideal ? "true" : "false", info->overlap ? "true" : "false", o->jitter,
-        (unsigned long long)o->seed);
+        (unsigned long long)o->seed, o->nbg);
     fprintf(out, "  \"iteration_s\": [");
     for (int i = 0; i < r->iterations; i++)
         fprintf(out, "%s%.9g", i ? ", " : "", r->iter_time[i]);
