@@ -126,6 +126,13 @@ struct sim_engine {
     sim_totals tot;
 };
 
+/* A caller broke the engine's contract: an internal error (exit 2). */
+static void misuse(const char *what, long long v)
+{
+    fprintf(stderr, "burstc: internal error: simulator engine: %s (%lld)\n", what, v);
+    exit(2);
+}
+
 /* ---- events ---- */
 
 static bool ev_before(const event *a, const event *b)
@@ -304,6 +311,8 @@ static void try_background(sim_engine *e, int gi)
 
 double sim_kernel(sim_engine *e, int gi, double not_before, double dur, int64_t tag)
 {
+    if (gi < 0 || gi >= e->c.gpus || !(dur >= 0))
+        misuse("a kernel on no GPU or of negative time", gi);
     gpu *g = &e->g[gi];
     double t = fmax(fmax(not_before, e->now), g->fg_end);
     if (g->bg_running && g->bg_end > t)
@@ -318,6 +327,8 @@ double sim_kernel(sim_engine *e, int gi, double not_before, double dur, int64_t 
 
 void sim_slice(sim_engine *e, int gi, double dur, int64_t tag)
 {
+    if (gi < 0 || gi >= e->c.gpus || !(dur >= 0))
+        misuse("a slice on no GPU or of negative time", gi);
     int s = e->free_slice;
     if (s >= 0) {
         e->free_slice = e->slices[s].next;
@@ -463,8 +474,11 @@ static void start_xfer(sim_engine *e, const sim_load *loads, int nloads, double 
     int i = new_xfer(e);
     xfer *x = &e->x[i];
     double s = sim_noise(e), vol = 0;
-    for (int j = 0; j < nloads; j++)
+    for (int j = 0; j < nloads; j++) {
+        if (loads[j].link < 0 || loads[j].link >= e->nlinks || !(loads[j].bytes >= 0))
+            misuse("a transfer's load is on no link or negative", loads[j].link);
         vol = fmax(vol, loads[j].bytes);
+    }
     *x = (xfer){.loads = loads,
                 .nloads = nloads,
                 .latency = latency * s,
@@ -540,6 +554,9 @@ static void on_xfer(sim_engine *e, const event *ev)
 int sim_coll_new(sim_engine *e, int nparts, const int *parts, const sim_load *loads, int nloads,
                  double latency, int64_t tag)
 {
+    for (int i = 0; i < nparts; i++)
+        if (parts[i] < 0 || parts[i] >= e->c.gpus)
+            misuse("a collective's rank is out of range", parts[i]);
     if (e->ncolls == e->capcolls) {
         e->capcolls = e->capcolls ? 2 * e->capcolls : 64;
         e->colls = xrealloc(e->colls, (size_t)e->capcolls, sizeof(coll));

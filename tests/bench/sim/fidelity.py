@@ -22,9 +22,11 @@ Not a test: a benchmark to rerun when the CPU kernels or the cost model change.
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
@@ -32,8 +34,20 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
            OMPI_MCA_mpi_yield_when_idle="1")
 
 
-def load():
-    return "%.1f" % os.getloadavg()[0]
+def cpu_busy():
+    """Seconds of CPU time the whole machine has spent busy, and our children's."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    busy = (sum(v) - v[3] - v[4]) / hz  # all but idle and iowait
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return busy, ru.ru_utime + ru.ru_stime, time.time()
+
+
+def others(before, after):
+    """Cores kept busy by other processes during a run (ours subtracted)."""
+    wall = after[2] - before[2]
+    return max(0.0, ((after[0] - before[0]) - (after[1] - before[1])) / wall) if wall > 0 else 0.0
 
 
 def measure(burstc, job, ranks, strategy, iters, warmup, tmp):
@@ -111,21 +125,22 @@ def main():
     a = ap.parse_args()
     print("simulated (burstc sim, cpu device of examples/clusters/cpu.burst) vs measured (the generated "
           "program under mpirun, median of %d steps after %d of warm-up)" % (a.iterations - a.warmup, a.warmup))
-    print("%-18s %5s %-6s %11s %11s %11s %8s %8s %10s" % ("job", "ranks", "plan", "measured ms", "sim ms",
-                                                         "planner ms", "sim/meas", "plan/meas", "load"))
+    print("(others: cores other processes kept busy during the run, from /proc/stat minus our own children)")
+    print("%-18s %5s %-6s %11s %11s %11s %8s %8s %7s" % ("job", "ranks", "plan", "measured ms", "sim ms",
+                                                        "planner ms", "sim/meas", "plan/meas", "others"))
     details = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.jobs.split(","):
             job = os.path.join(ROOT, "examples/jobs/%s.burst" % name)
             for ranks in (int(x) for x in a.ranks.split(",")):
                 for strategy in a.strategies.split(","):
-                    before = load()
+                    before = cpu_busy()
                     measured, per = measure(a.burstc, job, ranks, strategy, a.iterations, a.warmup, tmp)
-                    after = load()
+                    load = others(before, cpu_busy())
                     sim, plan = predict(a.burstc, job, ranks, strategy, tmp)
-                    print("%-18s %5d %-6s %11.3f %11.3f %11.3f %8.2f %8.2f %10s" %
+                    print("%-18s %5d %-6s %11.3f %11.3f %11.3f %8.2f %8.2f %7.2f" %
                           (name, ranks, strategy, 1e3 * measured, 1e3 * sim["mean_s"], 1e3 * sim["planner_s"],
-                           sim["mean_s"] / measured, sim["planner_s"] / measured, before + "-" + after),
+                           sim["mean_s"] / measured, sim["planner_s"] / measured, load),
                           flush=True)
                     details.append((name, ranks, strategy, layer_rows(plan, per)))
     if a.layers:

@@ -273,10 +273,12 @@ static void test_allreduce(void)
 	 * collective and one as a plain transfer of the same loads: they share
 	 * every link, each takes its bandwidth term twice */
     rec r;
+    plan_cluster c16 = c;
+    c16.gpus = 16;
     sim_engine *e = engine(&r, 16, 8, c.intra_bw, c.inter_bw);
     sim_load *l1;
     double lat1;
-    int n1 = sim_allreduce_loads(&c, 4, 8, 1e8, &l1, &lat1);
+    int n1 = sim_allreduce_loads(&c16, 4, 8, 1e8, &l1, &lat1);
     int p1[8] = {4, 5, 6, 7, 8, 9, 10, 11};
     int cl = sim_coll_new(e, 8, p1, l1, n1, lat1, 0);
     sim_transfer(e, l1, n1, lat1, 9); /* the same loads again, as a plain transfer */
