@@ -189,6 +189,15 @@ int cmd_sim(int argc, char **argv)
         fputs(sim_usage, stderr);
         return 1;
     }
+    for (int k = 0; k < 2; k++) {
+        const char *path = k ? trace : json;
+        if (path && strcmp(path, "-") == 0) {
+            fprintf(stderr,
+                    "burstc sim: error: %s needs a file name: the table goes to standard output\n",
+                    k ? "--trace" : "--json");
+            return 1;
+        }
+    }
     plan_strategy strat = PS_BURST;
     if (strategy && !plan_strategy_lookup(strategy, &strat)) {
         fprintf(stderr,
@@ -303,6 +312,9 @@ int cmd_sim(int argc, char **argv)
                             .analytic = res.time,
                             .options = &so,
                             .overlap = overlap};
+    if (popt.profile)
+        printf("profile %s: measured times for %d of %d layers\n\n", popt.profile, in.nmeasured,
+               in.p.nlayers);
     sim_print_table(stdout, &in.p, &info, &run);
     if (trace) {
         so.trace = NULL;

@@ -126,8 +126,11 @@ def main():
     print("simulated (burstc sim, cpu device of examples/clusters/cpu.burst) vs measured (the generated "
           "program under mpirun, median of %d steps after %d of warm-up)" % (a.iterations - a.warmup, a.warmup))
     print("(others: cores other processes kept busy during the run, from /proc/stat minus our own children)")
-    print("%-18s %5s %-6s %11s %11s %11s %8s %8s %7s" % ("job", "ranks", "plan", "measured ms", "sim ms",
-                                                        "planner ms", "sim/meas", "plan/meas", "others"))
+    print("(layers: the measured forward+backward of every layer, slowest rank each, summed; model: the same"
+          " in the cost model)")
+    print("%-18s %5s %-6s %11s %11s %11s %8s %8s %10s %10s %7s" % (
+        "job", "ranks", "plan", "measured ms", "sim ms", "planner ms", "sim/meas", "plan/meas", "layers ms",
+        "model ms", "others"))
     details = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.jobs.split(","):
@@ -138,11 +141,15 @@ def main():
                     measured, per = measure(a.burstc, job, ranks, strategy, a.iterations, a.warmup, tmp)
                     load = others(before, cpu_busy())
                     sim, plan = predict(a.burstc, job, ranks, strategy, tmp)
-                    print("%-18s %5d %-6s %11.3f %11.3f %11.3f %8.2f %8.2f %7.2f" %
+                    rows = layer_rows(plan, per)
+                    compute = [r for r in rows if not r[0].endswith(".allreduce") and
+                               not r[0].startswith("reshard into ")]
+                    print("%-18s %5d %-6s %11.3f %11.3f %11.3f %8.2f %8.2f %10.3f %10.3f %7.2f" %
                           (name, ranks, strategy, 1e3 * measured, 1e3 * sim["mean_s"], 1e3 * sim["planner_s"],
-                           sim["mean_s"] / measured, sim["planner_s"] / measured, load),
+                           sim["mean_s"] / measured, sim["planner_s"] / measured,
+                           1e3 * sum(r[1] for r in compute), 1e3 * sum(r[2] for r in compute), load),
                           flush=True)
-                    details.append((name, ranks, strategy, layer_rows(plan, per)))
+                    details.append((name, ranks, strategy, rows))
     if a.layers:
         for name, ranks, strategy, rows in details:
             print()
