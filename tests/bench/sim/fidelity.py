@@ -127,10 +127,11 @@ def main():
           "program under mpirun, median of %d steps after %d of warm-up)" % (a.iterations - a.warmup, a.warmup))
     print("(others: cores other processes kept busy during the run, from /proc/stat minus our own children)")
     print("(layers: the measured forward+backward of every layer, slowest rank each, summed; model: the same"
-          " in the cost model)")
-    print("%-18s %5s %-6s %11s %11s %11s %8s %8s %10s %10s %7s" % (
+          " in the cost model;\n scaled: the simulated time x layers / model, what the simulator would say with"
+          " the compute the program measured)")
+    print("%-18s %5s %-6s %11s %11s %11s %8s %8s %10s %10s %10s %8s %7s" % (
         "job", "ranks", "plan", "measured ms", "sim ms", "planner ms", "sim/meas", "plan/meas", "layers ms",
-        "model ms", "others"))
+        "model ms", "scaled ms", "sc/meas", "others"))
     details = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in a.jobs.split(","):
@@ -144,10 +145,12 @@ def main():
                     rows = layer_rows(plan, per)
                     compute = [r for r in rows if not r[0].endswith(".allreduce") and
                                not r[0].startswith("reshard into ")]
-                    print("%-18s %5d %-6s %11.3f %11.3f %11.3f %8.2f %8.2f %10.3f %10.3f %7.2f" %
+                    mlayers, player = sum(r[1] for r in compute), sum(r[2] for r in compute)
+                    scaled = sim["mean_s"] * mlayers / player if player > 0 else 0
+                    print("%-18s %5d %-6s %11.3f %11.3f %11.3f %8.2f %8.2f %10.3f %10.3f %10.3f %8.2f %7.2f" %
                           (name, ranks, strategy, 1e3 * measured, 1e3 * sim["mean_s"], 1e3 * sim["planner_s"],
-                           sim["mean_s"] / measured, sim["planner_s"] / measured,
-                           1e3 * sum(r[1] for r in compute), 1e3 * sum(r[2] for r in compute), load),
+                           sim["mean_s"] / measured, sim["planner_s"] / measured, 1e3 * mlayers, 1e3 * player,
+                           1e3 * scaled, scaled / measured, load),
                           flush=True)
                     details.append((name, ranks, strategy, rows))
     if a.layers:
