@@ -19,6 +19,7 @@ static const char usage[] =
     "       burstc stats [options] FILE      parameters, FLOPs and activations per layer (burstc stats --help)\n"
     "       burstc plan [options] JOB.burst  plan a job (burstc plan --help)\n"
     "       burstc build [options] JOB.burst -o PROG   build a job's training program (burstc build --help)\n"
+    "       burstc sim [options] JOB.burst   simulate a planned job on its cluster (burstc sim --help)\n"
     "       burstc rank [options] FILE       top-K ranking from comparisons (burstc rank --help)\n"
     "       burstc import [options] MODEL.onnx   an ONNX model as Burst source (burstc import --help)\n"
     "\n"
@@ -193,6 +194,8 @@ int main(int argc, char **argv)
             return cmd_plan(argc - 1, argv + 1);
         if (strcmp(argv[1], "build") == 0)
             return cmd_build(argc - 1, argv + 1);
+        if (strcmp(argv[1], "sim") == 0)
+            return cmd_sim(argc - 1, argv + 1);
         if (strcmp(argv[1], "rank") == 0)
             return rank_cli_main(argc - 1, argv + 1);
         if (strcmp(argv[1], "import") == 0)

@@ -49,5 +49,6 @@ int cmd_stats(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_build(int argc, char **argv);
 int cmd_import(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
 
 #endif
