@@ -196,9 +196,4 @@ int rank_simulate(const rank_sim_params *p, int64_t trials, uint64_t seed, const
 void rank_wilson(int64_t successes, int64_t trials, double *lo, double *hi);
 void rank_mean_ci(double sum, double sumsq, int64_t count, double *mean, double *half);
 
-/* ---- cli.c: the `burstc rank` subcommand ---- */
-
-/* argv[0] is "rank"; returns the process exit status (0, 1 on user errors). */
-int rank_cli_main(int argc, char **argv);
-
 #endif

@@ -48,5 +48,6 @@ int tool_pass_option(const char *cmd, int argc, char **argv, int *i, pass_option
 int cmd_stats(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_build(int argc, char **argv);
+int cmd_rank(int argc, char **argv);
 
 #endif

@@ -1,4 +1,5 @@
-/* cli.c: the `burstc rank` subcommand.
+/* cmd_rank.c: the `burstc rank` subcommand, the command-line face of the ranking
+ * library in rank/.
  *
  *   burstc rank FILE -k K [--method spectral|spectral-mle|mle] [--all] [--json|--csv]
  *   burstc rank --simulate n=500,k=10,delta=0.1,p=0.25,L=20 --trials T --seed S
@@ -8,6 +9,7 @@
  * with options are "burstc rank: error: ...", problems with the data name the file;
  * both exit with status 1.  docs/rank.md documents every option. */
 #include "rank.h"
+#include "tools.h"
 
 #include <errno.h>
 #include <math.h>
@@ -669,7 +671,7 @@ static int run_simulate(cli *c)
     return 0;
 }
 
-int rank_cli_main(int argc, char **argv)
+int cmd_rank(int argc, char **argv)
 {
     cli c;
     int rc = parse_args(&c, argc, argv);
