@@ -74,9 +74,10 @@ static int gen(const char *file, int32_t n, double pairs, int64_t L, uint64_t se
     for (size_t i = 0; i < d.m; i++) {
         if (d.a_wins[i])
             fprintf(f, "i%ld,i%ld,%lld\n", (long)d.a[i], (long)d.b[i], (long long)d.a_wins[i]);
-        if (d.b_wins[i])
-            fprintf(f, "i%ld,i%ld,%lld\n", (long)d.b[i], (long)d.a[i], (long long)d.b_wins[i]);
-        comparisons += d.a_wins[i] + d.b_wins[i];
+        if (rank_data_b_wins(&d, i))
+            fprintf(f, "i%ld,i%ld,%lld\n", (long)d.b[i], (long)d.a[i],
+                    (long long)rank_data_b_wins(&d, i));
+        comparisons += d.a_wins[i] + rank_data_b_wins(&d, i);
     }
     if (fclose(f)) {
         perror(file);
@@ -114,13 +115,13 @@ static int run(const char *file, int32_t k, int runs, double eps)
     if (errors)
         return 1;
     rank_graph g;
-    if (rank_graph_build(&g, &d, eps))
+    if (rank_graph_build(&g, &d, eps, 1))
         return 1;
     double t2 = now(), c2 = cpu_now();
     int32_t *comp = malloc((size_t)g.n * sizeof *comp);
     int32_t nc = comp ? rank_components(&g, comp, NULL) : -1;
     rank_strength st;
-    rank_check_strength(&g, &st);
+    rank_check_strength(&g, 1, &st);
     double t3 = now(), c3 = cpu_now();
     printf(
         "file %s (eps %g): %ld items, %.0f comparisons, %lld CSR entries, d_max %ld, %ld component(s), "
