@@ -487,7 +487,8 @@ int rank_check_strength(const rank_graph *g, int threads, rank_strength *s)
     for (int k = 0; k < RANK_GROUPS_SHOWN; k++)
         s->group_first[k] = -1;
     reach_job j = {.g = g};
-    rank_parallel(2, threads, reach_part, &j);
+    /* A thread costs more than the search on small graphs. */
+    rank_parallel(2, g->nnz < 100000 ? 1 : threads, reach_part, &j);
     if (j.failed)
         return -1;
     s->never_win = j.never[0];

@@ -77,6 +77,11 @@ typedef struct reader {
     int nheld;
     char *mem;
     size_t memlen;
+    /* Where records go: appended to d, or (a part read ahead) into a region of the
+     * result's arrays reserved for this part: ra/rb/rw, rm used of rcap. */
+    int32_t *ra, *rb;
+    int64_t *rw;
+    size_t rm, rcap;
     char *buf;
     size_t nb; /* comparisons waiting in the batch */
     const char *name[2 * BATCH];
@@ -163,8 +168,19 @@ static void flush(reader *r)
         return;
     rank_data *d = r->d;
     if (rank_data_intern_many(d, r->name, r->len, r->id, 2 * r->nb) ||
-        rank_data_reserve(d, r->nb)) {
+        (r->ra ? r->rcap - r->rm < r->nb : rank_data_reserve(d, r->nb) != 0)) {
+        /* (A region holds a record per line, so it cannot fill up.) */
         r->oom = r->stop = 1;
+        r->nb = 0;
+        return;
+    }
+    if (r->ra) {
+        for (size_t k = 0; k < r->nb; k++) {
+            r->ra[r->rm] = r->id[2 * k];
+            r->rb[r->rm] = r->id[2 * k + 1];
+            r->rw[r->rm] = r->count[k];
+            r->rm++;
+        }
         r->nb = 0;
         return;
     }
@@ -432,10 +448,42 @@ static int64_t finish(reader *r, rank_read_stats *st)
 
 typedef struct parts {
     int count;
+    int fd;
     int64_t cut[MAX_PARTS + 1]; /* part k is [cut[k], cut[k+1]) */
+    int64_t lines[MAX_PARTS];   /* lines of part k, so records at most */
+    size_t base[MAX_PARTS + 1]; /* where part k's records go in the result */
     reader *r[MAX_PARTS];
     rank_data data[MAX_PARTS];
+    int failed;
 } parts;
+
+/* Counts the lines of part k: its records can then go straight to their place in
+ * the result, with no copy (on a fresh process, memory first touched costs more than
+ * reading the file twice from the page cache). */
+static void count_part(void *arg, int k)
+{
+    parts *p = arg;
+    char *buf = p->r[k]->buf;
+    int64_t lines = 0, at = p->cut[k], end = p->cut[k + 1];
+    char last = '\n';
+    while (at < end) {
+        size_t want = BLOCK;
+        if ((int64_t)want > end - at)
+            want = (size_t)(end - at);
+        ssize_t got = pread(p->fd, buf, want, (off_t)at);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            p->failed = 1;
+            return;
+        }
+        for (const char *q = buf, *e = buf + got; (q = memchr(q, '\n', (size_t)(e - q))); q++)
+            lines++;
+        last = buf[got - 1];
+        at += got;
+    }
+    p->lines[k] = lines + (last != '\n');
+}
 
 static void read_part(void *arg, int k)
 {
@@ -493,7 +541,7 @@ static void merge_part(reader *m, reader *q)
         return;
     int32_t *map = malloc((size_t)pd->n * sizeof *map);
     size_t *len = malloc((size_t)pd->n * sizeof *len);
-    if (!map || !len || rank_data_reserve(d, pd->m)) {
+    if (!map || !len) {
         m->oom = m->stop = 1;
         free(map);
         free(len);
@@ -504,14 +552,15 @@ static void merge_part(reader *m, reader *q)
     if (rank_data_intern_many(d, (const char *const *)pd->names, len, map, (size_t)pd->n)) {
         m->oom = m->stop = 1;
     } else {
-        for (size_t r = 0; r < pd->m; r++) {
-            d->a[d->m] = map[pd->a[r]];
-            d->b[d->m] = map[pd->b[r]];
-            d->a_wins[d->m] = pd->a_wins[r];
-            if (d->b_wins)
-                d->b_wins[d->m] = 0;
-            d->m++;
+        /* The part's records sit in its region, at or after d->m: renumber them and
+         * close the gap that lines without a record left (usually none). */
+        size_t from = (size_t)(q->ra - d->a);
+        for (size_t r = 0; r < q->rm; r++) {
+            d->a[d->m + r] = map[d->a[from + r]];
+            d->b[d->m + r] = map[d->b[from + r]];
+            d->a_wins[d->m + r] = d->a_wins[from + r];
         }
+        d->m += q->rm;
     }
     free(map);
     free(len);
@@ -543,6 +592,7 @@ static int read_in_parts(reader *m, int fd, int64_t start, int64_t size, int thr
         if (p->cut[k] >= p->cut[k + 1])
             ok = 0;
     p->count = count;
+    p->fd = fd;
     p->r[0] = m;
     for (int k = 1; k < count && ok; k++) {
         rank_data_init(&p->data[k]);
@@ -550,6 +600,16 @@ static int read_in_parts(reader *m, int fd, int64_t start, int64_t size, int thr
         if (!p->r[k])
             ok = 0;
     }
+    if (ok) {
+        rank_parallel(count, threads, count_part, p);
+        ok = !p->failed;
+    }
+    rank_data *d = m->d;
+    for (int k = 0; k < count && ok; k++)
+        p->base[k + 1] = p->base[k] + (size_t)p->lines[k];
+    /* The regions are reserved (address space; only what is written is touched). */
+    if (ok && (d->m != 0 || d->b_wins || rank_data_reserve(d, p->base[count])))
+        ok = 0;
     if (!ok) {
         for (int k = 1; k < count; k++) {
             free_reader(p->r[k]);
@@ -559,12 +619,21 @@ static int read_in_parts(reader *m, int fd, int64_t start, int64_t size, int thr
         return -1;
     }
     for (int k = 0; k < count; k++) {
-        p->r[k]->fd = fd;
-        p->r[k]->ranged = 1;
-        p->r[k]->off = p->cut[k];
-        p->r[k]->end = p->cut[k + 1];
+        reader *r = p->r[k];
+        r->fd = fd;
+        r->ranged = 1;
+        r->off = p->cut[k];
+        r->end = p->cut[k + 1];
+        r->ra = d->a + p->base[k];
+        r->rb = d->b + p->base[k];
+        r->rw = d->a_wins + p->base[k];
+        r->rcap = (size_t)p->lines[k];
     }
     rank_parallel(count, threads, read_part, p);
+    /* From here on the main reader appends: its records are the first d->m. */
+    d->m = m->rm;
+    m->ra = m->rb = NULL;
+    m->rw = NULL;
     for (int k = 1; k < count; k++) {
         reader *q = p->r[k];
         /* Merged only where that gives what reading in one go would have given. */
