@@ -191,6 +191,17 @@ int32_t rank_data_intern(rank_data *d, const char *name, size_t len)
     return intern_hashed(d, name, len, hash_name(d->seed, name, len));
 }
 
+/* Name i of a batch repeats name i - 1 or i - 2 (files often list one item's games
+ * together, so one of a line's two names is often the previous line's): returns
+ * which, or 0. */
+static int repeats(const char *const *name, const size_t *len, size_t i, size_t first)
+{
+    for (size_t back = 1; back <= 2 && i >= first + back; back++)
+        if (len[i - back] == len[i] && memcmp(name[i - back], name[i], len[i]) == 0)
+            return (int)back;
+    return 0;
+}
+
 int rank_data_intern_many(rank_data *d, const char *const *name, const size_t *len, int32_t *id,
                           size_t count)
 {
@@ -198,6 +209,7 @@ int rank_data_intern_many(rank_data *d, const char *const *name, const size_t *l
     uint64_t h[BATCH];
     const char *cand[BATCH];
     int32_t cand_id[BATCH];
+    unsigned char rep[BATCH];
     if (d->nslots == 0 && grow_slots(d))
         return -1;
     for (size_t base = 0; base < count; base += BATCH) {
@@ -209,13 +221,18 @@ int rank_data_intern_many(rank_data *d, const char *const *name, const size_t *l
         struct rank_name_slot *slots = d->slots;
         size_t mask = d->nslots - 1;
         for (size_t i = 0; i < c; i++) {
+            rep[i] = (unsigned char)repeats(name, len, base + i, base);
+            if (rep[i])
+                continue;
             h[i] = hash_name(d->seed, name[base + i], len[base + i]);
             __builtin_prefetch(&slots[h[i] & mask]);
         }
         /* A tag match is almost surely the name: fetch its string for the compare. */
         for (size_t i = 0; i < c; i++) {
-            uint32_t tag = (uint32_t)(h[i] >> 32);
             cand[i] = NULL;
+            if (rep[i])
+                continue;
+            uint32_t tag = (uint32_t)(h[i] >> 32);
             for (size_t k = (size_t)h[i] & mask; slots[k].id >= 0; k = (k + 1) & mask) {
                 if (slots[k].tag == tag) {
                     cand[i] = slots[k].s;
@@ -230,7 +247,9 @@ int rank_data_intern_many(rank_data *d, const char *const *name, const size_t *l
         for (size_t i = 0; i < c; i++) {
             const char *s = name[base + i];
             size_t l = len[base + i];
-            if (cand[i] && equal(cand[i], s, l)) {
+            if (rep[i]) {
+                id[base + i] = id[base + i - rep[i]];
+            } else if (cand[i] && equal(cand[i], s, l)) {
                 id[base + i] = cand_id[i];
             } else {
                 int32_t v = intern_hashed(d, s, l, h[i]);
