@@ -184,6 +184,14 @@ typedef struct rank_opts {
     const struct rank_strength *strength;
 } rank_opts;
 
+/* The default iteration limit, and the work (iterations x (entries + items)) that a
+ * default run may spend on a large graph: about a minute of CPU.  A hostile input
+ * (a path of 10^6 items mixes in ~10^12 iterations) must not run for hours. */
+#define RANK_MAX_ITER    100000
+#define RANK_WORK_BUDGET 1e10
+/* min(RANK_MAX_ITER, RANK_WORK_BUDGET / (entries + items)), at least 100. */
+int64_t rank_default_max_iter(const rank_graph *g);
+
 /* The constant in front of Spectral MLE's thresholds; the paper leaves it open. */
 #define RANK_DEFAULT_XI 0.1
 void rank_opts_default(rank_opts *o);

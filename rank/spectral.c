@@ -29,11 +29,20 @@
 void rank_opts_default(rank_opts *o)
 {
     o->tol = 1e-10;
-    o->max_iter = 100000;
+    o->max_iter = RANK_MAX_ITER;
     o->threads = 2;
     o->rounds = 0;
     o->xi = RANK_DEFAULT_XI;
     o->strength = NULL;
+}
+
+int64_t rank_default_max_iter(const rank_graph *g)
+{
+    double per = (double)g->nnz + (double)g->n + 1;
+    double fit = RANK_WORK_BUDGET / per;
+    if (fit >= RANK_MAX_ITER)
+        return RANK_MAX_ITER;
+    return fit < 100 ? 100 : (int64_t)fit;
 }
 
 /* Below this relative step, double precision is all that is left to gain. */

@@ -26,7 +26,7 @@ typedef struct cli {
     const char *file;
     int64_t k; /* 0 = not given */
     int method;
-    int all, format, largest, quiet, verbose;
+    int all, format, largest, quiet, verbose, max_iter_given;
     double eps;
     rank_opts o;
     const char *simulate;
@@ -59,7 +59,8 @@ static void print_help(void)
          "  --regularize EPS      add EPS pseudo-wins each way to every compared pair\n"
          "  --largest-component   rank within the largest connected component\n"
          "  --tol T               convergence tolerance (default 1e-10)\n"
-         "  --max-iter N          iteration limit (default 100000)\n"
+         "  --max-iter N          iteration limit (default 100000, fewer on graphs with\n"
+         "                        over 10^5 entries: about a minute of work at most)\n"
          "  --rounds R            Spectral MLE refinement rounds (default ceil(log2 n))\n"
          "  --xi C                Spectral MLE threshold constant (default 0.1)\n"
          "  --threads N           threads (default 2)\n"
@@ -205,6 +206,7 @@ static int parse_args(cli *c, int argc, char **argv)
                 return usage_error("%s needs a value", a);
             if (parse_i64(v, 1, INT64_MAX, &c->o.max_iter))
                 return usage_error("--max-iter '%s' is not a positive integer", v);
+            c->max_iter_given = 1;
         } else if (option_value(argc, argv, &i, "--rounds", &v, &missing)) {
             if (missing)
                 return usage_error("%s needs a value", a);
@@ -634,6 +636,8 @@ static int run_file(cli *c)
         goto oom;
     rank_report rep;
     c->o.strength = &st;
+    if (!c->max_iter_given)
+        c->o.max_iter = rank_default_max_iter(&g);
     int rc = rank_run_method(c->method, &g, &c->o, score, &rep);
     if (rc == RANK_NOT_UNIQUE)
         ice("rank_spectral: several closed groups after the check found at most one");

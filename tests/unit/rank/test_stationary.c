@@ -211,5 +211,20 @@ int main(void)
             rank_data_free(&d);
         }
     }
+    /* The default iteration limit bounds the work on large graphs only. */
+    {
+        rank_graph g;
+        memset(&g, 0, sizeof g);
+        g.n = 500;
+        g.nnz = 60000;
+        CHECK(rank_default_max_iter(&g) == RANK_MAX_ITER);
+        g.n = 1000000;
+        g.nnz = 1999998; /* a path: ~10^12 iterations to mix */
+        CHECK(rank_default_max_iter(&g) == 3333);
+        g.nnz = 20002330; /* the benchmark graph: 27 iterations needed */
+        CHECK(rank_default_max_iter(&g) == 476);
+        g.nnz = (int64_t)1e12;
+        CHECK(rank_default_max_iter(&g) == 100);
+    }
     return check_done("test_stationary");
 }
