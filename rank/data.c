@@ -5,7 +5,8 @@
  * an open-addressing hash table.  At 10^6 names and 3 x 10^7 lookups (the benchmark
  * file) the table is what reading costs, and what it costs is cache misses, so:
  *   - a slot holds the hash's high half, the id and a pointer to the string: a probe
- *     touches the slot and, on a tag match, the string, and nothing else;
+ *     touches the slot and, on a tag match, the string, and nothing else; the home
+ *     slot comes from the same high bits, so growing the table touches no string;
  *   - strings live in large blocks that never move, so names[] and slots point into
  *     them directly;
  *   - rank_data_intern_many resolves a batch of names in passes (hash and prefetch the
@@ -100,28 +101,44 @@ static int equal(const char *stored, const char *name, size_t len)
     return memcmp(stored, name, len) == 0 && stored[len] == '\0';
 }
 
+/* A name's home slot is given by the top bits of its hash, which the tag (the top
+ * 32 bits) holds: so growing the table moves slots by their tags alone, without
+ * touching (or hashing again) a single string.  Tables stay below 2^32 slots because
+ * ids are below 2^31 and the load at most 1/2. */
+static size_t home(uint64_t h, int bits)
+{
+    return (size_t)(h >> (64 - bits));
+}
+
 /* Doubles the slot array (load factor <= 1/2 keeps probe sequences short) and
- * reinserts every name. */
+ * reinserts every slot. */
 static int grow_slots(rank_data *d)
 {
-    if (d->nslots == 0)
+    if (d->nslots == 0) {
         d->seed = random_seed();
-    size_t ns = d->nslots ? d->nslots * 2 : 1024;
+        d->slot_bits = 9;
+    }
+    int bits = d->slot_bits + 1;
+    if (bits > 32)
+        return -1;
+    size_t ns = (size_t)1 << bits;
     struct rank_name_slot *slots = malloc(ns * sizeof *slots);
     if (!slots)
         return -1;
     for (size_t k = 0; k < ns; k++)
         slots[k].id = -1;
-    for (int32_t id = 0; id < d->n; id++) {
-        uint64_t h = hash_name(d->seed, d->names[id], strlen(d->names[id]));
-        size_t k = (size_t)h & (ns - 1);
+    for (size_t j = 0; j < d->nslots; j++) {
+        if (d->slots[j].id < 0)
+            continue;
+        size_t k = (size_t)(d->slots[j].tag >> (32 - bits));
         while (slots[k].id >= 0)
             k = (k + 1) & (ns - 1);
-        slots[k] = (struct rank_name_slot){(uint32_t)(h >> 32), id, d->names[id]};
+        slots[k] = d->slots[j];
     }
     free(d->slots);
     d->slots = slots;
     d->nslots = ns;
+    d->slot_bits = bits;
     return 0;
 }
 
@@ -157,12 +174,14 @@ static char *store_text(rank_data *d, const char *name, size_t len)
 static int32_t intern_hashed(rank_data *d, const char *name, size_t len, uint64_t h)
 {
     if (d->nslots == 0 || (size_t)d->n * 2 >= d->nslots) {
+        int fresh = d->nslots == 0;
         if (grow_slots(d))
             return -1;
-        h = hash_name(d->seed, name, len);
+        if (fresh) /* the seed was just chosen */
+            h = hash_name(d->seed, name, len);
     }
     uint32_t tag = (uint32_t)(h >> 32);
-    size_t mask = d->nslots - 1, k = (size_t)h & mask;
+    size_t mask = d->nslots - 1, k = home(h, d->slot_bits);
     for (; d->slots[k].id >= 0; k = (k + 1) & mask)
         if (d->slots[k].tag == tag && equal(d->slots[k].s, name, len))
             return d->slots[k].id;
@@ -225,7 +244,7 @@ int rank_data_intern_many(rank_data *d, const char *const *name, const size_t *l
             if (rep[i])
                 continue;
             h[i] = hash_name(d->seed, name[base + i], len[base + i]);
-            __builtin_prefetch(&slots[h[i] & mask]);
+            __builtin_prefetch(&slots[home(h[i], d->slot_bits)]);
         }
         /* A tag match is almost surely the name: fetch its string for the compare. */
         for (size_t i = 0; i < c; i++) {
@@ -233,7 +252,7 @@ int rank_data_intern_many(rank_data *d, const char *const *name, const size_t *l
             if (rep[i])
                 continue;
             uint32_t tag = (uint32_t)(h[i] >> 32);
-            for (size_t k = (size_t)h[i] & mask; slots[k].id >= 0; k = (k + 1) & mask) {
+            for (size_t k = home(h[i], d->slot_bits); slots[k].id >= 0; k = (k + 1) & mask) {
                 if (slots[k].tag == tag) {
                     cand[i] = slots[k].s;
                     cand_id[i] = slots[k].id;

@@ -30,7 +30,8 @@ typedef struct rank_data {
     int64_t *b_wins; /* NULL while every b_wins is 0 (always, for a file) */
     /* name -> id hash table (open addressing, power-of-two size, keyed by seed) */
     struct rank_name_slot *slots;
-    size_t nslots;
+    size_t nslots; /* 2^slot_bits */
+    int slot_bits;
     uint64_t seed;
     struct rank_text_block *text;
 } rank_data;
