@@ -22,10 +22,12 @@ void rank_graph_free(rank_graph *g)
     memset(g, 0, sizeof *g);
 }
 
-/* Building runs in parts (rank_parallel): part p counts the degrees of its share of
- * the records, then owns a range of rows, scattering into them the entries of every
- * record that touches them and merging their repeated pairs.  Each entry lands in
- * the same place whatever the number of parts, so the graph does not depend on it. */
+/* Building runs in parts (rank_parallel).  Part p owns a share of the records: it
+ * counts their entries per row, and then scatters them, each row's entries from part
+ * p going after those from parts before it, so every row lists its entries in record
+ * order whatever the number of parts.  Then part p owns a range of rows (balanced by
+ * entries) and merges their repeated pairs.  The graph does not depend on the number
+ * of parts. */
 #define BUILD_PARTS_MAX 16
 #define BUILD_PART_MIN  100000 /* records per part, below which one part does */
 
@@ -33,20 +35,28 @@ typedef struct build {
     rank_graph *g;
     const rank_data *d;
     int parts;
-    int64_t *count[BUILD_PARTS_MAX]; /* degrees counted by each part, n + 1 */
-    int32_t lo[BUILD_PARTS_MAX + 1]; /* part p owns rows lo[p] .. lo[p+1]-1 */
-    int64_t *fill;                   /* next free entry of each row */
+    /* count[p][i + 1]: entries of row i from part p's records; then the place of the
+     * next of them */
+    int64_t *count[BUILD_PARTS_MAX];
+    int32_t lo[BUILD_PARTS_MAX + 1]; /* in the merge, part p owns rows lo[p] .. lo[p+1]-1 */
     int64_t *len;                    /* entries of each row after merging */
-    double total[BUILD_PARTS_MAX];   /* comparisons, counted in the row of a record's a */
+    double total[BUILD_PARTS_MAX];   /* comparisons in part p's records */
     int failed;
 } build;
+
+static void records_of(const build *b, int p, size_t *lo, size_t *hi)
+{
+    size_t m = b->d->m, share = m / (size_t)b->parts;
+    *lo = share * (size_t)p;
+    *hi = p + 1 == b->parts ? m : share * (size_t)(p + 1);
+}
 
 static void count_part(void *arg, int p)
 {
     build *b = arg;
     const rank_data *d = b->d;
-    size_t lo = d->m / (size_t)b->parts * (size_t)p;
-    size_t hi = p + 1 == b->parts ? d->m : d->m / (size_t)b->parts * (size_t)(p + 1);
+    size_t lo, hi;
+    records_of(b, p, &lo, &hi);
     int64_t *c = b->count[p];
     for (size_t r = lo; r < hi; r++) {
         if (d->a[r] == d->b[r])
@@ -61,34 +71,33 @@ static void scatter_part(void *arg, int p)
     build *b = arg;
     const rank_data *d = b->d;
     rank_graph *g = b->g;
-    int32_t lo = b->lo[p], hi = b->lo[p + 1];
-    int64_t *fill = b->fill;
+    size_t lo, hi;
+    records_of(b, p, &lo, &hi);
+    int64_t *fill = b->count[p] + 1;
     double total = 0;
-    for (size_t r = 0; r < d->m; r++) {
+    for (size_t r = lo; r < hi; r++) {
         int32_t a = d->a[r], c = d->b[r];
         if (a == c)
             continue;
-        int in_a = a >= lo && a < hi, in_c = c >= lo && c < hi;
-        if (!in_a && !in_c)
-            continue;
         double aw = (double)d->a_wins[r], cw = (double)rank_data_b_wins(d, r);
-        if (in_a) {
-            int64_t e = fill[a]++;
-            g->col[e] = c;
-            g->wins[e] = aw;
-            g->games[e] = aw + cw;
-            total += aw + cw;
-        }
-        if (in_c) {
-            int64_t e = fill[c]++;
-            g->col[e] = a;
-            g->wins[e] = cw;
-            g->games[e] = aw + cw;
-        }
+        int64_t ea = fill[a]++, ec = fill[c]++;
+        g->col[ea] = c;
+        g->wins[ea] = aw;
+        g->games[ea] = aw + cw;
+        g->col[ec] = a;
+        g->wins[ec] = cw;
+        g->games[ec] = aw + cw;
+        total += aw + cw;
     }
     b->total[p] = total;
-    /* Merge repeated pairs, each row in place at its start.  pos[j] is where
-     * opponent j was written; a value before the current row's start is stale. */
+}
+
+/* Merges repeated pairs, each row in place at its start.  pos[j] is where opponent j
+ * was written; a value before the current row's start is stale. */
+static void merge_part(void *arg, int p)
+{
+    build *b = arg;
+    rank_graph *g = b->g;
     int64_t *pos = malloc(((size_t)g->n + 1) * sizeof *pos);
     if (!pos) {
         b->failed = 1;
@@ -96,7 +105,7 @@ static void scatter_part(void *arg, int p)
     }
     for (int32_t j = 0; j < g->n; j++)
         pos[j] = -1;
-    for (int32_t i = lo; i < hi; i++) {
+    for (int32_t i = b->lo[p]; i < b->lo[p + 1]; i++) {
         int64_t begin = g->row[i], end = g->row[i + 1], w = begin;
         for (int64_t e = begin; e < end; e++) {
             int32_t j = g->col[e];
@@ -135,28 +144,31 @@ int rank_graph_build(rank_graph *g, const rank_data *d, double eps, int threads)
     g->col = malloc((cap ? cap : 1) * sizeof *g->col);
     g->wins = malloc((cap ? cap : 1) * sizeof *g->wins);
     g->games = malloc((cap ? cap : 1) * sizeof *g->games);
-    b.fill = malloc(((size_t)n + 1) * sizeof *b.fill);
     b.len = malloc(((size_t)n + 1) * sizeof *b.len);
-    int ok = g->row && g->col && g->wins && g->games && b.fill && b.len;
+    int ok = g->row && g->col && g->wins && g->games && b.len;
     for (int p = 0; p < b.parts && ok; p++)
         ok = (b.count[p] = calloc((size_t)n + 1, sizeof *b.count[p])) != NULL;
     if (!ok)
         goto oom;
 
     rank_parallel(b.parts, threads, count_part, &b);
-    g->row[0] = 0;
+    /* Row offsets, and where each part's entries of each row start. */
+    int64_t at = 0;
     for (int32_t i = 0; i < n; i++) {
-        int64_t deg = 0;
-        for (int p = 0; p < b.parts; p++)
-            deg += b.count[p][i + 1];
-        g->row[i + 1] = g->row[i] + deg;
+        g->row[i] = at;
+        for (int p = 0; p < b.parts; p++) {
+            int64_t k = b.count[p][i + 1];
+            b.count[p][i + 1] = at;
+            at += k;
+        }
     }
+    g->row[n] = at;
+    rank_parallel(b.parts, threads, scatter_part, &b);
     for (int p = 0; p < b.parts; p++) {
         free(b.count[p]);
         b.count[p] = NULL;
     }
-    memcpy(b.fill, g->row, ((size_t)n + 1) * sizeof *b.fill);
-    /* Rows split by entries, so each part scatters and merges about as much. */
+    /* Rows split by entries, so each part merges about as much. */
     b.lo[0] = 0;
     int32_t i = 0;
     for (int p = 1; p < b.parts; p++) {
@@ -166,7 +178,7 @@ int rank_graph_build(rank_graph *g, const rank_data *d, double eps, int threads)
         b.lo[p] = i;
     }
     b.lo[b.parts] = n;
-    rank_parallel(b.parts, threads, scatter_part, &b);
+    rank_parallel(b.parts, threads, merge_part, &b);
     if (b.failed)
         goto oom;
     double total = 0;
@@ -197,7 +209,6 @@ int rank_graph_build(rank_graph *g, const rank_data *d, double eps, int threads)
     g->row[n] = w;
     g->nnz = w;
     g->max_degree = dmax;
-    free(b.fill);
     free(b.len);
     if (w > 0 && (size_t)w < cap) {
         /* Shrinking can only fail by keeping the larger block, which is still valid. */
@@ -215,7 +226,6 @@ int rank_graph_build(rank_graph *g, const rank_data *d, double eps, int threads)
 oom:
     for (int p = 0; p < b.parts; p++)
         free(b.count[p]);
-    free(b.fill);
     free(b.len);
     rank_graph_free(g);
     return -1;
