@@ -8,7 +8,6 @@
  */
 #include "frontend.h"
 #include "passes.h"
-#include "rank.h"
 #include "tools.h"
 
 #include <stdlib.h>
@@ -197,7 +196,7 @@ int main(int argc, char **argv)
         if (strcmp(argv[1], "sim") == 0)
             return cmd_sim(argc - 1, argv + 1);
         if (strcmp(argv[1], "rank") == 0)
-            return rank_cli_main(argc - 1, argv + 1);
+            return cmd_rank(argc - 1, argv + 1);
         if (strcmp(argv[1], "import") == 0)
             return cmd_import(argc - 1, argv + 1);
     }
