@@ -659,12 +659,16 @@ static void emit_forward_op(emitter *e, int i)
         W("\t\trt_avgpool2d_fwd(%s, &a, %s);\n", x, y);
         break;
     case OP_GLOBALAVGPOOL: W("\t\trt_global_avgpool_fwd(%s, %s);\n", x, y); break;
-    case OP_BATCHNORM2D:
-        W("\t\trt_batchnorm2d_sync_fwd(comm[%d], %s, %s, %s, train ? %s : NULL, train ? %s : NULL, (float)%.9g, "
+    case OP_BATCHNORM2D: /* evaluation normalises with the running statistics */
+        W("\t\tif (train)\n\t\t\trt_batchnorm2d_sync_fwd(comm[%d], %s, %s, %s, %s, %s, (float)%.9g, "
           "(float)%.9g, saved_%s, %s);\n",
           e->set_of[i], x, param(e, i, "weight", "value"), param(e, i, "bias", "value"),
           param(e, i, "running_mean", "value"), param(e, i, "running_var", "value"),
           ir_attr_real(op, "momentum"), ir_attr_real(op, "eps"), c, y);
+        W("\t\telse\n\t\t\trt_batchnorm2d_infer(%s, %s, %s, %s, %s, (float)%.9g, %s);\n", x,
+          param(e, i, "weight", "value"), param(e, i, "bias", "value"),
+          param(e, i, "running_mean", "value"), param(e, i, "running_var", "value"),
+          ir_attr_real(op, "eps"), y);
         break;
     case OP_LAYERNORM:
         W("\t\trt_layernorm_fwd(%s, %s, %s, (float)%.9g, saved_%s, %s);\n", x,
