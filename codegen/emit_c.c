@@ -43,6 +43,9 @@ typedef struct emitter {
     bool *accum;       /* per op: its gradient is a sum of contributions */
     bool *has_grad;    /* per op: has a gradient tensor */
     int *allreduce_of; /* per op: the allreduce op that syncs its parameters, or -1 */
+    int *layer;        /* per op: its number among the model's own ops (layer_id) */
+    int *set_slot;     /* open-addressing table of set indices, by rank list */
+    int set_slots;     /* its size, a power of two */
     int sample_input, label_input;
     int64_t classes, vocab, labels_per_sample;
     int first_loss;
@@ -67,10 +70,7 @@ static const ir_op *OP(const emitter *e, int i)
  * masks, so plans can be compared loss for loss. */
 static int layer_id(const emitter *e, int i)
 {
-    int id = 0;
-    for (int k = 0; k < i; k++)
-        id += OP(e, k)->opcode != OP_RESHARD && OP(e, k)->opcode != OP_ALLREDUCE;
-    return id;
+    return e->layer[i];
 }
 
 /* A C identifier for op i: its index and its name with dots made underscores. */
@@ -93,13 +93,24 @@ static int source_of(const emitter *e, int v)
     return v;
 }
 
+/* The index of the rank set (n, ranks), added if new: a hash lookup, so a
+ * graph of a hundred thousand ops on as many rank sets stays linear. */
 static int set_index(emitter *e, int n, const int *ranks)
 {
-    for (int s = 0; s < e->nsets; s++)
+    uint64_t h = 1469598103934665603ull;
+    for (int k = 0; k < n; k++)
+        h = (h ^ (uint32_t)ranks[k]) * 1099511628211ull;
+    uint64_t mask = (uint64_t)e->set_slots - 1;
+    for (uint64_t i = h & mask;; i = (i + 1) & mask) {
+        int s = e->set_slot[i];
+        if (s < 0) {
+            e->set_slot[i] = e->nsets;
+            e->sets[e->nsets] = (rankset){n, ranks};
+            return e->nsets++;
+        }
         if (e->sets[s].n == n && memcmp(e->sets[s].ranks, ranks, sizeof(int) * (size_t)n) == 0)
             return s;
-    e->sets[e->nsets] = (rankset){n, ranks};
-    return e->nsets++;
+    }
 }
 
 /* The C expression of operand j of op i (on op i's ranks: analyse() checked). */
@@ -127,6 +138,15 @@ static void shape_literal(emitter *e, const ir_type *t, const char *batch)
     W("}");
 }
 
+/* Parameters of op i, as (suffix, shape) pairs; returns how many. */
+typedef struct param_desc {
+    const char *suffix;
+    int ndim;
+    int64_t dim[4];
+    bool buffer;
+} param_desc;
+static int params_of(emitter *e, int i, param_desc *pd);
+
 static bool analyse(emitter *e)
 {
     const ir_graph *g = e->g;
@@ -140,8 +160,18 @@ static bool analyse(emitter *e)
     e->accum = arena_alloc(e->a, (size_t)n);
     e->has_grad = arena_alloc(e->a, (size_t)n);
     e->allreduce_of = arena_alloc(e->a, sizeof(int) * (size_t)n);
-    for (int i = 0; i < n; i++)
+    e->layer = arena_alloc(e->a, sizeof(int) * (size_t)(n + 1));
+    for (int i = 0, id = 0; i < n; i++) {
         e->allreduce_of[i] = -1;
+        e->layer[i] = id;
+        id += OP(e, i)->opcode != OP_RESHARD && OP(e, i)->opcode != OP_ALLREDUCE;
+    }
+    /* At most n + 1 sets: a table of twice that, rounded up to a power of two. */
+    e->set_slots = 4;
+    while (e->set_slots < 2 * (n + 1))
+        e->set_slots *= 2;
+    e->set_slot = arena_alloc(e->a, sizeof(int) * (size_t)e->set_slots);
+    memset(e->set_slot, 0xff, sizeof(int) * (size_t)e->set_slots);
     e->sample_input = e->label_input = e->first_loss = -1;
 
     int *all = arena_alloc(e->a, sizeof(int) * (size_t)e->world);
@@ -204,6 +234,17 @@ static bool analyse(emitter *e)
         /* What the runtime does not implement is an error here, not at run time. */
         if (op->type.rank > 6) {
             diag_error(e->d, op->loc, "'%s': the runtime supports at most 6 dimensions", op->name);
+            ok = false;
+        }
+        /* The program sizes tensors as batch x elements per sample (in
+         * int64, and in bytes): a value of the whole batch must fit. */
+        int64_t elems = ir_type_elems_per_sample(&op->type), total;
+        if (elems < 0 || __builtin_mul_overflow(elems, e->job->batch, &total) ||
+            total > ((int64_t)1 << 60)) {
+            diag_error(e->d, op->loc,
+                       "'%s': %lld samples of %lld elements are more than 2^60 elements, more than "
+                       "the program can hold",
+                       op->name, (long long)e->job->batch, (long long)elems);
             ok = false;
         }
         if (op->opcode == OP_CROSSENTROPY) {
@@ -290,6 +331,21 @@ static bool analyse(emitter *e)
                 e->accum[p] = true;
         }
     }
+    /* Gradients are summed by the allreduce ops the IR holds, and only by
+     * them (docs/ir.md): a layer whose parameters live on several ranks
+     * without one would train replicas that drift apart. */
+    for (int i = 0; i < n; i++) {
+        param_desc pd[8];
+        const ir_op *op = OP(e, i);
+        if (op->opcode == OP_RESHARD || op->opcode == OP_ALLREDUCE || e->allreduce_of[i] >= 0 ||
+            e->sets[e->set_of[i]].n < 2 || params_of(e, i, pd) == 0)
+            continue;
+        diag_error(e->d, op->loc,
+                   "'%s' has parameters on %d ranks, but no allreduce op sums their gradients "
+                   "(run the comm pass)",
+                   op->name, e->sets[e->set_of[i]].n);
+        return false;
+    }
     return true;
 }
 
@@ -319,14 +375,6 @@ static void emit_header(emitter *e)
     W("static rt_comm *comm[NSETS];\n");
     W("static int64_t s0[NSETS], nb[NSETS];   /* this rank's first sample and shard size per set */\n\n");
 }
-
-/* Parameters of op i, as (suffix, shape) pairs; returns how many. */
-typedef struct param_desc {
-    const char *suffix;
-    int ndim;
-    int64_t dim[4];
-    bool buffer;
-} param_desc;
 
 static int params_of(emitter *e, int i, param_desc *pd)
 {
@@ -600,6 +648,8 @@ static void emit_forward_op(emitter *e, int i)
     case OP_MATMUL: W("\t\trt_matmul_fwd(a3_%s, b3_%s, c3_%s);\n", c, c, c); break;
     case OP_RELU: W("\t\trt_relu_fwd(%s, %s);\n", x, y); break;
     case OP_GELU: W("\t\trt_gelu_fwd(%s, %s);\n", x, y); break;
+    case OP_TANH: W("\t\trt_tanh_fwd(%s, %s);\n", x, y); break;
+    case OP_SIGMOID: W("\t\trt_sigmoid_fwd(%s, %s);\n", x, y); break;
     case OP_MAXPOOL2D:
         emit_pool_attrs(e, op);
         W("\t\trt_maxpool2d_fwd(%s, &a, %s);\n", x, y);
@@ -794,6 +844,8 @@ static void emit_backward_op(emitter *e, int i)
         break;
     case OP_RELU: W("\t\trt_relu_bwd(%s, %s, %s);\n", x, dy, dx); break;
     case OP_GELU: W("\t\trt_gelu_bwd(%s, %s, %s);\n", x, dy, dx); break;
+    case OP_TANH: W("\t\trt_tanh_bwd(%s, %s, %s);\n", x, dy, dx); break;
+    case OP_SIGMOID: W("\t\trt_sigmoid_bwd(%s, %s, %s);\n", x, dy, dx); break;
     case OP_MAXPOOL2D:
         emit_pool_attrs(e, op);
         W("\t\trt_maxpool2d_bwd(%s, %s, &a, %s);\n", x, dy, dx);
@@ -865,14 +917,12 @@ static void emit_backward_op(emitter *e, int i)
     }
 }
 
-/* The gradient all-reduce of op i's parameters within its rank set, right
- * after its backward: what the plan's allreduce op (or, when the IR has none
- * for a layer, the end of the backward pass) stands for. */
+/* The rank set of the allreduce op that the IR holds for op i's gradients,
+ * or -1 for none: it runs right after op i's backward (where the IR holds it,
+ * directly after op i: the verifier checks that), over the op's `ranks`. */
 static int allreduce_set(emitter *e, int i)
 {
-    param_desc pd[8];
-    int s = e->allreduce_of[i] >= 0 ? e->set_of[e->allreduce_of[i]] : e->set_of[i];
-    return params_of(e, i, pd) == 0 || e->sets[s].n == 1 ? -1 : s;
+    return e->allreduce_of[i] >= 0 ? e->set_of[e->allreduce_of[i]] : -1;
 }
 
 static void emit_allreduce(emitter *e, int i)

@@ -25,7 +25,19 @@ typedef enum fe_expr_kind {
     EX_BINARY, /* op ('+', '-', '*', '/', '%', '@'), lhs, rhs */
     EX_CALL,   /* s: callee; args */
     EX_LIST,   /* items: `[a, b, ...]` */
+    EX_ERROR,  /* what stood here nested too deeply; already reported */
 } fe_expr_kind;
+
+/* How deeply expressions, and loops and blocks, may nest in the source. The
+ * parser checks it (an error at the node that passes it), so that every walk
+ * over the tree (evaluation, lowering, --emit=ast) recurses a bounded number
+ * of levels. A chain of left-associative operators (`1 + 2 + ... + n`) does
+ * not nest: the walks follow its left spine in a loop. */
+#define FE_MAX_NEST      256
+/* Loops and blocks nest less: every name lookup walks the scopes they open,
+ * so their depth multiplies the cost of every statement run (and no model
+ * nests loops more than a few deep). */
+#define FE_MAX_STMT_NEST 32
 
 typedef struct fe_expr fe_expr;
 typedef struct fe_arg fe_arg;
@@ -50,6 +62,7 @@ struct fe_expr {
     fe_arg *args;       /* EX_CALL */
     fe_expr *items;     /* EX_LIST, linked through next */
     fe_expr *next;      /* the next item of an enclosing list */
+    int nest;           /* levels of recursion a walk over it needs (FE_MAX_NEST) */
 };
 
 /* A parameter of a block: a tensor input (is_input) or an integer parameter
@@ -72,6 +85,7 @@ typedef struct fe_block {
     bool has_inputs; /* written with ';': no implicit `in` */
     fe_param *params;
     fe_stmt *body;
+    int nest; /* loops and blocks nested in it, itself included */
 } fe_block;
 
 typedef enum fe_stmt_kind {
@@ -96,6 +110,7 @@ struct fe_stmt {
     fe_stmt *body;    /* ST_FOR */
     fe_block *block;  /* ST_BLOCK */
     fe_stmt *next;
+    int nest; /* ST_FOR, ST_BLOCK: loops and blocks nested in it, itself included */
 };
 
 /* One `key = value` (or `key sub = value`, as in `flops bf16 = 312 TFLOPS`)

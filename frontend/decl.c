@@ -149,7 +149,8 @@ static const char *fe_name_field(fe_ctx *c, const fe_expr *e, const char *key)
         return e->s;
     if (e->kind == EX_STR)
         return e->s;
-    fe_error(c, e->loc, "'%s' must be a name", key);
+    if (e->kind != EX_ERROR)
+        fe_error(c, e->loc, "'%s' must be a name", key);
     return NULL;
 }
 
@@ -216,17 +217,26 @@ void fe_lower_gpu(fe_ctx *c, const fe_item *it)
             continue;
         }
         seen[dt] = fl;
-        ok &= fe_qty(c, fl->value, "flops", DIM_FLOPS, &g.flops[dt]);
+        if (fe_qty(c, fl->value, "flops", DIM_FLOPS, &g.flops[dt]) && g.flops[dt] <= 0) {
+            fe_error(c, fl->value->loc,
+                     "'flops %s' must be positive (leave out a dtype the gpu does not run)",
+                     fl->sub);
+            ok = false;
+        }
         any = true;
     }
     if (!any && ok) {
         fe_error(c, it->name_loc, "gpu '%s' needs at least one 'flops <dtype>' field", it->name);
         ok = false;
     }
-    ok &= fe_require(c, it, &fe_gpu, f, 0) &&
-          fe_qty(c, f[0]->value, "memory", DIM_BYTES, &g.mem_bytes);
-    ok &= fe_require(c, it, &fe_gpu, f, 1) &&
-          fe_qty(c, f[1]->value, "bandwidth", DIM_RATE, &g.mem_bandwidth);
+    /* Zero memory or bandwidth would make every layer fit or cost nothing:
+     * a gpu has some of both. */
+    if (fe_require(c, it, &fe_gpu, f, 0) &&
+        fe_qty(c, f[0]->value, "memory", DIM_BYTES, &g.mem_bytes) && g.mem_bytes <= 0)
+        fe_error(c, f[0]->value->loc, "'memory' must be positive");
+    if (fe_require(c, it, &fe_gpu, f, 1) &&
+        fe_qty(c, f[1]->value, "bandwidth", DIM_RATE, &g.mem_bandwidth) && g.mem_bandwidth <= 0)
+        fe_error(c, f[1]->value->loc, "'bandwidth' must be positive");
     if (f[2])
         ok &= fe_qty(c, f[2]->value, "launch", DIM_TIME, &g.launch);
     /* A measured utilisation curve: both or neither. */
@@ -269,9 +279,9 @@ void fe_lower_cluster(fe_ctx *c, const fe_item *it)
         }
     }
     int64_t v;
-    if (f[1] && fe_int_field(c, f[1], 1, 1000000, &v))
+    if (f[1] && fe_int_field(c, f[1], 1, IR_MAX_GPUS, &v))
         cl.nodes = (int)v;
-    if (fe_require(c, it, &fe_cluster, f, 2) && fe_int_field(c, f[2], 1, 1000000, &v))
+    if (fe_require(c, it, &fe_cluster, f, 2) && fe_int_field(c, f[2], 1, IR_MAX_GPUS, &v))
         cl.gpus_per_node = (int)v;
     if (f[3])
         fe_link(c, f[3], &cl.intra);
@@ -286,8 +296,8 @@ void fe_lower_cluster(fe_ctx *c, const fe_item *it)
         fe_error(c, it->name_loc,
                  "cluster '%s' has %d nodes and needs 'network' = bandwidth @ latency", it->name,
                  cl.nodes);
-    if ((int64_t)cl.nodes * cl.gpus_per_node > 1000000)
-        fe_error(c, it->name_loc, "cluster '%s' has more than 1000000 gpus", it->name);
+    if ((int64_t)cl.nodes * cl.gpus_per_node > IR_MAX_GPUS)
+        fe_error(c, it->name_loc, "cluster '%s' has more than %d gpus", it->name, IR_MAX_GPUS);
     ir_cluster_add(c->module, &cl);
 }
 
@@ -363,17 +373,22 @@ static void fe_background(fe_ctx *c, const fe_expr *e, ir_job *j)
             fe_error(c, i->rhs->loc, "a background batch must be positive");
             continue;
         }
+        if (b > IR_MAX_BATCH) {
+            fe_error(c, i->rhs->loc, "a background batch is at most 2^31 (like a job's), not %lld",
+                     (long long)b);
+            continue;
+        }
         j->background[j->nbackground++] = (ir_background){g, b};
     }
 }
 
 void fe_lower_job(fe_ctx *c, const fe_item *it)
 {
-    for (int i = 0; i < c->module->njobs; i++)
-        if (strcmp(c->module->jobs[i].name, it->name) == 0) {
-            fe_check_redef(c, it, i, c->module->jobs[i].loc, "job");
-            return;
-        }
+    int old = ir_job_find(c->module, it->name);
+    if (old >= 0) {
+        fe_check_redef(c, it, old, c->module->jobs[old].loc, "job");
+        return;
+    }
     const fe_field *f[9];
     fe_collect(c, it, &fe_job, f, false);
     ir_job j = {.name = it->name,
@@ -398,7 +413,7 @@ void fe_lower_job(fe_ctx *c, const fe_item *it)
             fe_error(c, f[1]->value->loc, "unknown cluster '%s'", s);
     }
     if (fe_require(c, it, &fe_job, f, 2))
-        fe_int_field(c, f[2], 1, INT64_C(1) << 40, &j.batch);
+        fe_int_field(c, f[2], 1, IR_MAX_BATCH, &j.batch);
     if (f[3] && (s = fe_name_field(c, f[3]->value, "dtype")) && !ir_dtype_lookup(s, &j.dtype))
         fe_error(c, f[3]->value->loc, "unknown dtype '%s' (f32, tf32, f16, bf16)", s);
     if (f[4])
@@ -416,7 +431,7 @@ void fe_lower_job(fe_ctx *c, const fe_item *it)
     if (f[6])
         fe_background(c, f[6]->value, &j);
     if (f[7])
-        fe_int_field(c, f[7], 1, INT64_C(1) << 40, &j.iterations);
+        fe_int_field(c, f[7], 1, IR_MAX_ITERATIONS, &j.iterations);
     if (f[8]) {
         const fe_expr *e = f[8]->value;
         if (e->kind == EX_STR)

@@ -8,6 +8,8 @@
  */
 #include "frontend.h"
 
+#include <stdlib.h>
+
 static void fe_dump_expr(FILE *out, const fe_expr *e)
 {
     switch (e->kind) {
@@ -22,13 +24,30 @@ static void fe_dump_expr(FILE *out, const fe_expr *e)
         fe_dump_expr(out, e->lhs);
         fputc(')', out);
         break;
-    case EX_BINARY:
-        fputc('(', out);
-        fe_dump_expr(out, e->lhs);
-        fprintf(out, " %c ", e->op);
-        fe_dump_expr(out, e->rhs);
-        fputc(')', out);
+    case EX_BINARY: {
+        /* ((a + b) + c): the left spine in a loop, as fe_eval walks it. */
+        int n = 0;
+        const fe_expr *x = e;
+        for (; x->kind == EX_BINARY; x = x->lhs)
+            n++;
+        const fe_expr **spine = malloc(sizeof *spine * (size_t)n);
+        if (!spine)
+            ice("out of memory");
+        x = e;
+        for (int k = n - 1; k >= 0; k--, x = x->lhs) {
+            spine[k] = x;
+            fputc('(', out);
+        }
+        fe_dump_expr(out, x);
+        for (int k = 0; k < n; k++) {
+            fprintf(out, " %c ", spine[k]->op);
+            fe_dump_expr(out, spine[k]->rhs);
+            fputc(')', out);
+        }
+        free(spine);
         break;
+    }
+    case EX_ERROR: fputs("<error>", out); break;
     case EX_CALL:
         fprintf(out, "%s(", e->s);
         for (const fe_arg *a = e->args; a; a = a->next) {

@@ -18,13 +18,9 @@
 /* Shows a message unless the same text was shown before. */
 static bool fe_emit(fe_ctx *c, const char *text, bool is_error)
 {
-    for (int i = 0; i < c->nseen; i++)
-        if (strcmp(c->seen[i], text) == 0)
-            return false;
-    if (c->nseen < 4096) {
-        arena_grow(c->arena, (void **)&c->seen, &c->seen_cap, c->nseen + 1, sizeof *c->seen);
-        c->seen[c->nseen++] = arena_strdup(c->arena, text);
-    }
+    if (ir_names_get(&c->seen, text) >= 0)
+        return false;
+    ir_names_set(c->arena, &c->seen, text, 0);
     diag_ctx *d = c->diag;
     if (is_error)
         d->nerrors++;
@@ -65,10 +61,63 @@ static char *fe_format(fe_ctx *c, src_loc loc, bool note, const char *fmt, va_li
     return out;
 }
 
+/* Whether key (a place and a message) was seen before; records it. The
+ * copies of a block or loop body made by an expansion report an error once,
+ * and the others cost a hash lookup, not the formatting of a message with
+ * its source line. */
+static bool fe_seen_key(fe_ctx *c, const char *key)
+{
+    if (ir_names_get(&c->sites, key) >= 0)
+        return true;
+    ir_names_set(c->arena, &c->sites, arena_strdup(c->arena, key), 0);
+    return false;
+}
+
+bool fe_once(fe_ctx *c, src_loc loc, const char *what, const char *name)
+{
+    char stack[256], *key = stack;
+    size_t need = strlen(what) + strlen(name) + 64;
+    if (need > sizeof stack && !(key = malloc(need)))
+        ice("out of memory");
+    snprintf(key, need, "%p:%d:%d:%s:%s", (const void *)loc.file, loc.line, loc.col, what, name);
+    bool seen = fe_seen_key(c, key);
+    if (key != stack)
+        free(key);
+    return !seen;
+}
+
 void fe_error(fe_ctx *c, src_loc loc, const char *fmt, ...)
 {
-    va_list ap;
+    c->failures++;
+    va_list ap, ap2;
     va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    char stack[512], *key = stack;
+    size_t need = (size_t)n + 64;
+    if (need > sizeof stack && !(key = malloc(need)))
+        ice("out of memory");
+    int k = snprintf(key, need, "%p:%d:%d:", (const void *)loc.file, loc.line, loc.col);
+    va_copy(ap2, ap);
+    vsnprintf(key + k, need - (size_t)k, fmt, ap2);
+    va_end(ap2);
+    bool seen = fe_seen_key(c, key);
+    if (key != stack)
+        free(key);
+    diag_ctx *d = c->diag;
+    c->last_printed = false;
+    if (seen) {
+        va_end(ap);
+        return;
+    }
+    if (d->max_errors && d->nerrors >= d->max_errors) {
+        /* Not shown: counted, without formatting the source line. */
+        if (++d->nerrors == d->max_errors + 1 && d->out)
+            fprintf(d->out, "burstc: error: too many errors, stopping\n");
+        va_end(ap);
+        return;
+    }
     char *text = fe_format(c, loc, false, fmt, ap);
     va_end(ap);
     c->last_printed = fe_emit(c, text, true);
@@ -87,6 +136,16 @@ void fe_note(fe_ctx *c, src_loc loc, const char *fmt, ...)
 
 bool fe_op_check(fe_ctx *c, int id)
 {
+    src_loc loc = c->graph->ops[id].loc;
+    char key[64];
+    snprintf(key, sizeof key, "%p:%d:%d:op check", (const void *)loc.file, loc.line, loc.col);
+    if (ir_names_get(&c->sites, key) >= 0) {
+        diag_ctx count; /* reported for an earlier copy: only the verdict */
+        diag_init(&count, NULL);
+        bool ok = ir_op_check(c->module, c->graph, id, &count);
+        c->failures += !ok;
+        return ok;
+    }
     char *buf = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&buf, &len);
@@ -98,6 +157,8 @@ bool fe_op_check(fe_ctx *c, int id)
     bool ok = ir_op_check(c->module, c->graph, id, &tmp);
     fclose(mem);
     if (tmp.nerrors) {
+        c->failures++;
+        fe_seen_key(c, key);
         /* All of one op's messages count as one text: an op expanded
 		 * many times reports them once. */
         char *text = arena_strdup(c->arena, buf ? buf : "");
@@ -111,8 +172,16 @@ bool fe_op_check(fe_ctx *c, int id)
 
 /* Scopes. */
 
+/* A scope's bindings are a list (newest first) and, once there are more
+ * than a few, a table from names to the newest binding of each. */
+#define FE_SCOPE_LIST 8
+
 fe_binding *fe_lookup_local(fe_scope *s, const char *name)
 {
+    if (s->nbound > FE_SCOPE_LIST) {
+        int i = ir_names_get(&s->index, name);
+        return i < 0 ? NULL : s->table[i];
+    }
     for (fe_binding *b = s->bindings; b; b = b->next)
         if (strcmp(b->name, name) == 0)
             return b;
@@ -139,6 +208,22 @@ fe_binding *fe_bind(fe_ctx *c, fe_scope *s, const char *name, src_loc loc)
     b->loc = loc;
     b->next = s->bindings;
     s->bindings = b;
+    if (++s->nbound <= FE_SCOPE_LIST)
+        return b;
+    if (s->nbound == FE_SCOPE_LIST + 1) {
+        /* From now on, a table: the list's bindings oldest first, so that
+         * the newest of a name is the one indexed. */
+        arena_grow(c->arena, (void **)&s->table, &s->table_cap, s->nbound, sizeof *s->table);
+        int i = s->nbound;
+        for (fe_binding *o = s->bindings; o; o = o->next)
+            s->table[--i] = o;
+        for (i = 0; i < s->nbound; i++)
+            ir_names_set(c->arena, &s->index, s->table[i]->name, i);
+        return b;
+    }
+    arena_grow(c->arena, (void **)&s->table, &s->table_cap, s->nbound, sizeof *s->table);
+    s->table[s->nbound - 1] = b;
+    ir_names_set(c->arena, &s->index, name, s->nbound - 1);
     return b;
 }
 
@@ -173,7 +258,11 @@ const char *fe_closest(const char *name, const char *const *cands, int n)
     int bestd = (int)strlen(name) / 3 + 1;
     if (bestd > 3)
         bestd = 3;
+    size_t len = strlen(name);
     for (int i = 0; i < n; i++) {
+        size_t cl = strlen(cands[i]);
+        if ((cl > len ? cl - len : len - cl) > (size_t)bestd)
+            continue; /* the distance is at least the difference in length */
         int d = fe_edit_distance(name, cands[i]);
         if (d <= bestd && (!best || d < bestd)) {
             best = cands[i];
@@ -185,11 +274,13 @@ const char *fe_closest(const char *name, const char *const *cands, int n)
 
 const char *fe_suggest_name(fe_ctx *c, fe_scope *s, const char *name)
 {
+    if (c->diag->max_errors && c->diag->nerrors >= c->diag->max_errors)
+        return ""; /* nothing more is shown: no need to look */
     int n = 0, cap = 0;
     const char **cands = NULL;
     bool crossed = false;
-    for (; s; s = s->parent) {
-        for (fe_binding *b = s->bindings; b; b = b->next) {
+    for (; s && n < 4096; s = s->parent) {
+        for (fe_binding *b = s->bindings; b && n < 4096; b = b->next) { /* the 4096 nearest */
             if (crossed && b->kind == B_VALUE && b->val.kind == V_TENSOR)
                 continue;
             arena_grow(c->arena, (void **)&cands, &cap, n + 1, sizeof *cands);
@@ -331,6 +422,16 @@ static fe_val fe_int_op(fe_ctx *c, int op, int64_t a, int64_t b, src_loc loc)
     return v;
 }
 
+/* Reals overflow to infinity silently in C; here it is an error, as for
+ * integers: an infinite value would print as IR that does not read back. */
+static fe_val fe_finite(fe_ctx *c, fe_val v, double a, int op, double b, src_loc loc)
+{
+    if (isfinite(v.r))
+        return v;
+    fe_error(c, loc, "overflow in %g %c %g: the result is not a finite number", a, op, b);
+    return fe_err();
+}
+
 static fe_val fe_binary(fe_ctx *c, int op, fe_val l, fe_val r, src_loc loc)
 {
     if (l.kind == V_ERR || r.kind == V_ERR)
@@ -356,14 +457,14 @@ static fe_val fe_binary(fe_ctx *c, int op, fe_val l, fe_val r, src_loc loc)
               : op == '*' ? a * b
               : op == '/' ? a / b
                           : fmod(a, b);
-        return v;
+        return fe_finite(c, v, a, op, b, loc);
     }
     /* Quantities scale by numbers and add to quantities of their kind. */
     v.kind = V_QTY;
     if (l.kind == V_QTY && r.kind == V_QTY && l.dim == r.dim && (op == '+' || op == '-')) {
         v.dim = l.dim;
         v.r = op == '+' ? l.r + r.r : l.r - r.r;
-        return v;
+        return fe_finite(c, v, l.r, op, r.r, loc);
     }
     if (l.kind == V_QTY && fe_is_num(&r) && (op == '*' || op == '/')) {
         if (op == '/' && fe_num(&r) == 0) {
@@ -372,12 +473,12 @@ static fe_val fe_binary(fe_ctx *c, int op, fe_val l, fe_val r, src_loc loc)
         }
         v.dim = l.dim;
         v.r = op == '*' ? l.r * fe_num(&r) : l.r / fe_num(&r);
-        return v;
+        return fe_finite(c, v, l.r, op, fe_num(&r), loc);
     }
     if (fe_is_num(&l) && r.kind == V_QTY && op == '*') {
         v.dim = r.dim;
         v.r = fe_num(&l) * r.r;
-        return v;
+        return fe_finite(c, v, fe_num(&l), op, r.r, loc);
     }
     fe_error(c, loc, "cannot compute %s %c %s", fe_val_desc(&l), op, fe_val_desc(&r));
     return fe_err();
@@ -407,9 +508,9 @@ fe_val fe_eval(fe_ctx *c, fe_scope *s, const fe_expr *e, bool names_ok, bool cal
         v.kind = V_QTY;
         if (!fe_apply_unit(e->unit, e->r, &v.r, &v.dim)) {
             fe_error(c, e->loc,
-                     "unknown unit '%s' (units: B KB MB GB TB KiB MiB GiB TiB, "
+                     "unknown unit '%.40s%s' (units: B KB MB GB TB KiB MiB GiB TiB, "
                      "b Kb Mb Gb Tb, any of those with /s, s ms us ns, FLOPS to PFLOPS)",
-                     e->unit);
+                     e->unit, strlen(e->unit) > 40 ? "..." : "");
             return fe_err();
         }
         return v;
@@ -430,7 +531,8 @@ fe_val fe_eval(fe_ctx *c, fe_scope *s, const fe_expr *e, bool names_ok, bool cal
             v.s = e->s;
             return v;
         }
-        fe_error(c, e->loc, "undefined name '%s'%s", e->s, fe_suggest_name(c, s, e->s));
+        if (fe_once(c, e->loc, "undefined", e->s))
+            fe_error(c, e->loc, "undefined name '%s'%s", e->s, fe_suggest_name(c, s, e->s));
         return fe_err();
     }
     case EX_NEG: {
@@ -453,10 +555,28 @@ fe_val fe_eval(fe_ctx *c, fe_scope *s, const fe_expr *e, bool names_ok, bool cal
         return fe_err();
     }
     case EX_BINARY: {
-        fe_val l = fe_eval(c, s, e->lhs, e->op == '@' && names_ok, false);
-        fe_val r = fe_eval(c, s, e->rhs, false, false);
-        return fe_binary(c, e->op, l, r, e->loc);
+        /* `1 + 2 + ... + n` nests to the left: follow that spine in a loop,
+         * and recurse only into right operands (FE_MAX_NEST bounds those). */
+        int n = 0;
+        bool leaf_names = names_ok;
+        const fe_expr *x = e;
+        for (; x->kind == EX_BINARY; x = x->lhs, n++)
+            leaf_names &= x->op == '@';
+        const fe_expr **spine = malloc(sizeof *spine * (size_t)n);
+        if (!spine)
+            ice("out of memory");
+        x = e;
+        for (int k = n - 1; k >= 0; k--, x = x->lhs)
+            spine[k] = x;
+        fe_val acc = fe_eval(c, s, x, leaf_names, false);
+        for (int k = 0; k < n; k++) {
+            fe_val r = fe_eval(c, s, spine[k]->rhs, false, false);
+            acc = fe_binary(c, spine[k]->op, acc, r, spine[k]->loc);
+        }
+        free(spine);
+        return acc;
     }
+    case EX_ERROR: return fe_err();
     case EX_CALL:
         if (calls_ok) {
             v.kind = V_CALL;

@@ -41,7 +41,16 @@ ir_module *fe_compile(arena *a, const char *path, diag_ctx *d);
 ir_module *fe_compile_string(arena *a, const char *path, const char *text, diag_ctx *d);
 
 /* The most ops one model may expand to. */
-#define FE_MAX_OPS 100000
+#define FE_MAX_OPS   100000
+/* The most statements and loop iterations the expansion of one model may
+ * run (10 per op at the op limit): nested loops whose bodies make no ops
+ * (`for` 40 deep of 2 iterations each) end in an error, not in 2^40 steps. */
+#define FE_MAX_STEPS (10 * FE_MAX_OPS)
+/* How deeply the lowering of a model may recurse: blocks within blocks (at
+ * most 64), loops within loops and calls within calls, all counted together.
+ * Each of those is bounded on its own too (FE_MAX_NEST), but a block may
+ * expand another 64 times over. */
+#define FE_MAX_DEPTH 1000
 
 /* eval.c: values, units, constant expressions, reporting. */
 
@@ -93,11 +102,15 @@ typedef struct fe_binding {
 
 struct fe_scope {
     fe_scope *parent;
-    fe_binding *bindings;
+    fe_binding *bindings; /* newest first */
+    int nbound, table_cap;
+    fe_binding **table; /* once there are more than a few: the same, oldest first */
+    ir_names index;     /* ... and name -> the newest of that name in table */
     bool boundary;      /* a block body: outer tensors are not visible */
     bool loop;          /* a loop iteration: assignments update outer names */
     const char *prefix; /* IR names here are prefix + name + suffix */
-    const char *suffix;
+    const char *suffix; /* NULL in a loop iteration until needed (model.c) */
+    int64_t iter;       /* a loop iteration: its index */
 };
 
 typedef struct fe_names fe_names;
@@ -106,19 +119,28 @@ typedef struct fe_ctx {
     arena *arena;
     diag_ctx *diag;
     ir_module *module;
-    fe_scope *global;    /* top-level lets and blocks */
-    bool last_printed;   /* whether the last error was shown (for notes) */
-    int nseen, seen_cap; /* messages already shown, for de-duplication */
-    const char **seen;
+    fe_scope *global;  /* top-level lets and blocks */
+    bool last_printed; /* whether the last error was shown (for notes) */
+    ir_names seen;     /* messages already shown, for de-duplication */
+    ir_names sites;    /* places and texts of errors reported (fe_error) */
+    int64_t failures;  /* calls of fe_error and failed op checks, shown or not */
     /* Lowering of the current model (model.c). */
     ir_graph *graph;
     int64_t nops;
-    bool too_many_ops;
+    int64_t steps;          /* statements run and loop iterations, against FE_MAX_STEPS */
+    bool too_many_ops;      /* the model passed FE_MAX_OPS or FE_MAX_STEPS: stop */
     int depth;              /* block expansion depth */
+    int nest;               /* recursion depth of the lowering (FE_MAX_DEPTH) */
     struct fe_names *names; /* IR names used in the graph */
 } fe_ctx;
 
+/* Reports an error, once per place and text: the copies of a block or loop
+ * body made by an expansion stay quiet after the first. */
 void fe_error(fe_ctx *c, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* True the first time it is called with these arguments: a caller about to
+ * report `what` about name at loc works out a costly message (a suggestion)
+ * only once, however many copies of the body an expansion makes. */
+bool fe_once(fe_ctx *c, src_loc loc, const char *what, const char *name);
 void fe_note(fe_ctx *c, src_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Runs ir_op_check with its messages de-duplicated like fe_error's. */
 bool fe_op_check(fe_ctx *c, int id);

@@ -24,6 +24,8 @@ typedef struct fe_loader {
     int nknown, known_cap;
     const char **known; /* real paths of files read or being read */
     bool *done;         /* per known path: finished (false: on the stack) */
+    int done_cap;
+    ir_names index; /* real path -> its index in known */
     int depth;
 } fe_loader;
 
@@ -52,9 +54,8 @@ static void fe_load_import(fe_loader *ld, const src_file *src, fe_item *it)
             ? it->path
             : arena_printf(ld->arena, "%s%s", fe_dirname(ld->arena, src->path), it->path);
     const char *real = fe_real_path(ld->arena, path);
-    for (int i = 0; i < ld->nknown; i++) {
-        if (strcmp(ld->known[i], real) != 0)
-            continue;
+    int i = ir_names_get(&ld->index, real);
+    if (i >= 0) {
         if (!ld->done[i])
             diag_error(ld->diag, it->loc, "cyclic import of '%s'", it->path);
         return;
@@ -63,11 +64,10 @@ static void fe_load_import(fe_loader *ld, const src_file *src, fe_item *it)
         diag_error(ld->diag, it->loc, "imports nest too deeply (200 levels)");
         return;
     }
-    errno = 0;
-    src_file *f = src_file_read(ld->arena, path);
+    const char *why;
+    src_file *f = src_file_read(ld->arena, path, &why);
     if (!f) {
-        diag_error(ld->diag, it->loc, "cannot import '%s': %s", it->path,
-                   errno ? strerror(errno) : "cannot read it");
+        diag_error(ld->diag, it->loc, "cannot import '%s': %s", it->path, why);
         return;
     }
     fe_load_file(ld, f);
@@ -78,12 +78,9 @@ static void fe_load_file(fe_loader *ld, const src_file *src)
 {
     int me = ld->nknown;
     arena_grow(ld->arena, (void **)&ld->known, &ld->known_cap, me + 1, sizeof *ld->known);
-    int cap = ld->known_cap;
-    bool *done = arena_alloc(ld->arena, (size_t)cap);
-    if (ld->done)
-        memcpy(done, ld->done, (size_t)me);
-    ld->done = done;
+    arena_grow(ld->arena, (void **)&ld->done, &ld->done_cap, me + 1, sizeof *ld->done);
     ld->known[me] = fe_real_path(ld->arena, src->path);
+    ir_names_set(ld->arena, &ld->index, ld->known[me], me);
     ld->done[me] = false;
     ld->nknown++;
 
@@ -110,11 +107,10 @@ fe_program *fe_load(arena *a, const char *path, const char *text, diag_ctx *d)
     if (text) {
         src = src_file_from_string(a, path, text, strlen(text));
     } else {
-        errno = 0;
-        src = src_file_read(a, path);
+        const char *why;
+        src = src_file_read(a, path, &why);
         if (!src) {
-            diag_error(d, (src_loc){0}, "cannot read '%s': %s", path,
-                       errno ? strerror(errno) : "cannot read it");
+            diag_error(d, (src_loc){0}, "cannot read '%s': %s", path, why);
             return NULL;
         }
     }

@@ -54,7 +54,7 @@ static void fe_names_add(arena *a, fe_names *t, const char *s)
 {
     if (2 * (t->n + 1) > t->cap) {
         fe_names old = *t;
-        t->cap = old.cap ? 2 * old.cap : 256;
+        t->cap = old.cap ? 2 * old.cap : 16;
         t->slot = arena_alloc(a, sizeof *t->slot * (size_t)t->cap);
         t->n = 0;
         for (int i = 0; i < old.cap; i++)
@@ -78,14 +78,41 @@ static const char *fe_unique(fe_ctx *c, const char *want)
     return name;
 }
 
-static const char *fe_ir_name(fe_ctx *c, const fe_scope *s, const char *name)
+/* The suffix of IR names made in scope s: ".0.2" in the third iteration of
+ * a loop in the first of another. Made when a name needs it, not at every
+ * iteration: most iterations of a long loop name one op or none. */
+static const char *fe_suffix(fe_ctx *c, fe_scope *s)
 {
-    return arena_printf(c->arena, "%s%s%s", s->prefix, name, s->suffix);
+    if (!s->suffix)
+        s->suffix = arena_printf(c->arena, "%s.%lld", fe_suffix(c, s->parent), (long long)s->iter);
+    return s->suffix;
+}
+
+static const char *fe_ir_name(fe_ctx *c, fe_scope *s, const char *name)
+{
+    return arena_printf(c->arena, "%s%s%s", s->prefix, name, fe_suffix(c, s));
 }
 
 static fe_val fe_tensor(int op, src_loc loc)
 {
     return (fe_val){.kind = V_TENSOR, .op = op, .loc = loc};
+}
+
+/* Counts one more statement or loop iteration; false once the expansion has
+ * run too long. */
+static bool fe_count_step(fe_ctx *c, src_loc loc)
+{
+    if (c->too_many_ops)
+        return false;
+    if (++c->steps > FE_MAX_STEPS) {
+        fe_error(c, loc,
+                 "model '%s' runs more than %d statements and loop iterations to expand (loops "
+                 "nest too many times over)",
+                 c->graph->name, FE_MAX_STEPS);
+        c->too_many_ops = true;
+        return false;
+    }
+    return true;
 }
 
 /* Counts one more op; false once the model is too large. */
@@ -102,6 +129,103 @@ static bool fe_count_op(fe_ctx *c, src_loc loc)
 }
 
 static fe_val fe_lower_call(fe_ctx *c, fe_scope *s, const fe_expr *call, const char *irname);
+
+/* Enters one more level of the lowering's recursion; false (reported once)
+ * past FE_MAX_DEPTH. Every true is matched by fe_leave(). */
+static bool fe_enter(fe_ctx *c, src_loc loc)
+{
+    if (c->nest >= FE_MAX_DEPTH) {
+        fe_error(c, loc, "blocks, loops and calls nest more than %d levels deep", FE_MAX_DEPTH);
+        return false;
+    }
+    c->nest++;
+    return true;
+}
+
+static void fe_leave(fe_ctx *c)
+{
+    c->nest--;
+}
+
+/* The named arguments of a call, for finding one by name or a repeat:
+ * searched in place when few, through a table when many, so that a call or
+ * a block with a hundred thousand named arguments costs linear time. */
+typedef struct fe_named {
+    const fe_arg *args;
+    int n;
+    const fe_arg **arr; /* when n > FE_FEW: the named arguments in order */
+    ir_names index;     /* key -> first in arr */
+} fe_named;
+
+#define FE_FEW 16
+
+static void fe_named_init(fe_ctx *c, fe_named *l, const fe_arg *args)
+{
+    *l = (fe_named){.args = args};
+    for (const fe_arg *a = args; a; a = a->next)
+        l->n += a->key != NULL;
+    if (l->n <= FE_FEW)
+        return;
+    l->arr = arena_alloc(c->arena, sizeof *l->arr * (size_t)l->n);
+    int k = 0;
+    for (const fe_arg *a = args; a; a = a->next)
+        if (a->key) {
+            l->arr[k] = a;
+            if (ir_names_get(&l->index, a->key) < 0)
+                ir_names_set(c->arena, &l->index, a->key, k);
+            k++;
+        }
+}
+
+/* The first argument named key, or NULL. */
+static const fe_arg *fe_named_get(const fe_named *l, const char *key)
+{
+    if (l->arr) {
+        int k = ir_names_get(&l->index, key);
+        return k < 0 ? NULL : l->arr[k];
+    }
+    for (const fe_arg *a = l->args; a; a = a->next)
+        if (a->key && strcmp(a->key, key) == 0)
+            return a;
+    return NULL;
+}
+
+/* The same for a block's parameters: the first non-input one named key. */
+typedef struct fe_params {
+    const fe_param *params;
+    const fe_param **arr;
+    ir_names index;
+} fe_params;
+
+static void fe_params_init(fe_ctx *c, fe_params *t, const fe_param *params)
+{
+    *t = (fe_params){.params = params};
+    int n = 0;
+    for (const fe_param *p = params; p; p = p->next)
+        n++;
+    if (n <= FE_FEW)
+        return;
+    t->arr = arena_alloc(c->arena, sizeof *t->arr * (size_t)n);
+    n = 0;
+    for (const fe_param *p = params; p; p = p->next, n++) {
+        t->arr[n] = p;
+        if (ir_names_get(&t->index, p->name) < 0)
+            ir_names_set(c->arena, &t->index, p->name, n);
+    }
+}
+
+/* The first parameter (or input) named name, or NULL. */
+static const fe_param *fe_params_get(const fe_params *t, const char *name)
+{
+    if (t->arr) {
+        int k = ir_names_get(&t->index, name);
+        return k < 0 ? NULL : t->arr[k];
+    }
+    for (const fe_param *p = t->params; p; p = p->next)
+        if (strcmp(p->name, name) == 0)
+            return p;
+    return NULL;
+}
 
 /* A tensor argument: a name bound to a layer, or a nested call. */
 static fe_val fe_tensor_arg(fe_ctx *c, fe_scope *s, const fe_expr *e, const char *irname, int k)
@@ -122,7 +246,7 @@ static fe_val fe_tensor_arg(fe_ctx *c, fe_scope *s, const fe_expr *e, const char
                 fe_error(c, e->loc,
                          "'%s' is a layer outside this block; pass it to the block as an input",
                          e->s);
-            else
+            else if (fe_once(c, e->loc, "undefined", e->s))
                 fe_error(c, e->loc, "undefined name '%s'%s", e->s, fe_suggest_name(c, s, e->s));
             return (fe_val){.kind = V_ERR};
         }
@@ -202,10 +326,21 @@ static fe_val fe_expand_block(fe_ctx *c, fe_scope *s, const fe_expr *call, fe_bi
 
 /* An op call or a block call, whose result is named irname (before
  * uniquing). */
+static fe_val fe_lower_call_in(fe_ctx *c, fe_scope *s, const fe_expr *call, const char *irname);
+
 static fe_val fe_lower_call(fe_ctx *c, fe_scope *s, const fe_expr *call, const char *irname)
 {
     if (c->too_many_ops)
         return fe_tensor(FE_POISON, call->loc);
+    if (!fe_enter(c, call->loc))
+        return (fe_val){.kind = V_ERR};
+    fe_val v = fe_lower_call_in(c, s, call, irname);
+    fe_leave(c);
+    return v;
+}
+
+static fe_val fe_lower_call_in(fe_ctx *c, fe_scope *s, const fe_expr *call, const char *irname)
+{
     ir_opcode opc = ir_op_lookup(call->s);
     if (opc == OP_COUNT || opc == OP_INPUT) {
         fe_binding *b = fe_lookup(s, call->s);
@@ -216,6 +351,8 @@ static fe_val fe_lower_call(fe_ctx *c, fe_scope *s, const fe_expr *call, const c
                      "inputs are declared as 'input NAME: f32[batch, ...]', not called");
             return (fe_val){.kind = V_ERR};
         }
+        if (!fe_once(c, call->loc, "unknown op", call->s))
+            return (fe_val){.kind = V_ERR}; /* reported for an earlier copy */
         int nops;
         const char *const *ops = fe_op_names(c, &nops);
         const char *near = fe_closest(call->s, ops, nops);
@@ -251,14 +388,15 @@ static fe_val fe_lower_call(fe_ctx *c, fe_scope *s, const fe_expr *call, const c
             poisoned = true;
         inputs[nin++] = v.op;
     }
+    fe_named named;
+    fe_named_init(c, &named, call->args);
     for (const fe_arg *a = call->args; a; a = a->next) {
         if (!a->key)
             continue;
-        for (const fe_arg *p = call->args; p != a; p = p->next)
-            if (p->key && strcmp(p->key, a->key) == 0) {
-                fe_error(c, a->loc, "attribute '%s' given twice", a->key);
-                ok = false;
-            }
+        if (fe_named_get(&named, a->key) != a) {
+            fe_error(c, a->loc, "attribute '%s' given twice", a->key);
+            ok = false;
+        }
         if (!fe_attr_value(c, s, a, &attrs[nattr]))
             ok = false;
         else
@@ -328,29 +466,28 @@ static fe_val fe_expand_block(fe_ctx *c, fe_scope *s, const fe_expr *call, fe_bi
     }
     /* Parameters: named arguments (in the caller's scope), else defaults
 	 * (in the block's scope, so they may use earlier parameters). */
+    fe_named named;
+    fe_named_init(c, &named, call->args);
+    fe_params params;
+    fe_params_init(c, &params, blk->params);
     for (const fe_arg *a = call->args; a; a = a->next) {
         if (!a->key)
             continue;
-        const fe_param *q = blk->params;
-        while (q && (q->is_input || strcmp(q->name, a->key) != 0))
-            q = q->next;
-        if (!q) {
+        const fe_param *q = fe_params_get(&params, a->key);
+        if (!q || q->is_input) {
             fe_error(c, a->loc, "block '%s' has no parameter '%s'", blk->name, a->key);
             fe_note(c, blk->loc, "'%s' is defined here", blk->name);
             ok = false;
         }
-        for (const fe_arg *o = call->args; o != a; o = o->next)
-            if (o->key && strcmp(o->key, a->key) == 0) {
-                fe_error(c, a->loc, "parameter '%s' given twice", a->key);
-                ok = false;
-            }
+        if (fe_named_get(&named, a->key) != a) {
+            fe_error(c, a->loc, "parameter '%s' given twice", a->key);
+            ok = false;
+        }
     }
     for (const fe_param *q = blk->params; q; q = q->next) {
         if (q->is_input)
             continue;
-        const fe_arg *a = call->args;
-        while (a && !(a->key && strcmp(a->key, q->name) == 0))
-            a = a->next;
+        const fe_arg *a = fe_named_get(&named, q->name);
         fe_val v;
         if (a) {
             v = fe_eval(c, s, a->value, false, false);
@@ -404,16 +541,18 @@ void fe_define_block(fe_ctx *c, fe_scope *s, const fe_block *b)
         fe_error(c, b->loc, "block '%s' has the name of an op", b->name);
         return;
     }
+    fe_params params;
+    fe_params_init(c, &params, b->params);
     for (const fe_param *p = b->params; p; p = p->next) {
         if (!b->has_inputs && strcmp(p->name, "in") == 0)
             fe_error(c, p->loc, "'in' is the block's input; it cannot be a parameter");
         if (p->is_input && p->dflt)
             fe_error(c, p->dflt->loc, "input '%s' cannot have a default", p->name);
-        for (const fe_param *q = b->params; q != p; q = q->next)
-            if (strcmp(q->name, p->name) == 0) {
-                fe_error(c, p->loc, "parameter '%s' declared twice", p->name);
-                fe_note(c, q->loc, "first declared here");
-            }
+        const fe_param *q = fe_params_get(&params, p->name);
+        if (q != p) {
+            fe_error(c, p->loc, "parameter '%s' declared twice", p->name);
+            fe_note(c, q->loc, "first declared here");
+        }
     }
     const fe_stmt *last = NULL;
     for (const fe_stmt *st = b->body; st; st = st->next) {
@@ -472,8 +611,9 @@ static void fe_lower_input(fe_ctx *c, fe_scope *s, const fe_stmt *st)
         int64_t v;
         if (!fe_eval_int(c, s, d, "a dimension", &v)) {
             ok = false;
-        } else if (v <= 0) {
-            fe_error(c, d->loc, "dimension %d is %lld; it must be positive", rank, (long long)v);
+        } else if (v <= 0 || v > IR_MAX_DIM) {
+            fe_error(c, d->loc, "dimension %d is %lld; it must be from 1 to 2^40", rank,
+                     (long long)v);
             ok = false;
         } else {
             t.dim[rank] = v;
@@ -518,7 +658,7 @@ static void fe_lower_assign(fe_ctx *c, fe_scope *s, const fe_stmt *st)
     }
     const fe_expr *e = st->value;
     fe_val v;
-    if (!e) {
+    if (!e || e->kind == EX_ERROR) {
         v = fe_tensor(FE_POISON, st->loc); /* a syntax error, reported */
     } else if (e->kind == EX_CALL) {
         v = fe_lower_call(c, s, e, fe_ir_name(c, s, st->name));
@@ -554,12 +694,15 @@ static void fe_lower_for(fe_ctx *c, fe_scope *s, const fe_stmt *st, fe_val *ret,
                  (long long)lo, (long long)hi, FE_MAX_OPS);
         return;
     }
-    for (int64_t i = lo; i < hi && !c->too_many_ops; i++) {
+    /* An iteration that fails stops the loop: the next ones would mostly
+     * repeat its errors (reported once anyway), at the cost of running. */
+    int64_t failures = c->failures;
+    for (int64_t i = lo; i < hi && c->failures == failures && fe_count_step(c, st->loc); i++) {
         fe_scope *it = arena_alloc(c->arena, sizeof *it);
         it->parent = s;
         it->loop = true;
         it->prefix = s->prefix;
-        it->suffix = arena_printf(c->arena, "%s.%lld", s->suffix, (long long)i);
+        it->iter = i; /* it->suffix: made by fe_suffix() when needed */
         fe_binding *var = fe_bind(c, it, st->name, st->name_loc);
         var->kind = B_VALUE;
         var->val = (fe_val){.kind = V_INT, .i = i, .loc = st->name_loc};
@@ -567,10 +710,22 @@ static void fe_lower_for(fe_ctx *c, fe_scope *s, const fe_stmt *st, fe_val *ret,
     }
 }
 
+static void fe_run_in(fe_ctx *c, fe_scope *s, const fe_stmt *body, fe_val *ret,
+                      const char *ret_name);
+
 /* Runs statements in scope s; ret is non-NULL in a block's body. */
 static void fe_run(fe_ctx *c, fe_scope *s, const fe_stmt *body, fe_val *ret, const char *ret_name)
 {
-    for (const fe_stmt *st = body; st && !c->too_many_ops; st = st->next) {
+    if (!body || !fe_enter(c, body->loc))
+        return;
+    fe_run_in(c, s, body, ret, ret_name);
+    fe_leave(c);
+}
+
+static void fe_run_in(fe_ctx *c, fe_scope *s, const fe_stmt *body, fe_val *ret,
+                      const char *ret_name)
+{
+    for (const fe_stmt *st = body; st && fe_count_step(c, st->loc); st = st->next) {
         switch (st->kind) {
         case ST_INPUT:
             if (ret || s->loop) {
@@ -608,7 +763,9 @@ static void fe_run(fe_ctx *c, fe_scope *s, const fe_stmt *body, fe_val *ret, con
                 fe_error(c, st->loc, "'return' cannot be inside a loop");
                 break;
             }
-            if (st->value->kind == EX_CALL)
+            if (st->value->kind == EX_ERROR)
+                *ret = fe_tensor(FE_POISON, st->loc);
+            else if (st->value->kind == EX_CALL)
                 *ret = fe_lower_call(c, s, st->value, ret_name);
             else
                 *ret = fe_tensor_arg(c, s, st->value, ret_name, 0);
@@ -621,6 +778,7 @@ void fe_lower_model(fe_ctx *c, const fe_item *model)
 {
     c->graph = ir_graph_add(c->module, model->name, model->loc);
     c->nops = 0;
+    c->steps = 0;
     c->too_many_ops = false;
     c->names = arena_alloc(c->arena, sizeof *c->names);
     fe_scope *s = arena_alloc(c->arena, sizeof *s);

@@ -25,6 +25,7 @@ typedef struct fe_parser {
 	diag_ctx *diag;
 	const src_file *src;
 	fe_item *items;
+	bool too_deep; /* a nesting error was reported: one is enough */
 } fe_parser;
 }
 
@@ -51,13 +52,51 @@ static fe_expr *fe_mk_expr(fe_parser *ps, fe_expr_kind kind, src_loc loc)
 	return e;
 }
 
+/* Keeps every walk over the tree bounded (FE_MAX_NEST): a node nested too
+ * deeply is reported, once per file, and replaced by an EX_ERROR leaf. */
+static fe_expr *fe_nested(fe_parser *ps, fe_expr *e, int nest)
+{
+	e->nest = nest;
+	if (nest <= FE_MAX_NEST)
+		return e;
+	if (!ps->too_deep)
+		diag_error(ps->diag, e->loc,
+			   "expression nests more than %d levels deep (calls, lists, '-' and "
+			   "parenthesised right operands)", FE_MAX_NEST);
+	ps->too_deep = true;
+	fe_expr *err = fe_mk_expr(ps, EX_ERROR, e->loc);
+	return err;
+}
+
+static int fe_max(int a, int b)
+{
+	return a > b ? a : b;
+}
+
+/* A left operand does not nest: walks follow chains like `1 + 2 + 3` along
+ * their left spine in a loop. */
 static fe_expr *fe_mk_binary(fe_parser *ps, int op, fe_expr *l, fe_expr *r, src_loc loc)
 {
 	fe_expr *e = fe_mk_expr(ps, EX_BINARY, loc);
 	e->op = op;
 	e->lhs = l;
 	e->rhs = r;
-	return e;
+	return fe_nested(ps, e, fe_max(l->nest, r->nest + 1));
+}
+
+/* A loop or a block whose body nests too deeply is reported and dropped. */
+static bool fe_stmt_nest_ok(fe_parser *ps, const fe_stmt *body, src_loc loc, int *nest)
+{
+	int n = 0;
+	for (const fe_stmt *s = body; s; s = s->next)
+		n = fe_max(n, s->nest);
+	*nest = n + 1;
+	if (*nest <= FE_MAX_STMT_NEST)
+		return true;
+	if (!ps->too_deep)
+		diag_error(ps->diag, loc, "loops and blocks nest more than %d levels deep", FE_MAX_STMT_NEST);
+	ps->too_deep = true;
+	return false;
 }
 
 static fe_stmt *fe_mk_stmt(fe_parser *ps, fe_stmt_kind kind, src_loc loc)
@@ -185,7 +224,14 @@ item:
 		$$->name_loc = @2;
 		$$->fields = fe_rev_field($4);
 	}
-	| block                { $$ = fe_mk_item(ps, IT_BLOCK, @1); $$->block = $1; $$->name = $1->name; }
+	| block                {
+		$$ = NULL;
+		if ($1->nest <= FE_MAX_STMT_NEST) {
+			$$ = fe_mk_item(ps, IT_BLOCK, @1);
+			$$->block = $1;
+			$$->name = $1->name;
+		}
+	}
 	/* let NAME = expr */
 	| LET ID '=' expr {
 		$$ = fe_mk_item(ps, IT_LET, @1);
@@ -241,8 +287,18 @@ stmt:
 		$$->lo = $4;
 		$$->hi = $6;
 		$$->body = fe_rev_stmt($8);
+		if (!fe_stmt_nest_ok(ps, $$->body, @1, &$$->nest))
+			$$ = NULL;
 	}
-	| block                { $$ = fe_mk_stmt(ps, ST_BLOCK, @1); $$->block = $1; $$->name = $1->name; }
+	| block                {
+		$$ = NULL;
+		if ($1->nest <= FE_MAX_STMT_NEST) {
+			$$ = fe_mk_stmt(ps, ST_BLOCK, @1);
+			$$->block = $1;
+			$$->name = $1->name;
+			$$->nest = $1->nest;
+		}
+	}
 	/* return expr */
 	| RETURN expr          { $$ = fe_mk_stmt(ps, ST_RETURN, @1); $$->value = $2; }
 	| ';'                  { $$ = NULL; }
@@ -256,6 +312,8 @@ block:
 		$$->loc = @2;
 		$$->params = fe_rev_param($4);
 		$$->body = fe_rev_stmt($7);
+		if (!fe_stmt_nest_ok(ps, $$->body, @1, &$$->nest))
+			$$->nest = FE_MAX_STMT_NEST + 1;
 	}
 	| BLOCK ID '(' params ';' params ')' '{' stmts '}' {
 		$$ = NEW(fe_block);
@@ -276,6 +334,8 @@ block:
 			$$->params = rest;
 		}
 		$$->body = fe_rev_stmt($9);
+		if (!fe_stmt_nest_ok(ps, $$->body, @1, &$$->nest))
+			$$->nest = FE_MAX_STMT_NEST + 1;
 	}
 	;
 
@@ -354,7 +414,11 @@ expr:
 	| expr '/' expr        { $$ = fe_mk_binary(ps, '/', $1, $3, @2); }
 	| expr '%' expr        { $$ = fe_mk_binary(ps, '%', $1, $3, @2); }
 	| expr '@' expr        { $$ = fe_mk_binary(ps, '@', $1, $3, @2); }
-	| '-' expr %prec UMINUS { $$ = fe_mk_expr(ps, EX_NEG, @1); $$->lhs = $2; }
+	| '-' expr %prec UMINUS {
+		$$ = fe_mk_expr(ps, EX_NEG, @1);
+		$$->lhs = $2;
+		$$ = fe_nested(ps, $$, $2->nest + 1);
+	}
 	| '(' expr ')'         { $$ = $2; }
 	| NUMBER               { $$ = $1; }
 	| STRING               { $$ = fe_mk_expr(ps, EX_STR, @1); $$->s = $1; }
@@ -363,9 +427,24 @@ expr:
 	| ID                   { $$ = fe_mk_expr(ps, EX_NAME, @1); $$->s = $1; }
 	| IN                   { $$ = fe_mk_expr(ps, EX_NAME, @1); $$->s = "in"; }
 	/* NAME ( args ) */
-	| ID '(' args ')'      { $$ = fe_mk_expr(ps, EX_CALL, @1); $$->s = $1; $$->args = $3; }
+	| ID '(' args ')'      {
+		$$ = fe_mk_expr(ps, EX_CALL, @1);
+		$$->s = $1;
+		$$->args = $3;
+		int n = 0;
+		for (const fe_arg *a = $3; a; a = a->next)
+			n = fe_max(n, a->value->nest);
+		$$ = fe_nested(ps, $$, n + 1);
+	}
 	/* [ expr, ... ] */
-	| '[' exprs ']'        { $$ = fe_mk_expr(ps, EX_LIST, @1); $$->items = $2; }
+	| '[' exprs ']'        {
+		$$ = fe_mk_expr(ps, EX_LIST, @1);
+		$$->items = $2;
+		int n = 0;
+		for (const fe_expr *i = $2; i; i = i->next)
+			n = fe_max(n, i->nest);
+		$$ = fe_nested(ps, $$, n + 1);
+	}
 	;
 
 %%
@@ -374,14 +453,10 @@ expr:
  * quoted from the source. */
 static const char *fe_token_text(fe_parser *ps, src_loc loc, size_t *len)
 {
-	const char *t = ps->src->text;
-	size_t n = ps->src->len, off = 0;
-	int line = 1;
-	while (off < n && line < loc.line)
-		if (t[off++] == '\n')
-			line++;
-	off += (size_t)(loc.col - 1);
-	if (off >= n) {
+	size_t n;
+	const char *t = src_line(ps->src, loc.line, &n);
+	size_t off = (size_t)(loc.col - 1);
+	if (!t || off >= n) {
 		*len = 0;
 		return "";
 	}
@@ -398,14 +473,10 @@ static const char *fe_token_text(fe_parser *ps, src_loc loc, size_t *len)
 /* The identifier that ends right before loc on the same line, if any. */
 static const char *fe_prev_ident(fe_parser *ps, src_loc loc, size_t *len)
 {
-	const char *t = ps->src->text;
-	size_t off = 0;
-	int line = 1;
-	while (off < ps->src->len && line < loc.line)
-		if (t[off++] == '\n')
-			line++;
-	size_t start = off, end = off + (size_t)(loc.col - 1);
-	if (end > ps->src->len)
+	size_t n;
+	const char *t = src_line(ps->src, loc.line, &n);
+	size_t start = 0, end = (size_t)(loc.col - 1);
+	if (!t || end > n)
 		return NULL;
 	while (end > start && (t[end - 1] == ' ' || t[end - 1] == '\t'))
 		end--;
@@ -452,6 +523,10 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, fe_p
 	(void)scanner;
 	src_loc loc = *yypcontext_location(ctx);
 	yysymbol_kind_t tok = yypcontext_token(ctx);
+	if (ps->diag->max_errors && ps->diag->nerrors >= ps->diag->max_errors) {
+		diag_error(ps->diag, loc, "syntax error"); /* counted, not shown */
+		return 0;
+	}
 	yysymbol_kind_t exp[YYNTOKENS];
 	int n = yypcontext_expected_tokens(ctx, exp, YYNTOKENS);
 	const char *what = fe_symbol_desc(ps, tok, loc, true);
@@ -488,14 +563,10 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, fe_p
 	for (int i = 0; i < nlist; i++) {
 		if (strcmp(list[i], "')'") != 0 && strcmp(list[i], "']'") != 0)
 			continue;
-		const char *t = ps->src->text;
-		size_t off = 0;
-		int line = 1;
-		while (off < ps->src->len && line < loc.line)
-			if (t[off++] == '\n')
-				line++;
-		bool first = true;
-		for (int col = 1; col < loc.col && off < ps->src->len; col++, off++)
+		size_t n;
+		const char *t = src_line(ps->src, loc.line, &n);
+		bool first = t != NULL;
+		for (size_t off = 0; t && off + 1 < (size_t)loc.col && off < n; off++)
 			first &= t[off] == ' ' || t[off] == '\t';
 		if (first && loc.line > 1) {
 			diag_error(ps->diag, loc, "unexpected %s; missing %s at the end of the previous line?", what, list[i]);

@@ -16,6 +16,7 @@ struct fe_lexer {
     diag_ctx *diag;
     const src_file *src;
     int line, col;         /* where the next token starts */
+    size_t off;            /* ... and its byte offset in src->text */
     src_loc comment_loc;   /* start of the open block comment */
     int nbad;              /* runs of invalid bytes so far */
     int end_line, end_col; /* just after the last token: where EOF is reported */

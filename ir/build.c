@@ -24,16 +24,15 @@ ir_graph *ir_graph_add(ir_module *m, const char *name, src_loc loc)
     ir_graph *g = arena_alloc(m->arena, sizeof *g);
     g->name = arena_strdup(m->arena, name);
     g->loc = loc;
+    if (ir_names_get(&m->graph_names, g->name) < 0)
+        ir_names_set(m->arena, &m->graph_names, g->name, m->ngraphs);
     m->graphs[m->ngraphs++] = g;
     return g;
 }
 
 int ir_graph_find(const ir_module *m, const char *name)
 {
-    for (int i = 0; i < m->ngraphs; i++)
-        if (strcmp(m->graphs[i]->name, name) == 0)
-            return i;
-    return -1;
+    return ir_names_get(&m->graph_names, name);
 }
 
 static uint32_t name_hash(const char *s)
@@ -49,7 +48,7 @@ static uint32_t name_hash(const char *s)
 static void index_add(arena *a, ir_graph *g, int id)
 {
     if (2 * (g->nops + 1) > g->index_cap) {
-        int cap = g->index_cap ? 2 * g->index_cap : 64;
+        int cap = g->index_cap ? 2 * g->index_cap : 16;
         int *index = arena_alloc(a, sizeof(int) * (size_t)cap);
         memset(index, 0xff, sizeof(int) * (size_t)cap);
         g->index = index;
@@ -267,6 +266,14 @@ bool ir_op_check(ir_module *m, ir_graph *g, int id, diag_ctx *d)
         }
         canon[s].key = sp->key;
         canon[s].kind = sp->kind;
+        int from = 0;
+        while (from < s && strcmp(info->attrs[from].key, sp->dflt) != 0)
+            from++;
+        if (from < s) {
+            /* The default is an earlier attribute's value. */
+            canon[s].u = canon[from].u;
+            continue;
+        }
         switch (sp->kind) {
         case AK_INT:
         case AK_BOOL: canon[s].u.i = strtoll(sp->dflt, NULL, 10); break;
@@ -286,18 +293,24 @@ bool ir_op_check(ir_module *m, ir_graph *g, int id, diag_ctx *d)
             ice("op %s refers to a later op", op->name);
     op->attrs = canon;
     op->nattrs = info->nattrs;
-    if (op->opcode == OP_INPUT) {
-        if (op->type.rank < 1)
-            ice("input %s has no type", op->name);
-        return true;
-    }
-    return ir_infer(g, op, d);
+    if (op->opcode == OP_INPUT && op->type.rank < 1)
+        ice("input %s has no type", op->name);
+    return ir_infer(g, op, d); /* for an input: checks the declared type */
+}
+
+/* Records name -> id in t unless an earlier item has the name (lookups find
+ * the first, as a walk in order would). */
+static void index_name(arena *a, ir_names *t, const char *name, int id)
+{
+    if (ir_names_get(t, name) < 0)
+        ir_names_set(a, t, name, id);
 }
 
 int ir_gpu_add(ir_module *m, const ir_gpu *gpu)
 {
     arena_grow(m->arena, (void **)&m->gpus, &m->gpus_cap, m->ngpus + 1, sizeof *m->gpus);
     m->gpus[m->ngpus] = *gpu;
+    index_name(m->arena, &m->gpu_names, gpu->name, m->ngpus);
     return m->ngpus++;
 }
 
@@ -306,6 +319,7 @@ int ir_cluster_add(ir_module *m, const ir_cluster *c)
     arena_grow(m->arena, (void **)&m->clusters, &m->clusters_cap, m->nclusters + 1,
                sizeof *m->clusters);
     m->clusters[m->nclusters] = *c;
+    index_name(m->arena, &m->cluster_names, c->name, m->nclusters);
     return m->nclusters++;
 }
 
@@ -313,21 +327,21 @@ int ir_job_add(ir_module *m, const ir_job *j)
 {
     arena_grow(m->arena, (void **)&m->jobs, &m->jobs_cap, m->njobs + 1, sizeof *m->jobs);
     m->jobs[m->njobs] = *j;
+    index_name(m->arena, &m->job_names, j->name, m->njobs);
     return m->njobs++;
 }
 
 int ir_gpu_find(const ir_module *m, const char *name)
 {
-    for (int i = 0; i < m->ngpus; i++)
-        if (strcmp(m->gpus[i].name, name) == 0)
-            return i;
-    return -1;
+    return ir_names_get(&m->gpu_names, name);
 }
 
 int ir_cluster_find(const ir_module *m, const char *name)
 {
-    for (int i = 0; i < m->nclusters; i++)
-        if (strcmp(m->clusters[i].name, name) == 0)
-            return i;
-    return -1;
+    return ir_names_get(&m->cluster_names, name);
+}
+
+int ir_job_find(const ir_module *m, const char *name)
+{
+    return ir_names_get(&m->job_names, name);
 }

@@ -40,6 +40,9 @@ typedef struct src_file {
     const char *path;
     const char *text; /* whole file, NUL-terminated */
     size_t len;
+    arena *arena;  /* where the line index below lives */
+    size_t *marks; /* built on first use: where lines 1, 65, 129, ... start */
+    size_t nmarks;
 } src_file;
 
 typedef struct src_loc {
@@ -48,7 +51,7 @@ typedef struct src_loc {
 } src_loc;
 
 typedef struct diag_ctx {
-    FILE *out; /* where messages go (stderr) */
+    FILE *out; /* where messages go (stderr); NULL: count them only */
     int nerrors;
     int max_errors; /* stop printing after this many (0: no limit) */
 } diag_ctx;
@@ -63,9 +66,14 @@ void diag_warning(diag_ctx *d, src_loc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* The closing count ("3 errors generated."), when there were errors. */
 void diag_summary(const diag_ctx *d);
-/* Reads a whole file into the arena; on failure returns NULL and sets errno. */
-src_file *src_file_read(arena *a, const char *path);
+/* Reads a whole file into the arena through ir_file_read() (readfile.h: only
+ * regular files, at most IR_FILE_MAX bytes); on failure returns NULL and sets
+ * *why to what is wrong ("it is a directory", "No such file or directory"). */
+src_file *src_file_read(arena *a, const char *path, const char **why);
 src_file *src_file_from_string(arena *a, const char *path, const char *text, size_t len);
+/* The text of line `line` (1-based) of f, without its newline, in O(1) amortised
+ * time per call; NULL when the file has no such line. */
+const char *src_line(const src_file *f, int line, size_t *len);
 
 /* Internal compiler errors: a bug in burstc, not in the input. Exit status 2. */
 _Noreturn void ice_at(const char *file, int line, const char *fmt, ...)
@@ -92,6 +100,19 @@ typedef enum ir_dtype {
 
 #define IR_MAX_RANK 8
 #define IR_BATCH    (-1) /* the symbolic batch dimension, always dimension 0 */
+
+/* Limits that the front end, the IR reader and the verifier check the same
+ * way (docs/language.md, docs/ir.md). They keep every size computation of
+ * the compiler inside int64 and every value something a GPU could hold:
+ * with batch <= 2^31 and 4-byte elements, a tensor of IR_MAX_ELEMS elements
+ * per sample has at most 2^73 bytes, which doubles hold exactly enough and
+ * which checked int64 products reject. */
+#define IR_MAX_DIM        ((int64_t)1 << 40) /* one dimension of a shape */
+#define IR_MAX_ELEMS      ((int64_t)1 << 40) /* elements per sample of one value */
+#define IR_MAX_PARAMS     ((int64_t)1 << 40) /* trainable parameters of one op */
+#define IR_MAX_BATCH      ((int64_t)1 << 31) /* a job's or a background job's batch */
+#define IR_MAX_ITERATIONS ((int64_t)1 << 40)
+#define IR_MAX_GPUS       1000000 /* GPUs of one cluster (nodes * gpus_per_node) */
 
 typedef struct ir_type {
     ir_elem elem;
@@ -230,12 +251,62 @@ typedef struct ir_job {
     const char *data; /* "synthetic" or a dataset name/path */
     int nbackground;
     ir_background *background;
+    /* Bound on the foreground's iteration time with background work over its time
+     * without (job field `slowdown`, --slowdown); 0: IR_SLOWDOWN_DEFAULT. */
+    double slowdown;
+    /* The interleave pass's result; NULL until it runs (or when nothing is placed and
+     * nothing refused). */
+    struct ir_interleave *interleave;
 } ir_job;
+
+#define IR_SLOWDOWN_DEFAULT 1.1
+
+/* One background copy placed by the interleave pass (passes/interleave.c): an
+ * independent one-GPU training job of background[job]'s model at its batch, on one
+ * rank of the foreground's cluster. Its training step is the sequence of units
+ * 0 .. 2n, n = the background graph's op count: unit i < n is op i's forward, unit
+ * n + k is op n-1-k's backward, unit 2n the optimizer update. The step is cut into
+ * nslices slices: slice s runs units cut[s] .. cut[s+1]-1; cut[0] = 0 and
+ * cut[nslices] = 2n + 1. */
+typedef struct ir_bg_copy {
+    int job;      /* index into the job's background list */
+    int rank;     /* the foreground rank (GPU) that hosts it */
+    int64_t seed; /* its weights' and data's seed */
+    int nslices;
+    int *cut;              /* nslices + 1 unit indices, strictly increasing */
+    double steps_per_iter; /* predicted background steps per foreground iteration */
+} ir_bg_copy;
+
+/* A rank that could host a copy of background[job] but does not, and why. */
+typedef struct ir_bg_refusal {
+    int job, rank;
+    const char *why; /* e.g. "needs 12.3 GiB beside the foreground's 70.1 GiB of 80 GiB" */
+} ir_bg_refusal;
+
+typedef struct ir_interleave {
+    double slice_bound; /* seconds: no slice predicted longer */
+    double fg_time;     /* predicted foreground iteration time without background, s */
+    double fg_time_bg;  /* ... with it (fg_time_bg <= slowdown * fg_time) */
+    int ncopies;
+    ir_bg_copy *copies; /* in rank order, then job order */
+    int nrefusals;
+    ir_bg_refusal *refusals;
+} ir_interleave;
 
 #define IR_AMP_AUTO (-1.0)
 
+/* names.c: a table from names to small integers (ids, indices). */
+typedef struct ir_names {
+    int cap, n;
+    const char **key; /* borrowed: the caller keeps the strings alive */
+    int *val;
+} ir_names;
+int ir_names_get(const ir_names *t, const char *key);               /* -1 if absent */
+void ir_names_set(arena *a, ir_names *t, const char *key, int val); /* adds or replaces */
+
 typedef struct ir_module {
     arena *arena;
+    ir_names graph_names, gpu_names, cluster_names, job_names; /* first of each name */
     int ngraphs, graphs_cap;
     ir_graph **graphs;
     int ngpus, gpus_cap;
@@ -269,6 +340,12 @@ int ir_cluster_add(ir_module *m, const ir_cluster *c);
 int ir_job_add(ir_module *m, const ir_job *j);
 int ir_gpu_find(const ir_module *m, const char *name);
 int ir_cluster_find(const ir_module *m, const char *name);
+int ir_job_find(const ir_module *m, const char *name);
+/* The elements per sample of t, or -1 when the product passes IR_MAX_ELEMS. */
+int64_t ir_type_elems_checked(const ir_type *t);
+/* Trainable parameters of op (inputs inferred), or -1 when they pass
+ * IR_MAX_PARAMS; ir_op_cost() reports the same count. */
+int64_t ir_op_params(const ir_graph *g, const ir_op *op);
 
 /* ops.c */
 

@@ -128,7 +128,8 @@ int64_t ir_type_elems_per_sample(const ir_type *t)
 {
     int64_t n = 1;
     for (int i = 1; i < t->rank; i++)
-        n *= t->dim[i];
+        if (t->dim[i] < 0 || __builtin_mul_overflow(n, t->dim[i], &n) || n > IR_MAX_ELEMS)
+            return -1;
     return n;
 }
 
@@ -149,7 +150,7 @@ void ir_type_to_str(const ir_type *t, char *buf, size_t n)
 /* ---- shape inference ---- */
 
 #define IN(i)   (&g->ops[op->inputs[i]].type)
-#define MAX_DIM ((int64_t)1 << 40)
+#define MAX_DIM IR_MAX_DIM
 
 typedef struct infer_ctx {
     const ir_graph *g;
@@ -222,7 +223,11 @@ static bool nonneg(infer_ctx *c, const char *key, int64_t v)
 static bool window(infer_ctx *c, int64_t in, int64_t k, int64_t s, int64_t p, int64_t dil,
                    bool ceil_mode, const char *axis, int64_t *out)
 {
-    int64_t span = dil * (k - 1) + 1;
+    int64_t span;
+    if (__builtin_mul_overflow(dil, k - 1, &span) || span >= MAX_DIM)
+        return fail(c, "the window (kernel %lld, dilation %lld) is too large", (long long)k,
+                    (long long)dil);
+    span += 1;
     int64_t num = in + 2 * p - span;
     if (num < 0)
         return fail(c, "shape mismatch: window of %lld does not fit the %s of %lld (padding %lld)",
@@ -333,13 +338,9 @@ static bool infer_pool(infer_ctx *c)
     if (!want_rank(c, 0, 4, "[N,C,H,W]"))
         return false;
     const ir_type *x = IN(0);
-    ir_attr *sa = (ir_attr *)ir_op_attr(op, "stride");
-    const int64_t *ks = pair(op, "kernel"), *pd = pair(op, "pad");
-    if (sa->u.pair[0] == 0 && sa->u.pair[1] == 0) {
-        sa->u.pair[0] = ks[0]; /* as in PyTorch: the stride defaults to the kernel */
-        sa->u.pair[1] = ks[1];
-    }
-    const int64_t *st = sa->u.pair;
+    /* Left out, the stride is the kernel (as in PyTorch): ops.def's
+     * `stride:i2=kernel`. Written out, it must be positive, as conv2d's. */
+    const int64_t *ks = pair(op, "kernel"), *pd = pair(op, "pad"), *st = pair(op, "stride");
     if (!positive(c, "kernel", ks[0]) || !positive(c, "kernel", ks[1]) ||
         !positive(c, "stride", st[0]) || !positive(c, "stride", st[1]) ||
         !nonneg(c, "pad", pd[0]) || !nonneg(c, "pad", pd[1]))
@@ -460,8 +461,9 @@ static bool infer_concat(infer_ctx *c)
                 c, "shape mismatch: input %d is %s, input 1 is %s; they may differ only on axis %d",
                 i + 1, sb, sa, axis);
         }
-        if (i > 0)
-            t.dim[axis] += y->dim[axis];
+        if (i > 0 && (__builtin_add_overflow(t.dim[axis], y->dim[axis], &t.dim[axis]) ||
+                      t.dim[axis] > MAX_DIM))
+            return fail(c, "the concatenated axis %d is longer than 2^40", axis);
     }
     op->type = t;
     return true;
@@ -474,7 +476,7 @@ static bool infer_flatten(infer_ctx *c)
     if (!want_float(c, 0))
         return false;
     c->op->type = (ir_type){EL_F32, 2, {IR_BATCH, ir_type_elems_per_sample(IN(0))}};
-    return true;
+    return true; /* the input's elements are at most 2^40: so is the one dimension */
 }
 
 static bool infer_reshape(infer_ctx *c)
@@ -497,9 +499,8 @@ static bool infer_reshape(infer_ctx *c)
         if (v <= 0 || v > MAX_DIM)
             return fail(c, "bad dimension %lld in 'shape'", (long long)v);
         t.dim[i + 1] = v;
-        known *= v;
-        if (known > MAX_DIM)
-            return fail(c, "'shape' is too large");
+        if (__builtin_mul_overflow(known, v, &known) || known > IR_MAX_ELEMS)
+            return fail(c, "'shape' has more than 2^40 elements per sample");
     }
     if (infer_at > 0) {
         if (total % known)
@@ -604,33 +605,60 @@ static bool infer_cross_entropy(infer_ctx *c)
     return true;
 }
 
+static bool infer_op(infer_ctx *c)
+{
+    const ir_graph *g = c->g;
+    ir_op *op = c->op;
+    switch (op->opcode) {
+    case OP_INPUT: return true;
+    case OP_CONV2D: return infer_conv2d(c);
+    case OP_LINEAR: return infer_linear(c);
+    case OP_MATMUL: return infer_matmul(c);
+    case OP_RELU:
+    case OP_GELU:
+    case OP_TANH:
+    case OP_SIGMOID: return infer_same(c);
+    case OP_MAXPOOL2D:
+    case OP_AVGPOOL2D: return infer_pool(c);
+    case OP_GLOBALAVGPOOL: return infer_global_avgpool(c);
+    case OP_BATCHNORM2D: return infer_batchnorm2d(c);
+    case OP_LAYERNORM: return infer_layernorm(c);
+    case OP_DROPOUT: return infer_dropout(c);
+    case OP_ADD: return infer_add(c);
+    case OP_CONCAT: return infer_concat(c);
+    case OP_FLATTEN: return infer_flatten(c);
+    case OP_RESHAPE: return infer_reshape(c);
+    case OP_TRANSPOSE: return infer_transpose(c);
+    case OP_SOFTMAX: return infer_softmax(c);
+    case OP_EMBEDDING: return infer_embedding(c);
+    case OP_ATTENTION: return infer_attention(c);
+    case OP_CROSSENTROPY: return infer_cross_entropy(c);
+    default: return ir_infer_extra(g, op, c->d);
+    }
+}
+
+/* What holds for every value, whatever its op: a shape that starts with the
+ * batch, dimensions from 1 to 2^40, at most 2^40 elements per sample, and at
+ * most 2^40 parameters per op. The errors name the layer: these limits are
+ * usually reached by a typo far from where they show. */
 bool ir_infer(const ir_graph *g, ir_op *op, diag_ctx *d)
 {
     infer_ctx c = {g, op, d, ir_op_info_of(op->opcode)->name};
-    switch (op->opcode) {
-    case OP_INPUT: return true;
-    case OP_CONV2D: return infer_conv2d(&c);
-    case OP_LINEAR: return infer_linear(&c);
-    case OP_MATMUL: return infer_matmul(&c);
-    case OP_RELU:
-    case OP_GELU: return infer_same(&c);
-    case OP_MAXPOOL2D:
-    case OP_AVGPOOL2D: return infer_pool(&c);
-    case OP_GLOBALAVGPOOL: return infer_global_avgpool(&c);
-    case OP_BATCHNORM2D: return infer_batchnorm2d(&c);
-    case OP_LAYERNORM: return infer_layernorm(&c);
-    case OP_DROPOUT: return infer_dropout(&c);
-    case OP_ADD: return infer_add(&c);
-    case OP_CONCAT: return infer_concat(&c);
-    case OP_FLATTEN: return infer_flatten(&c);
-    case OP_RESHAPE: return infer_reshape(&c);
-    case OP_TRANSPOSE: return infer_transpose(&c);
-    case OP_SOFTMAX: return infer_softmax(&c);
-    case OP_EMBEDDING: return infer_embedding(&c);
-    case OP_ATTENTION: return infer_attention(&c);
-    case OP_CROSSENTROPY: return infer_cross_entropy(&c);
-    default: return ir_infer_extra(g, op, d);
-    }
+    if (!infer_op(&c))
+        return false;
+    const ir_type *t = &op->type;
+    char ty[256];
+    ir_type_to_str(t, ty, sizeof ty);
+    if (t->rank < 1 || t->rank > IR_MAX_RANK || t->dim[0] != IR_BATCH)
+        return fail(&c, "'%s' has type %s, which does not start with the batch N", op->name, ty);
+    for (int i = 1; i < t->rank; i++)
+        if (t->dim[i] < 1 || t->dim[i] > MAX_DIM)
+            return fail(&c, "'%s' is %s: dimension %d is not from 1 to 2^40", op->name, ty, i);
+    if (ir_type_elems_per_sample(t) < 0)
+        return fail(&c, "'%s' is %s: more than 2^40 elements per sample", op->name, ty);
+    if (ir_op_params(g, op) < 0)
+        return fail(&c, "'%s' has more than 2^40 parameters", op->name);
+    return true;
 }
 
 /* ---- costs (per sample) ---- */
@@ -659,10 +687,8 @@ ir_cost ir_op_cost(const ir_graph *g, const ir_op *op)
     case OP_CONV2D: {
         int64_t cin = IN(0)->dim[1], groups = ir_attr_int(op, "groups");
         const int64_t *ks = pair(op, "kernel");
-        double macs_per_out = (double)(cin / groups) * (double)(ks[0] * ks[1]);
-        int64_t cout = ir_attr_int(op, "channels");
+        double macs_per_out = (double)(cin / groups) * (double)ks[0] * (double)ks[1];
         bool bias = ir_attr_int(op, "bias") != 0;
-        k.params = cout * (cin / groups) * ks[0] * ks[1] + (bias ? cout : 0);
         k.fwd_flops = 2 * macs_per_out * out + (bias ? out : 0);
         k.bwd_flops = 4 * macs_per_out * out + (bias ? out : 0);
         k.bwd_read = out + in; /* dY and the saved input (for dW) */
@@ -672,8 +698,7 @@ ir_cost ir_op_cost(const ir_graph *g, const ir_op *op)
     case OP_LINEAR: {
         int64_t fin = IN(0)->dim[IN(0)->rank - 1], fout = ir_attr_int(op, "out");
         double rows = in / (double)fin;
-        bool bias = ir_attr_int(op, "bias") != 0, tied = ir_op_attr(op, "tie")->u.ref >= 0;
-        k.params = (tied ? 0 : fin * fout) + (bias ? fout : 0);
+        bool bias = ir_attr_int(op, "bias") != 0;
         k.fwd_flops = 2 * rows * (double)fin * (double)fout + (bias ? out : 0);
         k.bwd_flops = 4 * rows * (double)fin * (double)fout + (bias ? out : 0);
         k.bwd_read = out + in;
@@ -696,6 +721,13 @@ ir_cost ir_op_cost(const ir_graph *g, const ir_op *op)
         k.bwd_read = 2 * out;
         k.saved = out;
         break;
+    case OP_TANH:
+    case OP_SIGMOID:
+        k.fwd_flops = 4 * out; /* an exponential, an add, a division */
+        k.bwd_flops = 4 * out; /* recomputed from x, then dy * (1 - y^2) or dy * y * (1 - y) */
+        k.bwd_read = 2 * out;
+        k.saved = in;
+        break;
     case OP_GELU:
         k.fwd_flops = 8 * out; /* tanh approximation: ~8 FLOPs per element */
         k.bwd_flops = 14 * out;
@@ -705,8 +737,9 @@ ir_cost ir_op_cost(const ir_graph *g, const ir_op *op)
     case OP_MAXPOOL2D:
     case OP_AVGPOOL2D: {
         const int64_t *ks = pair(op, "kernel");
-        k.fwd_flops = out * (double)(ks[0] * ks[1]);
-        k.bwd_flops = op->opcode == OP_MAXPOOL2D ? out : out * (double)(ks[0] * ks[1]);
+        double window = (double)ks[0] * (double)ks[1];
+        k.fwd_flops = out * window;
+        k.bwd_flops = op->opcode == OP_MAXPOOL2D ? out : out * window;
         k.bwd_read = op->opcode == OP_MAXPOOL2D ? 2 * out : out;
         k.saved = op->opcode == OP_MAXPOOL2D ? out : 0; /* argmax indices */
         break;
@@ -716,7 +749,6 @@ ir_cost ir_op_cost(const ir_graph *g, const ir_op *op)
         k.bwd_flops = in;
         break;
     case OP_BATCHNORM2D:
-        k.params = 2 * IN(0)->dim[1];
         k.fwd_flops = 8 * out; /* mean, variance, normalise, scale and shift */
         k.bwd_flops = 12 * out;
         k.fwd_read = 2 * in; /* one pass for the statistics, one to normalise */
@@ -724,7 +756,6 @@ ir_cost ir_op_cost(const ir_graph *g, const ir_op *op)
         k.saved = in;
         break;
     case OP_LAYERNORM:
-        k.params = 2 * IN(0)->dim[IN(0)->rank - 1];
         k.fwd_flops = 8 * out;
         k.bwd_flops = 12 * out;
         k.fwd_read = 2 * in;
@@ -753,9 +784,7 @@ ir_cost ir_op_cost(const ir_graph *g, const ir_op *op)
         k.saved = out;
         break;
     case OP_EMBEDDING: {
-        int64_t vocab = ir_attr_int(op, "vocab"), dim = ir_attr_int(op, "dim"),
-                pos = ir_attr_int(op, "positions");
-        k.params = vocab * dim + pos * dim;
+        int64_t pos = ir_attr_int(op, "positions");
         k.fwd_flops = pos ? out : 0;       /* adding the positional row */
         k.bwd_flops = pos ? 2 * out : out; /* scatter-add into the tables */
         k.fwd_read = in + (pos ? 2 : 1) * out;
@@ -767,7 +796,6 @@ ir_cost ir_op_cost(const ir_graph *g, const ir_op *op)
     case OP_ATTENTION: {
         double t = (double)IN(0)->dim[1], d = (double)IN(0)->dim[2];
         double h = (double)ir_attr_int(op, "heads");
-        k.params = 4 * (int64_t)d * (int64_t)d + 4 * (int64_t)d;
         double proj = 2 * t * d * 3 * d + 2 * t * d * d; /* qkv and output projections */
         double scores = 2 * t * t * d * 2;               /* q k^T and probs v, over all heads */
         double soft = 5 * h * t * t;
@@ -790,5 +818,58 @@ ir_cost ir_op_cost(const ir_graph *g, const ir_op *op)
         break;
     default: return ir_op_cost_extra(g, op, k);
     }
+    int64_t params = ir_op_params(g, op);
+    k.params = params > 0 ? params : 0;
     return k;
+}
+
+/* ---- parameters ---- */
+
+/* *acc = *acc * f, false once past IR_MAX_PARAMS (or int64). */
+static bool mul_to(int64_t *acc, int64_t f)
+{
+    return !__builtin_mul_overflow(*acc, f, acc) && *acc <= IR_MAX_PARAMS;
+}
+
+int64_t ir_op_params(const ir_graph *g, const ir_op *op)
+{
+    int64_t p = 1, extra = 0;
+    bool ok = true;
+    switch (op->opcode) {
+    case OP_CONV2D: {
+        const int64_t *ks = pair(op, "kernel");
+        int64_t cout = ir_attr_int(op, "channels");
+        ok = mul_to(&p, cout) && mul_to(&p, IN(0)->dim[1] / ir_attr_int(op, "groups")) &&
+             mul_to(&p, ks[0]) && mul_to(&p, ks[1]);
+        extra = ir_attr_int(op, "bias") ? cout : 0;
+        break;
+    }
+    case OP_LINEAR: {
+        int64_t fout = ir_attr_int(op, "out");
+        if (ir_op_attr(op, "tie")->u.ref >= 0)
+            p = 0; /* the weight is the embedding's, counted there */
+        else
+            ok = mul_to(&p, IN(0)->dim[IN(0)->rank - 1]) && mul_to(&p, fout);
+        extra = ir_attr_int(op, "bias") ? fout : 0;
+        break;
+    }
+    case OP_BATCHNORM2D: ok = mul_to(&p, 2) && mul_to(&p, IN(0)->dim[1]); break;
+    case OP_LAYERNORM: ok = mul_to(&p, 2) && mul_to(&p, IN(0)->dim[IN(0)->rank - 1]); break;
+    case OP_EMBEDDING: {
+        int64_t rows = ir_attr_int(op, "vocab");
+        ok = !__builtin_add_overflow(rows, ir_attr_int(op, "positions"), &rows) &&
+             mul_to(&p, rows) && mul_to(&p, ir_attr_int(op, "dim"));
+        break;
+    }
+    case OP_ATTENTION: {
+        int64_t d = IN(0)->dim[2];
+        ok = mul_to(&p, 4) && mul_to(&p, d) && mul_to(&p, d);
+        extra = 4 * d; /* d <= 2^40 */
+        break;
+    }
+    default: return 0;
+    }
+    if (!ok || __builtin_add_overflow(p, extra, &p) || p > IR_MAX_PARAMS)
+        return -1;
+    return p;
 }

@@ -36,6 +36,7 @@ typedef struct reader {
     int line, col;
     token tok;
     ir_module *m;
+    int64_t nranks;     /* rank-set entries read so far, against RANKS_MAX */
     bool line_error;    /* an error was reported for the current statement */
     src_loc last_error; /* where the last error was: one message per place */
 } reader;
@@ -288,8 +289,8 @@ static bool parse_type(reader *r, ir_type *t)
             }
             t->dim[t->rank++] = IR_BATCH;
         } else {
-            if (r->tok.kind != T_INT || r->tok.ival <= 0 || r->tok.ival > ((int64_t)1 << 40)) {
-                expected(r, "a positive dimension");
+            if (r->tok.kind != T_INT || r->tok.ival <= 0 || r->tok.ival > IR_MAX_DIM) {
+                expected(r, "a dimension from 1 to 2^40");
                 return false;
             }
             t->dim[t->rank++] = r->tok.ival;
@@ -355,6 +356,10 @@ static bool parse_attr(reader *r, ir_graph *g, ir_attr *a)
     return true;
 }
 
+/* All rank sets of a file together hold at most this many ranks: a range
+ * `0..999999` on every line of a large graph must not exhaust memory. */
+#define RANKS_MAX ((int64_t)1 << 26)
+
 /* ranks := '@' '[' range (',' range)* ']'    range := INT ['..' INT] */
 static bool parse_ranks(reader *r, ir_plan *p)
 {
@@ -362,7 +367,7 @@ static bool parse_ranks(reader *r, ir_plan *p)
     if (!expect(r, '['))
         return false;
     do {
-        if (r->tok.kind != T_INT || r->tok.ival < 0 || r->tok.ival > (1 << 24)) {
+        if (r->tok.kind != T_INT || r->tok.ival < 0 || r->tok.ival >= IR_MAX_GPUS) {
             expected(r, "a rank");
             return false;
         }
@@ -370,7 +375,7 @@ static bool parse_ranks(reader *r, ir_plan *p)
         src_loc at = r->tok.loc;
         next(r);
         if (eat(r, RANGE_OP)) {
-            if (r->tok.kind != T_INT || r->tok.ival < lo || r->tok.ival > (1 << 24)) {
+            if (r->tok.kind != T_INT || r->tok.ival < lo || r->tok.ival >= IR_MAX_GPUS) {
                 expected(r, "the last rank of the range");
                 return false;
             }
@@ -379,6 +384,11 @@ static bool parse_ranks(reader *r, ir_plan *p)
         }
         if (p->nranks && lo <= p->ranks[p->nranks - 1]) {
             err_at(r, at, "ranks must be listed in ascending order without repeats");
+            return false;
+        }
+        r->nranks += hi - lo + 1;
+        if (r->nranks > RANKS_MAX) {
+            err_at(r, at, "the rank sets of this file list more than 2^26 ranks in all");
             return false;
         }
         for (int64_t k = lo; k <= hi; k++) {
@@ -422,16 +432,11 @@ static void parse_op(reader *r, ir_graph *g)
         return;
     }
     next(r);
-    int inputs[64], nin = 0;
+    int *inputs = NULL, nin = 0, incap = 0;
     if (r->tok.kind == T_VALUE) {
         do {
             if (r->tok.kind != T_VALUE) {
                 expected(r, "an operand ('%name')");
-                skip_line(r, line);
-                return;
-            }
-            if (nin == 64) {
-                err_at(r, r->tok.loc, "too many operands (at most 64)");
                 skip_line(r, line);
                 return;
             }
@@ -440,6 +445,7 @@ static void parse_op(reader *r, ir_graph *g)
                 skip_line(r, line);
                 return;
             }
+            arena_grow(r->a, (void **)&inputs, &incap, nin + 1, sizeof *inputs);
             inputs[nin++] = id;
             next(r);
         } while (eat(r, ','));
@@ -534,11 +540,11 @@ typedef struct field {
     char *key;
     src_loc loc;
     token val;
-    char *str; /* identifier or string value */
-    int nbg;   /* background list */
-    char *bg_name[16];
-    int64_t bg_batch[16];
-    src_loc bg_loc[16];
+    char *str;       /* identifier or string value */
+    int nbg, bg_cap; /* background list */
+    char **bg_name;
+    int64_t *bg_batch;
+    src_loc *bg_loc;
 } field;
 
 static bool parse_field(reader *r, field *f)
@@ -554,18 +560,37 @@ static bool parse_field(reader *r, field *f)
     if (!expect(r, '='))
         return false;
     f->val = r->tok;
-    if (r->tok.kind == T_IDENT || r->tok.kind == T_STRING) {
+    if (r->tok.kind == T_STRING) {
+        /* The printer escapes '"' and '\\' with a backslash; undo it. */
+        char *out = arena_alloc(r->a, (size_t)r->tok.len + 1);
+        int n = 0;
+        for (int i = 0; i < r->tok.len; i++) {
+            if (r->tok.start[i] == '\\' && i + 1 < r->tok.len)
+                i++;
+            out[n++] = r->tok.start[i];
+        }
+        f->str = out;
+    } else if (r->tok.kind == T_IDENT) {
         f->str = tok_str(r);
     } else if (eat(r, '[')) {
         f->val.kind = T_PUNCT;
-        while (r->tok.kind == T_IDENT && f->nbg < 16) {
+        while (r->tok.kind == T_IDENT) {
+            if (f->nbg == f->bg_cap) {
+                int cap = f->bg_cap;
+                arena_grow(r->a, (void **)&f->bg_name, &cap, f->nbg + 1, sizeof *f->bg_name);
+                cap = f->bg_cap;
+                arena_grow(r->a, (void **)&f->bg_batch, &cap, f->nbg + 1, sizeof *f->bg_batch);
+                cap = f->bg_cap;
+                arena_grow(r->a, (void **)&f->bg_loc, &cap, f->nbg + 1, sizeof *f->bg_loc);
+                f->bg_cap = cap;
+            }
             f->bg_loc[f->nbg] = r->tok.loc;
             f->bg_name[f->nbg] = tok_str(r);
             next(r);
             if (!expect(r, '@'))
                 return false;
-            if (r->tok.kind != T_INT || r->tok.ival <= 0) {
-                expected(r, "a positive batch size");
+            if (r->tok.kind != T_INT || r->tok.ival <= 0 || r->tok.ival > IR_MAX_BATCH) {
+                expected(r, "a batch size from 1 to 2^31");
                 return false;
             }
             f->bg_batch[f->nbg++] = r->tok.ival;
@@ -690,14 +715,15 @@ static bool apply_cluster(reader *r, void *obj, const field *f)
         return c->gpu >= 0;
     }
     if (strcmp(f->key, "nodes") == 0 || strcmp(f->key, "gpus_per_node") == 0) {
-        if (!integer(r, f, &n, 1 << 20))
+        if (!integer(r, f, &n, IR_MAX_GPUS))
             return false;
         *(f->key[0] == 'n' ? &c->nodes : &c->gpus_per_node) = (int)n;
         return true;
     }
-    /* A one-node cluster has no network: inter.bandwidth = 0 says so. */
+    /* A one-node cluster has no network (inter.bandwidth = 0), a node of one
+     * gpu no link inside (intra.bandwidth = 0): parse_item checks the rest. */
     bool lat = strstr(f->key, "latency") != NULL, intra = strncmp(f->key, "intra", 5) == 0;
-    if (!num(r, f, &v, !lat && intra))
+    if (!num(r, f, &v, false))
         return false;
     ir_link *l = intra ? &c->intra : &c->inter;
     *(lat ? &l->latency : &l->bandwidth) = v;
@@ -724,9 +750,9 @@ static bool apply_job(reader *r, void *obj, const field *f)
         return true;
     }
     if (strcmp(k, "batch") == 0)
-        return integer(r, f, &j->batch, (int64_t)1 << 31);
+        return integer(r, f, &j->batch, IR_MAX_BATCH);
     if (strcmp(k, "iterations") == 0)
-        return integer(r, f, &j->iterations, (int64_t)1 << 40);
+        return integer(r, f, &j->iterations, IR_MAX_ITERATIONS);
     if (strcmp(k, "dtype") == 0) {
         if (!f->str || !ir_dtype_lookup(f->str, &j->dtype)) {
             err_at(r, f->val.loc, "unknown dtype (expected f32, tf32, f16 or bf16)");
@@ -752,6 +778,10 @@ static bool apply_job(reader *r, void *obj, const field *f)
             j->amplification = 0;
         else if (!num(r, f, &j->amplification, true))
             return false;
+        else if (j->amplification < 1) {
+            err_at(r, f->val.loc, "'amplification' must be at least 1, or auto, or none");
+            return false;
+        }
         return true;
     }
     if (strcmp(k, "data") == 0) {
@@ -833,6 +863,14 @@ static void parse_item(reader *r)
             err_at(r, nloc, "redefinition of cluster '%s'", name);
         else if (r->d->nerrors == before && c.gpu < 0)
             err_at(r, loc, "cluster '%s' needs a 'gpu'", name);
+        else if (r->d->nerrors == before && (int64_t)c.nodes * c.gpus_per_node > IR_MAX_GPUS)
+            err_at(r, loc, "cluster '%s' has more than %d gpus", name, IR_MAX_GPUS);
+        else if (r->d->nerrors == before && c.gpus_per_node > 1 && !(c.intra.bandwidth > 0))
+            err_at(r, loc, "cluster '%s' has %d gpus per node and needs a positive intra.bandwidth",
+                   name, c.gpus_per_node);
+        else if (r->d->nerrors == before && c.nodes > 1 && !(c.inter.bandwidth > 0))
+            err_at(r, loc, "cluster '%s' has %d nodes and needs a positive inter.bandwidth", name,
+                   c.nodes);
         if (c.gpu >= 0)
             ir_cluster_add(r->m, &c);
     } else {
@@ -856,8 +894,8 @@ ir_module *ir_read(arena *a, const src_file *f, diag_ctx *d)
     r.m = ir_module_new(a);
     int before = d->nerrors;
     next(&r);
-    if (r.tok.kind == T_EOF)
-        diag_error(d, (src_loc){f, 1, 1}, "empty IR file: expected at least one graph");
+    /* No items at all is the empty module: what a Burst file of only blocks
+     * and lets lowers to, and prints as. */
     while (r.tok.kind != T_EOF)
         parse_item(&r);
     if (d->nerrors == before)

@@ -1,120 +1,111 @@
 /*
- * comm.c: the alpha-beta communication model of the planner.
+ * comm.c: pass "comm", which makes communication explicit in the planned IR.
  *
- * A message of n bytes over a link costs alpha + n / bandwidth. Resharding
- * moves sample ranges between two rank sets; its time is bounded by the
- * busiest GPU (on the intra-node link) and by the busiest node's network
- * link. A gradient all-reduce among k ranks is a ring or a tree, whichever is
- * cheaper. planner.c calls these for every pair of candidate GPU counts.
+ * After pass "plan" every op carries the ranks that run it. Wherever a value
+ * is consumed on a different rank set than the one that produced it, this
+ * pass inserts a `reshard` op (from the producer's ranks to the consumer's);
+ * after every layer with parameters on more than one rank it adds an
+ * `allreduce` marker of the gradient among those ranks. Codegen turns both
+ * into runtime calls, so the IR, not codegen, says what moves where. A graph
+ * that already holds communication ops (a planned dump read back) is left
+ * alone. The ops themselves (shapes, costs) live in ir/ops_comm.c.
  */
-#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
-#include "plan.h"
+#include "passes.h"
 
-int64_t plan_shard(int64_t B, int k)
+static void *xcalloc(size_t n, size_t size)
 {
-    return (B + k - 1) / k;
+    void *q = calloc(n ? n : 1, size ? size : 1);
+    if (!q) {
+        fprintf(stderr, "burstc: out of memory\n");
+        exit(2);
+    }
+    return q;
 }
 
-plan_reshard plan_reshard_count(int64_t B, int gpn, int r1, int k1, int r2, int k2)
+static bool has_comm(const ir_graph *g)
 {
-    plan_reshard out = {0, 0, 0, 0};
-    if (gpn < 1)
-        gpn = 1;
-    /* Walk the merged boundaries of both splits. Source and destination ranks
-	 * only increase along the walk, so per-rank and per-node sums close as
-	 * soon as the rank (node) changes. Shard i of a split of B over k has
-	 * q + 1 samples for i < B mod k, else q. */
-    int64_t q1 = B / k1, m1 = B % k1, q2 = B / k2, m2 = B % k2;
-    int i = 0, j = 0;
-    int64_t pos = 0, e1 = q1 + (m1 > 0), e2 = q2 + (m2 > 0);
-    int64_t send = 0, recv = 0, nsend = 0, nrecv = 0;
-    int msend = 0, mrecv = 0;
-    int s = r1, d = r2, sn = r1 / gpn, dn = r2 / gpn, snext = (sn + 1) * gpn,
-        dnext = (dn + 1) * gpn;
-    double gmax = 0, nmax = 0, cross = 0;
-    int msgmax = 0;
-    while (pos < B) {
-        int64_t end = e1 < e2 ? e1 : e2;
-        int64_t len = end - pos;
-        if (len > 0 && s != d) {
-            send += len;
-            recv += len;
-            msend++;
-            mrecv++;
-            if (sn != dn) {
-                nsend += len;
-                nrecv += len;
-                cross += (double)len;
+    for (int i = 0; i < g->nops; i++)
+        if (g->ops[i].opcode == OP_RESHARD || g->ops[i].opcode == OP_ALLREDUCE)
+            return true;
+    return false;
+}
+
+static bool same_ranks(const ir_plan *a, const ir_plan *b)
+{
+    return a->nranks == b->nranks &&
+           memcmp(a->ranks, b->ranks, sizeof(int) * (size_t)a->nranks) == 0;
+}
+
+static ir_attr rank_list(arena *a, const char *key, const ir_plan *p)
+{
+    ir_attr at = {.key = key, .kind = AK_LIST};
+    at.u.list.n = p->nranks;
+    at.u.list.v = arena_alloc(a, sizeof(int64_t) * (size_t)(p->nranks ? p->nranks : 1));
+    for (int i = 0; i < p->nranks; i++)
+        at.u.list.v[i] = p->ranks[i];
+    return at;
+}
+
+bool pass_comm(pass_ctx *ctx)
+{
+    ir_module *m = ctx->m;
+    ir_graph *g = m->graphs[m->jobs[ctx->job].graph];
+    if (has_comm(g))
+        return true;
+    ir_graph ng = {.name = g->name, .loc = g->loc};
+    int *map = xcalloc((size_t)g->nops, sizeof(int));
+    bool ok = true;
+    for (int i = 0; i < g->nops && ok; i++) {
+        const ir_op *op = &g->ops[i];
+        int *ins = xcalloc((size_t)op->ninputs + 1, sizeof(int));
+        for (int q = 0; q < op->ninputs; q++) {
+            const ir_op *src = &g->ops[op->inputs[q]];
+            ins[q] = map[op->inputs[q]];
+            if (!op->plan.nranks || !src->plan.nranks || same_ranks(&src->plan, &op->plan))
+                continue;
+            ir_attr at[2] = {rank_list(m->arena, "from", &src->plan),
+                             rank_list(m->arena, "to", &op->plan)};
+            const char *name = arena_printf(m->arena, "%s.to.%s", src->name, op->name);
+            if (ir_op_find(&ng, name) >= 0) {
+                ins[q] = ir_op_find(&ng, name);
+                continue;
             }
+            int id = ir_op_add(m, &ng, OP_RESHARD, name, &ins[q], 1, at, 2, op->loc);
+            ng.ops[id].plan = op->plan;
+            ok &= ir_op_check(m, &ng, id, ctx->d);
+            ins[q] = id;
         }
-        pos = end;
-        if (end == e1) {
-            if ((double)send > gmax)
-                gmax = (double)send;
-            if (msend > msgmax)
-                msgmax = msend;
-            send = 0;
-            msend = 0;
-            i++;
-            s++;
-            e1 += q1 + (i < m1);
-            if (s == snext || i == k1) {
-                if ((double)nsend > nmax)
-                    nmax = (double)nsend;
-                nsend = 0;
-                sn++;
-                snext += gpn;
-            }
-        }
-        if (end == e2) {
-            if ((double)recv > gmax)
-                gmax = (double)recv;
-            if (mrecv > msgmax)
-                msgmax = mrecv;
-            recv = 0;
-            mrecv = 0;
-            j++;
-            d++;
-            e2 += q2 + (j < m2);
-            if (d == dnext || j == k2) {
-                if ((double)nrecv > nmax)
-                    nmax = (double)nrecv;
-                nrecv = 0;
-                dn++;
-                dnext += gpn;
-            }
+        int id = ir_op_add(m, &ng, op->opcode, op->name, ins, op->ninputs, op->attrs, op->nattrs,
+                           op->loc);
+        free(ins);
+        ir_op *nop = &ng.ops[id];
+        for (int a = 0; a < nop->nattrs; a++)
+            if (nop->attrs[a].kind == AK_REF && nop->attrs[a].u.ref >= 0)
+                nop->attrs[a].u.ref = map[nop->attrs[a].u.ref];
+        nop->type = op->type;
+        nop->plan = op->plan;
+        map[i] = id;
+        int64_t params = ir_op_cost(g, op).params;
+        if (op->plan.nranks > 1 && params > 0) {
+            ir_attr at[2] = {rank_list(m->arena, "ranks", &op->plan),
+                             {.key = "elems", .kind = AK_INT}};
+            at[1].u.i = params;
+            const char *name = arena_printf(m->arena, "%s.grad", op->name);
+            int ar = ir_op_add(m, &ng, OP_ALLREDUCE, name, &id, 1, at, 2, op->loc);
+            ng.ops[ar].plan = op->plan;
+            ok &= ir_op_check(m, &ng, ar, ctx->d);
         }
     }
-    out.gpu_samples = gmax;
-    out.gpu_msgs = msgmax;
-    out.node_samples = nmax;
-    out.cross_samples = cross;
-    return out;
-}
-
-double plan_reshard_time(const plan_cluster *c, const plan_reshard *r, double bytes_per_sample)
-{
-    if (r->gpu_samples <= 0)
-        return 0;
-    double t = r->gpu_msgs * c->intra_alpha + r->gpu_samples * bytes_per_sample / c->intra_bw;
-    if (r->node_samples > 0) {
-        double tn = c->inter_alpha + r->node_samples * bytes_per_sample / c->inter_bw;
-        if (tn > t)
-            t = tn;
+    free(map);
+    if (ok) {
+        g->ops = ng.ops;
+        g->nops = ng.nops;
+        g->cap = ng.cap;
+        g->index = ng.index;
+        g->index_cap = ng.index_cap;
     }
-    return t;
-}
-
-double plan_allreduce_time(const plan_cluster *c, int first, int k, double bytes)
-{
-    if (k <= 1 || bytes <= 0)
-        return 0;
-    int gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
-    bool multi = first / gpn != (first + k - 1) / gpn;
-    double alpha = multi ? c->inter_alpha : c->intra_alpha;
-    double bw = multi ? fmin(c->inter_bw, c->intra_bw) : c->intra_bw;
-    double ring = 2.0 * (k - 1) / k * bytes / bw + 2.0 * (k - 1) * alpha;
-    double tree = 2.0 * ceil(log2((double)k)) * alpha + 2.0 * bytes / bw;
-    return ring < tree ? ring : tree;
+    return ok;
 }

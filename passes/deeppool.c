@@ -741,7 +741,7 @@ bool plan_deeppool(const plan_problem *p, plan_result *out, char *err, size_t er
     else if (c.n > 0)
         ok = search(&c, counts, &own_t, &own_g);
     ctx_free(&c);
-    if (ok && plan_evaluate(p, counts, out, err, errlen)) {
+    if (ok && plan_evaluate(p, counts, NULL, out, err, errlen)) {
         out->strategy = PS_DEEPPOOL;
         out->own_time = own_t;
         out->own_gpu_seconds = own_g;

@@ -49,7 +49,7 @@ bool pass_select_job(pass_ctx *ctx);
  * each). Returns false when a pass reported user errors. */
 bool pass_run_pipeline(pass_ctx *ctx, const char *stop_after, const char *dump_after, FILE *dump);
 
-/* plan_ir.c: the planner (plan.h) on an IR job, and the planning passes. */
+/* plan_ir.c: the planner (plan.h) on an IR job, and pass "plan". */
 
 #include "plan.h"
 
@@ -75,6 +75,9 @@ const plan_timing *pass_plan_profile_match(const plan_profile *pr, const ir_grap
 /* Writes a plan's rank sets into the job's ops. */
 void pass_plan_apply(ir_module *m, const pass_plan_input *in, const plan_result *r);
 bool pass_plan(pass_ctx *ctx); /* pass "plan" */
-bool pass_comm(pass_ctx *ctx); /* pass "comm" */
+
+/* comm.c: pass "comm": reshard and allreduce ops where the plan moves data. */
+
+bool pass_comm(pass_ctx *ctx);
 
 #endif

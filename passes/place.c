@@ -1,13 +1,12 @@
 /*
- * place.c: which ranks run each layer, and what the plan does to each GPU.
+ * place.c: what a placed plan does to each GPU and to the network.
  *
- * The planner's cost model assumes every layer starts at the lowest rank of
- * its budget (its offset: 0, or past the GPUs of a concurrently run sibling
- * branch), so layers that fit in one node stay in node 0 and resharding
- * between them uses NVLink. Here those rank sets are written out, the bytes
- * that cross between nodes per iteration are counted (resharding both ways,
- * plus the network share of ring all-reduces), and the busiest GPU's memory
- * is summed. The Chrome trace and JSON export of a plan also live here.
+ * The planner chooses every layer's ranks (first .. first + k - 1: the
+ * lowest ranks of the window it runs in, see planner.c); here the bytes that
+ * cross between nodes per iteration are counted (resharding both ways, plus
+ * the network share of ring all-reduces) and the busiest GPU's memory is
+ * summed over the layers it runs. The JSON export and the Chrome trace of a
+ * plan are in plan_out.c.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -18,183 +17,44 @@
 void plan_place(const plan_problem *p, plan_result *r)
 {
     int G = p->cluster.gpus, gpn = p->cluster.gpus_per_node > 0 ? p->cluster.gpus_per_node : 1;
-    double *mem = calloc((size_t)G, sizeof(double));
+    /* Per-rank memory as a difference array: linear in layers + ranks. */
+    double *mem = calloc((size_t)G + 1, sizeof(double));
     if (!mem) {
         fprintf(stderr, "burstc: out of memory\n");
         exit(2);
     }
+    r->cross_node_bytes = 0;
     for (int l = 0; l < r->nlayers; l++) {
         plan_layer_result *lr = &r->layer[l];
-        int off = r->offset ? r->offset[l] : 0;
-        if (off + lr->k > G)
-            off = G - lr->k;
-        free(lr->ranks);
-        lr->ranks = calloc((size_t)lr->k, sizeof(int));
-        if (!lr->ranks) {
-            fprintf(stderr, "burstc: out of memory\n");
-            exit(2);
-        }
-        for (int i = 0; i < lr->k; i++) {
-            lr->ranks[i] = off + i;
-            mem[off + i] += lr->mem_bytes;
-        }
+        int off = lr->first;
+        mem[off] += lr->mem_bytes;
+        mem[off + lr->k] -= lr->mem_bytes;
         int nn = (off + lr->k - 1) / gpn - off / gpn + 1;
         if (nn > 1)
             r->cross_node_bytes +=
                 nn * 2.0 * (lr->k - 1) / lr->k * p->layers[l].params * p->dtype_bytes;
     }
+    /* Consecutive edges of a long chain repeat the same pair of rank sets. */
+    int last[4] = {-1, -1, -1, -1};
+    double cross = 0;
     for (int e = 0; e < p->nedges; e++) {
         const plan_layer_result *a = &r->layer[p->edges[e].from], *b = &r->layer[p->edges[e].to];
-        plan_reshard rs = plan_reshard_count(p->batch, gpn, a->ranks[0], a->k, b->ranks[0], b->k);
-        r->cross_node_bytes += 2.0 * rs.cross_samples * p->edges[e].elems * p->dtype_bytes;
+        if (a->first != last[0] || a->k != last[1] || b->first != last[2] || b->k != last[3]) {
+            plan_reshard rs = plan_reshard_count(p->batch, gpn, a->first, a->k, b->first, b->k);
+            cross = rs.cross_samples;
+            last[0] = a->first, last[1] = a->k, last[2] = b->first, last[3] = b->k;
+        }
+        r->cross_node_bytes += 2.0 * cross * p->edges[e].elems * p->dtype_bytes;
     }
     r->peak_mem = 0;
     r->peak_mem_rank = 0;
-    for (int g = 0; g < G; g++)
-        if (mem[g] > r->peak_mem) {
-            r->peak_mem = mem[g];
+    double run = 0;
+    for (int g = 0; g < G; g++) {
+        run += mem[g];
+        if (run > r->peak_mem) {
+            r->peak_mem = run;
             r->peak_mem_rank = g;
         }
+    }
     free(mem);
-}
-
-/* ---- Chrome trace ---- */
-
-static void json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(out, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(out, "\\u%04x", *s);
-        else
-            fputc(*s, out);
-    }
-    fputc('"', out);
-}
-
-static void event(FILE *out, bool *first, const char *name, const char *cat, int rank, double start,
-                  double dur)
-{
-    fprintf(out, "%s\n{\"name\":", *first ? "" : ",");
-    json_str(out, name);
-    fprintf(out, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}", cat,
-            rank, start * 1e6, dur * 1e6);
-    *first = false;
-}
-
-/*
- * The timeline is a list schedule: forward in topological order, each layer
- * starting when its inputs have been resharded to it and its ranks are free;
- * backward in reverse; each gradient all-reduce on a communication track of
- * its ranks as soon as the layer's backward is done.
- */
-bool plan_write_trace(const plan_problem *p, const plan_result *r, FILE *out)
-{
-    int n = r->nlayers, G = p->cluster.gpus;
-    double *busy = calloc((size_t)G, sizeof(double)), *comm = calloc((size_t)G, sizeof(double));
-    double *fend = calloc((size_t)n + 1, sizeof(double)),
-           *bend = calloc((size_t)n + 1, sizeof(double));
-    if (!busy || !comm || !fend || !bend) {
-        free(busy);
-        free(comm);
-        free(fend);
-        free(bend);
-        return false;
-    }
-    bool first = true;
-    fprintf(out, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
-    for (int g = 0; g < G && g < 4096; g++) {
-        fprintf(
-            out,
-            "%s\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"rank %d\"}}",
-            first ? "" : ",", g, g);
-        first = false;
-    }
-    for (int l = 0; l < n; l++) {
-        const plan_layer_result *lr = &r->layer[l];
-        double ready = 0;
-        for (int e = 0; e < p->nedges; e++)
-            if (p->edges[e].to == l && fend[p->edges[e].from] > ready)
-                ready = fend[p->edges[e].from];
-        double rs = lr->reshard / 2;
-        for (int i = 0; i < lr->k; i++)
-            if (busy[lr->ranks[i]] > ready - rs)
-                ready = busy[lr->ranks[i]] + rs;
-        if (rs > 0)
-            for (int i = 0; i < lr->k; i++)
-                event(out, &first, "reshard", "comm", lr->ranks[i], ready - rs, rs);
-        for (int i = 0; i < lr->k; i++) {
-            event(out, &first, p->layers[l].name, "forward", lr->ranks[i], ready, lr->fwd);
-            busy[lr->ranks[i]] = ready + lr->fwd;
-        }
-        fend[l] = ready + lr->fwd;
-    }
-    for (int l = n - 1; l >= 0; l--) {
-        const plan_layer_result *lr = &r->layer[l];
-        double ready = 0;
-        for (int e = 0; e < p->nedges; e++)
-            if (p->edges[e].from == l) {
-                const plan_layer_result *succ = &r->layer[p->edges[e].to];
-                if (bend[p->edges[e].to] + succ->reshard / 2 > ready)
-                    ready = bend[p->edges[e].to] + succ->reshard / 2;
-            }
-        for (int i = 0; i < lr->k; i++)
-            if (busy[lr->ranks[i]] > ready)
-                ready = busy[lr->ranks[i]];
-        for (int i = 0; i < lr->k; i++) {
-            event(out, &first, p->layers[l].name, "backward", lr->ranks[i], ready, lr->bwd);
-            busy[lr->ranks[i]] = ready + lr->bwd;
-        }
-        bend[l] = ready + lr->bwd;
-        if (lr->allreduce > 0) {
-            double s = bend[l];
-            for (int i = 0; i < lr->k; i++)
-                if (comm[lr->ranks[i]] > s)
-                    s = comm[lr->ranks[i]];
-            for (int i = 0; i < lr->k; i++) {
-                event(out, &first, "allreduce", "comm", G + lr->ranks[i], s, lr->allreduce);
-                comm[lr->ranks[i]] = s + lr->allreduce;
-            }
-        }
-    }
-    fprintf(out, "\n]}\n");
-    free(busy);
-    free(comm);
-    free(fend);
-    free(bend);
-    return !ferror(out);
-}
-
-/* ---- JSON export ---- */
-
-bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nrs, FILE *out)
-{
-    fprintf(out, "{\n  \"gpus\": %d,\n  \"gpus_per_node\": %d,\n  \"batch\": %lld,\n  \"plans\": [",
-            p->cluster.gpus, p->cluster.gpus_per_node, (long long)p->batch);
-    for (int i = 0; i < nrs; i++) {
-        const plan_result *r = rs[i];
-        fprintf(
-            out,
-            "%s\n    {\"strategy\": \"%s\", \"exact\": %s, \"time_s\": %.9g, \"gpu_seconds\": %.9g, "
-            "\"samples_per_s\": %.9g, \"cross_node_bytes\": %.9g, \"peak_mem_bytes\": %.9g, \"layers\": [",
-            i ? "," : "", plan_strategy_name(r->strategy), r->exact ? "true" : "false", r->time,
-            r->gpu_seconds, r->samples_per_s, r->cross_node_bytes, r->peak_mem);
-        for (int l = 0; l < r->nlayers; l++) {
-            const plan_layer_result *lr = &r->layer[l];
-            fprintf(out, "%s\n      {\"name\": ", l ? "," : "");
-            json_str(out, p->layers[l].name);
-            fprintf(
-                out,
-                ", \"gpus\": %d, \"first_rank\": %d, \"shard\": %lld, \"fwd_s\": %.9g, \"bwd_s\": %.9g, "
-                "\"reshard_s\": %.9g, \"allreduce_s\": %.9g, \"allreduce_exposed_s\": %.9g, "
-                "\"amplification\": %.6g, \"mem_bytes\": %.9g}",
-                lr->k, lr->ranks ? lr->ranks[0] : 0, (long long)lr->shard, lr->fwd, lr->bwd,
-                lr->reshard, lr->allreduce, lr->ar_exposed, lr->amplification, lr->mem_bytes);
-        }
-        fprintf(out, "\n    ]}");
-    }
-    fprintf(out, "\n  ]\n}\n");
-    return !ferror(out);
 }

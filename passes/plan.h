@@ -105,12 +105,16 @@ typedef struct plan_problem {
     double amp_limit;     /* per layer; <= 0: none */
     double gpu_budget;    /* global: GPU-seconds <= budget x one-GPU time; <= 0: none */
     double price;         /* Lagrangian price on GPU-seconds (seconds per GPU-second) */
+    /* Whether a layer's gradient all-reduce overlaps the backward of the
+	 * layers before it. false (the default) is what the runtime does today:
+	 * each all-reduce runs, blocking, right after its layer's backward. */
+    bool ar_overlap;
 } plan_problem;
 
 /* Per-layer result and breakdown, all in seconds per iteration. */
 typedef struct plan_layer_result {
     int k;             /* GPU count */
-    int *ranks;        /* k ranks, ascending (after placement) */
+    int first;         /* ranks first .. first + k - 1 (after placement) */
     int64_t shard;     /* largest per-GPU batch */
     double fwd, bwd;   /* compute at the largest shard */
     double reshard;    /* forward + backward resharding into this layer */
@@ -124,21 +128,23 @@ typedef struct plan_result {
     plan_strategy strategy;
     int nlayers;
     plan_layer_result *layer;
-    bool exact;             /* graph was series-parallel (DP exact) */
-    int nconcurrent;        /* parallel blocks run on disjoint GPUs */
-    double model_objective; /* the DP's optimum: time + price x GPU-seconds, ranks at offset 0 */
-    double time;            /* predicted iteration time (placed ranks) */
-    double gpu_seconds;     /* GPU-seconds per iteration */
+    bool exact;         /* graph was series-parallel (DP, not the heuristic) */
+    int nconcurrent;    /* blocks whose branches run concurrently */
+    double objective;   /* time + price x GPU-seconds of this plan */
+    double time;        /* predicted iteration time (the evaluator's, placed ranks) */
+    double gpu_seconds; /* GPU-seconds per iteration */
     double samples_per_s;
-    double cross_node_bytes; /* per iteration, after placement */
+    double cross_node_bytes; /* per iteration */
     double peak_mem;         /* busiest GPU, bytes */
     int peak_mem_rank;
-    /* Placement: for concurrently run branches, where each layer's ranks start. */
-    int *offset;
     /* deeppool: DeepPool's own estimate of its plan (its cost model); the
      * fields above are burstc's pricing. 0 for the other strategies. */
     double own_time, own_gpu_seconds;
 } plan_result;
+
+/* Blocks with at most this many branches (with layers) may run them
+ * concurrently; larger ones run them one after the other. */
+#define PLAN_MAX_CONCURRENT 6
 
 /* costmodel.c */
 
@@ -159,11 +165,22 @@ void plan_layer_time_analytic(const plan_cluster *c, int dtype_bytes, const plan
  * proportional to b; below the smallest, the smallest's time). */
 double plan_timing_at(const plan_timing *t, int64_t b);
 
-/* comm.c */
+/* commcost.c: the alpha-beta communication model. */
 
 /* Seconds to all-reduce `bytes` among k ranks starting at rank `first`;
  * min of ring and tree. */
 double plan_allreduce_time(const plan_cluster *c, int first, int k, double bytes);
+/* The same choice spelled out (the simulator plays it over links): ring
+ * (2(k-1) steps, 2(k-1)/k x bytes over every link) or tree (2 ceil(log2 k)
+ * steps, 2 x bytes over every link); time = steps x alpha + link_bytes / bw,
+ * with the network's alpha and min(network, intra-node) bandwidth when the
+ * ranks span nodes. All zero for k <= 1 or no bytes. */
+typedef struct plan_allreduce_algo {
+    bool tree;
+    int steps;
+    double alpha, bw, link_bytes, time;
+} plan_allreduce_algo;
+plan_allreduce_algo plan_allreduce_choice(const plan_cluster *c, int first, int k, double bytes);
 /* Moving sample ranges of a batch B split over k1 ranks from r1 to k2 ranks
  * from r2 (uneven splits: the first B mod k shards get one more). */
 typedef struct plan_reshard {
@@ -176,32 +193,74 @@ plan_reshard plan_reshard_count(int64_t B, int gpn, int r1, int k1, int r2, int 
 double plan_reshard_time(const plan_cluster *c, const plan_reshard *r, double bytes_per_sample);
 int64_t plan_shard(int64_t B, int k); /* the largest shard: ceil(B/k) */
 
+/* price.c: what a layer and an edge cost at the ranks they run on; shared by
+ * the planner's DP and the evaluator, so both see the same numbers. */
+
+typedef struct plan_reshard_key {
+    int k1, k2, r1, d;
+} plan_reshard_key;
+
+typedef struct plan_pricer {
+    const plan_problem *p;
+    int G, gpn, kmax;
+    int *nin;            /* in-degree of each layer */
+    double *bwd1, *hide; /* ar_overlap: backward at one sample, and its prefix sums */
+    int *kidx, nk;       /* count -> index of the rank-0 memo, or -1 */
+    plan_reshard *rs0;   /* [nk][nk] counts of both sets at rank 0 */
+    unsigned char *rs0_done;
+    plan_reshard_key *hkey; /* counts at other offsets */
+    plan_reshard *hval;
+    size_t hn, hcap;
+    plan_reshard *small; /* counts and ranks below 9: dense, made when first needed */
+    unsigned char *small_done;
+} plan_pricer;
+
+/* counts: the GPU counts the caller will price (memoised densely at rank 0). */
+void plan_pricer_init(plan_pricer *pr, const plan_problem *p, const int *counts, int ncounts);
+void plan_pricer_free(plan_pricer *pr);
+/* Reshard counts between k1 ranks from r1 and k2 ranks from r2 (memoised). */
+const plan_reshard *plan_price_reshard(plan_pricer *pr, int k1, int r1, int k2, int r2);
+/* Gradient all-reduce of layer l among k ranks from rank o. */
+double plan_price_allreduce(const plan_pricer *pr, int l, int k, int o);
+/* Layer l on k ranks from o, with compute fwd + bwd at its shard: time,
+ * GPU-seconds and the exposed all-reduce (all of it unless ar_overlap). */
+void plan_price_node(const plan_pricer *pr, int l, int k, int o, double fwd, double bwd,
+                     double *time, double *gpu, double *exposed);
+/* Edge e from its layer u (ku ranks from ou, backward bwd_u) to v (kv from
+ * ov): resharding both ways, plus with ar_overlap v's exposed all-reduce
+ * when u is v's only input. reshard and exposed may be NULL. */
+void plan_price_edge(plan_pricer *pr, int e, int ku, int ou, double bwd_u, int kv, int ov,
+                     double *time, double *gpu, double *reshard, double *exposed);
+
+/* The same for every pair of end candidates at once (the DP's leaf tables):
+ * S[i][j] = alpha x time + beta x GPU-seconds, T[i][j] = time (T may be S). */
+void plan_price_edge_table(plan_pricer *pr, int e, int nu, const int *ku, const int *fu,
+                           const double *bwd_u, int nv, const int *kv, const int *fv, double alpha,
+                           double beta, double *S, double *T);
+
+/* minplus.c */
+
+/* best[j] = min(best[j], base + row[j]) for j < n, with bestm[j] = m where
+ * it improves. */
+typedef void plan_min_plus_fn(double *restrict best, double *restrict bestm,
+                              const double *restrict row, double base, double m, int n);
+/* The fastest version for this CPU. */
+plan_min_plus_fn *plan_min_plus(void);
+
 /* planner.c */
 
-/* Plans the problem with a strategy. Returns false and writes a message into
- * err (e.g. a layer that does not fit in memory) when no plan exists. */
+/* Plans the problem with a strategy: the fastest plan (or, with p->price,
+ * the lowest time + price x GPU-seconds; with p->gpu_budget, the fastest
+ * within the budget) that the strategy's search space holds. Returns false
+ * and writes a message into err (e.g. a layer that does not fit in memory)
+ * when no plan exists. out->time is the evaluator's time of the plan. */
 bool plan_solve(const plan_problem *p, plan_strategy s, plan_result *out, char *err, size_t errlen);
+/* The same with the objective time_weight x time + gpu_weight x GPU-seconds
+ * (gpu_budget ignored). */
+bool plan_solve_weighted(const plan_problem *p, plan_strategy s, double time_weight,
+                         double gpu_weight, plan_result *out, char *err, size_t errlen);
 void plan_result_free(plan_result *r);
-/* Forced assignment: evaluates the given per-layer counts (concurrency where
- * allowed and cheaper) with the same cost model. */
-bool plan_evaluate(const plan_problem *p, const int *k, plan_result *out, char *err, size_t errlen);
-
-/* One point of the Pareto frontier. */
-typedef struct plan_point {
-    double price, time, gpu_seconds;
-} plan_point;
-/* Sweeps the price on GPU-time; returns the number of non-dominated points
- * written to pts (at most maxpts), sorted by time. */
-int plan_frontier(const plan_problem *p, plan_point *pts, int maxpts);
-
-/* For tests: the optimum by enumeration of every assignment (and every
- * sequential/concurrent choice on series-parallel graphs). Returns the
- * objective (time + price * GPU-seconds) or INFINITY. */
-double plan_brute_force(const plan_problem *p, plan_strategy s);
-/* The optimum of the DP's model that plan_solve found (before placement
- * shifts concurrent branches), for the same comparison. */
-double plan_objective(const plan_problem *p, const plan_result *r);
-/* Whether the layer graph is series-parallel (the DP is exact). */
+/* Whether the layer graph is series-parallel (the DP applies). */
 bool plan_is_series_parallel(const plan_problem *p);
 
 const char *plan_strategy_name(plan_strategy s);
@@ -215,13 +274,196 @@ bool plan_strategy_lookup(const char *name, plan_strategy *out);
  * DeepPool's search cannot handle the graph or the plan does not fit. */
 bool plan_deeppool(const plan_problem *p, plan_result *out, char *err, size_t errlen);
 
+/* evaluate.c: the time of a given plan (docs/plan.md, "Evaluation"). */
+
+/* Evaluates counts k[l] at ranks first[l] .. first[l] + k[l] - 1 (first
+ * NULL: every layer from rank 0), fills out (placed). False with a message
+ * if a count or a rank is out of range. */
+bool plan_evaluate(const plan_problem *p, const int *k, const int *first, plan_result *out,
+                   char *err, size_t errlen);
+/* The same, prepared once for many plans of one problem (brute force):
+ * only time and GPU-seconds; false if out of range. */
+typedef struct plan_evaluator plan_evaluator;
+plan_evaluator *plan_evaluator_new(const plan_problem *p);
+bool plan_evaluator_run(plan_evaluator *ev, const int *k, const int *first, double *time,
+                        double *gpu_seconds);
+void plan_evaluator_free(plan_evaluator *ev);
+
+/* frontier.c */
+
+/* One point of the Pareto frontier. */
+typedef struct plan_point {
+    double price, time, gpu_seconds;
+} plan_point;
+/* Every vertex of the lower convex hull of (GPU-seconds, time) over burst
+ * plans: the fastest plan, the cheapest (least GPU-seconds) and every plan
+ * that is optimal for some price in between. Returns how many (at most
+ * maxpts) were written to pts, sorted by time. */
+int plan_frontier(const plan_problem *p, plan_point *pts, int maxpts);
+/* The fastest hull plan with GPU-seconds <= cap (p->gpu_budget x the
+ * one-GPU time); false with a message naming the cheapest plan otherwise. */
+bool plan_solve_budget(const plan_problem *p, plan_strategy s, plan_result *out, char *err,
+                       size_t errlen);
+/* Sum over layers of forward + backward at the whole batch on one GPU. */
+double plan_one_gpu_time(const plan_problem *p);
+
+/* sp.c: the series-parallel decomposition of the layer graph (for the
+ * planner and its evaluator). */
+
+enum { PLAN_TN_LEAF, PLAN_TN_SERIES, PLAN_TN_PARALLEL };
+
+typedef struct plan_tnode {
+    int kind;      /* PLAN_TN_* */
+    int u, v;      /* the component's ends (layer ids; n, n + 1: source, sink) */
+    int edge;      /* LEAF: the problem's edge, -1 for a virtual one */
+    int a, b;      /* SERIES, PARALLEL: children (ids below this node's) */
+    int mid;       /* SERIES: the layer between a and b */
+    bool interior; /* has layers inside */
+} plan_tnode;
+
+typedef struct plan_sp {
+    int n; /* layers */
+    int ntn, captn;
+    plan_tnode *tn; /* children before parents */
+    int root;       /* -1 when the graph is not series-parallel */
+    /* Blocks: a parallel node not absorbed into a parallel parent with the
+	 * same ends lists its branches (leaves and series nodes). */
+    int *kid_head, *kid_next, *nkids;
+    bool *absorbed;
+} plan_sp;
+
+/* Decomposes p's layer graph in linear time; false (root -1) if it is not
+ * series-parallel. Free with plan_sp_free either way. */
+bool plan_sp_build(const plan_problem *p, plan_sp *sp);
+void plan_sp_free(plan_sp *sp);
+
+/* timeline.c: one iteration of a plan as every rank's program (the order
+ * the generated program runs it in), with the planner's durations and the
+ * ideal (contention-free) schedule. The simulator plays it; the interleave
+ * pass places background work in its idle windows. docs/sim.md. */
+
+typedef enum plan_tl_kind {
+    PTL_FWD,         /* a layer's forward on each of its ranks */
+    PTL_BWD,         /* its backward */
+    PTL_ALLREDUCE,   /* its gradient all-reduce among its ranks */
+    PTL_RESHARD_FWD, /* an edge's activations, producer's ranks -> consumer's */
+    PTL_RESHARD_BWD, /* their gradient, consumer's ranks -> producer's */
+    PTL_LOSS_SUM,    /* the loss summed over every rank (rt_world_sum) */
+} plan_tl_kind;
+
+/* One message of a reshard: `samples` samples from rank src to rank dst. */
+typedef struct plan_tl_pair {
+    int src, dst;
+    int64_t samples;
+} plan_tl_pair;
+
+typedef struct plan_tl_op {
+    plan_tl_kind kind;
+    int layer;         /* FWD, BWD, ALLREDUCE: the layer; RESHARD_*: the edge's consumer; else -1 */
+    int edge;          /* RESHARD_*: the problem's edge; else -1 */
+    int first, k;      /* FWD, BWD, ALLREDUCE: the layer's ranks; LOSS_SUM: 0, G */
+    double dur;        /* the cost model's seconds (compute: at the largest shard) */
+    double bytes;      /* RESHARD_*: bytes per sample; ALLREDUCE: gradient bytes; LOSS_SUM: 8 */
+    bool async;        /* ALLREDUCE with ar_overlap: the rank's compute does not wait for it */
+    int pair0, npairs; /* RESHARD_*: its messages, tl->pair[pair0 ..] */
+    int64_t part0;     /* the ranks that take part, tl->part[part0 .. part0 + nparts) */
+    int nparts;
+    double start, end; /* ideal schedule: first start and last end over its ranks */
+} plan_tl_op;
+
+/* One op of one rank's program. */
+typedef struct plan_tl_step {
+    int op;
+    double own;    /* compute: this rank's own shard's time, at most the op's dur (the
+                     evaluator's rule: the largest shard sets the time); else dur */
+    double arrive; /* ideal schedule: the rank reaches the op (its previous op is done) */
+    double start;  /* it starts (communication: when every rank taking part has arrived) */
+    double end;    /* the op is over for this rank (compute: start + dur, the largest shard) */
+} plan_tl_step;
+
+/* Why a rank's compute is idle in a window. */
+typedef enum plan_tl_wait {
+    PTW_PEER,  /* reached a communication op that has not started: a peer (or, outside
+                  the layer's rank set, the data) is not there yet */
+    PTW_COMM,  /* its own communication op is moving data */
+    PTW_SHARD, /* its shard is done, the layer's largest is not */
+    PTW_END,   /* done with the iteration, others are not */
+} plan_tl_wait;
+
+/* An interval in which a rank's compute is idle in the ideal schedule. Its
+ * anchor is the program point where it ends: step (an index into the rank's
+ * program) is the op the rank waits on or runs next; step == the program's
+ * length (op -1) is the end of the iteration. */
+typedef struct plan_tl_window {
+    int rank;
+    int step, op;
+    plan_tl_wait why;
+    double start, end;
+} plan_tl_window;
+
+typedef struct plan_timeline {
+    const plan_problem *p;
+    int G;
+    int nops;
+    plan_tl_op *op; /* in program order: forward, loss sum, backward */
+    int npairs;
+    plan_tl_pair *pair;
+    int64_t nparts;
+    int *part;
+    int64_t *prog0;     /* rank r's program: step[prog0[r] .. prog0[r + 1]) */
+    plan_tl_step *step; /* nsteps = prog0[G] */
+    double time;        /* the ideal schedule's iteration time */
+    int64_t nwin;
+    plan_tl_window *win; /* by rank, then time */
+    int64_t *win0;       /* rank r's windows: win[win0[r] .. win0[r + 1]) */
+} plan_timeline;
+
+/* The most steps (rank, op) a timeline may hold; a larger plan is refused. */
+#define PLAN_TL_MAX_STEPS (1LL << 26)
+
+/* Builds the timeline of a placed plan (r's counts and first ranks) and its
+ * ideal schedule. False with a message when a count or rank is out of range
+ * or the timeline would exceed PLAN_TL_MAX_STEPS. */
+bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timeline *tl, char *err,
+                         size_t errlen);
+/* Recomputes the ideal schedule (start, end, windows, time) from the ops'
+ * dur and the steps' own, after a caller changed them. */
+void plan_timeline_schedule(plan_timeline *tl);
+void plan_timeline_free(plan_timeline *tl);
+/* "conv1", "conv1.bwd", "conv1.allreduce", "pool2.to.f", "pool2.to.f.bwd",
+ * "loss.sum": the op's name in traces (reshards as the comm pass names them). */
+void plan_tl_op_name(const plan_timeline *tl, int op, char *buf, size_t n);
+const char *plan_tl_kind_name(plan_tl_kind k);
+const char *plan_tl_wait_name(plan_tl_wait w);
+/* The messages of a reshard of B samples from k1 ranks at r1 to k2 ranks at
+ * r2 under the runtime's shard rule (the first B mod k shards one sample
+ * larger): every intersection of a source and a destination shard on
+ * different ranks, in sample order. Writes them to pairs (NULL: only
+ * counts) and returns how many (fewer than k1 + k2). */
+int plan_reshard_pairs(int64_t B, int r1, int k1, int r2, int k2, plan_tl_pair *pairs);
+
 /* place.c */
 
-/* Chooses ranks for every layer and fills ranks, cross_node_bytes and peak
- * memory; concurrent branches get disjoint ranks. */
+/* Fills cross_node_bytes and the peak memory of a plan whose layers have
+ * their ranks (first, k). */
 void plan_place(const plan_problem *p, plan_result *r);
-/* Writes the predicted per-GPU timeline as a Chrome trace (JSON). */
-bool plan_write_trace(const plan_problem *p, const plan_result *r, FILE *out);
+
+/* plan_out.c */
+
+/* Writes the predicted per-rank timeline (the ideal schedule of
+ * plan_timeline_build) as a Chrome trace (JSON): per rank a compute, a
+ * communication and an idle track, for at most max_ranks ranks
+ * (plan_trace_ranks); *shown (may be NULL) gets how many. False with a
+ * message when the timeline cannot be built or a write failed. */
+bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks, int *shown,
+                      FILE *out, char *err, size_t errlen);
+/* How many ranks `burstc plan --trace` shows at most. */
+#define PLAN_TRACE_RANKS 256
+/* The ranks a trace of G ranks shows when it shows at most cap (>= 2): all
+ * when G <= cap, else the lowest cap/2 and the rest sampled evenly up to
+ * rank G - 1. Writes them ascending to ranks; returns how many. */
+int plan_trace_ranks(int G, int cap, int *ranks);
+/* Writes the plans as JSON (docs/plan.md has the fields). */
 bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nrs, FILE *out);
 
 /* profile.c: measured per-layer tables in the DeepPool text format. */

@@ -1,14 +1,13 @@
 /*
- * plan_ir.c: the planner's bridge to the IR, and the two planning passes.
+ * plan_ir.c: the planner's bridge to the IR, and pass "plan".
  *
  * pass_plan_build() turns a job of an ir_module into a plan_problem: one
  * layer per op (inputs excepted) with the op's per-sample costs (ir_op_cost),
  * one edge per data dependency, the cluster and GPU of the job, and measured
  * times from a --profile table for the ops it covers. Pass "plan" runs the
- * planner and writes every op's rank set; pass "comm" makes communication
- * explicit: a reshard op wherever a value crosses between different rank
- * sets and an allreduce op after every layer with parameters on more than
- * one rank. Both run after "verify" in pipeline.c.
+ * planner and writes every op's rank set; pass "comm" (comm.c) then makes
+ * the communication that those rank sets imply explicit. Both run after
+ * "verify" in pipeline.c.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -261,7 +260,7 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
     p->edges = xcalloc((size_t)cap, sizeof(plan_edge));
     for (int i = 0; i < g->nops; i++) {
         const ir_op *op = &g->ops[i];
-        int v = in->layer_of_op[i];
+        int v = in->layer_of_op[i], first_of_op = ne;
         if (v < 0)
             continue;
         for (int q = 0; q < op->ninputs; q++) {
@@ -269,8 +268,8 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
             if (u < 0)
                 continue;
             double elems = (double)ir_type_elems_per_sample(&g->ops[op->inputs[q]].type);
-            int e = 0;
-            while (e < ne && !(p->edges[e].from == u && p->edges[e].to == v))
+            int e = first_of_op;
+            while (e < ne && p->edges[e].from != u)
                 e++;
             if (e < ne)
                 continue; /* the same value twice: one transfer */
@@ -296,7 +295,8 @@ void pass_plan_apply(ir_module *m, const pass_plan_input *in, const plan_result 
         ir_op *op = &g->ops[in->op_of_layer[l]];
         op->plan.nranks = r->layer[l].k;
         op->plan.ranks = arena_alloc(m->arena, sizeof(int) * (size_t)r->layer[l].k);
-        memcpy(op->plan.ranks, r->layer[l].ranks, sizeof(int) * (size_t)r->layer[l].k);
+        for (int i = 0; i < r->layer[l].k; i++)
+            op->plan.ranks[i] = r->layer[l].first + i;
     }
     /* An input lives where its first consumer runs (that is where the data
 	 * loader puts it). */
@@ -330,14 +330,6 @@ static bool already_planned(const ir_graph *g)
     return all;
 }
 
-static bool has_comm(const ir_graph *g)
-{
-    for (int i = 0; i < g->nops; i++)
-        if (g->ops[i].opcode == OP_RESHARD || g->ops[i].opcode == OP_ALLREDUCE)
-            return true;
-    return false;
-}
-
 bool pass_plan(pass_ctx *ctx)
 {
     if (already_planned(ctx->m->graphs[ctx->m->jobs[ctx->job].graph]))
@@ -358,81 +350,4 @@ bool pass_plan(pass_ctx *ctx)
     plan_result_free(&r);
     pass_plan_input_free(&in);
     return true;
-}
-
-static bool same_ranks(const ir_plan *a, const ir_plan *b)
-{
-    return a->nranks == b->nranks &&
-           memcmp(a->ranks, b->ranks, sizeof(int) * (size_t)a->nranks) == 0;
-}
-
-static ir_attr rank_list(arena *a, const char *key, const ir_plan *p)
-{
-    ir_attr at = {.key = key, .kind = AK_LIST};
-    at.u.list.n = p->nranks;
-    at.u.list.v = arena_alloc(a, sizeof(int64_t) * (size_t)(p->nranks ? p->nranks : 1));
-    for (int i = 0; i < p->nranks; i++)
-        at.u.list.v[i] = p->ranks[i];
-    return at;
-}
-
-bool pass_comm(pass_ctx *ctx)
-{
-    ir_module *m = ctx->m;
-    ir_graph *g = m->graphs[m->jobs[ctx->job].graph];
-    if (has_comm(g))
-        return true;
-    ir_graph ng = {.name = g->name, .loc = g->loc};
-    int *map = xcalloc((size_t)g->nops, sizeof(int));
-    bool ok = true;
-    for (int i = 0; i < g->nops && ok; i++) {
-        const ir_op *op = &g->ops[i];
-        int *ins = xcalloc((size_t)op->ninputs + 1, sizeof(int));
-        for (int q = 0; q < op->ninputs; q++) {
-            const ir_op *src = &g->ops[op->inputs[q]];
-            ins[q] = map[op->inputs[q]];
-            if (!op->plan.nranks || !src->plan.nranks || same_ranks(&src->plan, &op->plan))
-                continue;
-            ir_attr at[2] = {rank_list(m->arena, "from", &src->plan),
-                             rank_list(m->arena, "to", &op->plan)};
-            const char *name = arena_printf(m->arena, "%s.to.%s", src->name, op->name);
-            if (ir_op_find(&ng, name) >= 0) {
-                ins[q] = ir_op_find(&ng, name);
-                continue;
-            }
-            int id = ir_op_add(m, &ng, OP_RESHARD, name, &ins[q], 1, at, 2, op->loc);
-            ng.ops[id].plan = op->plan;
-            ok &= ir_op_check(m, &ng, id, ctx->d);
-            ins[q] = id;
-        }
-        int id = ir_op_add(m, &ng, op->opcode, op->name, ins, op->ninputs, op->attrs, op->nattrs,
-                           op->loc);
-        free(ins);
-        ir_op *nop = &ng.ops[id];
-        for (int a = 0; a < nop->nattrs; a++)
-            if (nop->attrs[a].kind == AK_REF && nop->attrs[a].u.ref >= 0)
-                nop->attrs[a].u.ref = map[nop->attrs[a].u.ref];
-        nop->type = op->type;
-        nop->plan = op->plan;
-        map[i] = id;
-        int64_t params = ir_op_cost(g, op).params;
-        if (op->plan.nranks > 1 && params > 0) {
-            ir_attr at[2] = {rank_list(m->arena, "ranks", &op->plan),
-                             {.key = "elems", .kind = AK_INT}};
-            at[1].u.i = params;
-            const char *name = arena_printf(m->arena, "%s.grad", op->name);
-            int ar = ir_op_add(m, &ng, OP_ALLREDUCE, name, &id, 1, at, 2, op->loc);
-            ng.ops[ar].plan = op->plan;
-            ok &= ir_op_check(m, &ng, ar, ctx->d);
-        }
-    }
-    free(map);
-    if (ok) {
-        g->ops = ng.ops;
-        g->nops = ng.nops;
-        g->cap = ng.cap;
-        g->index = ng.index;
-        g->index_cap = ng.index_cap;
-    }
-    return ok;
 }

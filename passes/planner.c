@@ -1,22 +1,37 @@
 /*
- * planner.c: the burst planner: how many GPUs each layer uses.
+ * planner.c: the burst planner: how many GPUs each layer uses, and which.
  *
  * Every layer gets a candidate list of GPU counts (dp: all GPUs; pow2:
- * powers of two; burst: any count 1..min(G, B)), pruned to the smallest count
- * per largest shard, filtered by the amplification limit and the per-GPU
- * memory. The layer graph, between a virtual source and sink, is reduced to a
- * series-parallel decomposition tree (series: a node with one edge in and one
- * out; parallel: two edges with the same ends). Each tree node holds a table
- * [candidate of its first end][candidate of its last end] of the cheapest
- * interior; series composition is a min-plus product through the middle
- * layer, parallel composition is either sequential (sum: the branches share
- * GPUs) or concurrent (max: the branches run on disjoint GPUs, the GPU budget
- * split between them). The DP is exact for the objective
- *   time + price * GPU-seconds
- * when price is 0 (for any price on graphs without concurrent branches).
- * Graphs that do not reduce use a heuristic (iterated conditional modes from
- * several starts, branches in sequence) measured against brute force in
- * tests/unit/planner. docs/plan.md has the formulas.
+ * powers of two; burst: any count 1..min(G, B), above B = 64 pruned to the
+ * smallest count per largest shard and the powers of two), filtered by the
+ * amplification limit and the per-GPU memory. Over the series-parallel
+ * decomposition of the layer graph (sp.c) a DP finds the plan with the least
+ * objective  time_weight x time + gpu_weight x GPU-seconds.
+ *
+ * Placement is part of the search. Every layer runs on the lowest ranks of
+ * a *window* of GPUs: the whole cluster, or, inside a block whose branches
+ * run concurrently, the part of its window that a group of branches gets
+ * (the first group from the window's first rank, the next from where it
+ * ends). A DP state is a tree node with its window and the first ranks of
+ * its two end layers, and every layer and edge is priced where it runs
+ * (price.c): resharding across a node boundary, all-reduces spanning nodes.
+ * A block's branches are scheduled by a subset DP over series-parallel
+ * schedules: any grouping may run one group after another on the same
+ * window, or two groups side by side on a split of it. Which splits are
+ * searched: every split and any nesting inside windows of at most
+ * EXACT_GPUS (8) GPUs; on more GPUs, at most two groups side by side per
+ * block, the first one a power of two of whole nodes wide -- and,
+ * separately, the exact search on the first 8 GPUs, so that more GPUs never
+ * give a worse plan. docs/plan.md has the model, what the
+ * search covers and what it does not.
+ *
+ * Nothing recurses over the graph: the states the root needs are listed
+ * parents first, computed in tree order (children have lower ids) and their
+ * values freed once their last reader is done; the plan is read out of the
+ * argmins with an explicit stack. The reported time of a plan is the
+ * evaluator's (evaluate.c). Graphs that do not reduce use a heuristic
+ * (iterated conditional modes from several starts, everything in sequence).
+ * The deeppool strategy is DeepPool's own search (deeppool.c), not this DP.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -24,49 +39,105 @@
 
 #include "plan.h"
 
-enum { TN_LEAF, TN_SERIES, TN_PARALLEL };
+enum {
+    EXACT_GPUS = 8,              /* windows searched exhaustively */
+    EDGE_CACHE_BYTES = 64 << 20, /* edge tables kept for edges that repeat */
+    MAXB = PLAN_MAX_CONCURRENT,  /* branches of a block that may run concurrently */
+    PRUNE_BATCH = 64,            /* above this batch, equivalent counts are pruned */
+};
 
-typedef struct tnode {
-    int kind;
-    int u, v;      /* the component's ends (layer ids; n, n+1 virtual) */
-    int edge;      /* TN_LEAF: problem edge, -1 for a virtual edge */
-    int a, b;      /* children */
-    int mid;       /* TN_SERIES: the middle layer */
-    bool interior; /* has layers inside */
-} tnode;
-
-typedef struct table {
-    double *s;     /* [cu][cv] objective: t + price * g */
-    double *t, *g; /* [cu][cv] time, GPU-seconds */
-    int *arg;      /* series: candidate of mid; parallel: -1 seq, else budget level of a */
-} table;
-
+/* A layer's candidates: GPU counts, and in the exact search also the first
+ * rank (absolute); in the coarse search a layer runs from its window's
+ * first rank. */
 typedef struct lay {
     int nc;
-    int *k;
-    double *tf, *tb, *ar, *amp, *mem;
+    int *k, *first;
+    double *tf, *tb, *amp, *mem;
 } lay;
+
+/* A DP table over the candidates of a component's two ends: values until the
+ * last reader is done, argmins until the plan is read out. t aliases s when
+ * the objective is the time alone. */
+typedef struct table {
+    double *s; /* [cu][cv] objective */
+    double *t; /* [cu][cv] time */
+    void *arg; /* series: candidate of the middle layer; block: see E_* */
+    int argw;  /* bytes per arg: 1, 2 or 4 */
+} table;
+
+/* A node of the decomposition tree in a window (o, w), with its end layers'
+ * first ranks ou, ov (normalised: see norm_key). */
+typedef struct skey {
+    int t, o, w, ou, ov;
+} skey;
+
+/* An entry of a block's subset DP: branches `mask` in window (o + orel, w);
+ * nest: may split into concurrent groups again. */
+typedef struct ekey {
+    int mask, orel, w, nest;
+} ekey;
+
+typedef struct eentry {
+    ekey key;
+    int state; /* a single branch: its state */
+    table tb;  /* several branches: values, and args when nest */
+    bool computed;
+} eentry;
+
+typedef struct state {
+    skey key;
+    int refs;       /* readers that have not yet read the values */
+    int dep0, ndep; /* the states it reads, in c->deps */
+    table tb;
+    eentry *e; /* blocks: the subset DP's entries */
+    int ne, cape;
+} state;
+
+/* Block args: kind in the low 2 bits (E_ONE: all branches of the mask in
+ * sequence; E_SEQ: group g then the rest, same window; E_CONC: group g on
+ * the first s GPUs, the rest beside it), g in the next 6, s above. */
+enum { E_ONE, E_SEQ, E_CONC };
+
+/* An edge table by its key (edges between equal layers share it). */
+typedef struct edgekey {
+    int lu, lv, ou, ov;           /* candidate lists (ids), first ranks of the ends */
+    double elems, params_v, hide; /* activation size; with overlap: v's parameters, hidden time */
+} edgekey;
+
+typedef struct ecache {
+    edgekey key;
+    double *s, *t;
+} ecache;
 
 typedef struct ctx {
     const plan_problem *p;
     plan_strategy s;
-    double lambda;
-    int n, G;
-    lay *L;        /* n + 2: virtual source n, sink n + 1 */
-    int *nin;      /* real in-degree */
-    double *hide;  /* backward time of earlier layers an all-reduce surely hides behind */
-    double *minb;  /* a layer's backward at the smallest shard */
-    int *gidx, ng; /* k -> index of the reshard memo */
-    plan_reshard *rs;
-    unsigned char *rs_done;
-    int ntn, captn;
-    tnode *tn;
-    int root;
-    int nb, *bl, top;
-    table **tab; /* [tn][level], NULL until computed */
-    bool concurrency;
-    int *kc, *off;       /* chosen candidate index and rank offset per layer */
-    unsigned char *conc; /* per tree node: parallel branches run concurrently */
+    double alpha, beta; /* objective weights of time and GPU-seconds */
+    bool need_t;        /* the objective is not the time alone */
+    int n, G, gpn;
+    lay *L; /* n + 2: virtual source n, sink n + 1 */
+    plan_pricer pr;
+    plan_sp sp;
+    plan_tnode *tn;
+    int ntn, root;
+    int *kmax_in;     /* per tree node: the largest count of a layer inside */
+    bool *conc_in;    /* per tree node: a block inside may run branches concurrently */
+    bool concurrency; /* burst */
+    bool exact;       /* splits: every width and any nesting; else the coarse set */
+    int root_w;
+    state *st;
+    int nst, capst;
+    int *hval; /* state hash */
+    size_t hmask;
+    int *deps, ndeps, capdeps;
+    double *scr[3][2]; /* leaf tables built when read: s, t */
+    size_t scrn[3];
+    int *fscr[2]; /* first ranks of the candidates of a leaf's ends */
+    int *list_id; /* per layer: the first layer with the same candidates */
+    int *nobj0;   /* heuristic: per layer, where its candidates' objectives start */
+    ecache *ec;   /* edge tables by edgekey */
+    size_t nec, eccap, ecbytes;
+    int *kc, *first; /* the plan read out: candidate index and first rank */
     int nconc;
 } ctx;
 
@@ -97,6 +168,26 @@ static void *xcalloc(size_t n, size_t size)
     return q;
 }
 
+static void *xmalloc(size_t n)
+{
+    void *q = malloc(n ? n : 1);
+    if (!q) {
+        fprintf(stderr, "burstc: out of memory\n");
+        exit(2);
+    }
+    return q;
+}
+
+static void *xrealloc(void *q, size_t n)
+{
+    q = realloc(q, n ? n : 1);
+    if (!q) {
+        fprintf(stderr, "burstc: out of memory\n");
+        exit(2);
+    }
+    return q;
+}
+
 /* ---- candidates ---- */
 
 static double layer_mem(const plan_problem *p, const plan_layer *l, int64_t shard)
@@ -114,6 +205,17 @@ static bool allowed_count(plan_strategy s, int k, int kmax)
     }
 }
 
+static void lay_alloc(lay *L, int nc)
+{
+    L->nc = nc;
+    L->k = xcalloc((size_t)nc, sizeof(int));
+    L->first = xcalloc((size_t)nc, sizeof(int));
+    L->tf = xcalloc((size_t)nc, sizeof(double));
+    L->tb = xcalloc((size_t)nc, sizeof(double));
+    L->amp = xcalloc((size_t)nc, sizeof(double));
+    L->mem = xcalloc((size_t)nc, sizeof(double));
+}
+
 static bool make_candidates(ctx *c, char *err, size_t errlen)
 {
     const plan_problem *p = c->p;
@@ -121,7 +223,6 @@ static bool make_candidates(ctx *c, char *err, size_t errlen)
     int *tmp = xcalloc((size_t)kmax + 1, sizeof(int));
     for (int l = 0; l < c->n; l++) {
         const plan_layer *ly = &p->layers[l];
-        lay *L = &c->L[l];
         double f1, b1;
         plan_layer_time(p, ly, p->batch, &f1, &b1);
         double t1 = f1 + b1;
@@ -132,11 +233,12 @@ static bool make_candidates(ctx *c, char *err, size_t errlen)
             if (!allowed_count(c->s, k, kmax))
                 continue;
             int64_t sh = plan_shard(p->batch, k);
-            /* Counts with the same largest shard compute equally fast:
-			 * keep the smallest, and the powers of two, whose aligned
-			 * splits reshard cheaply (so burst's candidates include
-			 * pow2's). */
-            if (sh == last && (k & (k - 1)) != 0)
+            /* Counts with the same largest shard compute equally fast; above
+			 * a batch of 64 keep the smallest and the powers of two (their
+			 * aligned splits reshard cheaply), which keeps the tables small
+			 * at the price of plans where a larger equivalent count would
+			 * have matched a neighbour's split. */
+            if (p->batch > PRUNE_BATCH && sh == last && (k & (k - 1)) != 0)
                 continue;
             last = sh;
             double m = layer_mem(p, ly, sh);
@@ -164,524 +266,821 @@ static bool make_candidates(ctx *c, char *err, size_t errlen)
             free(tmp);
             return false;
         }
-        L->nc = nc;
-        L->k = xcalloc((size_t)nc, sizeof(int));
-        L->tf = xcalloc((size_t)nc, sizeof(double));
-        L->tb = xcalloc((size_t)nc, sizeof(double));
-        L->ar = xcalloc((size_t)nc, sizeof(double));
-        L->amp = xcalloc((size_t)nc, sizeof(double));
-        L->mem = xcalloc((size_t)nc, sizeof(double));
+        lay *L = &c->L[l];
+        lay_alloc(L, nc);
         for (int i = 0; i < nc; i++) {
             int k = tmp[i];
             int64_t sh = plan_shard(p->batch, k);
             L->k[i] = k;
             plan_layer_time(p, ly, sh, &L->tf[i], &L->tb[i]);
-            L->ar[i] = plan_allreduce_time(&p->cluster, 0, k, ly->params * p->dtype_bytes);
             L->amp[i] = t1 > 0 ? k * (L->tf[i] + L->tb[i]) / t1 : 1;
             L->mem[i] = layer_mem(p, ly, sh);
         }
     }
     free(tmp);
-    for (int v = c->n; v < c->n + 2; v++) {
-        lay *L = &c->L[v];
-        L->nc = 1;
-        L->k = xcalloc(1, sizeof(int));
-        L->tf = xcalloc(1, sizeof(double));
-        L->tb = xcalloc(1, sizeof(double));
-        L->ar = xcalloc(1, sizeof(double));
-        L->amp = xcalloc(1, sizeof(double));
-        L->mem = xcalloc(1, sizeof(double));
-    }
+    for (int v = c->n; v < c->n + 2; v++)
+        lay_alloc(&c->L[v], 1);
     return true;
 }
 
-/* ---- costs of one layer and one edge ---- */
+/* ---- costs: price.c at the candidates ---- */
 
-static void node_cost(ctx *c, int l, int ci, double *t, double *g)
+/* A candidate's first rank: its own in the exact search, else the first
+ * rank o of the window it runs in. */
+static int first_of(const ctx *c, const lay *L, int ci, int o)
+{
+    return c->exact ? L->first[ci] : o;
+}
+
+static void node_cost(ctx *c, int l, int ci, int o, double *t, double *g)
 {
     if (l >= c->n) {
         *t = *g = 0;
         return;
     }
     const lay *L = &c->L[l];
-    double x = L->tf[ci] + L->tb[ci];
-    if (c->nin[l] != 1)
-        x += fmax(0, L->ar[ci] - c->hide[l]);
-    *t = x;
-    *g = x * L->k[ci];
+    plan_price_node(&c->pr, l, L->k[ci], first_of(c, L, ci, o), L->tf[ci], L->tb[ci], t, g, NULL);
 }
 
-/* Both ways cost the same with both sets starting at rank 0. */
-static const plan_reshard *reshard_of(ctx *c, int k1, int k2)
+static void edge_cost(ctx *c, int e, int cu, int ou, int cv, int ov, double *t, double *g)
 {
-    if (k1 > k2) {
-        int t = k1;
-        k1 = k2;
-        k2 = t;
-    }
-    size_t i = (size_t)c->gidx[k1] * c->ng + c->gidx[k2];
-    if (!c->rs_done[i]) {
-        c->rs[i] = plan_reshard_count(c->p->batch, c->p->cluster.gpus_per_node, 0, k1, 0, k2);
-        c->rs_done[i] = 1;
-    }
-    return &c->rs[i];
-}
-
-static void edge_cost(ctx *c, int e, int cu, int cv, double *t, double *g)
-{
-    *t = *g = 0;
-    if (e < 0)
+    if (e < 0) {
+        *t = *g = 0;
         return;
+    }
     const plan_edge *pe = &c->p->edges[e];
     const lay *U = &c->L[pe->from], *V = &c->L[pe->to];
-    int ku = U->k[cu], kv = V->k[cv];
-    double r = 0;
-    if (ku != kv) {
-        double bps = pe->elems * c->p->dtype_bytes;
-        r = 2 * plan_reshard_time(&c->p->cluster, reshard_of(c, ku, kv), bps);
-    }
-    double ex = 0;
-    if (c->nin[pe->to] == 1)
-        ex = fmax(0, V->ar[cv] - U->tb[cu] - c->hide[pe->to] + c->minb[pe->from]);
-    *t = r + ex;
-    *g = r * (ku > kv ? ku : kv) + ex * kv;
+    plan_price_edge(&c->pr, e, U->k[cu], first_of(c, U, cu, ou), U->tb[cu], V->k[cv],
+                    first_of(c, V, cv, ov), t, g, NULL, NULL);
 }
 
-/* The same costs for ranks placed at offsets (concurrent branches): the
- * table above assumes every layer starts at rank 0; the plan's reported time
- * uses these. */
-static void node_cost_at(ctx *c, int l, int ci, int off, double *t, double *g)
+/* Whether candidate ci of a layer may run in the window (o, w). */
+static bool in_window(const ctx *c, const lay *L, int ci, int o, int w)
 {
-    node_cost(c, l, ci, t, g);
-    if (l >= c->n || off == 0 || c->nin[l] == 1)
-        return;
-    const lay *L = &c->L[l];
-    double ar = plan_allreduce_time(&c->p->cluster, off, L->k[ci],
-                                    c->p->layers[l].params * c->p->dtype_bytes);
-    double x = L->tf[ci] + L->tb[ci] + fmax(0, ar - c->hide[l]);
-    *t = x;
-    *g = x * L->k[ci];
+    if (!c->exact)
+        return L->k[ci] <= w;
+    return L->first[ci] >= o && L->first[ci] + L->k[ci] <= o + w;
 }
 
-static void edge_cost_at(ctx *c, int e, double *t, double *g, double *reshard, double *exposed)
+/* ---- tables ---- */
+
+static void table_alloc(ctx *c, table *tb, int nu, int nv, int maxarg)
 {
-    const plan_edge *pe = &c->p->edges[e];
-    int cu = c->kc[pe->from], cv = c->kc[pe->to];
-    const lay *U = &c->L[pe->from], *V = &c->L[pe->to];
-    int ku = U->k[cu], kv = V->k[cv], ou = c->off[pe->from], ov = c->off[pe->to];
-    double r = 0;
-    if (ku != kv || ou != ov) {
-        double bps = pe->elems * c->p->dtype_bytes;
-        int gpn = c->p->cluster.gpus_per_node;
-        plan_reshard f = plan_reshard_count(c->p->batch, gpn, ou, ku, ov, kv);
-        plan_reshard b = plan_reshard_count(c->p->batch, gpn, ov, kv, ou, ku);
-        r = plan_reshard_time(&c->p->cluster, &f, bps) + plan_reshard_time(&c->p->cluster, &b, bps);
-    }
-    double ex = 0;
-    if (c->nin[pe->to] == 1) {
-        double ar = plan_allreduce_time(&c->p->cluster, ov, kv,
-                                        c->p->layers[pe->to].params * c->p->dtype_bytes);
-        ex = fmax(0, ar - U->tb[cu] - c->hide[pe->to] + c->minb[pe->from]);
-    }
-    *t = r + ex;
-    *g = r * (ku > kv ? ku : kv) + ex * kv;
-    if (reshard)
-        *reshard = r;
-    if (exposed)
-        *exposed = ex;
-}
-
-/* ---- series-parallel decomposition ---- */
-
-typedef struct xedge {
-    int u, v, tn;
-    bool live;
-} xedge;
-
-typedef struct adj {
-    int n, cap;
-    int *e;
-} adj;
-
-static void adj_push(adj *a, int e)
-{
-    if (a->n == a->cap) {
-        a->cap = a->cap ? 2 * a->cap : 4;
-        a->e = realloc(a->e, (size_t)a->cap * sizeof(int));
-        if (!a->e) {
-            fprintf(stderr, "burstc: out of memory\n");
-            exit(2);
-        }
-    }
-    a->e[a->n++] = e;
-}
-
-static void adj_compact(adj *a, const xedge *x)
-{
-    int m = 0;
-    for (int i = 0; i < a->n; i++)
-        if (x[a->e[i]].live)
-            a->e[m++] = a->e[i];
-    a->n = m;
-}
-
-static int tn_new(ctx *c, tnode t)
-{
-    if (c->ntn == c->captn) {
-        c->captn = c->captn ? 2 * c->captn : 64;
-        c->tn = realloc(c->tn, (size_t)c->captn * sizeof(tnode));
-        if (!c->tn) {
-            fprintf(stderr, "burstc: out of memory\n");
-            exit(2);
-        }
-    }
-    c->tn[c->ntn] = t;
-    return c->ntn++;
-}
-
-/* Builds the decomposition tree; returns false if the graph is not
- * series-parallel. */
-static bool decompose(ctx *c)
-{
-    int n = c->n, S = n, T = n + 1, nv = n + 2;
-    const plan_problem *p = c->p;
-    int cap = p->nedges + 2 * n + 4, nx = 0;
-    xedge *x = xcalloc((size_t)cap * 2, sizeof(xedge));
-    cap *= 2;
-    adj *in = xcalloc((size_t)nv, sizeof(adj)), *out = xcalloc((size_t)nv, sizeof(adj));
-    int *nout = xcalloc((size_t)nv, sizeof(int));
-    for (int e = 0; e < p->nedges; e++)
-        nout[p->edges[e].from]++;
-#define ADD_X(U, V, TN)                                     \
-    do {                                                    \
-        if (nx == cap) {                                    \
-            cap *= 2;                                       \
-            x = realloc(x, (size_t)cap * sizeof(xedge));    \
-            if (!x) {                                       \
-                fprintf(stderr, "burstc: out of memory\n"); \
-                exit(2);                                    \
-            }                                               \
-        }                                                   \
-        x[nx] = (xedge){(U), (V), (TN), true};              \
-        adj_push(&out[(U)], nx);                            \
-        adj_push(&in[(V)], nx);                             \
-        nx++;                                               \
-    } while (0)
-    for (int l = 0; l < n; l++)
-        if (c->nin[l] == 0)
-            ADD_X(S, l, tn_new(c, (tnode){TN_LEAF, S, l, -1, -1, -1, -1, false}));
-    for (int e = 0; e < p->nedges; e++) {
-        int u = p->edges[e].from, v = p->edges[e].to;
-        ADD_X(u, v, tn_new(c, (tnode){TN_LEAF, u, v, e, -1, -1, -1, false}));
-    }
-    for (int l = 0; l < n; l++)
-        if (nout[l] == 0)
-            ADD_X(l, T, tn_new(c, (tnode){TN_LEAF, l, T, -1, -1, -1, -1, false}));
-    bool changed = true;
-    while (changed) {
-        changed = false;
-        for (int step = 0; step < nv; step++) {
-            int m = step == 0 ? S : step - 1 < n ? step - 1 : T;
-            adj_compact(&out[m], x);
-            for (int i = 0; i < out[m].n; i++) {
-                for (int j = i + 1; j < out[m].n; j++) {
-                    xedge *ei = &x[out[m].e[i]], *ej = &x[out[m].e[j]];
-                    if (!ei->live || !ej->live || ei->v != ej->v)
-                        continue;
-                    tnode a = c->tn[ei->tn], b = c->tn[ej->tn];
-                    int t = tn_new(c, (tnode){TN_PARALLEL, m, ei->v, -1, ei->tn, ej->tn, -1,
-                                              a.interior || b.interior});
-                    int v = ei->v;
-                    ei->live = ej->live = false;
-                    ADD_X(m, v, t);
-                    changed = true;
-                }
-                adj_compact(&out[m], x);
-            }
-            if (m == S || m == T)
-                continue;
-            adj_compact(&in[m], x);
-            adj_compact(&out[m], x);
-            if (in[m].n == 1 && out[m].n == 1) {
-                xedge *e1 = &x[in[m].e[0]], *e2 = &x[out[m].e[0]];
-                int u = e1->u, v = e2->v;
-                int t = tn_new(c, (tnode){TN_SERIES, u, v, -1, e1->tn, e2->tn, m, true});
-                e1->live = e2->live = false;
-                in[m].n = out[m].n = 0;
-                ADD_X(u, v, t);
-                changed = true;
-            }
-        }
-    }
-#undef ADD_X
-    int live = 0, last = -1;
-    for (int i = 0; i < nx; i++)
-        if (x[i].live) {
-            live++;
-            last = i;
-        }
-    bool sp = live == 1 && x[last].u == S && x[last].v == T;
-    c->root = sp ? x[last].tn : -1;
-    for (int v = 0; v < nv; v++) {
-        free(in[v].e);
-        free(out[v].e);
-    }
-    free(in);
-    free(out);
-    free(nout);
-    free(x);
-    return sp;
-}
-
-/* ---- the DP over the tree ---- */
-
-static table *solve(ctx *c, int t, int lev);
-
-static table *table_new(int nu, int nv)
-{
-    /* every entry is written by solve(); no need to clear */
+    /* every entry is written before it is read; no need to clear */
     size_t n = (size_t)nu * nv;
-    table *tb = xcalloc(1, sizeof(table));
-    tb->s = malloc(sizeof(double) * n);
-    tb->t = malloc(sizeof(double) * n);
-    tb->g = malloc(sizeof(double) * n);
-    tb->arg = malloc(sizeof(int) * n);
-    if (!tb->s || !tb->t || !tb->g || !tb->arg) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return tb;
+    tb->s = xmalloc(sizeof(double) * n);
+    tb->t = c->need_t ? xmalloc(sizeof(double) * n) : tb->s;
+    tb->argw = maxarg < 256 ? 1 : maxarg < 65536 ? 2 : 4;
+    tb->arg = maxarg > 0 ? xmalloc((size_t)tb->argw * n) : NULL;
 }
 
-/* best[j] = min(best[j], base + row[j]), remembering m where it improves:
- * the DP's inner loop. Two doubles at a time with GCC/Clang vector types
- * (compilers do not vectorise the argmin on their own). */
-#if defined(__GNUC__)
-typedef double v2d __attribute__((vector_size(16), aligned(8), may_alias));
-typedef long long v2l __attribute__((vector_size(16), aligned(8), may_alias));
-#endif
-
-static void min_plus_row(double *restrict best, double *restrict bestm, const double *restrict row,
-                         double base, double m, int n)
+static void table_free_values(table *tb)
 {
-    int j = 0;
-#if defined(__GNUC__)
-    v2d vb = {base, base}, vm = {m, m};
-    for (; j + 2 <= n; j += 2) {
-        v2d x = *(const v2d *)&row[j] + vb;
-        v2d b = *(const v2d *)&best[j];
-        v2d bm = *(const v2d *)&bestm[j];
-        v2l lt = x < b;
-        *(v2d *)&best[j] = (v2d)(((v2l)x & lt) | ((v2l)b & ~lt));
-        *(v2d *)&bestm[j] = (v2d)(((v2l)vm & lt) | ((v2l)bm & ~lt));
+    if (tb->t != tb->s)
+        free(tb->t);
+    free(tb->s);
+    tb->s = tb->t = NULL;
+}
+
+static void arg_set(table *tb, size_t i, int v)
+{
+    if (tb->argw == 1)
+        ((unsigned char *)tb->arg)[i] = (unsigned char)v;
+    else if (tb->argw == 2)
+        ((uint16_t *)tb->arg)[i] = (uint16_t)v;
+    else
+        ((int32_t *)tb->arg)[i] = v;
+}
+
+static int arg_get(const table *tb, size_t i)
+{
+    if (tb->argw == 1)
+        return ((const unsigned char *)tb->arg)[i];
+    if (tb->argw == 2)
+        return ((const uint16_t *)tb->arg)[i];
+    return ((const int32_t *)tb->arg)[i];
+}
+
+/* ---- states ---- */
+
+/*
+ * The key a state is stored under. A node without layers inside does not
+ * depend on its window; one without a block inside that may split only on
+ * its width up to the largest count inside; a virtual end has no ranks; and a
+ * shift of every rank by whole nodes changes no cost.
+ */
+static skey norm_key(ctx *c, int t, int o, int w, int ou, int ov)
+{
+    const plan_tnode *T = &c->tn[t];
+    if (c->exact) /* ranks are in the candidates, and absolute */
+        return T->interior ? (skey){t, o, w, 0, 0} : (skey){t, 0, 0, 0, 0};
+    if (T->u >= c->n)
+        ou = o;
+    if (T->v >= c->n)
+        ov = o;
+    if (!T->interior) {
+        o = ou;
+        w = 0;
+    } else if (!c->conc_in[t] && w > c->kmax_in[t]) {
+        w = c->kmax_in[t];
     }
-#endif
-    for (; j < n; j++) {
-        double x = base + row[j];
-        if (x < best[j]) {
-            best[j] = x;
-            bestm[j] = m;
+    int lo = o < ou ? o : ou;
+    if (ov < lo)
+        lo = ov;
+    int shift = lo - lo % c->gpn;
+    return (skey){t, o - shift, w, ou - shift, ov - shift};
+}
+
+static uint64_t skey_hash(const skey *k)
+{
+    uint64_t h = (uint64_t)(uint32_t)k->t * 0x9E3779B97F4A7C15ull;
+    h ^= (uint64_t)(uint32_t)k->o * 0xC2B2AE3D27D4EB4Full;
+    h ^= (uint64_t)(uint32_t)k->w * 0x165667B19E3779F9ull;
+    h ^= (uint64_t)(uint32_t)k->ou * 0x27D4EB2F165667C5ull;
+    h ^= (uint64_t)(uint32_t)k->ov * 0x94D049BB133111EBull;
+    return h ^ (h >> 31);
+}
+
+static size_t state_slot(ctx *c, const skey *k)
+{
+    size_t i = (size_t)skey_hash(k) & c->hmask;
+    while (c->hval[i] >= 0 && memcmp(&c->st[c->hval[i]].key, k, sizeof *k) != 0)
+        i = (i + 1) & c->hmask;
+    return i;
+}
+
+static int state_find(ctx *c, int t, int o, int w, int ou, int ov)
+{
+    skey k = norm_key(c, t, o, w, ou, ov);
+    return c->hval[state_slot(c, &k)];
+}
+
+/* The state of node t in a window with its ends at ou, ov, made (with no
+ * values) if new; counts one more reader. */
+static int state_need(ctx *c, int t, int o, int w, int ou, int ov)
+{
+    skey k = norm_key(c, t, o, w, ou, ov);
+    size_t i = state_slot(c, &k);
+    if (c->hval[i] >= 0) {
+        c->st[c->hval[i]].refs++;
+        return c->hval[i];
+    }
+    if (c->nst == c->capst) {
+        c->capst *= 2;
+        c->st = xrealloc(c->st, (size_t)c->capst * sizeof(state));
+    }
+    if (2 * (size_t)(c->nst + 1) > c->hmask) {
+        size_t n = 2 * (c->hmask + 1);
+        free(c->hval);
+        c->hval = xmalloc(n * sizeof(int));
+        c->hmask = n - 1;
+        for (size_t q = 0; q < n; q++)
+            c->hval[q] = -1;
+        for (int q = 0; q < c->nst; q++)
+            c->hval[state_slot(c, &c->st[q].key)] = q;
+        i = state_slot(c, &k);
+    }
+    memset(&c->st[c->nst], 0, sizeof(state));
+    c->st[c->nst].key = k;
+    c->st[c->nst].refs = 1;
+    c->hval[i] = c->nst;
+    return c->nst++;
+}
+
+static void dep_push(ctx *c, int q)
+{
+    if (c->ndeps == c->capdeps) {
+        c->capdeps = c->capdeps ? 2 * c->capdeps : 256;
+        c->deps = xrealloc(c->deps, (size_t)c->capdeps * sizeof(int));
+    }
+    c->deps[c->ndeps++] = q;
+}
+
+/* A child of a node: a state (pushed as a dependency) unless it is a leaf. */
+static void need_child(ctx *c, int t, int o, int w, int ou, int ov)
+{
+    if (c->tn[t].kind != PLAN_TN_LEAF)
+        dep_push(c, state_need(c, t, o, w, ou, ov));
+}
+
+/* ---- blocks: the subset DP over a block's branches ---- */
+
+typedef struct block {
+    int nb;        /* branches with layers */
+    int br[MAXB];  /* their tree nodes */
+    int leaves[2]; /* branches without layers (edges u -> v), at most 2 */
+    int nleaves;
+    bool concurrent; /* its branches may run concurrently */
+} block;
+
+static void block_of(ctx *c, int t, block *B)
+{
+    memset(B, 0, sizeof *B);
+    int m = 0;
+    for (int x = c->sp.kid_head[t]; x >= 0; x = c->sp.kid_next[x])
+        m += c->tn[x].interior;
+    B->concurrent = c->concurrency && m >= 2 && m <= MAXB;
+    for (int x = c->sp.kid_head[t]; x >= 0; x = c->sp.kid_next[x]) {
+        if (c->tn[x].interior) {
+            if (B->nb < MAXB)
+                B->br[B->nb] = x;
+            B->nb++;
+        } else if (B->nleaves < 2) {
+            B->leaves[B->nleaves++] = x;
         }
     }
 }
 
-static table *solve(ctx *c, int t, int lev)
+/* The widths a window of w GPUs may give its first concurrent group: any in
+ * the exact search; whole nodes, a power of two of them, in the coarse one
+ * (smaller groups come from the exact search on the first EXACT_GPUS). */
+static bool split_ok(ctx *c, int s, int w)
 {
-    tnode *T = &c->tn[t];
-    if (!T->interior)
-        lev = c->top; /* no layers inside: the budget does not matter */
-    if (c->tab[(size_t)t * c->nb + lev])
-        return c->tab[(size_t)t * c->nb + lev];
-    int nu = c->L[T->u].nc, nv = c->L[T->v].nc;
-    table *r = table_new(nu, nv);
-    double lam = c->lambda;
-    if (T->kind == TN_LEAF) {
-        for (int i = 0; i < nu; i++)
-            for (int j = 0; j < nv; j++) {
-                edge_cost(c, T->edge, i, j, &r->t[i * nv + j], &r->g[i * nv + j]);
-                r->s[i * nv + j] = r->t[i * nv + j] + lam * r->g[i * nv + j];
-                r->arg[i * nv + j] = -1;
-            }
-    } else if (T->kind == TN_SERIES) {
-        table *A = solve(c, T->a, lev), *B = solve(c, T->b, lev);
-        const lay *M = &c->L[T->mid];
-        int nm = M->nc, budget = c->bl[lev];
-        double *nt = xcalloc((size_t)nm, sizeof(double)), *ng = xcalloc((size_t)nm, sizeof(double));
-        for (int m = 0; m < nm; m++)
-            node_cost(c, T->mid, m, &nt[m], &ng[m]);
-        /* Min-plus product through the middle layer: first the objective
-		 * and its argmin in a tight loop, then time and GPU-seconds. */
-        double *best = xcalloc((size_t)nv, sizeof(double)),
-               *bestm = xcalloc((size_t)nv, sizeof(double));
-        for (int i = 0; i < nu; i++) {
-            double *rs = &r->s[i * nv];
-            int *ra = &r->arg[i * nv];
-            for (int j = 0; j < nv; j++) {
-                best[j] = INFINITY;
-                bestm[j] = -1;
-            }
-            for (int m = 0; m < nm; m++) {
-                double a = A->s[i * nm + m];
-                if (a == INFINITY || M->k[m] > budget)
-                    continue;
-                min_plus_row(best, bestm, &B->s[m * nv], a + nt[m] + lam * ng[m], (double)m, nv);
-            }
-            for (int j = 0; j < nv; j++) {
-                rs[j] = best[j];
-                ra[j] = (int)bestm[j];
-            }
-            for (int j = 0; j < nv; j++) {
-                int m = ra[j];
-                if (m < 0) {
-                    r->t[i * nv + j] = INFINITY;
-                    r->g[i * nv + j] = 0;
-                    continue;
-                }
-                r->t[i * nv + j] = A->t[i * nm + m] + nt[m] + B->t[m * nv + j];
-                r->g[i * nv + j] = A->g[i * nm + m] + ng[m] + B->g[m * nv + j];
-            }
-        }
-        free(nt);
-        free(ng);
-        free(best);
-        free(bestm);
-    } else {
-        table *A = solve(c, T->a, lev), *B = solve(c, T->b, lev);
-        for (int i = 0; i < nu * nv; i++) {
-            r->t[i] = A->t[i] + B->t[i];
-            r->g[i] = A->g[i] + B->g[i];
-            r->s[i] = A->s[i] + B->s[i];
-            r->arg[i] = -1;
-        }
-        bool conc = c->concurrency && c->tn[T->a].interior && c->tn[T->b].interior;
-        for (int la = 1; conc && la < c->nb && c->bl[la] < c->bl[lev]; la++) {
-            int lb = -1;
-            for (int q = c->nb - 1; q >= 1; q--)
-                if (c->bl[la] + c->bl[q] <= c->bl[lev]) {
-                    lb = q;
-                    break;
-                }
-            if (lb < 0)
+    if (s < 1 || s >= w)
+        return false;
+    if (c->exact)
+        return true;
+    return s % c->gpn == 0 && ((s / c->gpn) & (s / c->gpn - 1)) == 0;
+}
+
+/* The next width after s that split_ok accepts, or w. */
+static int next_split(ctx *c, int s, int w)
+{
+    if (c->exact)
+        return s + 1;
+    int x = c->gpn; /* the next node count times a power of two */
+    while (x <= s)
+        x *= 2;
+    return x < w ? x : w;
+}
+
+static int entry_find(state *S, ekey k)
+{
+    for (int i = 0; i < S->ne; i++)
+        if (memcmp(&S->e[i].key, &k, sizeof k) == 0)
+            return i;
+    return -1;
+}
+
+static int entry_add(state *S, ekey k)
+{
+    if (S->ne == S->cape) {
+        S->cape = S->cape ? 2 * S->cape : 8;
+        S->e = xrealloc(S->e, (size_t)S->cape * sizeof(eentry));
+    }
+    memset(&S->e[S->ne], 0, sizeof(eentry));
+    S->e[S->ne].key = k;
+    S->e[S->ne].state = -1;
+    return S->ne++;
+}
+
+/* Lists the subset DP's entries of block state q reachable from (mask, o,
+ * w, nest) and requests the branch states they read. The recursion is over
+ * the mask, which shrinks at every step: at most MAXB deep. */
+static int block_request(ctx *c, int q, const block *B, int mask, int o, int w, bool nest)
+{
+    state *S = &c->st[q];
+    ekey k = {mask, o - S->key.o, w, nest};
+    int i = entry_find(S, k);
+    if (i >= 0)
+        return i;
+    i = entry_add(S, k);
+    if ((mask & (mask - 1)) == 0) {
+        int b = __builtin_ctz((unsigned)mask);
+        int st = state_need(c, B->br[b], o, w, c->st[q].key.ou, c->st[q].key.ov);
+        dep_push(c, st);
+        c->st[q].e[i].state = st;
+        return i;
+    }
+    int low = mask & -mask;
+    for (int g = (mask - 1) & mask; g > 0; g = (g - 1) & mask) {
+        if (g & low)
+            block_request(c, q, B, g, o, w, nest);
+        block_request(c, q, B, mask & ~g, o, w, nest);
+        if (!nest)
+            continue;
+        for (int s = next_split(c, 0, w); s < w; s = next_split(c, s, w)) {
+            if (!split_ok(c, s, w))
                 continue;
-            table *A2 = solve(c, T->a, la), *B2 = solve(c, T->b, lb);
-            for (int i = 0; i < nu * nv; i++) {
-                double tt = fmax(A2->t[i], B2->t[i]), gg = A2->g[i] + B2->g[i];
-                double ss = tt + lam * gg;
-                if (ss < r->s[i]) {
-                    r->t[i] = tt;
-                    r->g[i] = gg;
-                    r->s[i] = ss;
-                    r->arg[i] = la;
+            block_request(c, q, B, g, o, s, c->exact);
+            block_request(c, q, B, mask & ~g, o + s, w - s, c->exact);
+        }
+    }
+    return i;
+}
+
+static table entry_values(ctx *c, state *S, int i)
+{
+    return S->e[i].state >= 0 ? c->st[S->e[i].state].tb : S->e[i].tb;
+}
+
+/* Computes the entries requested above (children first: the recursion
+ * mirrors block_request). */
+static int block_compute(ctx *c, int q, const block *B, int mask, int o, int w, bool nest, int nu,
+                         int nv)
+{
+    state *S = &c->st[q];
+    int i = entry_find(S, (ekey){mask, o - S->key.o, w, nest});
+    if (S->e[i].computed || S->e[i].state >= 0)
+        return i;
+    int low = mask & -mask;
+    int n = nu * nv;
+    table r;
+    /* a single group in sequence first: every seq split of it is a sum */
+    int idx[MAXB], ni = 0;
+    for (int g = (mask - 1) & mask; g > 0; g = (g - 1) & mask) {
+        if (g & low)
+            block_compute(c, q, B, g, o, w, nest, nu, nv);
+        block_compute(c, q, B, mask & ~g, o, w, nest, nu, nv);
+        if (!nest)
+            continue;
+        for (int s = next_split(c, 0, w); s < w; s = next_split(c, s, w)) {
+            if (!split_ok(c, s, w))
+                continue;
+            block_compute(c, q, B, g, o, s, c->exact, nu, nv);
+            block_compute(c, q, B, mask & ~g, o + s, w - s, c->exact, nu, nv);
+        }
+    }
+    S = &c->st[q]; /* entries may have grown */
+    i = entry_find(S, (ekey){mask, o - S->key.o, w, nest});
+    table_alloc(c, &r, nu, nv, nest ? 1 << 30 : 0);
+    /* all of them one after the other */
+    for (int b = 0; b < B->nb && b < MAXB; b++)
+        if (mask >> b & 1)
+            idx[ni++] = entry_find(S, (ekey){1 << b, o - S->key.o, w, nest});
+    for (int x = 0; x < n; x++) {
+        r.s[x] = 0;
+        if (c->need_t)
+            r.t[x] = 0;
+    }
+    for (int a = 0; a < ni; a++) {
+        table A = entry_values(c, S, idx[a]);
+        for (int x = 0; x < n; x++) {
+            r.s[x] += A.s[x];
+            if (c->need_t)
+                r.t[x] += A.t[x];
+        }
+    }
+    if (nest) {
+        for (int x = 0; x < n; x++)
+            arg_set(&r, (size_t)x, E_ONE);
+        double al = c->alpha;
+        for (int g = (mask - 1) & mask; g > 0; g = (g - 1) & mask) {
+            int h = mask & ~g;
+            if (g & low) {
+                table A = entry_values(c, S, entry_find(S, (ekey){g, o - S->key.o, w, nest}));
+                table Bv = entry_values(c, S, entry_find(S, (ekey){h, o - S->key.o, w, nest}));
+                for (int x = 0; x < n; x++) {
+                    double v = A.s[x] + Bv.s[x];
+                    if (v < r.s[x]) {
+                        r.s[x] = v;
+                        if (c->need_t)
+                            r.t[x] = A.t[x] + Bv.t[x];
+                        arg_set(&r, (size_t)x, E_SEQ | g << 2);
+                    }
+                }
+            }
+            for (int s = next_split(c, 0, w); s < w; s = next_split(c, s, w)) {
+                if (!split_ok(c, s, w))
+                    continue;
+                table A = entry_values(c, S, entry_find(S, (ekey){g, o - S->key.o, s, c->exact}));
+                table Bv =
+                    entry_values(c, S, entry_find(S, (ekey){h, o + s - S->key.o, w - s, c->exact}));
+                for (int x = 0; x < n; x++) {
+                    if (A.s[x] == INFINITY || Bv.s[x] == INFINITY)
+                        continue;
+                    double tt = fmax(A.t[x], Bv.t[x]);
+                    double v = al * tt + (A.s[x] - al * A.t[x]) + (Bv.s[x] - al * Bv.t[x]);
+                    if (v < r.s[x]) {
+                        r.s[x] = v;
+                        if (c->need_t)
+                            r.t[x] = tt;
+                        arg_set(&r, (size_t)x, E_CONC | g << 2 | s << 8);
+                    }
                 }
             }
         }
     }
-    c->tab[(size_t)t * c->nb + lev] = r;
-    return r;
+    S->e[i].tb = r;
+    S->e[i].computed = true;
+    return i;
 }
 
-static int level_for_a_budget(ctx *c, int la, int lev)
+/* ---- the DP ---- */
+
+/*
+ * Edge tables: a model built from repeated blocks has many edges between
+ * layers with the same candidates, activation size and first ranks, whose
+ * tables are equal; they are built once (up to EDGE_CACHE_BYTES).
+ */
+static uint64_t edgekey_hash(const edgekey *k)
 {
-    for (int q = c->nb - 1; q >= 1; q--)
-        if (c->bl[la] + c->bl[q] <= c->bl[lev])
-            return q;
-    return 0;
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *b = (const unsigned char *)k;
+    for (size_t i = 0; i < sizeof *k; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
 }
 
-static void mark_offset(ctx *c, int t, int add)
+/* Ids of equal candidate lists (counts, first ranks, backward times). */
+static void intern_lists(ctx *c)
 {
-    tnode *T = &c->tn[t];
-    if (T->kind == TN_LEAF)
-        return;
-    if (T->kind == TN_SERIES)
-        c->off[T->mid] += add;
-    mark_offset(c, T->a, add);
-    mark_offset(c, T->b, add);
-}
-
-static void reconstruct(ctx *c, int t, int lev, int i, int j)
-{
-    tnode *T = &c->tn[t];
-    if (!T->interior)
-        lev = c->top;
-    table *r = c->tab[(size_t)t * c->nb + lev];
-    int nv = c->L[T->v].nc;
-    if (T->kind == TN_LEAF)
-        return;
-    if (T->kind == TN_SERIES) {
-        int m = r->arg[i * nv + j];
-        c->kc[T->mid] = m;
-        reconstruct(c, T->a, lev, i, m);
-        reconstruct(c, T->b, lev, m, j);
-        return;
+    c->list_id = xcalloc((size_t)c->n + 2, sizeof(int));
+    size_t cap = 64;
+    while (cap < 2 * ((size_t)c->n + 2))
+        cap *= 2;
+    int *slot = xmalloc(cap * sizeof(int));
+    for (size_t i = 0; i < cap; i++)
+        slot[i] = -1;
+    for (int l = 0; l < c->n + 2; l++) {
+        const lay *L = &c->L[l];
+        uint64_t h = 1469598103934665603ull;
+        for (int i = 0; i < L->nc; i++) {
+            uint64_t x = (uint64_t)L->k[i] * 31 + (uint64_t)L->first[i];
+            double tb = L->tb[i];
+            uint64_t y;
+            memcpy(&y, &tb, sizeof y);
+            h = (h ^ x) * 1099511628211ull;
+            h = (h ^ y) * 1099511628211ull;
+        }
+        size_t q = (size_t)(h ^ (h >> 29)) & (cap - 1);
+        for (;; q = (q + 1) & (cap - 1)) {
+            if (slot[q] < 0) {
+                slot[q] = l;
+                c->list_id[l] = l;
+                break;
+            }
+            const lay *M = &c->L[slot[q]];
+            if (M->nc == L->nc && memcmp(M->k, L->k, sizeof(int) * (size_t)L->nc) == 0 &&
+                memcmp(M->first, L->first, sizeof(int) * (size_t)L->nc) == 0 &&
+                memcmp(M->tb, L->tb, sizeof(double) * (size_t)L->nc) == 0) {
+                c->list_id[l] = slot[q];
+                break;
+            }
+        }
     }
-    int la = r->arg[i * nv + j];
-    if (la < 0) {
-        reconstruct(c, T->a, lev, i, j);
-        reconstruct(c, T->b, lev, i, j);
-        return;
-    }
-    int lb = level_for_a_budget(c, la, lev);
-    c->nconc++;
-    c->conc[t] = 1;
-    reconstruct(c, T->a, la, i, j);
-    reconstruct(c, T->b, lb, i, j);
-    mark_offset(c, T->b, c->bl[la]);
+    free(slot);
 }
 
-/* The chosen plan's time and GPU-seconds with its real rank offsets. */
-static void placed_eval(ctx *c, int t, double *time, double *gpu)
+static table edge_values(ctx *c, const plan_tnode *T, int ou, int ov, double *s, double *t)
 {
-    tnode *T = &c->tn[t];
-    if (T->kind == TN_LEAF) {
-        *time = *gpu = 0;
-        if (T->edge >= 0)
-            edge_cost_at(c, T->edge, time, gpu, NULL, NULL);
-        return;
-    }
-    double at, ag, bt, bg;
-    placed_eval(c, T->a, &at, &ag);
-    placed_eval(c, T->b, &bt, &bg);
-    if (T->kind == TN_SERIES) {
-        double nt, ng;
-        node_cost_at(c, T->mid, c->kc[T->mid], c->off[T->mid], &nt, &ng);
-        *time = at + nt + bt;
-        *gpu = ag + ng + bg;
-        return;
-    }
-    *time = c->conc[t] ? fmax(at, bt) : at + bt;
-    *gpu = ag + bg;
+    const lay *U = &c->L[T->u], *V = &c->L[T->v];
+    int *fu = c->fscr[0], *fv = c->fscr[1];
+    for (int i = 0; i < U->nc; i++)
+        fu[i] = first_of(c, U, i, ou);
+    for (int j = 0; j < V->nc; j++)
+        fv[j] = first_of(c, V, j, ov);
+    plan_price_edge_table(&c->pr, T->edge, U->nc, U->k, fu, U->tb, V->nc, V->k, fv, c->alpha,
+                          c->beta, s, t);
+    return (table){s, t, NULL, 0};
 }
 
-/* ---- the heuristic for other DAGs ---- */
-
-static double total_cost(ctx *c, const int *kc, double *gout)
+/* The edge table of leaf T from the cache, made if new (NULL s when the
+ * cache is full). */
+static table cached_edge(ctx *c, const plan_tnode *T, int ou, int ov)
 {
-    double t = 0, g = 0, a, b;
+    const plan_problem *p = c->p;
+    const plan_edge *pe = &p->edges[T->edge];
+    edgekey k;
+    memset(&k, 0, sizeof k); /* padding too: the key is hashed as bytes */
+    k.lu = c->list_id[T->u];
+    k.lv = c->list_id[T->v];
+    if (!c->exact) {
+        /* a shift by whole nodes changes no cost: price at the shifted ranks */
+        int lo = ou < ov ? ou : ov, shift = lo - lo % c->gpn;
+        ou -= shift;
+        ov -= shift;
+        k.ou = ou;
+        k.ov = ov;
+    }
+    k.elems = pe->elems;
+    if (p->ar_overlap && c->pr.nin[T->v] == 1) {
+        k.params_v = p->layers[T->v].params;
+        k.hide = c->pr.hide[T->v] - c->pr.bwd1[T->u];
+    }
+    if (2 * (c->nec + 1) > c->eccap) {
+        size_t cap = c->eccap ? 2 * c->eccap : 256;
+        ecache *ne = xcalloc(cap, sizeof *ne);
+        for (size_t i = 0; i < c->eccap; i++)
+            if (c->ec[i].s) {
+                size_t j = (size_t)edgekey_hash(&c->ec[i].key) & (cap - 1);
+                while (ne[j].s)
+                    j = (j + 1) & (cap - 1);
+                ne[j] = c->ec[i];
+            }
+        free(c->ec);
+        c->ec = ne;
+        c->eccap = cap;
+    }
+    size_t j = (size_t)edgekey_hash(&k) & (c->eccap - 1);
+    while (c->ec[j].s && memcmp(&c->ec[j].key, &k, sizeof k) != 0)
+        j = (j + 1) & (c->eccap - 1);
+    if (c->ec[j].s)
+        return (table){c->ec[j].s, c->ec[j].t, NULL, 0};
+    size_t n = (size_t)c->L[T->u].nc * c->L[T->v].nc;
+    size_t bytes = n * sizeof(double) * (c->need_t ? 2 : 1);
+    if (c->ecbytes + bytes > EDGE_CACHE_BYTES)
+        return (table){NULL, NULL, NULL, 0};
+    c->ecbytes += bytes;
+    double *s = xmalloc(n * sizeof(double)), *t = c->need_t ? xmalloc(n * sizeof(double)) : s;
+    c->ec[j] = (ecache){k, s, t};
+    c->nec++;
+    return edge_values(c, T, ou, ov, s, t);
+}
+
+/* The values of child t (ends at ou, ov; window o, w): its state's table, or
+ * for a leaf its edge costs (cached, or built into scratch buffer `which`). */
+static table child(ctx *c, int t, int o, int w, int ou, int ov, int which)
+{
+    const plan_tnode *T = &c->tn[t];
+    if (T->kind != PLAN_TN_LEAF)
+        return c->st[state_find(c, t, o, w, ou, ov)].tb;
+    if (T->edge >= 0) {
+        table r = cached_edge(c, T, ou, ov);
+        if (r.s)
+            return r;
+    }
+    int nu = c->L[T->u].nc, nv = c->L[T->v].nc;
+    size_t n = (size_t)nu * nv;
+    if (n > c->scrn[which]) {
+        for (int q = 0; q < 2; q++) {
+            free(c->scr[which][q]);
+            c->scr[which][q] = xmalloc(n * sizeof(double));
+        }
+        c->scrn[which] = n;
+    }
+    table r = {c->scr[which][0], c->need_t ? c->scr[which][1] : c->scr[which][0], NULL, 0};
+    if (T->edge < 0) {
+        for (size_t x = 0; x < n; x++)
+            r.s[x] = r.t[x] = 0;
+        return r;
+    }
+    return edge_values(c, T, ou, ov, r.s, r.t);
+}
+
+/* Lists the states that state q reads (its children in their windows). */
+static void request(ctx *c, int q)
+{
+    skey k = c->st[q].key;
+    const plan_tnode *T = &c->tn[k.t];
+    c->st[q].dep0 = c->ndeps;
+    if (T->kind == PLAN_TN_SERIES) {
+        need_child(c, T->a, k.o, k.w, k.ou, k.o);
+        need_child(c, T->b, k.o, k.w, k.o, k.ov);
+    } else if (T->kind == PLAN_TN_PARALLEL) {
+        block B;
+        block_of(c, k.t, &B);
+        if (B.concurrent)
+            block_request(c, q, &B, (1 << B.nb) - 1, k.o, k.w, true);
+        else
+            for (int x = c->sp.kid_head[k.t]; x >= 0; x = c->sp.kid_next[x])
+                if (c->tn[x].interior)
+                    need_child(c, x, k.o, k.w, k.ou, k.ov);
+    }
+    c->st[q].ndep = c->ndeps - c->st[q].dep0;
+}
+
+static void compute_series(ctx *c, int q)
+{
+    skey k = c->st[q].key;
+    const plan_tnode *T = &c->tn[k.t];
+    int nu = c->L[T->u].nc, nv = c->L[T->v].nc;
+    table A = child(c, T->a, k.o, k.w, k.ou, k.o, 0), B = child(c, T->b, k.o, k.w, k.o, k.ov, 1);
+    const lay *M = &c->L[T->mid];
+    int nm = M->nc;
+    table r;
+    table_alloc(c, &r, nu, nv, nm);
+    double *nt = xmalloc((size_t)nm * sizeof(double)), *nb = xmalloc((size_t)nm * sizeof(double));
+    for (int m = 0; m < nm; m++) {
+        double g;
+        node_cost(c, T->mid, m, k.o, &nt[m], &g);
+        nb[m] = c->alpha * nt[m] + c->beta * g;
+    }
+    /* Min-plus product through the middle layer: the objective and its
+	 * argmin in a tight loop, then the time of the argmin. */
+    plan_min_plus_fn *mpr = plan_min_plus();
+    double *best = xmalloc((size_t)nv * sizeof(double)),
+           *bestm = xmalloc((size_t)nv * sizeof(double));
+    for (int i = 0; i < nu; i++) {
+        for (int j = 0; j < nv; j++) {
+            best[j] = INFINITY;
+            bestm[j] = 0;
+        }
+        for (int m = 0; m < nm; m++) {
+            double a = A.s[i * nm + m];
+            if (a == INFINITY || !in_window(c, M, m, k.o, k.w))
+                continue;
+            mpr(best, bestm, &B.s[m * nv], a + nb[m], (double)m, nv);
+        }
+        for (int j = 0; j < nv; j++) {
+            size_t x = (size_t)i * nv + j;
+            int m = (int)bestm[j];
+            r.s[x] = best[j];
+            arg_set(&r, x, m);
+            if (c->need_t)
+                r.t[x] = best[j] == INFINITY ? INFINITY : A.t[i * nm + m] + nt[m] + B.t[m * nv + j];
+        }
+    }
+    free(nt);
+    free(nb);
+    free(best);
+    free(bestm);
+    c->st[q].tb = r;
+}
+
+static void compute_block(ctx *c, int q)
+{
+    skey k = c->st[q].key;
+    const plan_tnode *T = &c->tn[k.t];
+    int nu = c->L[T->u].nc, nv = c->L[T->v].nc, n = nu * nv;
+    block B;
+    block_of(c, k.t, &B);
+    table r;
+    table_alloc(c, &r, nu, nv, 0);
+    for (int x = 0; x < n; x++)
+        r.s[x] = r.t[x] = 0;
+    for (int y = c->sp.kid_head[k.t]; y >= 0; y = c->sp.kid_next[y]) {
+        if (B.concurrent && c->tn[y].interior)
+            continue;
+        table A = child(c, y, k.o, k.w, k.ou, k.ov, 0);
+        for (int x = 0; x < n; x++) {
+            r.s[x] += A.s[x];
+            if (c->need_t)
+                r.t[x] += A.t[x];
+        }
+    }
+    if (B.concurrent) {
+        int e = block_compute(c, q, &B, (1 << B.nb) - 1, k.o, k.w, true, nu, nv);
+        state *S = &c->st[q];
+        table E = S->e[e].tb;
+        for (int x = 0; x < n; x++) {
+            r.s[x] += E.s[x];
+            if (c->need_t)
+                r.t[x] += E.t[x];
+        }
+        /* the subset DP's values are not read again; its args are */
+        for (int i = 0; i < S->ne; i++)
+            if (S->e[i].state < 0)
+                table_free_values(&S->e[i].tb);
+    }
+    c->st[q].tb = r;
+}
+
+/*
+ * The DP: every state the root needs, parents before children (a parent's
+ * request lists its children); then the states in tree order, children
+ * (lower ids) first, each computed from its children's values, which are
+ * freed as soon as their last reader is done. Returns the root's table.
+ */
+static table *solve(ctx *c)
+{
+    c->capst = 64;
+    c->st = xmalloc((size_t)c->capst * sizeof(state));
+    c->hmask = 127;
+    c->hval = xmalloc(128 * sizeof(int));
+    for (int i = 0; i < 128; i++)
+        c->hval[i] = -1;
+    state_need(c, c->root, 0, c->root_w, 0, 0);
+    for (int q = 0; q < c->nst; q++)
+        request(c, q);
+    int *start = xcalloc((size_t)c->ntn + 1, sizeof(int)),
+        *order = xcalloc((size_t)c->nst, sizeof(int));
+    for (int q = 0; q < c->nst; q++)
+        start[c->st[q].key.t + 1]++;
+    for (int t = 0; t < c->ntn; t++)
+        start[t + 1] += start[t];
+    for (int q = 0; q < c->nst; q++)
+        order[start[c->st[q].key.t]++] = q;
+    for (int x = 0; x < c->nst; x++) {
+        int q = order[x];
+        if (c->tn[c->st[q].key.t].kind == PLAN_TN_SERIES)
+            compute_series(c, q);
+        else
+            compute_block(c, q);
+        for (int d = 0; d < c->st[q].ndep; d++) {
+            state *ch = &c->st[c->deps[c->st[q].dep0 + d]];
+            if (--ch->refs == 0)
+                table_free_values(&ch->tb);
+        }
+    }
+    free(start);
+    free(order);
+    return &c->st[0].tb;
+}
+
+/* ---- reading the plan out ---- */
+
+typedef struct frame {
+    int t, o, w, ou, ov, i, j;
+} frame;
+
+typedef struct fstack {
+    frame *f;
+    int n, cap;
+} fstack;
+
+static void fpush(fstack *s, frame f)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->f = xrealloc(s->f, (size_t)s->cap * sizeof(frame));
+    }
+    s->f[s->n++] = f;
+}
+
+/* The branches of a block entry for ends (i, j), with their windows
+ * (recursion over shrinking masks: at most MAXB deep). */
+static void block_read(ctx *c, state *S, const block *B, int mask, int o, int w, bool nest,
+                       const frame *f, fstack *out)
+{
+    int e = entry_find(S, (ekey){mask, o - S->key.o, w, nest});
+    int a = E_ONE;
+    if (S->e[e].state < 0 && nest)
+        a = arg_get(&S->e[e].tb, (size_t)f->i * c->L[c->tn[f->t].v].nc + f->j);
+    int kind = a & 3, g = a >> 2 & 63, s = a >> 8;
+    if (kind == E_ONE) {
+        for (int b = 0; b < B->nb; b++)
+            if (mask >> b & 1)
+                fpush(out, (frame){B->br[b], o, w, f->ou, f->ov, f->i, f->j});
+    } else if (kind == E_SEQ) {
+        block_read(c, S, B, g, o, w, nest, f, out);
+        block_read(c, S, B, mask & ~g, o, w, nest, f, out);
+    } else {
+        c->nconc++;
+        block_read(c, S, B, g, o, s, c->exact, f, out);
+        block_read(c, S, B, mask & ~g, o + s, w - s, c->exact, f, out);
+    }
+}
+
+/* Reads every layer's candidate (kc) and first rank (first) out of the
+ * argmins, from the root down, with an explicit stack. */
+static void reconstruct(ctx *c)
+{
+    fstack s = {0};
+    fpush(&s, (frame){c->root, 0, c->root_w, 0, 0, 0, 0});
+    while (s.n > 0) {
+        frame f = s.f[--s.n];
+        const plan_tnode *T = &c->tn[f.t];
+        if (T->kind == PLAN_TN_LEAF)
+            continue;
+        if (T->kind == PLAN_TN_SERIES) {
+            const table *r = &c->st[state_find(c, f.t, f.o, f.w, f.ou, f.ov)].tb;
+            int m = arg_get(r, (size_t)f.i * c->L[T->v].nc + f.j);
+            c->kc[T->mid] = m;
+            c->first[T->mid] = first_of(c, &c->L[T->mid], m, f.o);
+            fpush(&s, (frame){T->a, f.o, f.w, f.ou, f.o, f.i, m});
+            fpush(&s, (frame){T->b, f.o, f.w, f.o, f.ov, m, f.j});
+            continue;
+        }
+        block B;
+        block_of(c, f.t, &B);
+        if (!B.concurrent) {
+            for (int x = c->sp.kid_head[f.t]; x >= 0; x = c->sp.kid_next[x])
+                if (c->tn[x].interior)
+                    fpush(&s, (frame){x, f.o, f.w, f.ou, f.ov, f.i, f.j});
+            continue;
+        }
+        state *S = &c->st[state_find(c, f.t, f.o, f.w, f.ou, f.ov)];
+        /* entries are keyed relative to the state's normalised window */
+        int shift = f.o - S->key.o;
+        frame g = f;
+        g.o -= shift, g.ou -= shift, g.ov -= shift;
+        int before = s.n;
+        block_read(c, S, &B, (1 << B.nb) - 1, g.o, g.w, true, &g, &s);
+        for (int x = before; x < s.n; x++) {
+            s.f[x].o += shift;
+            s.f[x].ou += shift;
+            s.f[x].ov += shift;
+        }
+    }
+    free(s.f);
+}
+
+/* ---- the heuristic for other DAGs (everything in sequence, from rank 0) ---- */
+
+static double obj(ctx *c, double t, double g)
+{
+    return c->alpha * t + c->beta * g;
+}
+
+static double total_cost(ctx *c, const int *kc)
+{
+    double v = 0, a, b;
     for (int l = 0; l < c->n; l++) {
-        node_cost(c, l, kc[l], &a, &b);
-        t += a;
-        g += b;
+        node_cost(c, l, kc[l], 0, &a, &b);
+        v += obj(c, a, b);
     }
     for (int e = 0; e < c->p->nedges; e++) {
-        edge_cost(c, e, kc[c->p->edges[e].from], kc[c->p->edges[e].to], &a, &b);
-        t += a;
-        g += b;
+        edge_cost(c, e, kc[c->p->edges[e].from], 0, kc[c->p->edges[e].to], 0, &a, &b);
+        v += obj(c, a, b);
     }
-    if (gout)
-        *gout = g;
-    return t;
-}
-
-static double scalar_cost(ctx *c, const int *kc)
-{
-    double g, t = total_cost(c, kc, &g);
-    return t + c->lambda * g;
+    return v;
 }
 
 /* Iterated conditional modes: each layer in turn takes its best count given
  * its neighbours' until nothing changes. */
-static void icm(ctx *c, int *kc, const int *inc_start, const int *inc)
+static void icm(ctx *c, int *kc, const int *inc_start, const int *inc, double *const *etab,
+                const double *nobj)
 {
     const plan_problem *p = c->p;
     for (int sweep = 0; sweep < 50; sweep++) {
@@ -690,16 +1089,17 @@ static void icm(ctx *c, int *kc, const int *inc_start, const int *inc)
             int best = kc[l];
             double bestv = INFINITY;
             for (int ci = 0; ci < c->L[l].nc; ci++) {
-                double a, b, v;
-                node_cost(c, l, ci, &a, &b);
-                v = a + c->lambda * b;
+                double a, b, v = nobj[c->nobj0[l] + ci];
                 for (int q = inc_start[l]; q < inc_start[l + 1]; q++) {
-                    const plan_edge *pe = &p->edges[inc[q]];
-                    if (pe->to == l)
-                        edge_cost(c, inc[q], kc[pe->from], ci, &a, &b);
-                    else
-                        edge_cost(c, inc[q], ci, kc[pe->to], &a, &b);
-                    v += a + c->lambda * b;
+                    int e = inc[q];
+                    const plan_edge *pe = &p->edges[e];
+                    int cu = pe->to == l ? kc[pe->from] : ci, cv = pe->to == l ? ci : kc[pe->to];
+                    if (etab[e]) {
+                        v += etab[e][(size_t)cu * c->L[pe->to].nc + cv];
+                        continue;
+                    }
+                    edge_cost(c, e, cu, 0, cv, 0, &a, &b);
+                    v += obj(c, a, b);
                 }
                 if (v < bestv - 1e-15) {
                     bestv = v;
@@ -736,25 +1136,48 @@ static void heuristic(ctx *c)
         inc[inc_start[v] + fill[v]++] = e;
     }
     free(fill);
-    int *glist = xcalloc((size_t)c->ng + 1, sizeof(int));
-    for (int k = 0; k <= c->G; k++)
-        if (c->gidx[k] >= 0)
-            glist[c->gidx[k]] = k;
+    /* Edge tables (shared between equal edges) and node objectives, looked
+	 * up in every sweep of every start. */
+    double **etab = xcalloc((size_t)p->nedges + 1, sizeof(double *));
+    for (int e = 0; e < p->nedges; e++) {
+        plan_tnode T = {PLAN_TN_LEAF, p->edges[e].from, p->edges[e].to, e, -1, -1, -1, false};
+        etab[e] = cached_edge(c, &T, 0, 0).s;
+    }
+    c->nobj0 = xcalloc((size_t)n + 1, sizeof(int));
+    for (int l = 0; l < n; l++)
+        c->nobj0[l + 1] = c->nobj0[l] + c->L[l].nc;
+    double *nobj = xcalloc((size_t)c->nobj0[n] + 1, sizeof(double));
+    for (int l = 0; l < n; l++)
+        for (int ci = 0; ci < c->L[l].nc; ci++) {
+            double a, b;
+            node_cost(c, l, ci, 0, &a, &b);
+            nobj[c->nobj0[l] + ci] = obj(c, a, b);
+        }
+    /* the distinct counts of all candidates, ascending */
+    int ng = 0, *glist = xcalloc((size_t)c->G + 2, sizeof(int));
+    bool *seen = xcalloc((size_t)c->G + 2, sizeof(bool));
+    for (int l = 0; l < n; l++)
+        for (int i = 0; i < c->L[l].nc; i++)
+            seen[c->L[l].k[i]] = true;
+    for (int k = 1; k <= c->G; k++)
+        if (seen[k])
+            glist[ng++] = k;
+    free(seen);
     double bestv = INFINITY;
     /* Starts: each layer's cheapest count alone, then up to 16 uniform
 	 * counts spread over the candidates; ICM from each, keep the best. */
-    int nuni = c->ng < 16 ? c->ng : 16;
+    int nuni = ng < 16 ? ng : 16;
     for (int s = 0; s <= nuni; s++) {
-        int kw = s == 0 ? 0 : glist[(int)((long)(s - 1) * (c->ng - 1) / (nuni > 1 ? nuni - 1 : 1))];
+        int kw = s == 0 ? 0 : glist[(int)((long)(s - 1) * (ng - 1) / (nuni > 1 ? nuni - 1 : 1))];
         for (int l = 0; l < n; l++) {
             const lay *L = &c->L[l];
             int pick = 0;
             if (s == 0) {
                 double bv = INFINITY, a, b;
                 for (int ci = 0; ci < L->nc; ci++) {
-                    node_cost(c, l, ci, &a, &b);
-                    if (a + c->lambda * b < bv) {
-                        bv = a + c->lambda * b;
+                    node_cost(c, l, ci, 0, &a, &b);
+                    if (obj(c, a, b) < bv) {
+                        bv = obj(c, a, b);
                         pick = ci;
                     }
                 }
@@ -764,8 +1187,8 @@ static void heuristic(ctx *c)
             }
             kc[l] = pick;
         }
-        icm(c, kc, inc_start, inc);
-        double v = scalar_cost(c, kc);
+        icm(c, kc, inc_start, inc, etab, nobj);
+        double v = total_cost(c, kc);
         if (v < bestv) {
             bestv = v;
             memcpy(best, kc, (size_t)n * sizeof(int));
@@ -775,6 +1198,10 @@ static void heuristic(ctx *c)
     free(inc_start);
     free(inc);
     free(kc);
+    free(etab);
+    free(nobj);
+    free(c->nobj0);
+    c->nobj0 = NULL;
 }
 
 /* ---- driver ---- */
@@ -784,458 +1211,337 @@ static void ctx_free(ctx *c)
     if (c->L)
         for (int l = 0; l < c->n + 2; l++) {
             free(c->L[l].k);
+            free(c->L[l].first);
             free(c->L[l].tf);
             free(c->L[l].tb);
-            free(c->L[l].ar);
             free(c->L[l].amp);
             free(c->L[l].mem);
         }
     free(c->L);
-    free(c->nin);
-    free(c->hide);
-    free(c->minb);
-    free(c->gidx);
-    free(c->rs);
-    free(c->rs_done);
-    if (c->tab)
-        for (size_t i = 0; i < (size_t)c->ntn * c->nb; i++)
-            if (c->tab[i]) {
-                free(c->tab[i]->s);
-                free(c->tab[i]->t);
-                free(c->tab[i]->g);
-                free(c->tab[i]->arg);
-                free(c->tab[i]);
+    plan_pricer_free(&c->pr);
+    for (int q = 0; q < c->nst; q++) {
+        table_free_values(&c->st[q].tb);
+        free(c->st[q].tb.arg);
+        for (int i = 0; i < c->st[q].ne; i++)
+            if (c->st[q].e[i].state < 0) {
+                table_free_values(&c->st[q].e[i].tb);
+                free(c->st[q].e[i].tb.arg);
             }
-    free(c->tab);
-    free(c->tn);
-    free(c->bl);
+        free(c->st[q].e);
+    }
+    free(c->st);
+    free(c->hval);
+    free(c->deps);
+    for (int w = 0; w < 3; w++)
+        for (int q = 0; q < 2; q++)
+            free(c->scr[w][q]);
+    plan_sp_free(&c->sp);
+    for (size_t i = 0; i < c->eccap; i++)
+        if (c->ec[i].s) {
+            if (c->ec[i].t != c->ec[i].s)
+                free(c->ec[i].t);
+            free(c->ec[i].s);
+        }
+    free(c->ec);
+    free(c->list_id);
+    free(c->fscr[0]);
+    free(c->fscr[1]);
+    free(c->kmax_in);
+    free(c->conc_in);
     free(c->kc);
-    free(c->off);
-    free(c->conc);
+    free(c->first);
+    memset(c, 0, sizeof *c);
 }
 
-static bool ctx_init(ctx *c, const plan_problem *p, plan_strategy s, const int *forced, char *err,
-                     size_t errlen)
+/* Candidates, pricing and the decomposition; false (err) if a layer has no
+ * candidate. */
+/* The exact search: every count up to the window, at every first rank in
+ * it. False if a layer has no count that fits the window. */
+static bool expand_ranks(ctx *c, int w)
+{
+    for (int l = 0; l < c->n; l++) {
+        lay *L = &c->L[l], X;
+        int nc = 0;
+        for (int i = 0; i < L->nc; i++)
+            if (L->k[i] <= w)
+                nc += w - L->k[i] + 1;
+        if (nc == 0)
+            return false;
+        lay_alloc(&X, nc);
+        nc = 0;
+        for (int i = 0; i < L->nc; i++)
+            for (int f = 0; L->k[i] <= w && f + L->k[i] <= w; f++, nc++) {
+                X.k[nc] = L->k[i];
+                X.first[nc] = f;
+                X.tf[nc] = L->tf[i];
+                X.tb[nc] = L->tb[i];
+                X.amp[nc] = L->amp[i];
+                X.mem[nc] = L->mem[i];
+            }
+        free(L->k);
+        free(L->first);
+        free(L->tf);
+        free(L->tb);
+        free(L->amp);
+        free(L->mem);
+        *L = X;
+    }
+    return true;
+}
+
+/* Candidates, pricing and the decomposition, for a search in a root window
+ * of w GPUs (exact: with first ranks); false (err) if a layer has no
+ * candidate. */
+static bool ctx_init(ctx *c, const plan_problem *p, plan_strategy s, double alpha, double beta,
+                     int w, bool exact, char *err, size_t errlen)
 {
     memset(c, 0, sizeof *c);
     c->p = p;
     c->s = s;
-    c->lambda = p->price;
+    c->alpha = alpha;
+    c->beta = beta;
+    c->need_t = !(alpha == 1 && beta == 0);
     c->n = p->nlayers;
     c->G = p->cluster.gpus;
+    c->gpn = p->cluster.gpus_per_node > 0 ? p->cluster.gpus_per_node : 1;
     c->concurrency = s == PS_BURST;
     c->L = xcalloc((size_t)c->n + 2, sizeof(lay));
-    c->nin = xcalloc((size_t)c->n + 2, sizeof(int));
-    for (int e = 0; e < p->nedges; e++)
-        c->nin[p->edges[e].to]++;
-    if (forced) {
-        for (int l = 0; l < c->n; l++) {
-            const plan_layer *ly = &p->layers[l];
-            lay *L = &c->L[l];
-            int k = forced[l];
-            int64_t sh = plan_shard(p->batch, k);
-            double f1, b1;
-            plan_layer_time(p, ly, p->batch, &f1, &b1);
-            L->nc = 1;
-            L->k = xcalloc(1, sizeof(int));
-            L->tf = xcalloc(1, sizeof(double));
-            L->tb = xcalloc(1, sizeof(double));
-            L->ar = xcalloc(1, sizeof(double));
-            L->amp = xcalloc(1, sizeof(double));
-            L->mem = xcalloc(1, sizeof(double));
-            L->k[0] = k;
-            plan_layer_time(p, ly, sh, &L->tf[0], &L->tb[0]);
-            L->ar[0] = plan_allreduce_time(&p->cluster, 0, k, ly->params * p->dtype_bytes);
-            L->amp[0] = f1 + b1 > 0 ? k * (L->tf[0] + L->tb[0]) / (f1 + b1) : 1;
-            L->mem[0] = layer_mem(p, ly, sh);
-        }
-        for (int v = c->n; v < c->n + 2; v++) {
-            lay *L = &c->L[v];
-            L->nc = 1;
-            L->k = xcalloc(1, sizeof(int));
-            L->tf = xcalloc(1, sizeof(double));
-            L->tb = xcalloc(1, sizeof(double));
-            L->ar = xcalloc(1, sizeof(double));
-            L->amp = xcalloc(1, sizeof(double));
-            L->mem = xcalloc(1, sizeof(double));
-        }
-    } else if (!make_candidates(c, err, errlen)) {
+    c->kc = xcalloc((size_t)c->n + 2, sizeof(int));
+    c->first = xcalloc((size_t)c->n + 2, sizeof(int));
+    c->root_w = w;
+    c->exact = exact;
+    if (!make_candidates(c, err, errlen))
+        return false;
+    if (exact && !expand_ranks(c, w)) {
+        snprintf(err, errlen, "a layer needs more than %d GPUs", w);
         return false;
     }
-    /* The backward of every layer before l runs after l's: l's gradient
-	 * all-reduce hides behind at least their shortest backward times. */
-    c->hide = xcalloc((size_t)c->n + 2, sizeof(double));
-    c->minb = xcalloc((size_t)c->n + 2, sizeof(double));
-    int kmax = (int64_t)c->G < p->batch ? c->G : (int)p->batch;
-    for (int l = 0; l < c->n; l++) {
-        double f, b;
-        plan_layer_time(p, &p->layers[l], plan_shard(p->batch, kmax), &f, &b);
-        c->minb[l] = b;
-        c->hide[l + 1] = c->hide[l] + b;
-    }
-    c->gidx = xcalloc((size_t)c->G + 1, sizeof(int));
-    for (int k = 0; k <= c->G; k++)
-        c->gidx[k] = -1;
+    int nk = 0, *ks = xcalloc((size_t)c->G + 2, sizeof(int));
+    bool *seen = xcalloc((size_t)c->G + 2, sizeof(bool));
     for (int l = 0; l < c->n; l++)
         for (int i = 0; i < c->L[l].nc; i++)
-            c->gidx[c->L[l].k[i]] = 0;
-    c->ng = 0;
-    for (int k = 0; k <= c->G; k++)
-        if (c->gidx[k] == 0)
-            c->gidx[k] = c->ng++;
-    c->rs = xcalloc((size_t)c->ng * c->ng, sizeof(plan_reshard));
-    c->rs_done = xcalloc((size_t)c->ng * c->ng, 1);
-    /* Budget levels for concurrent branches: every integer up to 16 GPUs
-	 * (exact), else 17 geometric levels. */
-    int nb = c->G <= 16 ? c->G + 1 : 18;
-    c->bl = xcalloc((size_t)nb, sizeof(int));
-    if (c->G <= 16) {
-        for (int i = 0; i <= c->G; i++)
-            c->bl[i] = i;
-    } else {
-        c->bl[0] = 0;
-        for (int i = 1; i < nb; i++) {
-            int v = (int)llround(pow((double)c->G, (double)(i - 1) / (nb - 2)));
-            c->bl[i] = v > c->bl[i - 1] ? v : c->bl[i - 1] + 1;
+            if (!seen[c->L[l].k[i]]) {
+                seen[c->L[l].k[i]] = true;
+                ks[nk++] = c->L[l].k[i];
+            }
+    plan_pricer_init(&c->pr, p, ks, nk);
+    free(ks);
+    int maxnc = 1;
+    for (int l = 0; l < c->n; l++)
+        maxnc = c->L[l].nc > maxnc ? c->L[l].nc : maxnc;
+    c->fscr[0] = xcalloc((size_t)maxnc, sizeof(int));
+    c->fscr[1] = xcalloc((size_t)maxnc, sizeof(int));
+    intern_lists(c);
+    free(seen);
+    bool sp = plan_sp_build(p, &c->sp);
+    c->tn = c->sp.tn;
+    c->ntn = c->sp.ntn;
+    c->root = sp ? c->sp.root : -1;
+    c->kmax_in = xcalloc((size_t)c->ntn + 1, sizeof(int));
+    c->conc_in = xcalloc((size_t)c->ntn + 1, sizeof(bool));
+    for (int t = 0; t < c->ntn; t++) {
+        const plan_tnode *T = &c->tn[t];
+        if (T->kind == PLAN_TN_SERIES) {
+            const lay *M = &c->L[T->mid];
+            int k = M->k[M->nc - 1];
+            k = k > c->kmax_in[T->a] ? k : c->kmax_in[T->a];
+            c->kmax_in[t] = k > c->kmax_in[T->b] ? k : c->kmax_in[T->b];
+            c->conc_in[t] = c->conc_in[T->a] || c->conc_in[T->b];
+        } else if (T->kind == PLAN_TN_PARALLEL) {
+            int m = 0;
+            for (int x = c->sp.kid_head[t]; x >= 0; x = c->sp.kid_next[x]) {
+                m += c->tn[x].interior;
+                if (c->kmax_in[x] > c->kmax_in[t])
+                    c->kmax_in[t] = c->kmax_in[x];
+                c->conc_in[t] |= c->conc_in[x];
+            }
+            c->conc_in[t] |= c->concurrency && m >= 2 && m <= MAXB;
         }
-        c->bl[nb - 1] = c->G;
     }
-    c->nb = nb;
-    c->top = nb - 1;
-    c->kc = xcalloc((size_t)c->n + 2, sizeof(int));
-    c->off = xcalloc((size_t)c->n + 2, sizeof(int));
     return true;
 }
 
-/* Runs the optimisation on an initialised context; fills kc and off. */
+/* Runs the search; fills kc and first. False if no plan fits (an infinite
+ * optimum). */
 static bool run(ctx *c)
 {
-    bool sp = decompose(c);
-    if (sp) {
-        c->conc = xcalloc((size_t)c->ntn, 1);
-        c->tab = xcalloc((size_t)c->ntn * c->nb, sizeof(table *));
-        table *r = solve(c, c->root, c->top);
-        if (r->t[0] == INFINITY)
-            return false;
-        reconstruct(c, c->root, c->top, 0, 0);
-    } else {
+    if (c->root < 0) {
         heuristic(c);
+        return true;
     }
-    return sp;
-}
-
-static void fill_result(ctx *c, bool sp, plan_result *out)
-{
-    const plan_problem *p = c->p;
-    memset(out, 0, sizeof *out);
-    out->strategy = c->s;
-    out->nlayers = c->n;
-    out->exact = sp;
-    out->nconcurrent = c->nconc;
-    out->layer = xcalloc((size_t)c->n, sizeof(plan_layer_result));
-    out->offset = xcalloc((size_t)c->n, sizeof(int));
-    double T = 0, Gs = 0;
-    if (sp) {
-        table *r = c->tab[(size_t)c->root * c->nb + c->top];
-        out->model_objective = r->t[0] + c->lambda * r->g[0];
-        placed_eval(c, c->root, &T, &Gs);
-    } else {
-        T = total_cost(c, c->kc, &Gs);
-        out->model_objective = T + c->lambda * Gs;
-    }
-    for (int l = 0; l < c->n; l++) {
-        plan_layer_result *lr = &out->layer[l];
-        const lay *L = &c->L[l];
-        int ci = c->kc[l];
-        lr->k = L->k[ci];
-        lr->shard = plan_shard(p->batch, lr->k);
-        lr->fwd = L->tf[ci];
-        lr->bwd = L->tb[ci];
-        lr->allreduce = plan_allreduce_time(&p->cluster, c->off[l], lr->k,
-                                            p->layers[l].params * p->dtype_bytes);
-        lr->ar_exposed = c->nin[l] != 1 ? fmax(0, lr->allreduce - c->hide[l]) : 0;
-        lr->amplification = L->amp[ci];
-        lr->mem_bytes = L->mem[ci];
-        out->offset[l] = c->off[l];
-    }
-    for (int e = 0; e < p->nedges; e++) {
-        const plan_edge *pe = &p->edges[e];
-        double t, g, r, ex;
-        edge_cost_at(c, e, &t, &g, &r, &ex);
-        out->layer[pe->to].reshard += r;
-        if (c->nin[pe->to] == 1)
-            out->layer[pe->to].ar_exposed = ex;
-    }
-    out->time = T;
-    out->gpu_seconds = Gs;
-    out->samples_per_s = T > 0 ? (double)p->batch / T : 0;
-}
-
-static bool solve_at_price(const plan_problem *p, plan_strategy s, const int *forced,
-                           plan_result *out, char *err, size_t errlen)
-{
-    ctx c;
-    if (!ctx_init(&c, p, s, forced, err, errlen)) {
-        ctx_free(&c);
+    table *r = solve(c);
+    if (r->s[0] == INFINITY)
         return false;
-    }
-    bool sp = run(&c);
-    if (sp && c.tab[(size_t)c.root * c.nb + c.top]->t[0] == INFINITY) {
-        snprintf(err, errlen, "no plan fits the GPU budget");
-        ctx_free(&c);
-        return false;
-    }
-    fill_result(&c, sp, out);
-    ctx_free(&c);
-    if (out->nconcurrent > 0) {
-        /* The DP priced concurrent branches as if they started at rank 0;
-		 * placed, their resharding may cost more. Keep the better of this
-		 * plan and the best plan with every branch in sequence. */
-        ctx c2;
-        if (ctx_init(&c2, p, s, forced, err, errlen)) {
-            c2.concurrency = false;
-            plan_result alt;
-            bool sp2 = run(&c2);
-            fill_result(&c2, sp2, &alt);
-            alt.model_objective = out->model_objective;
-            if (alt.time + p->price * alt.gpu_seconds < out->time + p->price * out->gpu_seconds) {
-                plan_result_free(out);
-                *out = alt;
-            } else {
-                plan_result_free(&alt);
-            }
-        }
-        ctx_free(&c2);
-    }
-    plan_place(p, out);
-    if (p->cluster.mem_bytes > 0 && out->peak_mem > p->cluster.mem_bytes) {
-        int big = 0;
-        double bigb = -1;
-        for (int l = 0; l < out->nlayers; l++) {
-            const plan_layer_result *lr = &out->layer[l];
-            int r0 = lr->ranks[0];
-            if (out->peak_mem_rank >= r0 && out->peak_mem_rank < r0 + lr->k &&
-                lr->mem_bytes > bigb) {
-                bigb = lr->mem_bytes;
-                big = l;
-            }
-        }
-        snprintf(
-            err, errlen,
-            "rank %d needs %.0f bytes but a GPU has %.0f; the largest share is layer '%s' with %.0f bytes",
-            out->peak_mem_rank, out->peak_mem, p->cluster.mem_bytes, p->layers[big].name, bigb);
-        plan_result_free(out);
-        return false;
-    }
+    reconstruct(c);
     return true;
 }
 
-static double one_gpu_time(const plan_problem *p)
+/* The plan in c as counts and first ranks, evaluated and placed. */
+static bool finish(ctx *c, plan_result *out, char *err, size_t errlen)
 {
-    double t = 0, f, b;
-    for (int l = 0; l < p->nlayers; l++) {
-        plan_layer_time(p, &p->layers[l], p->batch, &f, &b);
-        t += f + b;
+    int *k = xcalloc((size_t)c->n + 1, sizeof(int));
+    for (int l = 0; l < c->n; l++)
+        k[l] = c->L[l].k[c->kc[l]];
+    bool ok = plan_evaluate(c->p, k, c->first, out, err, errlen);
+    free(k);
+    if (!ok)
+        return false;
+    out->strategy = c->s;
+    out->objective = c->alpha * out->time + c->beta * out->gpu_seconds;
+    return true;
+}
+
+/*
+ * A lower bound of the objective of any plan on at most w GPUs: every layer
+ * at its cheapest count up to w with no communication, a block's branches
+ * as if concurrent when they may be. INFINITY if a layer has no count up
+ * to w.
+ */
+static double bound_within(ctx *c, int w)
+{
+    double *tmin = xcalloc((size_t)c->n + 2, sizeof(double)), gsum = 0;
+    for (int l = 0; l < c->n; l++) {
+        const lay *L = &c->L[l];
+        double t = INFINITY, g = INFINITY;
+        for (int i = 0; i < L->nc && L->k[i] <= w; i++) {
+            double x = L->tf[i] + L->tb[i];
+            t = fmin(t, x);
+            g = fmin(g, x * L->k[i]);
+        }
+        if (t == INFINITY) {
+            free(tmin);
+            return INFINITY;
+        }
+        tmin[l] = t;
+        gsum += g;
     }
-    return t;
+    double T = 0;
+    if (c->root < 0) {
+        for (int l = 0; l < c->n; l++)
+            T += tmin[l];
+    } else {
+        double *v = xcalloc((size_t)c->ntn + 1, sizeof(double));
+        for (int t = 0; t < c->ntn; t++) {
+            const plan_tnode *N = &c->tn[t];
+            if (N->kind == PLAN_TN_SERIES) {
+                v[t] = v[N->a] + tmin[N->mid] + v[N->b];
+            } else if (N->kind == PLAN_TN_PARALLEL && !c->sp.absorbed[t]) {
+                block B;
+                block_of(c, t, &B);
+                for (int x = c->sp.kid_head[t]; x >= 0; x = c->sp.kid_next[x])
+                    v[t] = B.concurrent ? fmax(v[t], v[x]) : v[t] + v[x];
+            }
+        }
+        T = v[c->root];
+        free(v);
+    }
+    free(tmin);
+    return c->alpha * T + c->beta * gsum;
+}
+
+/* One search in a root window of w GPUs; out gets the plan, or keeps the
+ * better of it and the plan already there (have). *bound: a lower bound of
+ * any plan on EXACT_GPUS GPUs (coarse search only). */
+static bool search_one(const plan_problem *p, plan_strategy s, double alpha, double beta, int w,
+                       bool exact, plan_result *out, bool have, double *bound, char *err,
+                       size_t errlen)
+{
+    ctx c;
+    plan_result r;
+    bool ok = ctx_init(&c, p, s, alpha, beta, w, exact, err, errlen);
+    if (ok && bound)
+        *bound = bound_within(&c, EXACT_GPUS);
+    ok = ok && run(&c) && finish(&c, &r, err, errlen);
+    ctx_free(&c);
+    if (!ok)
+        return have;
+    if (have && !(r.objective < out->objective)) {
+        plan_result_free(&r);
+        return true;
+    }
+    if (have)
+        plan_result_free(out);
+    *out = r;
+    return true;
+}
+
+/* dp and pow2: their plans from rank 0. burst: the exact search on up to
+ * EXACT_GPUS GPUs and, on more, the coarse search on all of them; the better
+ * plan. Running the exact search on the first EXACT_GPUS of a larger
+ * cluster too makes the space for G GPUs include the one for G - 1; it is
+ * skipped when no plan on EXACT_GPUS GPUs can beat the coarse one. */
+static bool search(const plan_problem *p, plan_strategy s, double alpha, double beta,
+                   plan_result *out, char *err, size_t errlen)
+{
+    int G = p->cluster.gpus;
+    bool ok = false;
+    double bound = -INFINITY;
+    if (s != PS_BURST || G > EXACT_GPUS)
+        ok = search_one(p, s, alpha, beta, G, false, out, ok, &bound, err, errlen);
+    if (s == PS_BURST && !(ok && bound >= out->objective)) {
+        char err2[512];
+        bool ok2 = search_one(p, s, alpha, beta, G < EXACT_GPUS ? G : EXACT_GPUS, true, out, ok,
+                              NULL, ok ? err2 : err, ok ? sizeof err2 : errlen);
+        ok = ok || ok2;
+    }
+    if (!ok && !err[0])
+        snprintf(err, errlen, "no plan fits");
+    return ok;
+}
+
+/* The busiest rank's memory must fit too (the DP checked single layers). */
+static bool check_memory(const plan_problem *p, plan_result *out, char *err, size_t errlen)
+{
+    if (!(p->cluster.mem_bytes > 0) || out->peak_mem <= p->cluster.mem_bytes)
+        return true;
+    int big = 0;
+    double bigb = -1;
+    for (int l = 0; l < out->nlayers; l++) {
+        const plan_layer_result *lr = &out->layer[l];
+        if (out->peak_mem_rank >= lr->first && out->peak_mem_rank < lr->first + lr->k &&
+            lr->mem_bytes > bigb) {
+            bigb = lr->mem_bytes;
+            big = l;
+        }
+    }
+    snprintf(
+        err, errlen,
+        "rank %d needs %.0f bytes but a GPU has %.0f; the largest share is layer '%s' with %.0f bytes",
+        out->peak_mem_rank, out->peak_mem, p->cluster.mem_bytes, p->layers[big].name, bigb);
+    plan_result_free(out);
+    return false;
+}
+
+bool plan_solve_weighted(const plan_problem *p, plan_strategy s, double time_weight,
+                         double gpu_weight, plan_result *out, char *err, size_t errlen)
+{
+    if (err && errlen)
+        err[0] = 0;
+    memset(out, 0, sizeof *out);
+    if (!search(p, s, time_weight, gpu_weight, out, err, errlen))
+        return false;
+    return check_memory(p, out, err, errlen);
 }
 
 bool plan_solve(const plan_problem *p, plan_strategy s, plan_result *out, char *err, size_t errlen)
 {
     if (s == PS_DEEPPOOL)
         return plan_deeppool(p, out, err, errlen); /* DeepPool's own search (deeppool.c) */
-    if (p->gpu_budget > 0 && s != PS_DP) {
-        /* Global GPU-time budget: the fastest point of the price sweep
-		 * whose GPU-seconds fit. */
-        double cap = p->gpu_budget * one_gpu_time(p);
-        plan_problem q = *p;
-        plan_result best;
-        bool have = false;
-        for (int i = 0; i <= 40; i++) {
-            q.price = i == 0 ? 0 : pow(10.0, -6.0 + 7.0 * (i - 1) / 39.0);
-            plan_result r;
-            if (!solve_at_price(&q, s, NULL, &r, err, errlen))
-                return false;
-            bool fits = r.gpu_seconds <= cap * (1 + 1e-9);
-            if (fits && (!have || r.time < best.time)) {
-                if (have)
-                    plan_result_free(&best);
-                best = r;
-                have = true;
-            } else {
-                plan_result_free(&r);
-            }
-            if (fits)
-                break;
-        }
-        if (!have) {
-            snprintf(err, errlen,
-                     "no plan needs at most %.6g GPU-seconds per iteration (budget %.3g x %.6g s)",
-                     cap, p->gpu_budget, one_gpu_time(p));
-            return false;
-        }
-        *out = best;
-        return true;
-    }
-    return solve_at_price(p, s, NULL, out, err, errlen);
-}
-
-bool plan_evaluate(const plan_problem *p, const int *k, plan_result *out, char *err, size_t errlen)
-{
-    return solve_at_price(p, PS_BURST, k, out, err, errlen);
+    if (p->gpu_budget > 0 && s != PS_DP)
+        return plan_solve_budget(p, s, out, err, errlen);
+    return plan_solve_weighted(p, s, 1, p->price, out, err, errlen);
 }
 
 void plan_result_free(plan_result *r)
 {
-    if (r->layer)
-        for (int l = 0; l < r->nlayers; l++)
-            free(r->layer[l].ranks);
     free(r->layer);
-    free(r->offset);
     memset(r, 0, sizeof *r);
-}
-
-double plan_objective(const plan_problem *p, const plan_result *r)
-{
-    (void)p;
-    return r->model_objective;
 }
 
 bool plan_is_series_parallel(const plan_problem *p)
 {
-    ctx c;
-    memset(&c, 0, sizeof c);
-    c.p = p;
-    c.n = p->nlayers;
-    c.nin = xcalloc((size_t)c.n + 2, sizeof(int));
-    for (int e = 0; e < p->nedges; e++)
-        c.nin[p->edges[e].to]++;
-    bool sp = decompose(&c);
-    free(c.nin);
-    free(c.tn);
-    return sp;
-}
-
-int plan_frontier(const plan_problem *p, plan_point *pts, int maxpts)
-{
-    plan_problem q = *p;
-    q.gpu_budget = 0;
-    int n = 0;
-    char err[512];
-    for (int i = 0; i <= 48; i++) {
-        q.price = i == 0 ? 0 : pow(10.0, -7.0 + 8.0 * (i - 1) / 47.0);
-        plan_result r;
-        if (!solve_at_price(&q, PS_BURST, NULL, &r, err, sizeof err))
-            break;
-        plan_point pt = {q.price, r.time, r.gpu_seconds};
-        plan_result_free(&r);
-        bool dominated = false;
-        for (int j = 0; j < n; j++)
-            if (pts[j].time <= pt.time * (1 + 1e-12) &&
-                pts[j].gpu_seconds <= pt.gpu_seconds * (1 + 1e-12))
-                dominated = true;
-        if (dominated)
-            continue;
-        int m = 0;
-        for (int j = 0; j < n; j++)
-            if (!(pt.time <= pts[j].time && pt.gpu_seconds <= pts[j].gpu_seconds))
-                pts[m++] = pts[j];
-        n = m;
-        if (n < maxpts)
-            pts[n++] = pt;
-    }
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && pts[j].time < pts[j - 1].time; j--) {
-            plan_point t = pts[j];
-            pts[j] = pts[j - 1];
-            pts[j - 1] = t;
-        }
-    return n;
-}
-
-/* ---- brute force (tests) ---- */
-
-typedef struct bf_val {
-    double t, g;
-    int width;
-    bool ok;
-} bf_val;
-
-/* Evaluates a tree node for a fixed assignment and fixed parallel modes
- * (bit i of modes: parallel node number i runs concurrently). */
-static bf_val bf_eval(ctx *c, int t, unsigned long modes, const int *pidx)
-{
-    tnode *T = &c->tn[t];
-    bf_val r = {0, 0, 0, true};
-    if (T->kind == TN_LEAF) {
-        edge_cost(c, T->edge, c->kc[T->u], c->kc[T->v], &r.t, &r.g);
-        return r;
-    }
-    bf_val a = bf_eval(c, T->a, modes, pidx), b = bf_eval(c, T->b, modes, pidx);
-    r.ok = a.ok && b.ok;
-    if (T->kind == TN_SERIES) {
-        double nt, ng;
-        node_cost(c, T->mid, c->kc[T->mid], &nt, &ng);
-        r.t = a.t + nt + b.t;
-        r.g = a.g + ng + b.g;
-        int k = c->L[T->mid].k[c->kc[T->mid]];
-        r.width = a.width > k ? a.width : k;
-        if (b.width > r.width)
-            r.width = b.width;
-        return r;
-    }
-    bool conc = (modes >> pidx[t]) & 1;
-    if (conc && !(c->tn[T->a].interior && c->tn[T->b].interior))
-        r.ok = false;
-    if (conc) {
-        r.t = fmax(a.t, b.t);
-        r.width = a.width + b.width;
-    } else {
-        r.t = a.t + b.t;
-        r.width = a.width > b.width ? a.width : b.width;
-    }
-    r.g = a.g + b.g;
-    return r;
-}
-
-double plan_brute_force(const plan_problem *p, plan_strategy s)
-{
-    ctx c;
-    char err[256];
-    if (!ctx_init(&c, p, s, NULL, err, sizeof err)) {
-        ctx_free(&c);
-        return INFINITY;
-    }
-    bool sp = decompose(&c);
-    int *pidx = xcalloc((size_t)c.ntn + 1, sizeof(int));
-    int npar = 0;
-    if (sp)
-        for (int t = 0; t < c.ntn; t++)
-            if (c.tn[t].kind == TN_PARALLEL)
-                pidx[t] = npar++;
-    unsigned long nmodes = (sp && c.concurrency && npar < 20) ? 1ul << npar : 1;
-    double best = INFINITY;
-    for (int l = 0; l < c.n + 2; l++)
-        c.kc[l] = 0;
-    for (;;) {
-        if (sp) {
-            for (unsigned long m = 0; m < nmodes; m++) {
-                bf_val v = bf_eval(&c, c.root, m, pidx);
-                if (v.ok && v.width <= c.G && v.t + c.lambda * v.g < best)
-                    best = v.t + c.lambda * v.g;
-            }
-        } else {
-            double v = scalar_cost(&c, c.kc);
-            if (v < best)
-                best = v;
-        }
-        int l = 0;
-        while (l < c.n && ++c.kc[l] == c.L[l].nc)
-            c.kc[l++] = 0;
-        if (l == c.n)
-            break;
-    }
-    free(pidx);
-    ctx_free(&c);
-    return best;
+    plan_sp sp;
+    bool ok = plan_sp_build(p, &sp);
+    plan_sp_free(&sp);
+    return ok;
 }

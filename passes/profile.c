@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "plan.h"
+#include "readfile.h"
 
 static void *xrealloc(void *q, size_t size)
 {
@@ -295,24 +296,21 @@ bool plan_profile_parse(plan_profile *pr, const char *path, const char *text, FI
 
 bool plan_profile_read(plan_profile *pr, const char *path, FILE *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* The compiler's one file reader (ir/readfile.h): regular files only,
+     * at most IR_FILE_MAX bytes, read errors reported. */
+    char *buf, why[256];
+    size_t n;
+    if (!ir_file_read(path, IR_FILE_MAX, &buf, &n, why, sizeof why)) {
         if (err)
-            fprintf(err, "%s: error: cannot open: %s\n", path, strerror(errno));
+            fprintf(err, "%s: error: cannot read the profile: %s\n", path, why);
         return false;
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = xrealloc(NULL, cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (cap - n - 1 == 0) {
-            cap *= 2;
-            buf = xrealloc(buf, cap);
-        }
+    if (memchr(buf, 0, n)) {
+        if (err)
+            fprintf(err, "%s: error: a profile is text; this file holds NUL bytes\n", path);
+        free(buf);
+        return false;
     }
-    fclose(f);
-    buf[n] = 0;
     bool ok = plan_profile_parse(pr, path, buf, err);
     free(buf);
     return ok;

@@ -257,6 +257,11 @@ void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
 /* GELU, tanh approximation (GPT-2). */
 void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y);
 void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
+/* tanh and the logistic sigmoid; the backward recomputes y from x. */
+void rt_tanh_fwd(const rt_tensor *x, rt_tensor *y);
+void rt_tanh_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
+void rt_sigmoid_fwd(const rt_tensor *x, rt_tensor *y);
+void rt_sigmoid_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
 
 typedef struct rt_pool2d_attrs {
     int kh, kw, sh, sw, ph, pw;

@@ -8,13 +8,15 @@
  * to burstc's pricing), and prints a table of the layers of one plan and a
  * side-by-side summary; or, with --frontier, the
  * Pareto frontier of iteration time against GPU-seconds. --json and --trace
- * write a plan export and a Chrome trace, each atomically. docs/plan.md
+ * write a plan export and a Chrome trace (passes/plan_out.c), each
+ * atomically. docs/plan.md
  * documents every option and number.
  */
 #include "passes.h"
 #include "plan.h"
 #include "tools.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,8 +33,14 @@ static const char plan_usage[] =
     "                       S: its table and its summary line; all: every table)\n"
     "  --amplification X    per-layer amplification limit, X >= 1 (default: the job's)\n"
     "  --gpu-budget X       global limit: GPU-seconds per iteration at most X times\n"
-    "                       the one-GPU time of the iteration\n"
-    "  --frontier           print the Pareto frontier (time vs GPU-seconds) instead\n"
+    "                       the one-GPU time of the iteration (the fastest plan\n"
+    "                       of the frontier within it)\n"
+    "  --frontier           print the Pareto frontier (time vs GPU-seconds) instead:\n"
+    "                       every plan optimal for some price on GPU-time, from the\n"
+    "                       fastest to the cheapest\n"
+    "  --overlap-allreduce  assume each gradient all-reduce overlaps the backward of\n"
+    "                       earlier layers (default: it runs after its layer's\n"
+    "                       backward and is waited for, as the runtime does now)\n"
     "  --profile FILE       measured per-layer times (DeepPool format) in place of\n"
     "                       the analytic model for the layers they cover\n"
     "  --json FILE          write the plans (every strategy) as JSON\n"
@@ -45,20 +53,13 @@ static const char plan_usage[] =
     "\n"
     "exit status: 0 success, 1 errors in the input or no plan fits, 2 internal error\n";
 
-/* "0..7" or "0..3,8..11" */
+/* "0..7", or "3" for one rank */
 static void ranks_str(const plan_layer_result *lr, char *buf, size_t n)
 {
-    size_t o = 0;
-    buf[0] = 0;
-    for (int i = 0; i < lr->k && o + 24 < n;) {
-        int j = i;
-        while (j + 1 < lr->k && lr->ranks[j + 1] == lr->ranks[j] + 1)
-            j++;
-        o += (size_t)snprintf(buf + o, n - o, "%s%d", i ? "," : "", lr->ranks[i]);
-        if (j > i)
-            o += (size_t)snprintf(buf + o, n - o, "..%d", lr->ranks[j]);
-        i = j + 1;
-    }
+    if (lr->k == 1)
+        snprintf(buf, n, "%d", lr->first);
+    else
+        snprintf(buf, n, "%d..%d", lr->first, lr->first + lr->k - 1);
 }
 
 static void print_table(FILE *out, const plan_problem *p, const plan_result *r)
@@ -77,9 +78,9 @@ static void print_table(FILE *out, const plan_problem *p, const plan_result *r)
                 lr->reshard * 1e3, lr->ar_exposed * 1e3, lr->amplification,
                 lr->mem_bytes / (1024.0 * 1024));
     }
-    fprintf(
-        out,
-        "(reshard: forward + backward into the layer; allred: all-reduce time not hidden behind backward)\n\n");
+    fprintf(out, "(reshard: forward + backward into the layer; allred: %s)\n\n",
+            p->ar_overlap ? "all-reduce time not hidden behind backward"
+                          : "all-reduce after the layer's backward, not overlapped");
 }
 
 static void print_summary(FILE *out, const plan_problem *p, plan_result *const *rs, int n,
@@ -112,7 +113,7 @@ static void print_summary(FILE *out, const plan_problem *p, plan_result *const *
 int cmd_plan(int argc, char **argv)
 {
     const char *input = NULL, *strategy = NULL, *json = NULL, *trace = NULL;
-    bool frontier = false;
+    bool frontier = false, overlap = false;
     double gpu_budget = 0;
     pass_options popt = {.strategy = "burst"};
     for (int i = 1; i < argc; i++) {
@@ -124,13 +125,16 @@ int cmd_plan(int argc, char **argv)
             return 0;
         } else if (strcmp(argv[i], "--frontier") == 0) {
             frontier = true;
+        } else if (strcmp(argv[i], "--overlap-allreduce") == 0) {
+            overlap = true;
         } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--strategy"))) {
             strategy = v;
         } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--gpu-budget"))) {
             gpu_budget = strtod(v, &end);
-            if (*end || !(gpu_budget >= 1)) {
+            if (end == v || *end || !(gpu_budget > 0) || isinf(gpu_budget)) {
                 fprintf(stderr,
-                        "burstc plan: error: --gpu-budget must be a number >= 1, got '%s'\n", v);
+                        "burstc plan: error: --gpu-budget must be a positive number, got '%s'\n",
+                        v);
                 return 1;
             }
         } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--json"))) {
@@ -188,6 +192,7 @@ int cmd_plan(int argc, char **argv)
     if (!ir_verify(m, &d) || !pass_plan_build(m, ctx.job, &popt, &in, &d))
         goto done;
     in.p.gpu_budget = gpu_budget;
+    in.p.ar_overlap = overlap;
     if (popt.profile)
         printf("profile %s: measured times for %d of %d layers\n\n", popt.profile, in.nmeasured,
                in.p.nlayers);
@@ -197,10 +202,12 @@ int cmd_plan(int argc, char **argv)
         int n = plan_frontier(&in.p, pts, 64);
         printf("Pareto frontier of burst plans: %d GPUs, global batch %lld\n", in.p.cluster.gpus,
                (long long)in.p.batch);
-        printf("%14s %12s %12s %14s\n", "price", "iter ms", "samples/s", "GPU-s/iter");
+        printf("%14s %12s %12s %14s %12s\n", "price", "iter ms", "samples/s", "GPU-s/iter",
+               "x one GPU");
+        double one = plan_one_gpu_time(&in.p);
         for (int i = 0; i < n; i++)
-            printf("%14.6g %12.4f %12.1f %14.6f\n", pts[i].price, pts[i].time * 1e3,
-                   (double)in.p.batch / pts[i].time, pts[i].gpu_seconds);
+            printf("%14.6g %12.4f %12.1f %14.6f %12.4f\n", pts[i].price, pts[i].time * 1e3,
+                   (double)in.p.batch / pts[i].time, pts[i].gpu_seconds, pts[i].gpu_seconds / one);
         status = 0;
         goto done;
     }
@@ -254,12 +261,18 @@ int cmd_plan(int argc, char **argv)
         out_file o;
         if (!out_open(&o, trace))
             goto done;
-        if (!plan_write_trace(&in.p, &res[shown], o.fp)) {
+        int ranks_shown;
+        if (!plan_write_trace(&in.p, &res[shown], PLAN_TRACE_RANKS, &ranks_shown, o.fp, err,
+                              sizeof err)) {
+            fprintf(stderr, "burstc plan: error: --trace: %s\n", err);
             out_abort(&o);
             goto done;
         }
         if (!out_commit(&o))
             goto done;
+        if (ranks_shown < in.p.cluster.gpus)
+            printf("(trace: %d of %d ranks, the lowest and an even sample of the rest)\n",
+                   ranks_shown, in.p.cluster.gpus);
     }
     status = 0;
 done:

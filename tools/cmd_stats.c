@@ -94,10 +94,11 @@ int cmd_stats(int argc, char **argv)
         } else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) {
             char *end;
             batch = strtoll(argv[++i], &end, 10);
-            if (*end || batch < 1 || batch > ((int64_t)1 << 31)) {
-                fprintf(stderr,
-                        "burstc stats: error: --batch must be a positive integer, got '%s'\n",
-                        argv[i]);
+            if (*end || batch < 1 || batch > IR_MAX_BATCH) {
+                fprintf(
+                    stderr,
+                    "burstc stats: error: --batch must be an integer from 1 to 2^31, got '%s'\n",
+                    argv[i]);
                 return 1;
             }
         } else if (strcmp(argv[i], "--model") == 0 && i + 1 < argc) {

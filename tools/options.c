@@ -49,8 +49,9 @@ int tool_pass_option(const char *cmd, int argc, char **argv, int *i, pass_option
         o->gpus = (int)g;
     } else if ((v = tool_opt_value(cmd, argc, argv, i, "--batch"))) {
         long long b = strtoll(v, &end, 10);
-        if (*end || b < 1 || b > (1LL << 31)) {
-            fprintf(stderr, "%s: error: --batch must be a positive integer, got '%s'\n", cmd, v);
+        if (*end || b < 1 || b > IR_MAX_BATCH) {
+            fprintf(stderr, "%s: error: --batch must be an integer from 1 to 2^31, got '%s'\n", cmd,
+                    v);
             return -1;
         }
         o->batch = b;

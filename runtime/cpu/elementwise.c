@@ -1,5 +1,5 @@
-/* cpu/elementwise.c: the memory-bound ops on the CPU: relu and gelu (tanh approximation)
- * on oneDNN's eltwise primitives; add and gradient accumulation, dropout with the
+/* cpu/elementwise.c: the memory-bound ops on the CPU: relu, gelu (tanh approximation),
+ * tanh and sigmoid on oneDNN's eltwise primitives; add and gradient accumulation, dropout with the
  * counter-based mask, concat, transpose of two axes, softmax along an axis, and the
  * optimizers' per-element updates as plain loops over contiguous memory, written without
  * branches in the loop bodies (selects, and one loop per case of the optimizers' options)
@@ -101,6 +101,26 @@ void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y)
 void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 {
     eltwise_bwd(dnnl_eltwise_gelu_tanh, "gelu_bwd", x, dy, dx);
+}
+
+void rt_tanh_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    eltwise_fwd(dnnl_eltwise_tanh, "tanh_fwd", x, y);
+}
+
+void rt_tanh_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    eltwise_bwd(dnnl_eltwise_tanh, "tanh_bwd", x, dy, dx);
+}
+
+void rt_sigmoid_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    eltwise_fwd(dnnl_eltwise_logistic, "sigmoid_fwd", x, y);
+}
+
+void rt_sigmoid_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    eltwise_bwd(dnnl_eltwise_logistic, "sigmoid_bwd", x, dy, dx);
 }
 
 /* ---- the plain loops ----------------------------------------------------------------------- */

@@ -131,7 +131,12 @@ static void test_reader_errors(void)
         const char *text;
         const char *message;
     } cases[] = {
-        {"", "t.ir:1:1: error: empty IR file: expected at least one graph"},
+        {"graph g {\n  %x = input : f32[N,2147483648,2147483648,2147483648]\n}\n",
+         "t.ir:2:3: error: input: 'x' is f32[N,2147483648,2147483648,2147483648]: more than 2^40 "
+         "elements per sample"},
+        {"graph g {\n  %x = input : f32[N,3,8,8]\n  %p = maxpool2d %x {kernel = 2, stride = 0} : "
+         "f32[N,3,4,4]\n}\n",
+         "t.ir:3:3: error: maxpool2d: attribute 'stride' must be positive, got 0"},
         {"graph g {\n  %x = input : f32[N,3]\n",
          "t.ir:3:1: error: unexpected end of file: graph 'g' is not closed with '}'"},
         {"graph g {\n  %x = input : f32[N,3]\n  %y = relu %z : f32[N,3]\n}\n",
@@ -165,11 +170,88 @@ static void test_reader_errors(void)
     }
 }
 
+/* Sizes at and past the limits of ir.h: the checked products say "too
+ * large" (-1) instead of wrapping around (2^31 cubed was 0 per sample). */
+static void test_size_limits(void)
+{
+    ir_type t = {EL_F32, 4, {IR_BATCH, (int64_t)1 << 31, (int64_t)1 << 31, (int64_t)1 << 31}};
+    CHECK(ir_type_elems_per_sample(&t) == -1);
+    t = (ir_type){EL_F32, 3, {IR_BATCH, (int64_t)1 << 20, (int64_t)1 << 20}};
+    CHECK(ir_type_elems_per_sample(&t) == IR_MAX_ELEMS);
+    t.dim[2]++;
+    CHECK(ir_type_elems_per_sample(&t) == -1);
+
+    arena *a = arena_new();
+    FILE *sink = fopen("/dev/null", "w");
+    diag_ctx quiet;
+    diag_init(&quiet, sink);
+    ir_module *m = ir_module_new(a);
+    ir_graph *g = ir_graph_add(m, "t", (src_loc){0});
+    int x = add_input(m, g, "x", (ir_type){EL_F32, 2, {IR_BATCH, (int64_t)1 << 20}});
+    /* 2^20 x 2^20 weights: exactly the limit, plus a bias of 2^20 past it. */
+    ir_attr lin[] = {attr_int("out", (int64_t)1 << 20), attr_int("bias", 0)};
+    int l = add(m, g, OP_LINEAR, "l", &x, 1, lin, 2, &quiet);
+    CHECK(l >= 0 && ir_op_params(g, &g->ops[l]) == IR_MAX_PARAMS &&
+          ir_op_cost(g, &g->ops[l]).params == IR_MAX_PARAMS);
+    ir_attr lin_bias[] = {attr_int("out", (int64_t)1 << 20)};
+    CHECK(add(m, g, OP_LINEAR, "lb", &x, 1, lin_bias, 1, &quiet) < 0 && quiet.nerrors == 1);
+    /* A window of kernel 2^40 dilated 2^40 does not wrap into a small one. */
+    int y = add_input(m, g, "y", (ir_type){EL_F32, 4, {IR_BATCH, 1, 8, 8}});
+    ir_attr conv[] = {attr_int("channels", 1), attr_int("kernel", (int64_t)1 << 40),
+                      attr_int("dilation", (int64_t)1 << 40)};
+    CHECK(add(m, g, OP_CONV2D, "c", &y, 1, conv, 3, &quiet) < 0 && quiet.nerrors == 2);
+    /* A pool left without a stride strides by its kernel. */
+    ir_attr pool[] = {attr_int("kernel", 2)};
+    int p = add(m, g, OP_MAXPOOL2D, "p", &y, 1, pool, 1, &quiet);
+    CHECK(p >= 0 && ir_op_attr(&g->ops[p], "stride")->u.pair[0] == 2 && g->ops[p].type.dim[2] == 4);
+    fclose(sink);
+    arena_free(a);
+}
+
+/* Name tables and the line index stay right at sizes where a walk over a
+ * list would be slow. */
+static void test_tables(void)
+{
+    arena *a = arena_new();
+    ir_names t = {0};
+    char **keys = malloc(sizeof *keys * 100000);
+    for (int i = 0; i < 100000; i++) {
+        keys[i] = arena_printf(a, "name%d", i);
+        ir_names_set(a, &t, keys[i], i);
+    }
+    ir_names_set(a, &t, "name7", -7); /* replaces */
+    CHECK(t.n == 100000 && ir_names_get(&t, "name99999") == 99999 &&
+          ir_names_get(&t, "name7") == -7 && ir_names_get(&t, "name100000") == -1);
+    free(keys);
+
+    ir_module *m = ir_module_new(a);
+    for (int i = 0; i < 1000; i++)
+        ir_graph_add(m, arena_printf(a, "g%d", i % 500), (src_loc){0});
+    CHECK(ir_graph_find(m, "g499") == 499 && ir_graph_find(m, "g0") == 0 &&
+          ir_graph_find(m, "g500") == -1); /* the first of a name */
+
+    char *text = malloc(3 * 200000 + 1);
+    size_t n = 0;
+    for (int i = 0; i < 200000; i++)
+        n += (size_t)sprintf(text + n, "%c\n", 'a' + i % 26);
+    src_file *f = src_file_from_string(a, "t", text, n - 1); /* no newline at the end */
+    size_t len;
+    const char *l = src_line(f, 130001, &len);
+    CHECK(l && len == 1 && l[0] == 'a' + 130000 % 26);
+    l = src_line(f, 200000, &len);
+    CHECK(l && len == 1 && l[0] == 'a' + 199999 % 26);
+    CHECK(src_line(f, 200001, &len) == NULL && src_line(f, 0, &len) == NULL);
+    free(text);
+    arena_free(a);
+}
+
 int main(void)
 {
     test_conv_and_linear();
     test_transformer_ops();
     test_reader_errors();
+    test_size_limits();
+    test_tables();
     if (failures)
         fprintf(stderr, "%d check(s) failed\n", failures);
     else

@@ -1,250 +1,185 @@
 /*
- * test_planner.c: the planner's DP against brute-force enumeration on random
- * chains and series-parallel graphs (the optimum must be equal), the
- * heuristic's gap on other DAGs, and known cases: perfect scaling with free
- * communication (burst equals dp), no amplification allowance (one GPU per
- * layer), memory errors, the frontier, pow2 never beating burst.
+ * test_planner.c: properties of the planner that hold on any problem, and
+ * known cases. More GPUs never give a worse plan (monotone in G, on chains
+ * and on graphs with concurrent branches, across one and several nodes);
+ * the frontier runs from the fastest plan to the cheapest (whose GPU-seconds
+ * are checked against enumeration) through convex hull vertices only, and
+ * --gpu-budget finds the fastest of them within any budget the cheapest plan
+ * meets; perfect scaling with free communication (burst equals dp); no
+ * amplification allowance (one GPU per layer); memory errors; pow2 never
+ * beating burst. test_bruteforce.c compares plans with the enumerated optimum.
  */
-#include <string.h>
-
 #include "check.h"
-#include "plan.h"
+#include "random_problem.h"
 
-static unsigned long long rng_state = 88172645463325252ull;
-
-static double urand(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (double)(rng_state >> 11) / 9007199254740992.0;
-}
-
-static int irand(int lo, int hi)
-{
-    return lo + (int)(urand() * (hi - lo + 1));
-}
-
-#define MAXL 8
-
-typedef struct inst {
-    plan_problem p;
-    plan_layer layers[MAXL];
-    plan_edge edges[4 * MAXL];
-} inst;
-
-static void random_layer(plan_layer *l, int i)
-{
-    static char names[MAXL][16];
-    snprintf(names[i], sizeof names[i], "l%d", i);
-    l->name = names[i];
-    l->cls = (plan_class)irand(0, 2);
-    l->fwd_flops = pow(10, 6 + 3 * urand());
-    l->bwd_flops = 2 * l->fwd_flops;
-    l->fwd_elems = pow(10, 3 + 3 * urand());
-    l->bwd_elems = 2 * l->fwd_elems;
-    l->params = urand() < 0.3 ? 0 : pow(10, 3 + 5 * urand());
-    l->saved = l->fwd_elems / 2;
-    l->fwd_kernels = 1;
-    l->bwd_kernels = 2;
-}
-
-static void random_cluster(inst *in)
-{
-    plan_cluster *c = &in->p.cluster;
-    c->gpus = irand(1, 8);
-    static const int gpn[] = {1, 2, 4, 8};
-    c->gpus_per_node = gpn[irand(0, 3)];
-    c->intra_alpha = 1e-6 * (1 + 9 * urand());
-    c->intra_bw = pow(10, 10 + 1.5 * urand());
-    c->inter_alpha = 1e-5 * (1 + 9 * urand());
-    c->inter_bw = pow(10, 9 + 1.5 * urand());
-    c->peak_flops = 1e13;
-    c->mem_bw = 1e12;
-    c->launch = 5e-6;
-    in->p.batch = irand(1, 16);
-    in->p.dtype_bytes = 4;
-    in->p.optimizer_states = 1;
-    in->p.amp_limit = urand() < 0.5 ? 0 : 1 + 2 * urand();
-}
-
-static void add_edge(inst *in, int u, int v)
-{
-    in->edges[in->p.nedges++] = (plan_edge){u, v, pow(10, 3 + 3 * urand())};
-}
-
-static void finish(inst *in, int n)
-{
-    in->p.nlayers = n;
-    in->p.layers = in->layers;
-    in->p.edges = in->edges;
-    for (int i = 0; i < n; i++)
-        random_layer(&in->layers[i], i);
-}
-
-static void make_chain(inst *in)
-{
-    memset(in, 0, sizeof *in);
-    random_cluster(in);
-    int n = irand(1, 6);
-    for (int i = 0; i + 1 < n; i++)
-        add_edge(in, i, i + 1);
-    finish(in, n);
-}
-
-/* A series of units; a unit is a layer or a block fork -> {branches} -> join
- * where a branch is empty (a direct edge), a layer, a chain of two layers or
- * (once) a nested block. Layers are numbered in creation order, which is
- * topological. */
-static int gen_seq(inst *in, int *next, int budget, int entry, int depth);
-
-static int gen_block(inst *in, int *next, int budget, int entry, int depth)
-{
-    /* entry is the fork; returns the join */
-    int nb = irand(2, 3);
-    int ends[3], nends = 0;
-    int left = budget - 1; /* keep one layer for the join */
-    for (int b = 0; b < nb; b++) {
-        int use = left > 0 ? irand(0, left < 3 ? left : 3) : 0;
-        if (use == 0) {
-            ends[nends++] = entry;
-            continue;
-        }
-        int before = *next;
-        int last = gen_seq(in, next, use, entry, depth + 1);
-        left -= *next - before;
-        ends[nends++] = last;
-    }
-    int join = (*next)++;
-    for (int i = 0; i < nends; i++)
-        add_edge(in, ends[i], join);
-    return join;
-}
-
-static int gen_seq(inst *in, int *next, int budget, int entry, int depth)
-{
-    int cur = entry, used = 0;
-    while (used < budget) {
-        int before = *next;
-        if (budget - used >= 3 && depth < 2 && urand() < 0.5 && cur >= 0) {
-            cur = gen_block(in, next, budget - used - 0, cur, depth);
-        } else {
-            int l = (*next)++;
-            if (cur >= 0)
-                add_edge(in, cur, l);
-            cur = l;
-        }
-        used += *next - before;
-    }
-    return cur;
-}
-
-static void make_sp(inst *in)
-{
-    memset(in, 0, sizeof *in);
-    random_cluster(in);
-    int next = 0;
-    gen_seq(in, &next, irand(3, 6), -1, 0);
-    /* drop duplicate edges (an empty branch twice) */
-    int m = 0;
-    for (int e = 0; e < in->p.nedges; e++) {
-        bool dup = false;
-        for (int f = 0; f < m; f++)
-            if (in->edges[f].from == in->edges[e].from && in->edges[f].to == in->edges[e].to)
-                dup = true;
-        if (!dup)
-            in->edges[m++] = in->edges[e];
-    }
-    in->p.nedges = m;
-    finish(in, next);
-}
-
-static void make_dag(inst *in)
-{
-    memset(in, 0, sizeof *in);
-    random_cluster(in);
-    int n = irand(4, 6);
-    for (int v = 1; v < n; v++)
-        for (int u = 0; u < v; u++)
-            if (urand() < 0.45)
-                add_edge(in, u, v);
-    finish(in, n);
-}
-
-static int n_checked, n_sp, n_conc;
-
-static void compare(inst *in, plan_strategy s, const char *what, int idx)
-{
-    plan_result r;
-    char err[256];
-    bool ok = plan_solve(&in->p, s, &r, err, sizeof err);
-    double bf = plan_brute_force(&in->p, s);
-    if (!ok) {
-        CHECK(bf == INFINITY);
-        return;
-    }
-    double got = plan_objective(&in->p, &r);
-    if (!(fabs(got - bf) <= 1e-9 * fmax(got, bf))) {
-        fprintf(stderr, "%s #%d (%s): dp %.12g brute force %.12g (G=%d B=%lld n=%d)\n", what, idx,
-                plan_strategy_name(s), got, bf, in->p.cluster.gpus, (long long)in->p.batch,
-                in->p.nlayers);
-        check_failures++;
-    }
-    n_checked++;
-    n_sp += r.exact;
-    n_conc += r.nconcurrent > 0;
-    plan_result_free(&r);
-}
-
-static void test_random(void)
+/* More GPUs never make the plan worse: the plan for G - 1 GPUs is a plan on
+ * G (the same ranks), so the one found for G must be at least as fast. */
+static void test_monotone(void)
 {
     inst in;
-    for (int i = 0; i < 150; i++) {
-        make_chain(&in);
-        in.p.price = urand() < 0.5 ? 0 : pow(10, -6 + 4 * urand());
-        for (int s = 0; s < PS_COUNT; s++)
-            if (s != PS_DEEPPOOL) /* DeepPool's greedy search, test_deeppool.c */
-                compare(&in, (plan_strategy)s, "chain", i);
+    char err[256];
+    int checked = 0, conc = 0;
+    double worst = 0;
+    for (int i = 0; i < 120; i++) {
+        memset(&in, 0, sizeof in);
+        int gpn = irand(2, 6), Gmax = irand(3, 20);
+        random_cluster(&in, 1, gpn);
+        in.p.batch = irand(4, 48);
+        if (i % 3 == 0)
+            make_chain(&in, irand(2, 8));
+        else
+            make_concurrent(&in, irand(3, 9));
+        in.p.ar_overlap = i % 4 == 3;
+        double prev = INFINITY;
+        for (int G = 1; G <= Gmax; G++) {
+            in.p.cluster.gpus = G;
+            plan_result r;
+            if (!plan_solve(&in.p, PS_BURST, &r, err, sizeof err)) {
+                fprintf(stderr, "monotone #%d G=%d: %s\n", i, G, err);
+                check_failures++;
+                break;
+            }
+            if (r.time > prev * (1 + 1e-12)) {
+                fprintf(stderr, "monotone #%d: %d GPUs %.9g ms, %d GPUs %.9g ms\n", i, G - 1,
+                        prev * 1e3, G, r.time * 1e3);
+                check_failures++;
+                double w = r.time / prev - 1;
+                if (w > worst)
+                    worst = w;
+            }
+            conc += r.nconcurrent > 0;
+            prev = r.time;
+            checked++;
+            plan_result_free(&r);
+        }
     }
-    for (int i = 0; i < 200; i++) {
-        make_sp(&in);
-        CHECK(plan_is_series_parallel(&in.p));
-        in.p.price = 0;
-        compare(&in, PS_BURST, "series-parallel", i);
-        compare(&in, PS_POW2, "series-parallel", i);
-    }
-    printf("DP = brute force on %d instances (%d series-parallel, %d with concurrent branches)\n",
-           n_checked, n_sp, n_conc);
-    CHECK(n_checked >= 200);
-    CHECK(n_conc > 0);
+    printf("monotone in G: %d plans (%d with concurrent branches), worst increase %.4f%%\n",
+           checked, conc, 100 * worst);
+    CHECK(checked > 500 && conc > 0);
+}
 
-    /* The heuristic on DAGs that are not series-parallel: report the gap. */
-    int ndag = 0, nexact = 0;
-    double worst = 0, sum = 0;
-    for (int i = 0; i < 400 && ndag < 100; i++) {
-        make_dag(&in);
-        if (plan_is_series_parallel(&in.p))
-            continue;
+/* The least GPU-seconds of any plan, by enumeration of counts from rank 0
+ * (GPU-seconds do not depend on where a layer runs... except through the
+ * links; so every first rank too). */
+static double min_gpu_seconds(const plan_problem *p)
+{
+    int n = p->nlayers, G = p->cluster.gpus, kmax = (int64_t)G < p->batch ? G : (int)p->batch;
+    int k[MAXL], first[MAXL];
+    for (int l = 0; l < n; l++)
+        k[l] = 1, first[l] = 0;
+    plan_evaluator *ev = plan_evaluator_new(p);
+    double best = INFINITY;
+    for (;;) {
+        double t, g;
+        bool amp = true;
+        for (int l = 0; l < n && p->amp_limit > 0; l++) {
+            double f, b, f1, b1;
+            plan_layer_time(p, &p->layers[l], (p->batch + k[l] - 1) / k[l], &f, &b);
+            plan_layer_time(p, &p->layers[l], p->batch, &f1, &b1);
+            amp &= k[l] == 1 || k[l] * (f + b) <= p->amp_limit * (f1 + b1) * (1 + 1e-12);
+        }
+        if (amp && plan_evaluator_run(ev, k, first, &t, &g) && g < best)
+            best = g;
+        int l = 0;
+        while (l < n) {
+            if (++first[l] + k[l] <= G)
+                break;
+            first[l] = 0;
+            if (++k[l] <= kmax)
+                break;
+            k[l] = 1;
+            l++;
+        }
+        if (l == n)
+            break;
+    }
+    plan_evaluator_free(ev);
+    return best;
+}
+
+static void test_frontier(void)
+{
+    inst in;
+    char err[512];
+    int checked = 0, budgets = 0;
+    for (int i = 0; i < 60; i++) {
+        memset(&in, 0, sizeof in);
+        int G = irand(2, 6);
+        random_cluster(&in, G, irand(1, G));
+        if (i % 2)
+            make_chain(&in, irand(2, 4));
+        else
+            make_concurrent(&in, irand(2, 4));
+        plan_point pts[64];
+        int np = plan_frontier(&in.p, pts, 64);
+        CHECK(np >= 1);
+        plan_result fast;
+        CHECK(plan_solve(&in.p, PS_BURST, &fast, err, sizeof err));
+        /* From the fastest plan... */
+        CHECK_NEAR(pts[0].time, fast.time, 1e-12);
+        /* ...to the cheapest, which no plan undercuts... */
+        CHECK_NEAR(pts[np - 1].gpu_seconds, min_gpu_seconds(&in.p), 1e-9);
+        /* ...sorted, each faster point costlier, and convex (every vertex
+		 * below the segment of its neighbours). */
+        for (int j = 1; j < np; j++)
+            CHECK(pts[j].time > pts[j - 1].time && pts[j].gpu_seconds < pts[j - 1].gpu_seconds);
+        for (int j = 1; j + 1 < np; j++) {
+            double x = (pts[j].gpu_seconds - pts[j + 1].gpu_seconds) /
+                       (pts[j - 1].gpu_seconds - pts[j + 1].gpu_seconds);
+            double line = pts[j + 1].time + x * (pts[j - 1].time - pts[j + 1].time);
+            CHECK(pts[j].time <= line * (1 + 1e-9));
+        }
+        /* A budget between the cheapest and the fastest plan gets the
+		 * fastest frontier point within it; below the cheapest, none. */
+        double one = plan_one_gpu_time(&in.p);
+        for (int b = 0; b < 4; b++) {
+            double lo = pts[np - 1].gpu_seconds / one, hi = fast.gpu_seconds / one;
+            double x = b == 0 ? lo : b == 1 ? hi : lo + (hi - lo) * urand();
+            in.p.gpu_budget = x;
+            plan_result r;
+            bool ok = plan_solve(&in.p, PS_BURST, &r, err, sizeof err);
+            CHECK(ok);
+            if (ok) {
+                CHECK(r.gpu_seconds <= x * one * (1 + 1e-9));
+                double want = INFINITY;
+                for (int j = 0; j < np; j++)
+                    if (pts[j].gpu_seconds <= x * one * (1 + 1e-12) && pts[j].time < want)
+                        want = pts[j].time;
+                CHECK_NEAR(r.time, want, 1e-9);
+                plan_result_free(&r);
+                budgets++;
+            }
+            in.p.gpu_budget = 0;
+        }
+        in.p.gpu_budget = pts[np - 1].gpu_seconds / one * (1 - 1e-6);
         plan_result r;
-        char err[256];
-        if (!plan_solve(&in.p, PS_BURST, &r, err, sizeof err))
-            continue;
-        double got = plan_objective(&in.p, &r), bf = plan_brute_force(&in.p, PS_BURST);
-        CHECK(!r.exact);
-        CHECK(got >= bf * (1 - 1e-12));
-        double gap = got / bf - 1;
-        if (gap > worst)
-            worst = gap;
-        sum += gap;
-        nexact += gap < 1e-9;
-        ndag++;
+        CHECK(!plan_solve(&in.p, PS_BURST, &r, err, sizeof err));
+        CHECK(strstr(err, "the cheapest plan needs") != NULL);
+        in.p.gpu_budget = 0;
+        plan_result_free(&fast);
+        checked++;
+    }
+    printf("frontier: %d problems, %d budgets\n", checked, budgets);
+
+    /* The budget is printed as given. */
+    memset(&in, 0, sizeof in);
+    random_cluster(&in, 4, 4);
+    in.p.amp_limit = 0;
+    make_chain(&in, 3);
+    for (int l = 0; l < 3; l++)
+        in.layers[l].fwd_kernels = in.layers[l].bwd_kernels = 1000; /* launch-bound: 1 GPU */
+    in.p.gpu_budget = 1.001;
+    plan_result r;
+    if (plan_solve(&in.p, PS_BURST, &r, err, sizeof err)) {
+        CHECK(r.gpu_seconds <= 1.001 * plan_one_gpu_time(&in.p) * (1 + 1e-9));
         plan_result_free(&r);
     }
-    printf(
-        "heuristic on %d non-series-parallel DAGs: optimal on %d, mean gap %.3f%%, worst gap %.3f%%\n",
-        ndag, nexact, 100 * sum / (ndag ? ndag : 1), 100 * worst);
-    CHECK(ndag >= 50);
-    CHECK(worst < 0.25);
+    in.p.gpu_budget = 0.5;
+    CHECK(!plan_solve(&in.p, PS_BURST, &r, err, sizeof err));
+    CHECK(strstr(err, "budget of 0.5 x") != NULL);
+    in.p.gpu_budget = 0.999;
+    CHECK(!plan_solve(&in.p, PS_BURST, &r, err, sizeof err));
+    CHECK(strstr(err, "budget of 0.999 x") != NULL);
 }
 
 static void vgg_like(inst *in, int G, int64_t B)
@@ -265,7 +200,7 @@ static void vgg_like(inst *in, int G, int64_t B)
     in->p.optimizer_states = 1;
     int n = 6;
     for (int i = 0; i < n; i++) {
-        random_layer(&in->layers[i], i);
+        random_layer(in, i);
         in->layers[i].cls = i < 4 ? PC_CONV : PC_LINEAR;
         in->layers[i].fwd_flops = i < 4 ? 3e9 / (i + 1) : 2e8;
         in->layers[i].bwd_flops = 2 * in->layers[i].fwd_flops;
@@ -356,33 +291,32 @@ static void test_known(void)
     CHECK(!plan_solve(&in.p, PS_DP, &r, err, sizeof err));
     CHECK(strstr(err, "rank 0 needs 3600000000 bytes") != NULL);
 
-    /* The frontier: sorted by time, GPU-seconds falling, ends at the
-	 * unconstrained optimum. */
+    /* The frontier of a chain: from the fastest plan to all layers on one
+	 * GPU (the cheapest: every layer scales sublinearly). */
     vgg_like(&in, 32, 256);
     plan_point pts[64];
     int np = plan_frontier(&in.p, pts, 64);
     CHECK(np >= 2);
-    for (int i = 1; i < np; i++)
-        CHECK(pts[i].time >= pts[i - 1].time && pts[i].gpu_seconds < pts[i - 1].gpu_seconds);
     CHECK(plan_solve(&in.p, PS_BURST, &r, err, sizeof err));
     CHECK_NEAR(pts[0].time, r.time, 1e-12);
     plan_result_free(&r);
-
-    /* Global GPU-time budget: the plan respects it. */
+    CHECK_NEAR(pts[np - 1].gpu_seconds, plan_one_gpu_time(&in.p), 1e-9);
+    /* the one-GPU plan fits a budget of exactly 1 */
+    in.p.gpu_budget = 1;
+    CHECK(plan_solve(&in.p, PS_BURST, &r, err, sizeof err));
+    for (int l = 0; l < r.nlayers; l++)
+        CHECK(r.layer[l].k == 1);
+    plan_result_free(&r);
     in.p.gpu_budget = 1.5;
     CHECK(plan_solve(&in.p, PS_BURST, &r, err, sizeof err));
-    double one = 0, f, b;
-    for (int l = 0; l < in.p.nlayers; l++) {
-        plan_layer_time(&in.p, &in.layers[l], in.p.batch, &f, &b);
-        one += f + b;
-    }
-    CHECK(r.gpu_seconds <= 1.5 * one * (1 + 1e-9));
+    CHECK(r.gpu_seconds <= 1.5 * plan_one_gpu_time(&in.p) * (1 + 1e-9));
     plan_result_free(&r);
 }
 
 int main(void)
 {
-    test_random();
+    test_monotone();
+    test_frontier();
     test_known();
     return check_done("test_planner");
 }

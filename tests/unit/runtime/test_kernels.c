@@ -175,22 +175,27 @@ static void test_matmul(void)
 
 typedef struct {
     rt_tensor *x, *y, *dy, *dx;
-    int which; /* 0 relu, 1 gelu */
+    int which; /* 0 relu, 1 gelu, 2 tanh, 3 sigmoid */
 } act_ctx;
+static void (*const act_fwd[])(const rt_tensor *, rt_tensor *) = {rt_relu_fwd, rt_gelu_fwd,
+                                                                  rt_tanh_fwd, rt_sigmoid_fwd};
+static void (*const act_bwd[])(const rt_tensor *, const rt_tensor *, rt_tensor *) = {
+    rt_relu_bwd, rt_gelu_bwd, rt_tanh_bwd, rt_sigmoid_bwd};
+static const char *const act_name[] = {"relu", "gelu", "tanh", "sigmoid"};
 static void act_f(void *p)
 {
     act_ctx *c = p;
-    (c->which ? rt_gelu_fwd : rt_relu_fwd)(c->x, c->y);
+    act_fwd[c->which](c->x, c->y);
 }
 static void act_b(void *p)
 {
     act_ctx *c = p;
-    (c->which ? rt_gelu_bwd : rt_relu_bwd)(c->x, c->dy, c->dx);
+    act_bwd[c->which](c->x, c->dy, c->dx);
 }
 
 static void test_activations(void)
 {
-    for (int which = 0; which < 2; which++) {
+    for (int which = 0; which < 4; which++) {
         act_ctx c = {.which = which};
         c.x = T(2, 4, 25, 0, 0);
         fill(c.x);
@@ -203,16 +208,18 @@ static void test_activations(void)
         for (int i = 0; i < 100; i++) {
             double v = rt_f32(c.x)[i];
             ref[i] =
-                which
+                which == 1
                     ? 0.5 * v *
                           (1 + tanh(sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)))
-                    : (v > 0 ? v : 0);
+                : which == 2 ? tanh(v)
+                : which == 3 ? 1 / (1 + exp(-v))
+                             : (v > 0 ? v : 0);
         }
-        CHECK_CLOSE(which ? "gelu_fwd" : "relu_fwd", rt_f32(c.y), ref, 100, 1e-6, 1e-5);
+        CHECK_CLOSE(act_name[which], rt_f32(c.y), ref, 100, 1e-6, 1e-5);
         c.dy = like(c.y);
         c.dx = like(c.x);
         gvar v[1] = {{c.x, c.dx, "x"}};
-        gradcheck(which ? "gelu" : "relu", act_f, act_b, &c, c.y, c.dy, v, 1);
+        gradcheck(act_name[which], act_f, act_b, &c, c.y, c.dy, v, 1);
     }
 }
 

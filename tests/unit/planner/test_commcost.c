@@ -1,5 +1,5 @@
 /*
- * test_comm.c: the communication model (comm.c) on hand-computed cases.
+ * test_commcost.c: the communication model (commcost.c) on hand-computed cases.
  */
 #include <string.h>
 

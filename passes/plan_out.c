@@ -1,0 +1,178 @@
+/*
+ * plan_out.c: a plan written out for people and tools: the JSON export
+ * (`burstc plan --json`) and the predicted per-GPU timeline as a Chrome trace
+ * (`burstc plan --trace`, the ideal schedule of passes/timeline.c). Both
+ * read a finished, placed plan_result; nothing here plans. tools/cmd_plan.c
+ * writes them atomically (temp file, rename).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+static void json_str(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fprintf(out, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            fprintf(out, "\\u%04x", *s);
+        else
+            fputc(*s, out);
+    }
+    fputc('"', out);
+}
+
+int plan_trace_ranks(int G, int cap, int *ranks)
+{
+    if (cap < 2 || G <= cap) {
+        int n = G < cap || cap < 2 ? G : cap;
+        for (int g = 0; g < n; g++)
+            ranks[g] = g;
+        return n;
+    }
+    /* The lowest ranks carry the layers on few GPUs; the rest are sampled
+	 * evenly (the last rank included). */
+    int head = cap / 2, n = 0;
+    for (int g = 0; g < head; g++)
+        ranks[n++] = g;
+    int rest = cap - head;
+    for (int i = 0; i < rest; i++) {
+        int g = head + (int)((double)(G - 1 - head) * (i + 1) / rest);
+        if (g > ranks[n - 1])
+            ranks[n++] = g;
+    }
+    return n;
+}
+
+static void event(FILE *out, bool *first, const char *name, const char *cat, int pid, int tid,
+                  double start, double dur, const char *args)
+{
+    fprintf(out, "%s\n{\"name\":", *first ? "" : ",");
+    json_str(out, name);
+    fprintf(out, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f%s%s}",
+            cat, pid, tid, start * 1e6, dur * 1e6, args ? ",\"args\":" : "", args ? args : "");
+    *first = false;
+}
+
+static void track_names(FILE *out, bool *first, int pid, const char *process, int ntids,
+                        const char *const *tids)
+{
+    fprintf(out, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":",
+            *first ? "" : ",", pid);
+    json_str(out, process);
+    fprintf(
+        out,
+        "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}",
+        pid, pid);
+    for (int t = 0; t < ntids; t++)
+        fprintf(
+            out,
+            ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+            pid, t, tids[t]);
+    *first = false;
+}
+
+/*
+ * The ideal schedule of the plan's timeline (timeline.c), one process per
+ * shown rank with three tracks: its compute (each op for its own shard's
+ * time), its communication (reshards, all-reduces, the loss sum, while they
+ * move data) and its idle windows (named by why, with their anchor).
+ */
+bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks, int *shown,
+                      FILE *out, char *err, size_t errlen)
+{
+    plan_timeline tl;
+    if (!plan_timeline_build(p, r, &tl, err, errlen))
+        return false;
+    int G = tl.G;
+    int *ranks = malloc(sizeof(int) * (size_t)G);
+    if (!ranks) {
+        snprintf(err, errlen, "out of memory");
+        plan_timeline_free(&tl);
+        return false;
+    }
+    int n = plan_trace_ranks(G, max_ranks, ranks);
+    if (shown)
+        *shown = n;
+    static const char *const tids[] = {"compute", "communication", "idle"};
+    bool first = true;
+    fprintf(out,
+            "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"ranks\":%d,\"ranks_shown\":%d,"
+            "\"iteration_s\":%.9g},\"traceEvents\":[",
+            G, n, tl.time);
+    char name[512], args[128];
+    for (int i = 0; i < n; i++) {
+        int g = ranks[i];
+        snprintf(name, sizeof name, "rank %d", g);
+        track_names(out, &first, g, name, 3, tids);
+        for (int64_t j = tl.prog0[g]; j < tl.prog0[g + 1]; j++) {
+            const plan_tl_step *s = &tl.step[j];
+            const plan_tl_op *o = &tl.op[s->op];
+            plan_tl_op_name(&tl, s->op, name, sizeof name);
+            if (o->kind == PTL_FWD || o->kind == PTL_BWD) {
+                if (s->own > 0)
+                    event(out, &first, name, plan_tl_kind_name(o->kind), g, 0, s->start, s->own,
+                          NULL);
+            } else if (s->end > s->start) {
+                snprintf(args, sizeof args, "{\"bytes\":%.9g,\"ranks\":%d}",
+                         o->kind == PTL_RESHARD_FWD || o->kind == PTL_RESHARD_BWD
+                             ? o->bytes * (double)p->batch
+                             : o->bytes,
+                         o->nparts);
+                event(out, &first, name, plan_tl_kind_name(o->kind), g, 1, s->start,
+                      s->end - s->start, args);
+            }
+        }
+        for (int64_t w = tl.win0[g]; w < tl.win0[g + 1]; w++) {
+            const plan_tl_window *x = &tl.win[w];
+            if (x->op >= 0)
+                plan_tl_op_name(&tl, x->op, name, sizeof name);
+            else
+                snprintf(name, sizeof name, "iteration end");
+            snprintf(args, sizeof args, "{\"anchor_step\":%d}", x->step);
+            char label[600];
+            snprintf(label, sizeof label, "%s: %s", plan_tl_wait_name(x->why), name);
+            event(out, &first, label, "idle", g, 2, x->start, x->end - x->start, args);
+        }
+    }
+    fprintf(out, "\n]}\n");
+    free(ranks);
+    plan_timeline_free(&tl);
+    if (ferror(out)) {
+        snprintf(err, errlen, "write error");
+        return false;
+    }
+    return true;
+}
+
+bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nrs, FILE *out)
+{
+    fprintf(out, "{\n  \"gpus\": %d,\n  \"gpus_per_node\": %d,\n  \"batch\": %lld,\n  \"plans\": [",
+            p->cluster.gpus, p->cluster.gpus_per_node, (long long)p->batch);
+    for (int i = 0; i < nrs; i++) {
+        const plan_result *r = rs[i];
+        fprintf(
+            out,
+            "%s\n    {\"strategy\": \"%s\", \"exact\": %s, \"time_s\": %.9g, \"gpu_seconds\": %.9g, "
+            "\"samples_per_s\": %.9g, \"cross_node_bytes\": %.9g, \"peak_mem_bytes\": %.9g, \"layers\": [",
+            i ? "," : "", plan_strategy_name(r->strategy), r->exact ? "true" : "false", r->time,
+            r->gpu_seconds, r->samples_per_s, r->cross_node_bytes, r->peak_mem);
+        for (int l = 0; l < r->nlayers; l++) {
+            const plan_layer_result *lr = &r->layer[l];
+            fprintf(out, "%s\n      {\"name\": ", l ? "," : "");
+            json_str(out, p->layers[l].name);
+            fprintf(
+                out,
+                ", \"gpus\": %d, \"first_rank\": %d, \"shard\": %lld, \"fwd_s\": %.9g, \"bwd_s\": %.9g, "
+                "\"reshard_s\": %.9g, \"allreduce_s\": %.9g, \"allreduce_exposed_s\": %.9g, "
+                "\"amplification\": %.6g, \"mem_bytes\": %.9g}",
+                lr->k, lr->first, (long long)lr->shard, lr->fwd, lr->bwd, lr->reshard,
+                lr->allreduce, lr->ar_exposed, lr->amplification, lr->mem_bytes);
+        }
+        fprintf(out, "\n    ]}");
+    }
+    fprintf(out, "\n  ]\n}\n");
+    return !ferror(out);
+}

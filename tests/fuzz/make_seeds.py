@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""make_seeds.py DIR [BURSTC]: writes the seed corpora of the fuzz targets.
+
+DIR/frontend, DIR/ir and DIR/pipeline get the examples and golden tests
+(self-contained: imports inlined, so that a job reaches the planner), and one
+seed per class of hostile input that the compiler must survive (issue 9):
+tokens of more than 16 KB of every kind, 30,000-term operator chains, nesting
+past every limit, overflowing shapes, special values, and hand-edited plans
+whose communication disagrees with their rank sets. With BURSTC (a built
+burstc), the IR seeds include every example printed, planned and with
+explicit communication.
+"""
+import glob
+import os
+import re
+import subprocess
+import sys
+
+out = sys.argv[1]
+burstc = sys.argv[2] if len(sys.argv) > 2 else None
+top = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+for d in ("frontend", "ir", "pipeline"):
+    os.makedirs(os.path.join(out, d), exist_ok=True)
+
+
+def seed(kind, name, text):
+    with open(os.path.join(out, kind, name), "w") as f:
+        f.write(text)
+
+
+def inline(path, seen=None):
+    """The file's text with its imports replaced by what they import (once)."""
+    seen = set() if seen is None else seen
+    real = os.path.realpath(path)
+    if real in seen:
+        return ""
+    seen.add(real)
+    text = open(path).read()
+    return re.sub(r'^import "([^"]*)"', lambda m: inline(os.path.join(os.path.dirname(path), m.group(1)), seen),
+                  text, flags=re.M)
+
+
+for path in glob.glob(os.path.join(top, "examples", "*", "*.burst")):
+    text = inline(path)
+    name = os.path.basename(path)
+    seed("frontend", name, text)
+    seed("pipeline", name, text)
+for path in glob.glob(os.path.join(top, "tests", "lit", "**", "*.burst"), recursive=True):
+    seed("frontend", "lit_" + os.path.basename(path), open(path).read())
+for path in glob.glob(os.path.join(top, "tests", "lit", "**", "*.ir"), recursive=True):
+    text = open(path).read()
+    seed("ir", "lit_" + os.path.basename(path), text)
+    seed("pipeline", "lit_" + os.path.basename(path), ";\n" + text)
+
+MODEL = "model m {\n  input x: f32[batch, 4]\n  h = %s\n}\n"
+HW = ("gpu g { flops f32 = 1 TFLOPS, memory = 1 GiB, bandwidth = 1 GB/s }\n"
+      "cluster c { gpu = g, gpus_per_node = 2, nvlink = 100 GB/s @ 1 us }\n")
+JOB = "job j { model = m, cluster = c, batch = 8 }\n"
+n = 17 * 1024
+hostile = {
+    "token_comment": "// " + "x" * n + "\n" + MODEL % "relu(x)",
+    "token_block_comment": "/* " + "x" * n + " */\n" + MODEL % "relu(x)",
+    "token_blanks": "let a =" + " " * n + "1\n" + MODEL % "relu(x)",
+    "token_ident": "let " + "a" * n + " = 1\n" + MODEL % "relu(x)",
+    "token_string": 'import "' + "s" * n + '"\n',
+    "token_number": "let a = " + "9" * n + "\n",
+    "token_unit": "let a = 1 " + "G" * n + "\n",
+    "chain_plus": "let a = " + "+".join(["1"] * 30000) + "\n" + MODEL % "relu(x)",
+    "chain_times": "let a = " + "*".join(["1"] * 30000) + "\n",
+    "deep_parens": "let a = " + "1+(" * 300 + "1" + ")" * 300 + "\n",
+    "deep_neg": "let a = " + "-" * 300 + "1\n",
+    "deep_calls": MODEL % ("relu(" * 300 + "x" + ")" * 300),
+    "deep_lists": "let a = " + "[" * 300 + "1" + "]" * 300 + "\n",
+    "deep_loops": "model m {\n input x: f32[batch, 4]\n h = relu(x)\n" + "for i in 0..2 {\n" * 300 + "h = relu(h)\n" + "}\n" * 300 + "}\n",
+    "deep_blocks": "block b() {\n" * 300 + "return relu(in)\n}\n" * 300,
+    "overflow_input": MODEL.replace("4]", "2147483648, 2147483648, 2147483648]") % "flatten(x)",
+    "overflow_conv": "model m {\n input x: f32[batch, 1048576, 1, 1]\n c = conv2d(x, channels = 1099511627776, kernel = 1)\n}\n",
+    "overflow_window": "model m {\n input x: f32[batch, 1, 8, 8]\n c = conv2d(x, channels = 1, kernel = 1099511627776, dilation = 1099511627776)\n}\n",
+    "overflow_reshape": MODEL % "reshape(x, shape = [1099511627776, 1099511627776])",
+    "overflow_real": "let a = 1e308 * 10\n" + MODEL % "dropout(x, p = a)",
+    "pool_stride_zero": MODEL.replace("4]", "3, 8, 8]") % "maxpool2d(x, kernel = 2, stride = 0)",
+    "gpu_zero": "gpu g { flops f32 = 0 TFLOPS, memory = 0 GiB, bandwidth = 0 GB/s }\n",
+    "batch_limits": HW + MODEL % "relu(x)" + "job j { model = m, cluster = c, batch = 2147483649, background = [m @ 4294967296] }\n",
+    "blocks_only": "block b() {\n  return relu(in)\n}\n",
+    "job_small": HW + "model m {\n input x: f32[batch, 8]\n input y: i32[batch]\n h = linear(x, out = 4)\n l = cross_entropy(h, y)\n}\n" + JOB,
+}
+for name, text in hostile.items():
+    seed("frontend", name + ".burst", text)
+    seed("pipeline", name + ".burst", text)
+
+PLAN = """graph mlp {
+  %x = input : f32[N,8] @[0..3]
+  %y = input : i32[N] @[0..1]
+  %fc1 = linear %x {out = 4, bias = 1, tie = none} : f32[N,4] @[0..3]
+  %fc1.grad = allreduce %fc1 {ranks = [0, 1, 2, 3], elems = 36} : f32[N,4] @[0..3]
+  %relu = relu %fc1 : f32[N,4] @[0..3]
+  %relu.to.fc2 = reshard %relu {from = [0, 1, 2, 3], to = [0, 1]} : f32[N,4] @[0..1]
+  %fc2 = linear %relu.to.fc2 {out = 3, bias = 1, tie = none} : f32[N,3] @[0..1]
+  %fc2.grad = allreduce %fc2 {ranks = [0, 1], elems = 15} : f32[N,3] @[0..1]
+  %loss = cross_entropy %fc2, %y : f32[N] @[0..1]
+}
+gpu g {flops.f32 = 1e+12, bandwidth = 1e+11, memory = 1e+10}
+cluster c {gpu = g, nodes = 1, gpus_per_node = 4, intra.bandwidth = 1e+10, intra.latency = 1e-06}
+job j {model = mlp, cluster = c, batch = 8}
+"""
+plans = {
+    "plan": PLAN,
+    "plan_outside": PLAN.replace("[0, 1, 2, 3], elems", "[0, 1, 2, 7], elems"),
+    "plan_from": PLAN.replace("from = [0, 1, 2, 3]", "from = [0, 1]"),
+    "plan_deleted": "\n".join(l for l in PLAN.split("\n") if "fc2.grad" not in l),
+    "plan_ranges": PLAN.replace("@[0..3]", "@[0..999999]"),
+    "empty": "; nothing\n",
+}
+for name, text in plans.items():
+    seed("ir", name + ".ir", text)
+    seed("pipeline", name + ".ir", ";\n" + text)
+
+if burstc:
+    for path in glob.glob(os.path.join(top, "examples", "*", "*.burst")):
+        name = os.path.basename(path)[:-len(".burst")]
+        for stop in ("lower", "plan", "comm"):
+            r = subprocess.run([burstc, "--stop-after=" + stop, path], capture_output=True, text=True)
+            if r.returncode == 0 and r.stdout:
+                seed("ir", "%s.%s.ir" % (name, stop), r.stdout)
+                if stop != "lower":
+                    seed("pipeline", "%s.%s.ir" % (name, stop), r.stdout)
