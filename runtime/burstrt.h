@@ -85,6 +85,8 @@ typedef struct rt_options {
                                  rt_init writes the number chosen) */
     double step_timeout;      /* --step-timeout SEC: watchdog deadline per step (default 20;
                                   grows to 3x the slowest completed step; 0 = off) */
+    double bucket_mb;         /* --bucket-mb MB: gradient all-reduce bucket (default 25) */
+    bool no_overlap;          /* --no-overlap: all-reduce the gradients after the backward */
     int rank, world_size;     /* filled by rt_init */
 } rt_options;
 
@@ -197,8 +199,17 @@ rt_param *rt_param_new(rt_params *ps, const char *name, const rt_comm *comm, int
 rt_param *rt_buffer_new(rt_params *ps, const char *name, const rt_comm *comm, int ndim,
                         const int64_t *shape);
 void rt_params_zero_grad(rt_params *ps);
-/* All-reduces every parameter gradient within its rank set. */
+/* All-reduces every parameter gradient within its rank set (starts them all, waits). */
 void rt_params_allreduce_grads(rt_params *ps);
+/* Starts the sum-all-reduce of a gradient of n floats within the set, as soon as the
+ * backward has finished writing it; it runs while the backward goes on (gradients go out
+ * in buckets of --bucket-mb, in the order they are started; every member of the set
+ * starts the same gradients in the same order). The gradient must not be touched until
+ * rt_grads_wait, which the optimizer steps, rt_params_zero_grad and checkpoints call
+ * themselves. No-op on non-members and one-rank sets. */
+void rt_grad_allreduce_start(const rt_comm *c, float *grad, int64_t n);
+/* Completes every started gradient all-reduce (the sums are in place afterwards). */
+void rt_grads_wait(void);
 
 /* A layer id that is stable across plans: a 31-bit hash of the layer's name in the
  * model. Layer ids key initialisation and dropout masks, so they must not depend on

@@ -274,6 +274,7 @@ static void test_fault_in_save(int64_t step)
 
 void rt_checkpoint_save(const char *dir, const rt_params *ps, int64_t next_step)
 {
+    rt_grads_wait();
     if (next_step < 0)
         rt_fatal("checkpoint", "cannot checkpoint step %lld", (long long)next_step);
     int64_t was_step;

@@ -14,8 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 
-rt_options rt_opts_g = {
-    .iterations = 10, .seed = 1, .threads = 0, .step_timeout = 20.0, .world_size = 1};
+rt_options rt_opts_g = {.iterations = 10,
+                        .seed = 1,
+                        .threads = 0,
+                        .step_timeout = 20.0,
+                        .bucket_mb = 25.0,
+                        .world_size = 1};
 static bool mpi_started;
 
 /* ---- errors ------------------------------------------------------------------- */
@@ -231,6 +235,7 @@ void rt_finalize(void)
         rt_dev.finalize();
         return;
     }
+    rt_grads_wait(); /* a program that started all-reduces and never stepped */
     rt_watchdog_finishing();
     rt_watchdog_limit(step_limit());
     rt_dev.sync("finalize");

@@ -66,6 +66,12 @@ typedef struct rt_transport {
     void (*exchange)(const struct rt_transfers *t, const void *src, void *dst, size_t row);
     /* Brackets many all-reduces that may go out as one (NCCL groups). */
     void (*group)(bool begin);
+    /* Optional (NULL: gradients are all-reduced at once, blocking): starts the
+     * sum-all-reduce of a gradient (n floats, members of sets of two or more ranks only),
+     * completed by grad_wait; grad_progress lets started ones advance (between ops). */
+    void (*grad_start)(const rt_comm *c, float *data, int64_t n);
+    void (*grad_wait)(void);
+    void (*grad_progress)(void);
 } rt_transport;
 
 /* Defined by the backend linked into the library (cpu/device.c, cuda/device.c and

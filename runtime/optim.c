@@ -78,6 +78,7 @@ void rt_params_set_adam_step(rt_params *ps, int64_t t)
 
 void rt_params_zero_grad(rt_params *ps)
 {
+    rt_grads_wait();
     for (int i = 0; i < ps->n; i++)
         if (ps->items[i]->grad)
             rt_tensor_zero(ps->items[i]->grad);
@@ -85,13 +86,48 @@ void rt_params_zero_grad(rt_params *ps)
 
 void rt_params_allreduce_grads(rt_params *ps)
 {
-    rt_net.group(true);
+    if (!rt_net.grad_start) { /* the backend's all-reduces, grouped (NCCL) */
+        rt_net.group(true);
+        for (int i = 0; i < ps->n; i++)
+            if (ps->items[i]->grad)
+                rt_allreduce_sum(ps->items[i]->comm, rt_f32(ps->items[i]->grad),
+                                 ps->items[i]->grad->numel);
+        rt_net.group(false);
+        return;
+    }
     for (int i = 0; i < ps->n; i++) {
         rt_param *p = ps->items[i];
         if (p->grad)
-            rt_allreduce_sum(p->comm, rt_f32(p->grad), p->grad->numel);
+            rt_grad_allreduce_start(p->comm, rt_f32(p->grad), p->grad->numel);
     }
-    rt_net.group(false);
+    rt_grads_wait();
+}
+
+/* Whether gradient all-reduces have been started and not yet waited for. */
+static bool grads_pending;
+
+void rt_grad_allreduce_start(const rt_comm *c, float *grad, int64_t n)
+{
+    if (!rt_comm_member(c) || rt_comm_size(c) == 1 || n == 0)
+        return;
+    if (!rt_net.grad_start) {
+        rt_allreduce_sum(c, grad, n);
+        return;
+    }
+    rt_net.grad_start(c, grad, n);
+    grads_pending = true;
+}
+
+void rt_grads_wait(void)
+{
+    if (!grads_pending)
+        return;
+    grads_pending = false;
+    rt_trace_push("grad_allreduce.wait");
+    rt_wait_begin("grad_allreduce");
+    rt_net.grad_wait();
+    rt_wait_end();
+    rt_trace_pop();
 }
 
 rt_tensor *rt_param_state(rt_params *ps, rt_param *p, int k)
@@ -103,6 +139,7 @@ rt_tensor *rt_param_state(rt_params *ps, rt_param *p, int k)
 
 void rt_sgd_step(rt_params *ps, const rt_sgd *cfg)
 {
+    rt_grads_wait();
     for (int i = 0; i < ps->n; i++) {
         rt_param *p = ps->items[i];
         if (!p->grad)
@@ -116,6 +153,7 @@ void rt_sgd_step(rt_params *ps, const rt_sgd *cfg)
 
 void rt_adam_step(rt_params *ps, const rt_adam *cfg)
 {
+    rt_grads_wait();
     ps->adam_t++;
     const double t = (double)ps->adam_t;
     const float bc1 = (float)(1.0 - pow(cfg->beta1, t));

@@ -1,6 +1,6 @@
 /* options.c: the command line every generated program shares (rt_init parses it):
  * iterations, data source, seed, trace, checkpoints, threads per rank, the watchdog's step
- * timeout. Both "--opt V" and "--opt=V"; an unknown option or a bad value is a fatal error
+ * timeout, the gradient all-reduce's buckets and overlap. Both "--opt V" and "--opt=V"; an unknown option or a bad value is a fatal error
  * naming it, and --help prints the usage on rank 0 and exits 0. */
 #include "internal.h"
 
@@ -35,6 +35,10 @@ static void usage(FILE *f, const char *program)
             "                        CPUs this rank may use, shared among the node's ranks)\n"
             "  --step-timeout SEC    end the job when a rank makes no progress for SEC seconds\n"
             "                        (default 20, or 3x the slowest step; 0: never)\n"
+            "  --bucket-mb MB        gradients are all-reduced in buckets of about MB\n"
+            "                        megabytes (default 25; the first of a step 1 MB at most)\n"
+            "  --no-overlap          all-reduce the gradients after the backward pass, not\n"
+            "                        while it runs\n"
             "  --help                this text\n",
             program, (long long)rt_opts_g.iterations,
             rt_opts_g.data == RT_DATA_FMNIST ? "fmnist" : "synthetic");
@@ -65,7 +69,7 @@ static const struct {
     {"--help", false}, {"--resume", false},        {"--iterations", true},
     {"--seed", true},  {"--threads", true},        {"--checkpoint-every", true},
     {"--trace", true}, {"--checkpoint-dir", true}, {"--step-timeout", true},
-    {"--data", true},
+    {"--data", true},  {"--bucket-mb", true},      {"--no-overlap", false},
 };
 
 void rt_parse_options(int argc, char **argv, const char *program)
@@ -105,6 +109,14 @@ void rt_parse_options(int argc, char **argv, const char *program)
             rt_exit_early(0);
         } else if (!strcmp(name, "--resume")) {
             o->resume = true;
+        } else if (!strcmp(name, "--no-overlap")) {
+            o->no_overlap = true;
+        } else if (!strcmp(name, "--bucket-mb")) {
+            char *end;
+            o->bucket_mb = strtod(val, &end);
+            if (*end || end == val || !(o->bucket_mb > 0) || o->bucket_mb > 1e6)
+                rt_fatal("options", "--bucket-mb expects megabytes > 0 (at most 1e6), got '%s'",
+                         val);
         } else if (!strcmp(name, "--iterations")) {
             o->iterations = parse_int(name, val, 0);
         } else if (!strcmp(name, "--seed")) {

@@ -1,9 +1,6 @@
-/* comm_mpi.c: the CPU backend's transport (device.h) over MPI. Gradients are
- * sum-all-reduced on each rank set's MPI communicator (rankset.c makes it): the
- * all-reduces of one group (rt_params_allreduce_grads brackets the step's gradients) go
- * out as one MPI_Allreduce per rank set over the gradients packed side by side, so a step
- * pays the latency of a collective once per set instead of once per parameter (DDP's
- * buckets; ranks time-sharing cores pay it dearly); a reshard
+/* comm_mpi.c: the CPU backend's transport (device.h) over MPI. All-reduces run on each
+ * rank set's MPI communicator (rankset.c makes it); the gradients' all-reduces, started
+ * while the backward runs and bucketed, are grad_mpi.c's. A reshard
  * plan (rt_reshard_plan) is carried out with non-blocking point-to-point calls on a
  * private duplicate of MPI_COMM_WORLD, so it never matches other traffic, and local
  * ranges are copied. MPI errors return to us (MPI_ERRORS_RETURN) and become fatal
@@ -18,19 +15,6 @@
 
 static MPI_Comm reshard_comm = MPI_COMM_NULL;
 
-/* The f32 all-reduces deferred inside a group, in call order. */
-typedef struct deferred {
-    const rt_comm *c;
-    float *data;
-    int64_t n;
-    bool done;
-} deferred;
-static bool grouping;
-static deferred *defs;
-static int ndefs, capdefs;
-static float *bucket;
-static int64_t bucket_cap;
-
 static void mpi_start(void)
 {
     rt_mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &reshard_comm), "comm_init");
@@ -40,12 +24,7 @@ static void mpi_stop(void)
 {
     if (reshard_comm != MPI_COMM_NULL)
         MPI_Comm_free(&reshard_comm);
-    free(defs);
-    free(bucket);
-    defs = NULL;
-    bucket = NULL;
-    ndefs = capdefs = 0;
-    bucket_cap = 0;
+    rt_grad_buckets_free();
 }
 
 /* A rank set's MPI communicator (rankset.c) is all this transport needs. */
@@ -98,55 +77,7 @@ static void allreduce_now(const rt_comm *c, void *data, int64_t n, bool f64, con
 
 static void mpi_allreduce(const rt_comm *c, void *data, int64_t n, bool f64, const char *op)
 {
-    if (!grouping || f64) {
-        allreduce_now(c, data, n, f64, op);
-        return;
-    }
-    if (ndefs == capdefs) {
-        capdefs = capdefs ? 2 * capdefs : 64;
-        deferred *d = realloc(defs, (size_t)capdefs * sizeof *d);
-        if (!d)
-            rt_fatal(op, "out of memory");
-        defs = d;
-    }
-    defs[ndefs++] = (deferred){c, data, n, false};
-}
-
-/* One all-reduce per rank set, the sets in the order of their first all-reduce: every
- * member lists the set's parameters in the same order (they register them so), and the
- * order of first appearance is the program's, so no two ranks wait for each other in
- * different orders. */
-static void flush(void)
-{
-    for (int i = 0; i < ndefs; i++) {
-        if (defs[i].done)
-            continue;
-        const rt_comm *c = defs[i].c;
-        int64_t total = 0;
-        for (int j = i; j < ndefs; j++)
-            if (defs[j].c == c)
-                total += defs[j].n;
-        if (total > bucket_cap) {
-            free(bucket);
-            bucket = rt_xmalloc((size_t)total * sizeof(float), "grad_allreduce");
-            bucket_cap = total;
-        }
-        int64_t at = 0;
-        for (int j = i; j < ndefs; j++)
-            if (defs[j].c == c) {
-                memcpy(bucket + at, defs[j].data, (size_t)defs[j].n * sizeof(float));
-                at += defs[j].n;
-            }
-        allreduce_now(c, bucket, total, false, "grad_allreduce");
-        at = 0;
-        for (int j = i; j < ndefs; j++)
-            if (defs[j].c == c) {
-                memcpy(defs[j].data, bucket + at, (size_t)defs[j].n * sizeof(float));
-                at += defs[j].n;
-                defs[j].done = true;
-            }
-    }
-    ndefs = 0;
+    allreduce_now(c, data, n, f64, op);
 }
 
 /* Outstanding requests of one reshard. Messages over 1 GiB are split into 1 GiB pieces
@@ -201,12 +132,13 @@ static void mpi_exchange(const rt_transfers *t, const void *src, void *dst, size
 
 static void mpi_group(bool begin)
 {
-    grouping = begin;
-    if (begin || ndefs == 0)
-        return;
-    rt_wait_begin("allreduce");
-    flush();
-    rt_wait_end();
+    (void)begin;
+}
+
+/* grad_mpi.c waits the way the transport's own calls do. */
+void rt_mpi_wait(int n, MPI_Request *req, const char *op)
+{
+    wait_requests(n, req, op);
 }
 
 const rt_transport rt_net = {
@@ -217,4 +149,7 @@ const rt_transport rt_net = {
     .allreduce = mpi_allreduce,
     .exchange = mpi_exchange,
     .group = mpi_group,
+    .grad_start = rt_grad_mpi_start,
+    .grad_wait = rt_grad_mpi_wait,
+    .grad_progress = rt_grad_mpi_progress,
 };

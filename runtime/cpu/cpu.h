@@ -4,6 +4,8 @@
 
 #include "../internal.h"
 
+#include <mpi.h>
+
 /* The runtime's own loops (batchnorm, the optimizers, ...) are compiled for the baseline
  * x86-64 and again for AVX2 and AVX-512; the loader picks the best the CPU runs (GCC's
  * function multi-versioning), so they vectorise on the machine they run on. */
@@ -15,6 +17,15 @@
 
 /* device.c: the threads of the node's ranks outnumber its CPUs (set by rt_init). */
 extern bool rt_cpu_oversubscribed;
+
+/* grad_mpi.c: the gradient all-reduce overlapped with the backward (the transport's
+ * grad_start, grad_wait, grad_progress), and its buffers' release. */
+void rt_grad_mpi_start(const rt_comm *c, float *grad, int64_t n);
+void rt_grad_mpi_wait(void);
+void rt_grad_mpi_progress(void);
+void rt_grad_buckets_free(void);
+/* comm_mpi.c: waits for n requests (sleeping between polls when ranks oversubscribe). */
+void rt_mpi_wait(int n, MPI_Request *req, const char *op);
 
 /* ref_conv.c: samples per GEMM of the reference conv2d (bench_conv mirrors its lowering) */
 #define RT_CONV_COLUMNS 1024

@@ -114,6 +114,9 @@ static double mlp_step(mlp *m, rt_data *data, int64_t step, uint64_t seed, const
         local_loss = rt_cross_entropy_fwd(m->z3, m->lab, B);
         rt_cross_entropy_bwd(m->z3, m->lab, B, m->dz3);
         rt_linear_bwd(m->x3, m->w3->value, m->dz3, m->dx3, m->w3->grad, m->b3->grad);
+        /* as generated programs do: each layer's all-reduces start after its backward */
+        rt_grad_allreduce_start(m->c3, rt_f32(m->w3->grad), m->w3->grad->numel);
+        rt_grad_allreduce_start(m->c3, rt_f32(m->b3->grad), m->b3->grad->numel);
         rt_trace_pop();
     }
     double loss = rt_world_sum(local_loss);
@@ -122,16 +125,19 @@ static double mlp_step(mlp *m, rt_data *data, int64_t step, uint64_t seed, const
     if (rt_comm_member(m->c2)) {
         rt_relu_bwd(m->h2, m->da2, m->dh2);
         rt_linear_bwd(m->x2, m->w2->value, m->dh2, m->dx2, m->w2->grad, m->b2->grad);
+        rt_grad_allreduce_start(m->c2, rt_f32(m->w2->grad), m->w2->grad->numel);
+        rt_grad_allreduce_start(m->c2, rt_f32(m->b2->grad), m->b2->grad->numel);
     }
     rt_reshard(m->dx2, m->c2, m->dd1, m->c1, B, MLP_H1);
     if (rt_comm_member(m->c1)) {
         rt_dropout_bwd(m->dd1, 0.2f, seed, step, 1, m->s1, m->da1);
         rt_relu_bwd(m->h1, m->da1, m->dh1);
         rt_linear_bwd(m->x1, m->w1->value, m->dh1, NULL, m->w1->grad, m->b1->grad);
+        rt_grad_allreduce_start(m->c1, rt_f32(m->w1->grad), m->w1->grad->numel);
+        rt_grad_allreduce_start(m->c1, rt_f32(m->b1->grad), m->b1->grad->numel);
     }
     rt_trace_push("allreduce+sgd");
-    rt_params_allreduce_grads(m->ps);
-    rt_sgd_step(m->ps, opt);
+    rt_sgd_step(m->ps, opt); /* completes the all-reduces first */
     rt_trace_pop();
     rt_step_end(step);
     return loss;
