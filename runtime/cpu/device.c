@@ -9,6 +9,7 @@
 #include "../mpi_glue.h"
 #include "onednn.h"
 
+#include <errno.h>
 #include <malloc.h>
 #include <omp.h>
 #include <sched.h>
@@ -85,13 +86,30 @@ static double cpu_share(void)
     return share;
 }
 
-/* --threads, or the rank's share of CPUs rounded down (at least 1). When the threads of the
- * node's ranks outnumber its CPUs, waits for other ranks sleep instead of spinning
- * (comm_mpi.c), so that the rank being waited for gets the CPU. */
+/* OMP_NUM_THREADS when it is one positive number (OpenMP's own list form and garbage
+ * count as unset), else 0. */
+static int omp_num_threads_env(void)
+{
+    const char *v = getenv("OMP_NUM_THREADS");
+    if (!v || !*v)
+        return 0;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    return !errno && *end == 0 && n > 0 && n <= 4096 ? (int)n : 0;
+}
+
+/* --threads, else OMP_NUM_THREADS, else the rank's share of CPUs rounded down (at least
+ * 1). When the threads of the node's ranks outnumber its CPUs, waits for other ranks
+ * sleep instead of spinning (comm_mpi.c), so that the rank being waited for gets the CPU. */
 static void cpu_init(const rt_options *o)
 {
     const double share = cpu_share();
-    const int threads = o->threads > 0 ? o->threads : share < 1.0 ? 1 : (int)(share + 1e-9);
+    const int env = omp_num_threads_env();
+    const int threads = o->threads > 0 ? o->threads
+                        : env > 0      ? env
+                        : share < 1.0  ? 1
+                                       : (int)(share + 1e-9);
     rt_cpu_oversubscribed = threads > share + 1e-9;
     rt_opts_g.threads = threads;
     omp_set_num_threads(threads);

@@ -171,6 +171,7 @@ static void dropout(const char *op, const rt_tensor *in, float p, uint64_t seed,
     }
     const float scale = 1.0f / (1.0f - p);
     const int64_t N = in->ndim ? in->shape[0] : 1, per = N ? in->numel / N : 0;
+#pragma omp parallel for schedule(static) if (N > 1 && in->numel >= 4 * CHUNK)
     for (int64_t n = 0; n < N; n++) {
         /* Same keys, same order as rt_rand_uniform(seed, step, layer, sample, e). */
         uint64_t k =
@@ -258,6 +259,7 @@ void rt_softmax_fwd(const rt_tensor *x, int axis, rt_tensor *y)
     int64_t outer, dim, inner;
     rt_softmax_dims(op, x, axis, &outer, &dim, &inner);
     rt_same_numel(op, x, "input", y, "output");
+#pragma omp parallel for schedule(static) if (outer > 1 && x->numel >= 4 * CHUNK)
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t c = 0; c < inner; c++) {
             const float *xs = rt_f32(x) + o * dim * inner + c;
@@ -281,6 +283,7 @@ void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis, rt_tensor
     const char *op = "softmax_bwd";
     int64_t outer, dim, inner;
     rt_softmax_bwd_check(op, y, dy, axis, dx, &outer, &dim, &inner);
+#pragma omp parallel for schedule(static) if (outer > 1 && y->numel >= 4 * CHUNK)
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t c = 0; c < inner; c++) {
             const size_t base = (size_t)(o * dim * inner + c);
@@ -318,23 +321,41 @@ RT_VECTOR static void sgd_momentum(float *restrict w, const float *restrict g, f
     }
 }
 
+/* The updates run over chunks of CHUNK elements, threaded when there are many. */
 void rt_sgd_update(float *w, const float *g, float *buf, int64_t n, float lr, float momentum,
                    float weight_decay, bool nesterov)
 {
-    if (buf)
-        sgd_momentum(w, g, buf, n, lr, momentum, weight_decay, nesterov);
-    else
-        sgd_plain(w, g, n, lr, weight_decay);
+    const int64_t chunks = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (chunks >= 4)
+    for (int64_t t = 0; t < chunks; t++) {
+        const int64_t at = t * CHUNK, len = n - at < CHUNK ? n - at : CHUNK;
+        if (buf)
+            sgd_momentum(w + at, g + at, buf + at, len, lr, momentum, weight_decay, nesterov);
+        else
+            sgd_plain(w + at, g + at, len, lr, weight_decay);
+    }
 }
 
-RT_VECTOR void rt_adam_update(float *restrict w, const float *restrict g, float *restrict m,
-                              float *restrict v, int64_t n, float step, float beta1, float beta2,
-                              float eps, float weight_decay, float bc2_sqrt)
+RT_VECTOR static void adam_range(float *restrict w, const float *restrict g, float *restrict m,
+                                 float *restrict v, int64_t n, float step, float beta1, float beta2,
+                                 float eps, float weight_decay, float bc2_sqrt)
 {
     for (int64_t j = 0; j < n; j++) {
         const float d = g[j] + weight_decay * w[j];
         m[j] = beta1 * m[j] + (1.0f - beta1) * d;
         v[j] = beta2 * v[j] + (1.0f - beta2) * d * d;
         w[j] -= step * m[j] / (sqrtf(v[j]) / bc2_sqrt + eps);
+    }
+}
+
+void rt_adam_update(float *w, const float *g, float *m, float *v, int64_t n, float step,
+                    float beta1, float beta2, float eps, float weight_decay, float bc2_sqrt)
+{
+    const int64_t chunks = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static) if (chunks >= 4)
+    for (int64_t t = 0; t < chunks; t++) {
+        const int64_t at = t * CHUNK, len = n - at < CHUNK ? n - at : CHUNK;
+        adam_range(w + at, g + at, m + at, v + at, len, step, beta1, beta2, eps, weight_decay,
+                   bc2_sqrt);
     }
 }

@@ -58,6 +58,10 @@ void rt_embedding_bwd(const rt_tensor *tokens, const rt_tensor *dy, rt_tensor *d
     }
 }
 
+/* Rows are spread over the rank's threads when there are this many values (a language
+ * model's vocabulary; a classifier's few classes stay on one thread). */
+#define PARALLEL_MIN ((int64_t)1 << 16)
+
 /* ---- loss ------------------------------------------------------------------------------ */
 
 /* The labels are in host memory here: check their range (the CUDA backend does it on the
@@ -76,6 +80,7 @@ double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor *labels, in
     rt_cross_entropy_dims("cross_entropy_fwd", logits, labels, global_count, &M, &C);
     labels_in_range("cross_entropy_fwd", labels, M, C);
     double total = 0.0;
+#pragma omp parallel for schedule(static) reduction(+ : total) if (M > 1 && M * C >= PARALLEL_MIN)
     for (int64_t m = 0; m < M; m++) {
         const float *z = rt_f32(logits) + m * C;
         float mx = z[0];
@@ -97,6 +102,7 @@ void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels, int6
     labels_in_range("cross_entropy_bwd", labels, M, C);
     rt_check_f32(dlogits, logits->numel, "cross_entropy_bwd", "logits gradient");
     const float inv = 1.0f / (float)global_count;
+#pragma omp parallel for schedule(static) if (M > 1 && M * C >= PARALLEL_MIN)
     for (int64_t m = 0; m < M; m++) {
         const float *z = rt_f32(logits) + m * C;
         float *d = rt_f32(dlogits) + m * C;
