@@ -24,6 +24,10 @@ CHECK is one of:
               path before training starts.
   bad-output  an unwritable --checkpoint-dir and --trace: a clear error naming
               the path before training starts.
+  accuracy    train the job's one epoch of Fashion-MNIST on one rank (the same
+              losses as its plans on 4, which e2e.fmnist_* check): the test-set
+              accuracy (evaluated with batchnorm's running statistics and dropout
+              off) must be at least 85%.
 """
 import argparse
 import os
@@ -239,16 +243,35 @@ def check_bad_output(prog, tmp):
         print("bad-output: " + line)
 
 
+def check_accuracy(prog):
+    try:
+        r = mpirun(1, prog, ["--data", "fmnist"], timeout=850)
+    except subprocess.TimeoutExpired:
+        fail("accuracy: one epoch did not finish within 850 s (a loaded machine? rerun this test)")
+    if r.returncode:
+        fail("accuracy: the run failed:\n" + r.stderr)
+    m = re.search(r"^test accuracy (\S+) \((\d+) samples\)$", r.stdout, re.M)
+    if not m or int(m.group(2)) < 9000:
+        fail("accuracy: no test accuracy over the test set in the output:\n" + r.stdout[-2000:])
+    steps = len(losses(r.stdout))
+    if steps < 938:
+        fail("accuracy: trained %d steps, not one epoch (938)" % steps)
+    if float(m.group(1)) < 0.85:
+        fail("accuracy: %s after one epoch, expected at least 0.85" % m.group(1))
+    print("accuracy: %s on %s test samples after %d steps (one epoch)" % (m.group(1), m.group(2), steps))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--burstc", required=True)
     ap.add_argument("--job", required=True)
     ap.add_argument("check", choices=["resume", "dead-rank", "hung-rank", "hung-start", "hung-resume",
-                                      "kill-save", "few-ranks", "bad-data", "bad-output"])
+                                      "kill-save", "few-ranks", "bad-data", "bad-output", "accuracy"])
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         prog = os.path.join(tmp, "prog")
-        b = subprocess.run([a.burstc, "build", a.job, "-o", prog], capture_output=True, text=True)
+        one = ["--gpus", "1", "--strategy", "dp"] if a.check == "accuracy" else []
+        b = subprocess.run([a.burstc, "build", a.job, "-o", prog] + one, capture_output=True, text=True)
         if b.returncode:
             fail("burstc build failed:\n" + b.stderr)
         if a.check == "resume":
@@ -263,6 +286,8 @@ def main():
             check_kill_save(prog, tmp)
         elif a.check == "bad-output":
             check_bad_output(prog, tmp)
+        elif a.check == "accuracy":
+            check_accuracy(prog)
         elif a.check == "few-ranks":
             r = mpirun(2, prog, ["--iterations", "2"], timeout=60)
             if r.returncode == 0 or "launched with 2" not in r.stderr:
