@@ -8,6 +8,7 @@
  * in step.
  */
 #include "ir.h"
+#include "../runtime/shape_rules.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -219,7 +220,10 @@ static bool nonneg(infer_ctx *c, const char *key, int64_t v)
     return true;
 }
 
-/* Output extent of a sliding window; false (with an error) if it is empty. */
+/* Output extent of a sliding window; false (with an error) if it is empty.
+ * The formula is the runtime's (runtime/shape_rules.h), so that the planned
+ * shapes are the ones the kernels compute; the compiler adds its own limit on
+ * the window's span. */
 static bool window(infer_ctx *c, int64_t in, int64_t k, int64_t s, int64_t p, int64_t dil,
                    bool ceil_mode, const char *axis, int64_t *out)
 {
@@ -227,16 +231,15 @@ static bool window(infer_ctx *c, int64_t in, int64_t k, int64_t s, int64_t p, in
     if (__builtin_mul_overflow(dil, k - 1, &span) || span >= MAX_DIM)
         return fail(c, "the window (kernel %lld, dilation %lld) is too large", (long long)k,
                     (long long)dil);
-    span += 1;
-    int64_t num = in + 2 * p - span;
-    if (num < 0)
+    switch (rt_window_extent(in, k, s, p, dil, ceil_mode, out)) {
+    case RT_WINDOW_OK: return true;
+    case RT_WINDOW_TOO_LARGE:
         return fail(c, "shape mismatch: window of %lld does not fit the %s of %lld (padding %lld)",
-                    (long long)span, axis, (long long)in, (long long)p);
-    int64_t o = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
-    if (ceil_mode && (o - 1) * s >= in + p)
-        o--;
-    *out = o;
-    return true;
+                    (long long)span + 1, axis, (long long)in, (long long)p);
+    default:
+        ice("window rule on checked attributes: %lld %lld %lld %lld %lld", (long long)in,
+            (long long)k, (long long)s, (long long)p, (long long)dil);
+    }
 }
 
 static bool infer_conv2d(infer_ctx *c)
@@ -345,7 +348,7 @@ static bool infer_pool(infer_ctx *c)
         !positive(c, "stride", st[0]) || !positive(c, "stride", st[1]) ||
         !nonneg(c, "pad", pd[0]) || !nonneg(c, "pad", pd[1]))
         return false;
-    if (2 * pd[0] > ks[0] || 2 * pd[1] > ks[1])
+    if (!rt_pool_pad_ok(ks[0], pd[0]) || !rt_pool_pad_ok(ks[1], pd[1]))
         return fail(c, "pad must be at most half the kernel");
     bool ceil_mode = ir_attr_int(op, "ceil") != 0;
     int64_t oh, ow;
