@@ -22,6 +22,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Attributes by key, for the code below that predates typed attributes. */
+static const ir_attr *ir_op_attr(const ir_op *op, const char *key)
+{
+    static ir_attr ring[16];
+    static int next;
+    const ir_op_info *info = ir_op_info_of(op->opcode);
+    for (int k = 0; k < info->nattrs; k++)
+        if (strcmp(info->attrs[k].key, key) == 0) {
+            ir_attr *a = &ring[next++ % 16];
+            *a = ir_attr_get(op, k);
+            return a;
+        }
+    ice("%s has no attribute '%s'", op->name, key);
+}
+
+static int64_t ir_attr_int(const ir_op *op, const char *key)
+{
+    return ir_op_attr(op, key)->u.i;
+}
+
+static double ir_attr_real(const ir_op *op, const char *key)
+{
+    return ir_op_attr(op, key)->u.real;
+}
+
 typedef struct rankset {
     int n;
     const int *ranks;
@@ -187,19 +212,17 @@ static bool analyse(emitter *e)
         if (op->opcode == OP_RESHARD || op->opcode == OP_ALLREDUCE) {
             /* Communication runs on the rank list it names: the consumer's
 			 * set for a reshard, the layer's for an all-reduce. */
-            const ir_attr *ra = ir_op_attr(op, op->opcode == OP_RESHARD ? "to" : "ranks");
-            int *rk = arena_alloc(e->a, sizeof(int) * (size_t)ra->u.list.n);
+            const ir_plan *ra = &op->plan;
+            int *rk = ra->ranks;
             bool bad = false;
-            for (int k = 0; k < ra->u.list.n; k++) {
-                rk[k] = (int)ra->u.list.v[k];
-                bad |= ra->u.list.v[k] >= e->world;
-            }
+            for (int k = 0; k < ra->nranks; k++)
+                bad |= rk[k] >= e->world;
             if (bad) {
                 diag_error(e->d, op->loc, "'%s' names a rank outside the cluster of %d", op->name,
                            e->world);
                 return false;
             }
-            e->set_of[i] = set_index(e, ra->u.list.n, rk);
+            e->set_of[i] = set_index(e, ra->nranks, rk);
             if (op->opcode == OP_ALLREDUCE) {
                 e->allreduce_of[op->inputs[0]] = i;
                 continue; /* a marker: no data, no gradient, not a use */

@@ -82,12 +82,14 @@ void ir_print_op(FILE *out, const ir_graph *g, const ir_op *op)
     fprintf(out, "  %%%s = %s", op->name, ir_op_info_of(op->opcode)->name);
     for (int i = 0; i < op->ninputs; i++)
         fprintf(out, "%s %%%s", i ? "," : "", g->ops[op->inputs[i]].name);
-    if (op->nattrs) {
+    const ir_op_info *info = ir_op_info_of(op->opcode);
+    if (info->nattrs) {
         fputs(" {", out);
-        for (int i = 0; i < op->nattrs; i++) {
-            if (i)
+        for (int k = 0; k < info->nattrs; k++) {
+            if (k)
                 fputs(", ", out);
-            print_attr(out, g, &op->attrs[i]);
+            ir_attr a = ir_attr_get(op, k);
+            print_attr(out, g, &a);
         }
         fputc('}', out);
     }
