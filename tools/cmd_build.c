@@ -2,7 +2,7 @@
  * cmd_build.c: `burstc build JOB.burst -o PROG`, from a job to a program.
  *
  * Runs the pipeline (planning with the chosen strategy), emits the C program
- * (codegen/emit_c.c), and compiles it with the system's MPI C compiler
+ * (codegen/: lower.c, write_c.c), and compiles it with the system's MPI C compiler
  * against libburstrt. The program is written under a temporary name and
  * renamed when the compiler succeeded, so a failed build leaves nothing.
  */

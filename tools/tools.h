@@ -32,7 +32,7 @@ bool out_open(out_file *o, const char *path);
 /* Flushes, closes and renames; false (with a message) if any write failed. */
 bool out_commit(out_file *o);
 void out_abort(out_file *o);
-/* Writes job `job`'s C program (codegen/emit_c.c) to path atomically; false on errors. */
+/* Writes job `job`'s C program (codegen/) to path atomically; false on errors. */
 bool out_write_c_program(const char *path, const ir_module *m, int job, diag_ctx *d);
 
 /* options.c */
