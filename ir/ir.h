@@ -362,6 +362,52 @@ typedef struct ir_module {
     ir_job *jobs;
 } ir_module;
 
+/* job.c: the one table of job fields; the front end, the reader, the
+ * printer, the command line and the verifier all go through it. */
+
+typedef enum ir_job_kind {
+    JK_MODEL,         /* a model's name */
+    JK_CLUSTER,       /* a cluster's name */
+    JK_INT,           /* an integer from min to max */
+    JK_REAL,          /* a finite number >= 0 */
+    JK_DTYPE,         /* f32, tf32, f16, bf16 */
+    JK_OPTIMIZER,     /* sgd, adam */
+    JK_AMPLIFICATION, /* a number >= 1, auto or none */
+    JK_DATA,          /* synthetic, fmnist or a dataset file */
+    JK_BACKGROUND,    /* [model @ batch, ...], each batch from min to max */
+} ir_job_kind;
+
+typedef struct ir_job_field {
+    const char *key;
+    size_t offset; /* of its value in ir_job */
+    ir_job_kind kind;
+    const char *dflt; /* its default as the IR writes it; NULL: required */
+    int64_t min, max; /* JK_INT and JK_BACKGROUND's batches */
+    bool setting;     /* in Burst source: a setting of the optimizer, sgd(lr = ...) */
+    const char *doc;  /* one line: what it means */
+} ir_job_field;
+
+#define IR_JOB_NFIELDS 12
+extern const ir_job_field ir_job_fields[IR_JOB_NFIELDS]; /* in the order the IR prints them */
+int ir_job_field_find(const char *key);                  /* -1 if no field has the key */
+void ir_job_defaults(ir_job *j); /* every field at its default; required ones unset */
+/* Sets field k of j from a value as written (an integer, a number, a name or
+ * a string, or text from the command line): converts and checks it, and on
+ * failure leaves j alone, writes the message to msg and returns false. */
+bool ir_job_set_int(ir_job *j, int k, int64_t v, char *msg, size_t n);
+bool ir_job_set_real(ir_job *j, int k, double v, char *msg, size_t n);
+bool ir_job_set_name(const ir_module *m, ir_job *j, int k, const char *name, char *msg, size_t n);
+bool ir_job_set_text(const ir_module *m, ir_job *j, int k, const char *text, char *msg, size_t n);
+void ir_job_copy_field(ir_job *dst, const ir_job *src, int k); /* field k of src into dst */
+bool ir_job_background_batch_ok(int64_t batch, char *msg, size_t n);
+/* "'<key>' must be <what the field holds>": a value of the wrong kind. */
+bool ir_job_kind_error(int k, char *msg, size_t n);
+/* Reports (at loc) every required field that given[] says was not written. */
+bool ir_job_check_required(const ir_job *j, const bool *given, src_loc loc, diag_ctx *d);
+/* Every field of j by the rules above, reported at the job. */
+bool ir_job_check(const ir_module *m, const ir_job *j, diag_ctx *d);
+void ir_job_print(FILE *out, const ir_module *m, const ir_job *j);
+
 /* build.c: constructing modules. */
 
 ir_module *ir_module_new(arena *a);
@@ -408,6 +454,9 @@ bool ir_type_equal(const ir_type *a, const ir_type *b);
 /* print.c */
 
 void ir_print_type(FILE *out, const ir_type *t);
+/* A real in the shortest form that reads back exactly; a string quoted. */
+void ir_print_real(FILE *out, double v);
+void ir_print_string(FILE *out, const char *s);
 void ir_print_op(FILE *out, const ir_graph *g, const ir_op *op);
 void ir_print_graph(FILE *out, const ir_module *m, const ir_graph *g);
 void ir_print_module(FILE *out, const ir_module *m);

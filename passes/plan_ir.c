@@ -192,7 +192,7 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
     ir_graph *g = m->graphs[j->graph];
     in->graph = j->graph;
     plan_problem *p = &in->p;
-    p->cluster.gpus = opt && opt->gpus > 0 ? opt->gpus : cl->nodes * cl->gpus_per_node;
+    p->cluster.gpus = cl->nodes * cl->gpus_per_node;
     p->cluster.gpus_per_node = cl->gpus_per_node;
     p->cluster.intra_alpha = cl->intra.latency;
     p->cluster.intra_bw = cl->intra.bandwidth;
@@ -221,12 +221,11 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
         diag_error(d, j->loc, "cluster '%s' has no link between the GPUs of a node", cl->name);
         return false;
     }
-    p->batch = opt && opt->batch > 0 ? opt->batch : j->batch;
+    p->batch = j->batch;
     p->dtype_bytes = ir_dtype_size(j->dtype);
     p->optimizer_states = j->optimizer == OPT_ADAM ? 2 : j->momentum > 0 ? 1 : 0;
-    p->amp_limit = opt && opt->amplification > 0 ? opt->amplification
-                   : j->amplification > 0        ? j->amplification
-                                                 : 0;
+    p->amp_limit = j->amplification > 0 ? j->amplification : 0; /* auto: no limit here */
+    p->ar_overlap = opt && opt->overlap_allreduce;
     if (opt && opt->profile && !plan_profile_read(&in->prof, opt->profile, d->out)) {
         d->nerrors++;
         return false;
