@@ -336,7 +336,47 @@ typedef struct ir_job {
     const char *data; /* "synthetic" or a dataset name/path */
     int nbackground;
     ir_background *background;
+    /* Bound on the foreground's iteration time with background work over its time
+     * without (job field `slowdown`, --slowdown); 0: IR_SLOWDOWN_DEFAULT. */
+    double slowdown;
+    /* The interleave pass's result; NULL until it runs (or when nothing is placed and
+     * nothing refused). */
+    struct ir_interleave *interleave;
 } ir_job;
+
+#define IR_SLOWDOWN_DEFAULT 1.1
+
+/* One background copy placed by the interleave pass (passes/interleave.c): an
+ * independent one-GPU training job of background[job]'s model at its batch, on one
+ * rank of the foreground's cluster. Its training step is the sequence of units
+ * 0 .. 2n, n = the background graph's op count: unit i < n is op i's forward, unit
+ * n + k is op n-1-k's backward, unit 2n the optimizer update. The step is cut into
+ * nslices slices: slice s runs units cut[s] .. cut[s+1]-1; cut[0] = 0 and
+ * cut[nslices] = 2n + 1. */
+typedef struct ir_bg_copy {
+    int job;      /* index into the job's background list */
+    int rank;     /* the foreground rank (GPU) that hosts it */
+    int64_t seed; /* its weights' and data's seed */
+    int nslices;
+    int *cut;              /* nslices + 1 unit indices, strictly increasing */
+    double steps_per_iter; /* predicted background steps per foreground iteration */
+} ir_bg_copy;
+
+/* A rank that could host a copy of background[job] but does not, and why. */
+typedef struct ir_bg_refusal {
+    int job, rank;
+    const char *why; /* e.g. "needs 12.3 GiB beside the foreground's 70.1 GiB of 80 GiB" */
+} ir_bg_refusal;
+
+typedef struct ir_interleave {
+    double slice_bound; /* seconds: no slice predicted longer */
+    double fg_time;     /* predicted foreground iteration time without background, s */
+    double fg_time_bg;  /* ... with it (fg_time_bg <= slowdown * fg_time) */
+    int ncopies;
+    ir_bg_copy *copies; /* in rank order, then job order */
+    int nrefusals;
+    ir_bg_refusal *refusals;
+} ir_interleave;
 
 #define IR_AMP_AUTO (-1.0)
 

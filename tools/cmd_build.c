@@ -27,8 +27,8 @@ static const char build_usage[] =
     "[--seed S] [--trace FILE] [--checkpoint-dir DIR] [--resume]` (PROG --help lists all).\n"
     "\n"
     "  -o PROG              the program to write (default: the job's name)\n"
-    "  --target=cpu|cuda    the runtime to link: the CPU backend (default: BLAS + MPI)\n"
-    "                       or the CUDA backend (cuBLAS + NCCL, one process per GPU)\n"
+    "  --target=cpu|cuda    the runtime to link: the CPU backend (default: oneDNN + MPI)\n"
+    "                       or the CUDA backend (cuBLAS, cuDNN if built with it, NCCL)\n"
     "  --emit=c             write the generated C source to -o instead of compiling it\n"
     "  --job NAME           the job to build when the input holds several\n"
     "  --strategy S         burst (default), deeppool, pow2 or dp\n"
@@ -99,11 +99,16 @@ static bool compile_program(const char *csrc, const char *output, bool cuda)
         argv[argc++] = "-lcudart";
         argv[argc++] = "-lcublas";
         argv[argc++] = "-lnccl";
+#ifdef BURSTRT_CUDA_CUDNN_LIB
+        argv[argc++] = BURSTRT_CUDA_CUDNN_LIB;
+#endif
         argv[argc++] = "-lstdc++";
     }
 #endif
     if (!cuda) {
         argv[argc++] = BURSTRT_LIBRARY;
+        argv[argc++] = BURSTRT_DNNL;
+        argv[argc++] = BURSTRT_OPENMP;
         argv[argc++] = BURSTRT_BLAS;
     }
     argv[argc++] = "-lz";

@@ -258,12 +258,18 @@ int cmd_plan(int argc, char **argv)
         out_file o;
         if (!out_open(&o, trace))
             goto done;
-        if (!plan_write_trace(&in.p, &res[shown], o.fp)) {
+        int ranks_shown;
+        if (!plan_write_trace(&in.p, &res[shown], PLAN_TRACE_RANKS, &ranks_shown, o.fp, err,
+                              sizeof err)) {
+            fprintf(stderr, "burstc plan: error: --trace: %s\n", err);
             out_abort(&o);
             goto done;
         }
         if (!out_commit(&o))
             goto done;
+        if (ranks_shown < in.p.cluster.gpus)
+            printf("(trace: %d of %d ranks, the lowest and an even sample of the rest)\n",
+                   ranks_shown, in.p.cluster.gpus);
     }
     status = 0;
 done:

@@ -49,5 +49,8 @@ int tool_pass_option(const char *cmd, int argc, char **argv, int *i, pass_option
 int cmd_stats(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_build(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
+int cmd_rank(int argc, char **argv);
 
 #endif
