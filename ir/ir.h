@@ -337,7 +337,8 @@ typedef struct ir_job {
     int nbackground;
     ir_background *background;
     /* Bound on the foreground's iteration time with background work over its time
-     * without (job field `slowdown`, --slowdown); 0: IR_SLOWDOWN_DEFAULT. */
+     * without (job field `slowdown`, --slowdown): at least 1, IR_SLOWDOWN_DEFAULT
+     * unless written (ir_job_defaults), checked by the verifier. */
     double slowdown;
     /* The interleave pass's result; NULL until it runs (or when nothing is placed and
      * nothing refused). */
@@ -409,7 +410,7 @@ typedef enum ir_job_kind {
     JK_MODEL,         /* a model's name */
     JK_CLUSTER,       /* a cluster's name */
     JK_INT,           /* an integer from min to max */
-    JK_REAL,          /* a finite number >= 0 */
+    JK_REAL,          /* a finite number >= min (0 or 1) */
     JK_DTYPE,         /* f32, tf32, f16, bf16 */
     JK_OPTIMIZER,     /* sgd, adam */
     JK_AMPLIFICATION, /* a number >= 1, auto or none */
@@ -422,12 +423,12 @@ typedef struct ir_job_field {
     size_t offset; /* of its value in ir_job */
     ir_job_kind kind;
     const char *dflt; /* its default as the IR writes it; NULL: required */
-    int64_t min, max; /* JK_INT and JK_BACKGROUND's batches */
+    int64_t min, max; /* JK_INT and JK_BACKGROUND's batches; JK_REAL: min only */
     bool setting;     /* in Burst source: a setting of the optimizer, sgd(lr = ...) */
     const char *doc;  /* one line: what it means */
 } ir_job_field;
 
-#define IR_JOB_NFIELDS 12
+#define IR_JOB_NFIELDS 13
 extern const ir_job_field ir_job_fields[IR_JOB_NFIELDS]; /* in the order the IR prints them */
 int ir_job_field_find(const char *key);                  /* -1 if no field has the key */
 void ir_job_defaults(ir_job *j); /* every field at its default; required ones unset */

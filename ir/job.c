@@ -41,6 +41,8 @@ const ir_job_field ir_job_fields[IR_JOB_NFIELDS] = {
      "synthetic, fmnist or a dataset file"},
     {"background", offsetof(ir_job, background), JK_BACKGROUND, "[]", 1, IR_MAX_BATCH, false,
      "background jobs: [model @ batch, ...], each batch from 1 to 2^31"},
+    {"slowdown", offsetof(ir_job, slowdown), JK_REAL, "1.1", 1, 0, false,
+     "the bound on the foreground's iteration time with background work over its time alone"},
 };
 
 int ir_job_field_find(const char *key)
@@ -66,6 +68,7 @@ void ir_job_defaults(ir_job *j)
     j->data = "synthetic";
     j->nbackground = 0;
     j->background = NULL;
+    j->slowdown = IR_SLOWDOWN_DEFAULT;
 }
 
 /* What a field holds, for "'%s' must be ..." */
@@ -107,12 +110,18 @@ static bool int_ok(const ir_job_field *f, int64_t v, char *msg, size_t n)
     return false;
 }
 
+/* A real is finite and at least the field's min: 0 (lr, momentum,
+ * weight_decay) or 1 (slowdown, a ratio of times). */
 static bool real_ok(const ir_job_field *f, double v, char *msg, size_t n)
 {
-    if (v >= 0 && isfinite(v))
+    if (v >= (double)f->min && isfinite(v))
         return true;
-    snprintf(msg, n, isfinite(v) ? "'%s' cannot be negative" : "'%s' must be a finite number",
-             f->key);
+    if (!isfinite(v))
+        snprintf(msg, n, "'%s' must be a finite number", f->key);
+    else if (f->min == 0)
+        snprintf(msg, n, "'%s' cannot be negative", f->key);
+    else
+        snprintf(msg, n, "'%s' is %g; it must be at least %lld", f->key, v, (long long)f->min);
     return false;
 }
 

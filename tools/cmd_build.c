@@ -36,6 +36,7 @@ static const char build_usage[] =
     "  --gpus G             plan for G ranks instead of the cluster's size\n"
     "  --profile FILE       measured per-layer times for the planner\n"
     "  --batch B            plan for a global batch of B instead of the job's\n"
+    "  --slowdown X         the job's bound on its slowdown by background work (X >= 1)\n"
     "  --overlap-allreduce  plan as if each gradient all-reduce overlaps backward\n"
     "  --help               show this help\n"
     "\n"

@@ -49,6 +49,7 @@ static const char sim_usage[] =
     "  --job NAME           the job to simulate (default: the last in the file)\n"
     "  --gpus G             plan for G GPUs instead of the cluster's\n"
     "  --batch B            plan for a global batch of B instead of the job's\n"
+    "  --slowdown X         the job's bound on its slowdown by background work (X >= 1)\n"
     "  --help               show this help\n"
     "\n"
     "IR whose ops already carry ranks is simulated as planned (then --strategy,\n"

@@ -32,7 +32,8 @@ const char *tool_opt_value(const char *cmd, int argc, char **argv, int *i, const
  * the same conversions, rules and messages as the field in a .burst file. */
 static const struct {
     const char *option, *field;
-} job_options[] = {{"--batch", "batch"}, {"--amplification", "amplification"}};
+} job_options[] = {
+    {"--batch", "batch"}, {"--amplification", "amplification"}, {"--slowdown", "slowdown"}};
 
 int tool_pass_option(const char *cmd, int argc, char **argv, int *i, pass_options *o)
 {

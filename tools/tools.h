@@ -41,7 +41,7 @@ bool out_write_c_program(const char *path, const ir_module *m, int job, diag_ctx
  * used; NULL if argv[*i] is another option. A missing value exits with status 1. */
 const char *tool_opt_value(const char *cmd, int argc, char **argv, int *i, const char *name);
 /* The planning options: --job, --profile, --gpus, --overlap-allreduce, and the
- * job fields --batch and --amplification. Returns 1 if argv[*i] was one of them,
+ * job fields --batch, --amplification and --slowdown. Returns 1 if argv[*i] was one of them,
  * 0 if not, -1 on a bad value (reported, as CMD: error). */
 int tool_pass_option(const char *cmd, int argc, char **argv, int *i, pass_options *o);
 
