@@ -15,16 +15,6 @@
 #include "passes.h"
 #include "plan.h"
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 /* How DeepPool's planner sees an op (the strategy deeppool, passes/deeppool.c):
  * its layer kind and the shapes its rules read. Dropout and the loss are not
  * layers of DeepPool's model descriptions. */
@@ -230,9 +220,9 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
         d->nerrors++;
         return false;
     }
-    in->layer_of_op = xcalloc((size_t)g->nops, sizeof(int));
-    in->op_of_layer = xcalloc((size_t)g->nops, sizeof(int));
-    p->layers = xcalloc((size_t)g->nops, sizeof(plan_layer));
+    in->layer_of_op = plan_xcalloc((size_t)g->nops, sizeof(int));
+    in->op_of_layer = plan_xcalloc((size_t)g->nops, sizeof(int));
+    p->layers = plan_xcalloc((size_t)g->nops, sizeof(plan_layer));
     int n = 0;
     for (int i = 0; i < g->nops; i++) {
         const ir_op *op = &g->ops[i];
@@ -254,7 +244,7 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
     int ne = 0, cap = 0;
     for (int i = 0; i < g->nops; i++)
         cap += g->ops[i].ninputs;
-    p->edges = xcalloc((size_t)cap, sizeof(plan_edge));
+    p->edges = plan_xcalloc((size_t)cap, sizeof(plan_edge));
     for (int i = 0; i < g->nops; i++) {
         const ir_op *op = &g->ops[i];
         int v = in->layer_of_op[i], first_of_op = ne;
