@@ -323,7 +323,9 @@ static void lower_reshard(const cg_op_env *e, cg_op_code *out)
     out->graphable = false;
 }
 
-/* The sum of the layer's parameter gradients over the rank set; for an
+/* The sum of the layer's parameter gradients over the rank set, started right
+ * after the layer's backward: it runs while the backward of earlier layers goes on,
+ * and the optimizer step waits for it (runtime.md, "Gradient all-reduce"). For an
  * allreduce, env->params are its layer's parameters. */
 static void lower_allreduce(const cg_op_env *e, cg_op_code *out)
 {
@@ -331,7 +333,7 @@ static void lower_allreduce(const cg_op_env *e, cg_op_code *out)
         int v = e->params[k];
         if (e->p->vars[v].buffer)
             continue;
-        BWD("rt_allreduce_sum", COMM, (cg_arg){.kind = CA_PARAM_DATA, .var = v},
+        BWD("rt_grad_allreduce_start", COMM, (cg_arg){.kind = CA_PARAM_DATA, .var = v},
             (cg_arg){.kind = CA_PARAM_NUMEL, .var = v});
     }
     out->graphable = false;
