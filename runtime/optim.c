@@ -124,7 +124,7 @@ void rt_grads_wait(void)
         return;
     grads_pending = false;
     rt_trace_push("grad_allreduce.wait");
-    rt_wait_begin("grad_allreduce");
+    rt_wait_begin("allreduce");
     rt_net.grad_wait();
     rt_wait_end();
     rt_trace_pop();

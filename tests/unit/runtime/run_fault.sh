@@ -32,7 +32,7 @@ hang)
     expect_fault "$named, at step 2" ;;
 stop)
     run --iterations 5 stop
-    expect_fault "burstrt: rank [01]: watchdog: rank 2 stopped making progress [0-9.]+ s ago, at step 2 $gone; this rank waits for it at step 2 in 'grad_allreduce' \(waiting in allreduce\)" ;;
+    expect_fault "burstrt: rank [01]: watchdog: rank 2 stopped making progress [0-9.]+ s ago, at step 2 $gone; this rank waits for it at step 2 in 'grad_allreduce.wait' \(waiting in allreduce\)" ;;
 stop-startup)
     run --iterations 5 stop-startup
     expect_fault "burstrt: rank [01]: watchdog: rank 2 stopped making progress [0-9.]+ s ago, in start-up \(before the first step\) $gone; this rank waits for it in start-up \(before the first step\) \(waiting in comm_new\)" ;;
