@@ -122,7 +122,7 @@ static bool parse_duration(const char *v, double *out)
 /* Loads the input again, puts the candidate's plan into the job's ops and
  * makes its communication explicit: what `burstc --emit=ir` writes. */
 static bool write_plan_ir(const char *input, const pass_options *popt, const tune_candidate *c,
-                          const char *path)
+                          FILE *out)
 {
     arena *a = arena_new();
     diag_ctx d;
@@ -142,11 +142,8 @@ static bool write_plan_ir(const char *input, const pass_options *popt, const tun
     pass_plan_apply(m, &in, &c->plan);
     if (!pass_comm(&ctx))
         goto done;
-    out_file o;
-    if (!out_open(&o, path))
-        goto done;
-    ir_print_module(o.fp, m);
-    ok = out_commit(&o);
+    ir_print_module(out, m);
+    ok = !ferror(out);
 done:
     pass_plan_input_free(&in);
     diag_summary(&d);
@@ -446,7 +443,13 @@ static bool exec_prepare(exec_runner *x, const char *input, const pass_options *
         char *log = xprintf("%s/build-%d.log", x->dir, i);
         printf("building %d/%d: %s\n", i + 1, x->n, c[i].name);
         fflush(stdout);
-        if (!write_plan_ir(input, popt, &c[i], ir)) {
+        out_file o;
+        bool written = out_open(&o, ir);
+        if (written && !write_plan_ir(input, popt, &c[i], o.fp)) {
+            out_abort(&o);
+            written = false;
+        }
+        if (!written || !out_commit(&o)) {
             x->build_err[i] = xprintf("build: its planned IR could not be written");
         } else {
             char *argv[] = {self, "build", ir, "-o", prog, NULL};
@@ -733,6 +736,20 @@ int cmd_tune(int argc, char **argv)
     }
     to.budget_s = budget;
     to.now = now_s;
+    /* Outputs are opened before the trials, so a bad path costs no runs. */
+    out_file outf[3];
+    bool opened[3] = {false, false, false};
+    for (int k = 0; k < 3; k++) {
+        if (!outs[k])
+            continue;
+        if (!out_open(&outf[k], outs[k])) {
+            for (int q = 0; q < k; q++)
+                if (opened[q])
+                    out_abort(&outf[q]);
+            return 1;
+        }
+        opened[k] = true;
+    }
 
     arena *a = arena_new();
     diag_ctx d;
@@ -885,29 +902,32 @@ int cmd_tune(int argc, char **argv)
                     failed, ncands);
     }
     bool ok = true;
-    if (output && res.ranked) {
-        ok = write_plan_ir(input, &popt, &cand[res.order[0]], output);
-        if (ok)
-            printf("written: %s (burstc build %s)\n", output, output);
-    }
-    for (int k = 0; k < 2 && ok; k++) {
-        const char *path = k ? cmpfile : json;
-        if (!path)
+    /* -o only with a winner; the JSON and the comparisons either way. */
+    for (int k = 0; k < 3; k++) {
+        if (!opened[k])
             continue;
-        out_file o;
-        if (!out_open(&o, path)) {
-            ok = false;
-            break;
+        if (k == 0 && res.ranked == 0) {
+            out_abort(&outf[k]);
+            opened[k] = false;
+            continue;
         }
-        if (!(k ? write_comparisons(o.fp, &rep) : write_json(o.fp, &rep))) {
-            out_abort(&o);
-            ok = false;
-            break;
-        }
-        ok = out_commit(&o);
+        bool w = k == 0   ? write_plan_ir(input, &popt, &cand[res.order[0]], outf[k].fp)
+                 : k == 1 ? write_json(outf[k].fp, &rep)
+                          : write_comparisons(outf[k].fp, &rep);
+        opened[k] = false;
+        if (w && ok)
+            w = out_commit(&outf[k]);
+        else
+            out_abort(&outf[k]);
+        ok = ok && w;
+        if (k == 0 && w)
+            printf("written: %s (burstc build %s)\n", output, output);
     }
     status = ok && res.ranked > 0 ? 0 : 1;
 done:
+    for (int k = 0; k < 3; k++)
+        if (opened[k])
+            out_abort(&outf[k]);
     if (have_res)
         tune_result_free(&res);
     if (have_sr)

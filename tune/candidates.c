@@ -34,12 +34,22 @@ typedef struct pool {
     tune_candidate *c;
     int n, cap;
     bool oom;
+    char why[1024]; /* why the first plan was dropped */
 } pool;
 
-/* Adds a solved plan unless an equal one is there (then it counts as an alias). */
-static void add(pool *pl, plan_result *r, const char *name, plan_strategy s, double amp,
-                double price)
+/* Adds a solved plan unless an equal one is there (then it counts as an alias)
+ * or it does not fit in a GPU's memory (deeppool's own search does not ask). */
+static void add(pool *pl, const plan_problem *p, plan_result *r, const char *name, plan_strategy s,
+                double amp, double price)
 {
+    if (p->cluster.mem_bytes > 0 && r->peak_mem > p->cluster.mem_bytes) {
+        if (!pl->why[0])
+            snprintf(pl->why, sizeof pl->why,
+                     "%s plan: needs %.0f bytes on rank %d, more than a GPU's %.0f", name,
+                     r->peak_mem, r->peak_mem_rank, p->cluster.mem_bytes);
+        plan_result_free(r);
+        return;
+    }
     for (int i = 0; i < pl->n; i++)
         if (same_plan(&pl->c[i].plan, r)) {
             pl->c[i].aliases++;
@@ -105,7 +115,7 @@ int tune_candidates(const plan_problem *p0, int max, tune_candidate **out, int *
             continue;
         }
         amp_name(name, sizeof name, (plan_strategy)s, p.amp_limit);
-        add(&pl, &r, name, (plan_strategy)s, p.amp_limit, 0);
+        add(&pl, &p, &r, name, (plan_strategy)s, p.amp_limit, 0);
     }
     defaults = pl.n;
     for (size_t a = 0; a < sizeof amp_ladder / sizeof amp_ladder[0]; a++) {
@@ -119,7 +129,7 @@ int tune_candidates(const plan_problem *p0, int max, tune_candidate **out, int *
             if (!plan_solve(&p, (plan_strategy)s, &r, e, sizeof e))
                 continue;
             amp_name(name, sizeof name, (plan_strategy)s, amp);
-            add(&pl, &r, name, (plan_strategy)s, amp, 0);
+            add(&pl, &p, &r, name, (plan_strategy)s, amp, 0);
         }
     }
     p.amp_limit = p0->amp_limit;
@@ -134,7 +144,7 @@ int tune_candidates(const plan_problem *p0, int max, tune_candidate **out, int *
         if (!plan_solve(&q, PS_BURST, &r, e, sizeof e))
             continue;
         snprintf(name, sizeof name, "burst frontier %d", i + 1);
-        add(&pl, &r, name, PS_BURST, p.amp_limit, pts[i].price);
+        add(&pl, &q, &r, name, PS_BURST, p.amp_limit, pts[i].price);
     }
     if (pl.oom) {
         tune_candidates_free(pl.c, pl.n);
@@ -143,7 +153,7 @@ int tune_candidates(const plan_problem *p0, int max, tune_candidate **out, int *
     }
     *distinct = pl.n;
     if (pl.n == 0) {
-        snprintf(err, errlen, "%s", why[0] ? why : "no plan fits");
+        snprintf(err, errlen, "%s", why[0] ? why : pl.why[0] ? pl.why : "no plan fits");
         free(pl.c);
         return 0;
     }

@@ -260,7 +260,9 @@ bool tune_run(int n, const double *pred, const tune_runner *r, const tune_option
             int who[2] = {a, b};
             tune_sample smp[2];
             double val[2];
-            for (int s = 0; s < 2 && !redraw; s++) {
+            /* Both run even when the first fails: the other then still shows
+             * that it runs (a candidate never run is not ranked). */
+            for (int s = 0; s < 2; s++) {
                 char why[1024] = "";
                 res->runs++;
                 if (!r->run(r->ctx, who[s], seed, s, &smp[s], why, sizeof why)) {
@@ -270,7 +272,7 @@ bool tune_run(int n, const double *pred, const tune_runner *r, const tune_option
                     alive[who[s]] = false;
                     nalive--;
                     redraw = true;
-                    break;
+                    continue;
                 }
                 val[s] = tune_metric_value(o->metric, &smp[s]);
                 res->metric_sum[who[s]] += val[s];
