@@ -734,6 +734,7 @@ int cmd_tune(int argc, char **argv)
         ERR("--data applies to --runner exec only\n");
         return 1;
     }
+    double t_start = now_s();
     to.budget_s = budget;
     to.now = now_s;
     /* Outputs are opened before the trials, so a bad path costs no runs. */
@@ -850,6 +851,8 @@ int cmd_tune(int argc, char **argv)
     }
     for (int i = 0; i < ncands; i++)
         pred[i] = cand[i].plan.samples_per_s;
+    /* The budget is the command's: what planning and builds took is spent. */
+    to.budget_s = fmax(budget - (now_s() - t_start), 1e-9);
     if (!tune_run(ncands, pred, &tr, &to, &res, err, sizeof err)) {
         free(pred);
         fprintf(stderr, "burstc tune: internal error: %s\n", err);
