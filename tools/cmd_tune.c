@@ -212,6 +212,51 @@ static void last_line(const char *path, char *buf, size_t n)
     fclose(f);
 }
 
+/* The process group of the run in progress: an interrupt of burstc tune
+ * stops it too (it has its own group so that a timeout reaches mpirun's
+ * children, and so the terminal's signals do not). */
+static volatile sig_atomic_t child_group;
+/* Every file the exec runner may leave in its folder, and the folder: made
+ * before the first build so that the handler only calls unlink and rmdir. */
+static char **cleanup_path;
+static int ncleanup;
+static char *cleanup_dir;
+
+static void cleanup_files(void)
+{
+    for (int i = 0; i < ncleanup; i++)
+        unlink(cleanup_path[i]);
+    if (cleanup_dir)
+        rmdir(cleanup_dir);
+}
+
+static void on_signal(int sig)
+{
+    /* The run is killed and waited for, so that it writes nothing into the
+     * folder after it was emptied; further signals wait (sa_mask). */
+    if (child_group > 0) {
+        kill(-(pid_t)child_group, SIGKILL);
+        waitpid((pid_t)child_group, NULL, 0);
+    }
+    cleanup_files();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaddset(&sa.sa_mask, SIGHUP);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
 /* Runs argv with stdout and stderr to log, in its own process group, for at
  * most timeout seconds. Returns the exit status, 128 + signal, -1 if it did
  * not start, -2 when it timed out (then it was killed). */
@@ -234,6 +279,7 @@ static int spawn_wait(char **argv, const char *log, double timeout, char *why, s
         snprintf(why, whylen, "cannot run '%s': %s", argv[0], strerror(e));
         return -1;
     }
+    child_group = pid;
     double t0 = now_s();
     int status, sig = 0;
     for (;;) {
@@ -241,6 +287,7 @@ static int spawn_wait(char **argv, const char *log, double timeout, char *why, s
         if (w == pid)
             break;
         if (w < 0 && errno != EINTR) {
+            child_group = 0;
             snprintf(why, whylen, "waiting for '%s': %s", argv[0], strerror(errno));
             return -1;
         }
@@ -255,6 +302,7 @@ static int spawn_wait(char **argv, const char *log, double timeout, char *why, s
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
+    child_group = 0;
     if (sig) {
         snprintf(why, whylen, "it ran longer than %g s and was stopped", timeout);
         return -2;
@@ -398,17 +446,16 @@ static void exec_free(exec_runner *x)
         free(x->launch[i]);
     free(x->launch);
     if (x->dir) {
-        /* Only files this command made live there. */
-        for (int i = 0; i < x->n; i++) {
-            const char *names[] = {"cand-%d.ir", "build-%d.log", "run-%d.log", "trace-%d.json"};
-            for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-                char p[4096], leaf[64];
-                snprintf(leaf, sizeof leaf, names[k], i);
-                snprintf(p, sizeof p, "%s/%s", x->dir, leaf);
-                unlink(p);
-            }
-        }
-        rmdir(x->dir);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        cleanup_files();
+        for (int i = 0; i < ncleanup; i++)
+            free(cleanup_path[i]);
+        free(cleanup_path);
+        cleanup_path = NULL;
+        ncleanup = 0;
+        cleanup_dir = NULL;
         free(x->dir);
     }
 }
@@ -426,6 +473,21 @@ static bool exec_prepare(exec_runner *x, const char *input, const pass_options *
         return false;
     }
     x->dir = tmpl;
+    /* Only files this command makes live there. */
+    static const char *const leaves[] = {"cand-%d", "cand-%d.ir", "build-%d.log", "run-%d.log",
+                                         "trace-%d.json"};
+    const int nleaves = (int)(sizeof leaves / sizeof leaves[0]);
+    cleanup_path = calloc((size_t)x->n * (size_t)nleaves, sizeof *cleanup_path);
+    if (!cleanup_path)
+        return false;
+    for (int i = 0; i < x->n; i++)
+        for (int k = 0; k < nleaves; k++) {
+            char leaf[64];
+            snprintf(leaf, sizeof leaf, leaves[k], i);
+            cleanup_path[ncleanup++] = xprintf("%s/%s", x->dir, leaf);
+        }
+    cleanup_dir = x->dir;
+    catch_signals();
     x->prog = calloc((size_t)x->n, sizeof *x->prog);
     x->build_err = calloc((size_t)x->n, sizeof *x->build_err);
     if (!x->prog || !x->build_err)
