@@ -56,7 +56,8 @@ static const char tune_usage[] =
     "  --method M           spectral (Rank Centrality, default) or spectral-mle\n"
     "  --metric M           fg: the job's samples/s (default); cluster: with the\n"
     "                       background jobs' samples/s\n"
-    "  --c X                the constant of the bound c n log n / Delta^2 (default 1)\n"
+    "  --c X                the constant of the bound c n log n / Delta^2 (0 to 100;\n"
+    "                       default 2.5)\n"
     "  --data D             exec: the programs' --data (default: the job's)\n"
     "  --run-timeout S      exec: a run taking longer fails (default 300)\n"
     "  -o FILE              write the winner as planned IR (burstc build FILE)\n"
@@ -726,8 +727,8 @@ int cmd_tune(int argc, char **argv)
         } else if ((v = tool_opt_value("burstc tune", argc, argv, &i, "--c"))) {
             char *end;
             to.c = strtod(v, &end);
-            if (end == v || *end || !(to.c > 0 && to.c <= 1e6)) {
-                ERR("--c must be a positive number up to 10^6, got '%s'\n", v);
+            if (end == v || *end || !(to.c > 0 && to.c <= 100)) {
+                ERR("--c must be a positive number up to 100, got '%s'\n", v);
                 return 1;
             }
         } else if ((v = tool_opt_value("burstc tune", argc, argv, &i, "--run-timeout"))) {
