@@ -950,6 +950,7 @@ int cmd_tune(int argc, char **argv)
         printf("stopped: %s\n", stop_text(&res));
     }
     print_ranking(&rep);
+    fflush(stdout); /* the table before the messages that follow it */
     if (res.ranked == 0) {
         ERR("nothing could be ranked: %s\n", res.stop);
     } else {
@@ -962,6 +963,7 @@ int cmd_tune(int argc, char **argv)
         int failed = 0;
         for (int i = 0; i < ncands; i++)
             failed += res.failure[i] != NULL;
+        fflush(stdout);
         if (failed)
             fprintf(stderr,
                     "burstc tune: warning: %d of %d candidates failed and are ranked last\n",

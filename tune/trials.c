@@ -342,6 +342,10 @@ bool tune_run(int n, const double *pred, const tune_runner *r, const tune_option
             res->score[i] = 0;
         if (nalive >= 2 && !strcmp(res->stop, "budget"))
             res->stop = "budget too small for one trial";
+        else if (nalive == 0)
+            res->stop = "every candidate failed";
+        else if (nalive == 1)
+            res->stop = "every candidate but one failed, and that one did not run";
     }
     res->ranked = m;
     if (rank_order(res->score, n, res->order))

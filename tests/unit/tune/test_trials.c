@@ -200,6 +200,14 @@ static bool failing_run(void *ctx, int cand, uint64_t seed, int slot, tune_sampl
     return timing_run(&f->m, cand, seed, slot, out, err, errlen);
 }
 
+/* A clock that advances 1 s each time it is read. */
+static double fake_now;
+static double fake_clock(void)
+{
+    fake_now += 1;
+    return fake_now;
+}
+
 static void test_failures(void)
 {
     char err[256];
@@ -228,8 +236,32 @@ static void test_failures(void)
     CHECK(tune_run(8, f.m.thr, &r, &o, &res, err, sizeof err));
     CHECK(res.ranked == 0);
     CHECK(res.comparisons == 0);
-    CHECK(res.stop && strstr(res.stop, "fewer than two"));
+    CHECK(res.stop && !strcmp(res.stop, "every candidate failed"));
+    CHECK(res.runs >= 8); /* every candidate was tried */
+    for (int i = 0; i < 8; i++)
+        CHECK(res.failure[i] != NULL);
     tune_result_free(&res);
+
+    /* a budget that the first trial does not fit in: nothing ranked, and why */
+    f.bad = 99;
+    o.now = fake_clock;
+    o.budget_s = 0.5;
+    CHECK(tune_run(8, f.m.thr, &r, &o, &res, err, sizeof err));
+    CHECK(res.ranked == 0 && res.comparisons == 0 && res.runs == 0);
+    CHECK(res.stop && !strcmp(res.stop, "budget too small for one trial"));
+    tune_result_free(&res);
+    /* a budget of a few trials: the next trial must fit, at the mean time so far */
+    fake_now = 0;
+    o.budget_s = 10.5;
+    CHECK(tune_run(8, f.m.thr, &r, &o, &res, err, sizeof err));
+    /* the clock is read at the start and before every trial: before trial k + 1
+     * (k done) k + 1 s have passed, at a mean of (k + 1) / k s per trial; the
+     * tenth would end at 10 + 10/9 > 10.5 s, so nine are made */
+    CHECK(res.comparisons == 9);
+    CHECK(res.ranked == 8 && !res.separated && !strcmp(res.stop, "budget"));
+    tune_result_free(&res);
+    o.now = NULL;
+    o.budget_s = 0;
 
     /* a comparison limit: exactly that many, not separated */
     timing_init(&f.m, 2);
