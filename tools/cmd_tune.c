@@ -406,11 +406,7 @@ static bool exec_launcher(exec_runner *x)
     if (!spec || !*spec)
         spec = "mpirun -np {np}";
     char *copy = xstrdup(spec);
-    x->launch = calloc(40, sizeof *x->launch);
-    if (!x->launch) {
-        free(copy);
-        return false;
-    }
+    x->launch = plan_xcalloc(40, sizeof *x->launch);
     for (char *w = strtok(copy, " \t"); w; w = strtok(NULL, " \t")) {
         if (x->nlaunch == 40) {
             ERR("BURSTC_LAUNCH has more than 40 words\n");
@@ -478,9 +474,7 @@ static bool exec_prepare(exec_runner *x, const char *input, const pass_options *
     static const char *const leaves[] = {"cand-%d", "cand-%d.ir", "build-%d.log", "run-%d.log",
                                          "trace-%d.json"};
     const int nleaves = (int)(sizeof leaves / sizeof leaves[0]);
-    cleanup_path = calloc((size_t)x->n * (size_t)nleaves, sizeof *cleanup_path);
-    if (!cleanup_path)
-        return false;
+    cleanup_path = plan_xcalloc((size_t)x->n * (size_t)nleaves, sizeof *cleanup_path);
     for (int i = 0; i < x->n; i++)
         for (int k = 0; k < nleaves; k++) {
             char leaf[64];
@@ -489,10 +483,8 @@ static bool exec_prepare(exec_runner *x, const char *input, const pass_options *
         }
     cleanup_dir = x->dir;
     catch_signals();
-    x->prog = calloc((size_t)x->n, sizeof *x->prog);
-    x->build_err = calloc((size_t)x->n, sizeof *x->build_err);
-    if (!x->prog || !x->build_err)
-        return false;
+    x->prog = plan_xcalloc((size_t)x->n, sizeof *x->prog);
+    x->build_err = plan_xcalloc((size_t)x->n, sizeof *x->build_err);
     char self[4096];
     ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
     if (k <= 0) {
@@ -907,11 +899,7 @@ int cmd_tune(int argc, char **argv)
             goto done;
         tr = (tune_runner){.ctx = &xr, .run = exec_run};
     }
-    double *pred = malloc(sizeof(double) * (size_t)ncands);
-    if (!pred) {
-        fputs("burstc: out of memory\n", stderr);
-        exit(2);
-    }
+    double *pred = plan_xcalloc((size_t)ncands, sizeof *pred);
     for (int i = 0; i < ncands; i++)
         pred[i] = cand[i].plan.samples_per_s;
     /* The budget is the command's: what planning and builds took is spent. */

@@ -33,7 +33,6 @@ static bool same_plan(const plan_result *a, const plan_result *b)
 typedef struct pool {
     tune_candidate *c;
     int n, cap;
-    bool oom;
     char why[1024]; /* why the first plan was dropped */
 } pool;
 
@@ -57,15 +56,8 @@ static void add(pool *pl, const plan_problem *p, plan_result *r, const char *nam
             return;
         }
     if (pl->n == pl->cap) {
-        int cap = pl->cap ? 2 * pl->cap : 16;
-        tune_candidate *nc = realloc(pl->c, sizeof *nc * (size_t)cap);
-        if (!nc) {
-            pl->oom = true;
-            plan_result_free(r);
-            return;
-        }
-        pl->c = nc;
-        pl->cap = cap;
+        pl->cap = pl->cap ? 2 * pl->cap : 16;
+        pl->c = plan_xrealloc(pl->c, (size_t)pl->cap, sizeof *pl->c);
     }
     tune_candidate *c = &pl->c[pl->n++];
     memset(c, 0, sizeof *c);
@@ -145,11 +137,6 @@ int tune_candidates(const plan_problem *p0, int max, tune_candidate **out, int *
             continue;
         snprintf(name, sizeof name, "burst frontier %d", i + 1);
         add(&pl, &q, &r, name, PS_BURST, p.amp_limit, pts[i].price);
-    }
-    if (pl.oom) {
-        tune_candidates_free(pl.c, pl.n);
-        snprintf(err, errlen, "out of memory");
-        return 0;
     }
     *distinct = pl.n;
     if (pl.n == 0) {

@@ -18,11 +18,7 @@ bool tune_sim_runner_init(tune_sim_runner *s, const plan_problem *p, const tune_
                           int warmup, int steps, double jitter, char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
-    s->tl = calloc((size_t)(n ? n : 1), sizeof *s->tl);
-    if (!s->tl) {
-        snprintf(err, errlen, "out of memory");
-        return false;
-    }
+    s->tl = plan_xcalloc((size_t)n, sizeof *s->tl);
     for (int i = 0; i < n; i++) {
         char e[512];
         if (!plan_timeline_build(p, &c[i].plan, &s->tl[i], e, sizeof e)) {

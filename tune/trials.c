@@ -134,10 +134,8 @@ static int draw_graph(const bool *alive, int n, double p, rank_rng *rng, pair *e
 static int rank_alive(const tune_options *o, int n, const bool *alive, const pair *edges, int ne,
                       const tune_comparison *log, int64_t nlog, double *score)
 {
-    int *id = malloc(sizeof(int) * (size_t)n);
+    int *id = plan_xcalloc((size_t)n, sizeof *id);
     int32_t m = 0;
-    if (!id)
-        return -1;
     for (int i = 0; i < n; i++)
         id[i] = alive[i] ? m++ : -1;
     rank_data d;
@@ -146,9 +144,7 @@ static int rank_alive(const tune_options *o, int n, const bool *alive, const pai
     int rc = -1;
     rank_graph g;
     bool have_g = false;
-    double *s = malloc(sizeof(double) * (size_t)(m ? m : 1));
-    if (!s)
-        goto out;
+    double *s = plan_xcalloc((size_t)m, sizeof *s);
     for (int e = 0; e < ne; e++)
         if (rank_data_add(&d, id[edges[e].a], id[edges[e].b], 0, 0))
             goto out;
@@ -192,22 +188,18 @@ bool tune_run(int n, const double *pred, const tune_runner *r, const tune_option
         return false;
     }
     res->n = n;
-    res->score = calloc((size_t)n, sizeof *res->score);
-    res->order = calloc((size_t)n, sizeof *res->order);
-    res->wins = calloc((size_t)n, sizeof *res->wins);
-    res->losses = calloc((size_t)n, sizeof *res->losses);
-    res->metric_sum = calloc((size_t)n, sizeof *res->metric_sum);
-    res->metric_runs = calloc((size_t)n, sizeof *res->metric_runs);
-    res->failure = calloc((size_t)n, sizeof *res->failure);
-    size_t maxe = (size_t)n * (size_t)(n - 1) / 2 + 1;
-    pair *edges = malloc(sizeof *edges * maxe);
-    int *parent = malloc(sizeof(int) * (size_t)n);
-    bool *alive = malloc(sizeof(bool) * (size_t)n);
+    res->score = plan_xcalloc((size_t)n, sizeof *res->score);
+    res->order = plan_xcalloc((size_t)n, sizeof *res->order);
+    res->wins = plan_xcalloc((size_t)n, sizeof *res->wins);
+    res->losses = plan_xcalloc((size_t)n, sizeof *res->losses);
+    res->metric_sum = plan_xcalloc((size_t)n, sizeof *res->metric_sum);
+    res->metric_runs = plan_xcalloc((size_t)n, sizeof *res->metric_runs);
+    res->failure = plan_xcalloc((size_t)n, sizeof *res->failure);
+    pair *edges = plan_xcalloc((size_t)n * (size_t)(n - 1) / 2 + 1, sizeof *edges);
+    int *parent = plan_xcalloc((size_t)n, sizeof *parent);
+    bool *alive = plan_xcalloc((size_t)n, sizeof *alive);
     int64_t logcap = 0;
     bool ok = false;
-    if (!res->score || !res->order || !res->wins || !res->losses || !res->metric_sum ||
-        !res->metric_runs || !res->failure || !edges || !parent || !alive)
-        goto oom;
     for (int i = 0; i < n; i++)
         alive[i] = true;
     double t0 = o->now ? o->now() : 0;
@@ -266,9 +258,9 @@ bool tune_run(int n, const double *pred, const tune_runner *r, const tune_option
                 char why[1024] = "";
                 res->runs++;
                 if (!r->run(r->ctx, who[s], seed, s, &smp[s], why, sizeof why)) {
-                    res->failure[who[s]] = strdup(why[0] ? why : "the run failed");
-                    if (!res->failure[who[s]])
-                        goto oom;
+                    const char *msg = why[0] ? why : "the run failed";
+                    res->failure[who[s]] = plan_xcalloc(strlen(msg) + 1, 1);
+                    memcpy(res->failure[who[s]], msg, strlen(msg));
                     alive[who[s]] = false;
                     nalive--;
                     redraw = true;
@@ -282,12 +274,8 @@ bool tune_run(int n, const double *pred, const tune_runner *r, const tune_option
                 break;
             int w = val[0] > val[1] || (val[0] == val[1] && rank_rng_uniform(&rng) < 0.5) ? 0 : 1;
             if (res->nlog == logcap) {
-                int64_t cap = logcap ? 2 * logcap : 256;
-                tune_comparison *nl = realloc(res->log, sizeof *nl * (size_t)cap);
-                if (!nl)
-                    goto oom;
-                res->log = nl;
-                logcap = cap;
+                logcap = logcap ? 2 * logcap : 256;
+                res->log = plan_xrealloc(res->log, (size_t)logcap, sizeof *res->log);
             }
             res->log[res->nlog++] = (tune_comparison){.winner = who[w],
                                                       .loser = who[1 - w],
@@ -313,7 +301,7 @@ bool tune_run(int n, const double *pred, const tune_runner *r, const tune_option
             break;
         }
         if (rank_alive(o, n, alive, edges, res->edges, res->log, res->nlog, res->score))
-            goto oom;
+            goto failed;
         res->delta = clamp_delta(top_gap(res->score, alive, n), o->delta_min);
         res->target = tune_sample_size(o->c, nalive, res->delta);
         res->L = (int64_t)ceil(res->target / res->edges);
@@ -335,7 +323,7 @@ bool tune_run(int n, const double *pred, const tune_runner *r, const tune_option
         m = 1;
     } else if (nalive >= 2 && res->comparisons > 0) {
         if (rank_alive(o, n, alive, edges, res->edges, res->log, res->nlog, res->score))
-            goto oom;
+            goto failed;
         m = nalive;
     } else {
         for (int i = 0; i < n; i++)
@@ -349,14 +337,12 @@ bool tune_run(int n, const double *pred, const tune_runner *r, const tune_option
     }
     res->ranked = m;
     if (rank_order(res->score, n, res->order))
-        goto oom;
+        goto failed;
     if (m > 0) {
         /* Failed candidates after the alive ones (rank_order puts zeros last already,
          * but an alive item never gets exactly 0 with eps > 0; keep the rule explicit). */
         int k = 0;
-        int32_t *ord = malloc(sizeof *ord * (size_t)n);
-        if (!ord)
-            goto oom;
+        int32_t *ord = plan_xcalloc((size_t)n, sizeof *ord);
         for (int i = 0; i < n; i++)
             if (alive[res->order[i]])
                 ord[k++] = res->order[i];
@@ -369,8 +355,8 @@ bool tune_run(int n, const double *pred, const tune_runner *r, const tune_option
     res->wall_s = elapsed(o, t0);
     ok = true;
     goto done;
-oom:
-    snprintf(err, errlen, "out of memory (or the ranking failed) in the tuner");
+failed:
+    snprintf(err, errlen, "the ranking failed (out of memory, or its threads did not start)");
 done:
     free(edges);
     free(parent);
