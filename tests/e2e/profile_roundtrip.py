@@ -9,7 +9,8 @@ small per-GPU batches, then require that the written profile
   - is read back by `burstc plan --profile`, which says it covers every layer, and
     whose one-GPU plan at each measured batch shows exactly the measured forward
     and backward times of every layer (to the table's four decimals);
-  - was written atomically (no temporary file left beside it).
+  - was written atomically (no temporary file left beside it);
+  - skipped, with a note, a third batch too large for the GPU's memory.
 """
 import argparse
 import os
@@ -51,10 +52,15 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "fmnist.profile")
-        _, err = run([a.burstc, "profile", a.job, "--batches", ",".join(map(str, BATCHES)),
+        # 2^30 samples do not fit the `cpu` device's 4 GiB: skipped with a note.
+        _, err = run([a.burstc, "profile", a.job, "--batches", ",".join(map(str, BATCHES)) + ",1073741824",
                       "--warmup", "1", "--repeat", "3", "-o", out])
         if "11 layers at 2 batches written" not in err:
             fail("unexpected summary:\n" + err)
+        if "note: batch 1073741824 skipped: layer" not in err:
+            fail("no note for the batch that does not fit:\n" + err)
+        if "# batch 1073741824 skipped: layer" not in open(out).read():
+            fail("no '# batch ... skipped' line in the profile")
         left = [f for f in os.listdir(tmp) if f != "fmnist.profile"]
         if left:
             fail("files left beside the profile: %s" % left)
