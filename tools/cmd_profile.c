@@ -158,21 +158,31 @@ static int layer_index(const profile_run *r, const char *name, size_t n)
 }
 
 /* Whether the one-rank plan of the job at batch b fits the GPU's memory;
- * why gets the planner's reason when it does not. */
-static bool fits_one_gpu(ir_module *m, int job, int64_t b, char *why, size_t n, diag_ctx *d)
+ * why gets the planner's reason when it does not. The job is read afresh:
+ * pass_select_job writes the overrides (one GPU, the batch) into the module. */
+static bool fits_one_gpu(const profile_run *r, int64_t b, char *why, size_t n, diag_ctx *d)
 {
-    pass_options o = {.strategy = "dp", .gpus = 1, .batch = b};
-    pass_plan_input in;
-    if (!pass_plan_build(m, job, &o, &in, d)) {
-        pass_plan_input_free(&in);
-        snprintf(why, n, "the job cannot be planned at this batch");
+    char batch[32];
+    snprintf(batch, sizeof batch, "%lld", (long long)b);
+    pass_options o = {.strategy = "dp", .gpus = 1, .job = r->job_name};
+    if (!pass_options_job_field(&o, "batch", batch, why, n))
         return false;
+    arena *a = arena_new();
+    ir_module *m = load_input(a, r->input, d);
+    pass_ctx ctx = {.m = m, .opt = &o, .d = d, .job = -1};
+    pass_plan_input in = {0};
+    bool ok = false;
+    if (!m || d->nerrors || !pass_select_job(&ctx) || ctx.job < 0 ||
+        !pass_plan_build(m, ctx.job, &o, &in, d)) {
+        snprintf(why, n, "the job cannot be planned at this batch");
+    } else {
+        plan_result res;
+        ok = plan_solve(&in.p, PS_DP, &res, why, n);
+        if (ok)
+            plan_result_free(&res);
     }
-    plan_result res;
-    bool ok = plan_solve(&in.p, PS_DP, &res, why, n);
-    if (ok)
-        plan_result_free(&res);
     pass_plan_input_free(&in);
+    arena_free(a);
     return ok;
 }
 
@@ -576,7 +586,7 @@ int cmd_profile(int argc, char **argv)
             r.repeat);
     for (int k = 0; k < nb; k++) {
         char why[1024];
-        if (!fits_one_gpu(m, ctx.job, batches[k], why, sizeof why, &d)) {
+        if (!fits_one_gpu(&r, batches[k], why, sizeof why, &d)) {
             if (d.nerrors)
                 goto end;
             fprintf(stderr, "burstc profile: note: batch %lld skipped: %s\n", (long long)batches[k],
