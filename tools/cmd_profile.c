@@ -9,7 +9,7 @@
  * timed steps, pinned to the first CPUs this process may use, and reads the
  * Chrome trace that every generated program writes with --trace: each layer's
  * forward span is called after the layer and its backward span NAME.bwd
- * (codegen/emit_c.c). The medians over the timed steps and their
+ * (codegen/lower.c). The medians over the timed steps and their
  * interquartile ranges become `layer` lines (passes/profile.c, docs/plan.md):
  *
  *   layer{"name":"conv1","op":"conv2d"}[8][1,28,28]  fwd_ms  bwd_ms  fwd_iqr  bwd_iqr
