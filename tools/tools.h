@@ -53,5 +53,6 @@ int cmd_import(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_rank(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
 
 #endif
