@@ -20,6 +20,19 @@ bool rt_mpi_running(void);
 /* Ends every rank before training (--help, wrong world size): all ranks call it. */
 _Noreturn void rt_exit_early(int status);
 
+/* background.c: the background executor (rt_bg_add) and its slowdown guard. */
+/* Whether this rank has background slices it may run now (inside a step, guard open). */
+bool rt_bg_ready(void);
+/* This rank waits for peers: runs one background slice when rt_bg_ready(); returns
+ * whether it ran one (then the caller polls again at once, else it may sleep). Waits
+ * poll with it between tests of their requests (comm_mpi.c, rankset.c). */
+bool rt_bg_idle(void);
+/* The step hooks of the guard (core.c). */
+void rt_bg_step_begin(int64_t step);
+void rt_bg_step_end(int64_t step, double seconds);
+/* Frees every copy (rt_finalize). */
+void rt_bg_free(void);
+
 /* options.c */
 void rt_parse_options(int argc, char **argv, const char *program);
 
@@ -70,6 +83,11 @@ void rt_trace_check_path(void);
 void rt_trace_init(void);
 void rt_trace_write_and_free(const char *path);
 void rt_trace_record_step(int64_t step, double t0, double t1);
+/* Events recorded from now on go to track `tid` (0: the foreground); a track's name is
+ * written once into the trace (thread_name metadata). */
+void rt_trace_track(int tid, const char *name);
+/* Records a complete event on track tid. */
+void rt_trace_event(int tid, const char *name, double t0, double t1);
 /* Name of the op currently on the trace stack (for watchdog messages). */
 const char *rt_current_op(void);
 
