@@ -52,6 +52,10 @@ typedef struct emitter {
     bool fmnist;      /* the job's data is Fashion-MNIST (else synthetic) */
     int seg, seg_set; /* the open graph segment and its rank set (-1: none) */
     int nsegs;
+    /* A background model (emit_background): its names start with pre, every op runs on
+     * this rank alone, and forward/backward run one unit (op) per call. */
+    bool bg;
+    const char *pre; /* "" for the foreground */
 } emitter;
 
 #define MAX_SEGMENTS 1024 /* rt_graph_begin's ids */
@@ -77,7 +81,7 @@ static int layer_id(const emitter *e, int i)
 static const char *cname(emitter *e, int i)
 {
     const char *n = OP(e, i)->name;
-    char *s = arena_printf(e->a, "L%d_%s", i, n);
+    char *s = arena_printf(e->a, "%sL%d_%s", e->pre, i, n);
     for (char *p = s; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
               *p == '_'))
@@ -127,7 +131,7 @@ static const char *grad_target(emitter *e, int i, int j)
         return "NULL";
     if (e->direct[i * MAXIN + j])
         return arena_printf(e->a, "dy_%s", cname(e, p));
-    return arena_printf(e->a, "g%d_%d", i, j);
+    return arena_printf(e->a, "%sg%d_%d", e->pre, i, j);
 }
 
 static void shape_literal(emitter *e, const ir_type *t, const char *batch)
@@ -184,7 +188,15 @@ static bool analyse(emitter *e)
             diag_error(e->d, op->loc, "'%s' has more than %d operands", op->name, MAXIN);
             return false;
         }
-        if (op->opcode == OP_RESHARD || op->opcode == OP_ALLREDUCE) {
+        if (e->bg) {
+            /* A background copy runs every op (communication too: one-rank no-ops) on
+             * its own rank. */
+            e->set_of[i] = set_index(e, 1, all);
+            if (op->opcode == OP_ALLREDUCE) {
+                e->allreduce_of[op->inputs[0]] = i;
+                continue;
+            }
+        } else if (op->opcode == OP_RESHARD || op->opcode == OP_ALLREDUCE) {
             /* Communication runs on the rank list it names: the consumer's
 			 * set for a reshard, the layer's for an all-reduce. */
             const ir_attr *ra = ir_op_attr(op, op->opcode == OP_RESHARD ? "to" : "ranks");
@@ -364,6 +376,11 @@ static void emit_header(emitter *e)
           s->ranks[s->n - 1]);
     }
     W(" */\n#include <stdbool.h>\n#include <stdio.h>\n#include <string.h>\n\n#include \"burstrt.h\"\n\n");
+}
+
+static void emit_defines(emitter *e)
+{
+    const ir_job *j = e->job;
     W("#define WORLD %d\n#define BATCH ((int64_t)%lld)\n#define NSETS %d\n\n", e->world,
       (long long)j->batch, e->nsets);
     for (int s = 0; s < e->nsets; s++) {
@@ -457,8 +474,8 @@ static void emit_globals(emitter *e)
             W("static rt_tensor *dy_%s;\n", c);
         for (int j = 0; j < op->ninputs; j++)
             if (e->has_grad[op->inputs[j]] && !e->direct[i * MAXIN + j])
-                W("static rt_tensor *g%d_%d;   /* gradient for operand %d, summed into its producer's */\n",
-                  i, j, j + 1);
+                W("static rt_tensor *%sg%d_%d;   /* gradient for operand %d, summed into its producer's */\n",
+                  e->pre, i, j, j + 1);
         param_desc pd[8];
         int np = params_of(e, i, pd);
         for (int k = 0; k < np; k++)
@@ -497,7 +514,10 @@ static void emit_setup(emitter *e)
     W("/* Communicators, shards, tensors and parameters: once, before the first step. */\n");
     W("static void setup(rt_pool *pool, rt_params *ps, uint64_t seed)\n{\n\t(void)seed;\n");
     for (int s = 0; s < e->nsets; s++) {
-        W("\tcomm[%d] = rt_comm_new(%d, set%d_ranks);\n", s, e->sets[s].n, s);
+        if (e->bg)
+            W("\tcomm[%d] = rt_comm_self();   /* this rank alone */\n", s);
+        else
+            W("\tcomm[%d] = rt_comm_new(%d, set%d_ranks);\n", s, e->sets[s].n, s);
         W("\t{\n\t\tint64_t end;\n\t\trt_comm_shard(comm[%d], BATCH, &s0[%d], &end);\n\t\tnb[%d] = end - s0[%d];\n\t}\n",
           s, s, s, s);
     }
@@ -510,7 +530,7 @@ static void emit_setup(emitter *e)
         if (op->opcode == OP_RESHARD && e->has_grad[op->inputs[0]] && !e->direct[i * MAXIN]) {
             /* The gradient of a reshard lands on the producer's ranks. */
             W("\tif (rt_comm_member(comm[%d]))\n\t", e->set_of[op->inputs[0]]);
-            emit_new(e, arena_printf(e->a, "g%d_0", i), &OP(e, op->inputs[0])->type,
+            emit_new(e, arena_printf(e->a, "%sg%d_0", e->pre, i), &OP(e, op->inputs[0])->type,
                      e->set_of[op->inputs[0]]);
         }
         W("\tif (rt_comm_member(comm[%d])) {   /* %s */\n", s, op->name);
@@ -520,7 +540,8 @@ static void emit_setup(emitter *e)
             emit_new(e, arena_printf(e->a, "dy_%s", c), &op->type, s);
         for (int j = 0; j < op->ninputs && op->opcode != OP_RESHARD; j++)
             if (e->has_grad[op->inputs[j]] && !e->direct[i * MAXIN + j])
-                emit_new(e, arena_printf(e->a, "g%d_%d", i, j), &OP(e, op->inputs[j])->type, s);
+                emit_new(e, arena_printf(e->a, "%sg%d_%d", e->pre, i, j),
+                         &OP(e, op->inputs[j])->type, s);
         param_desc pd[8];
         int np = params_of(e, i, pd);
         for (int k = 0; k < np; k++) {
@@ -734,6 +755,8 @@ static bool graphable(const emitter *e, int i)
         return e->sets[e->set_of[i]].n == 1; /* SyncBN all-reduces its statistics */
     default: break;
     }
+    if (e->bg)
+        return false; /* a background step runs unit by unit (emit_background) */
     return e->nsegs < MAX_SEGMENTS || e->seg >= 0;
 }
 
@@ -781,42 +804,64 @@ static void emit_in_segment(emitter *e, int i, void (*emit)(emitter *, int), con
     free(buf);
 }
 
+/* Op i's part of forward(). */
+static void emit_forward_one(emitter *e, int i)
+{
+    const ir_op *op = OP(e, i);
+    int s = e->set_of[i];
+    bool g = graphable(e, i);
+    if (e->seg >= 0 && (!g || e->seg_set != s))
+        seg_close(e, true);
+    if (g) {
+        if (e->seg < 0)
+            seg_open(e, s, true);
+        emit_in_segment(e, i, emit_forward_op, "");
+        return;
+    }
+    W("\n\t/* %s = %s on %d rank%s */\n", op->name, ir_op_info_of(op->opcode)->name, e->sets[s].n,
+      e->sets[s].n == 1 ? "" : "s");
+    if (op->opcode == OP_RESHARD) {
+        int p = op->inputs[0];
+        W("\trt_trace_push(\"%s\");\n", op->name);
+        W("\trt_reshard(y_%s, comm[%d], y_%s, comm[%d], BATCH, %lld);   /* %d -> %d ranks */\n",
+          cname(e, p), e->set_of[p], cname(e, i), s, (long long)ir_type_elems_per_sample(&op->type),
+          e->sets[e->set_of[p]].n, e->sets[s].n);
+        W("\trt_trace_pop();\n");
+        return;
+    }
+    W("\tif (rt_comm_member(comm[%d])) {\n", s);
+    W("\t\trt_trace_push(\"%s\");\n", op->name);
+    emit_forward_op(e, i);
+    W("\t\trt_trace_pop();\n\t}\n");
+}
+
+/* A background model's forward and backward run one op per call (`unit`): its
+ * step's units are the slices' pieces (emit_background). */
+static void unit_open(emitter *e, int i)
+{
+    if (e->bg)
+        W("\tif (unit == %d) {\n", i);
+}
+
+static void unit_close(emitter *e)
+{
+    if (e->bg)
+        W("\t}\n");
+}
+
 static void emit_forward(emitter *e)
 {
     W("/* One forward pass over global batch `step` (a test batch when !train).\n"
       " * Returns this rank's part of the loss; the job's loss is the sum over ranks. */\n");
-    W("static double forward(rt_pool *pool, rt_data *data, uint64_t seed, int64_t step, bool train, int64_t *correct)\n{\n");
+    W("static double forward(rt_pool *pool, rt_data *data, uint64_t seed, int64_t step, bool train, int64_t *correct%s)\n{\n",
+      e->bg ? ", int unit" : "");
     W("\tdouble loss = 0;\n\t(void)pool;\n\t(void)seed;\n");
     for (int i = 0; i < e->g->nops; i++) {
-        const ir_op *op = OP(e, i);
-        int s = e->set_of[i];
-        if (op->opcode == OP_ALLREDUCE)
+        if (OP(e, i)->opcode == OP_ALLREDUCE)
             continue;
-        bool g = graphable(e, i);
-        if (e->seg >= 0 && (!g || e->seg_set != s))
-            seg_close(e, true);
-        if (g) {
-            if (e->seg < 0)
-                seg_open(e, s, true);
-            emit_in_segment(e, i, emit_forward_op, "");
-            continue;
-        }
-        W("\n\t/* %s = %s on %d rank%s */\n", op->name, ir_op_info_of(op->opcode)->name,
-          e->sets[s].n, e->sets[s].n == 1 ? "" : "s");
-        if (op->opcode == OP_RESHARD) {
-            int p = op->inputs[0];
-            W("\trt_trace_push(\"%s\");\n", op->name);
-            W("\trt_reshard(y_%s, comm[%d], y_%s, comm[%d], BATCH, %lld);   /* %d -> %d ranks */\n",
-              cname(e, p), e->set_of[p], cname(e, i), s,
-              (long long)ir_type_elems_per_sample(&op->type), e->sets[e->set_of[p]].n,
-              e->sets[s].n);
-            W("\trt_trace_pop();\n");
-            continue;
-        }
-        W("\tif (rt_comm_member(comm[%d])) {\n", s);
-        W("\t\trt_trace_push(\"%s\");\n", op->name);
-        emit_forward_op(e, i);
-        W("\t\trt_trace_pop();\n\t}\n");
+        unit_open(e, i);
+        emit_forward_one(e, i);
+        unit_close(e);
     }
     seg_close(e, true);
     W("\treturn loss;\n}\n\n");
@@ -941,75 +986,215 @@ static void emit_allreduce(emitter *e, int i)
     W("\t\trt_trace_pop();\n\t}\n");
 }
 
+/* Op i's part of backward(). */
+static void emit_backward_one(emitter *e, int i)
+{
+    const ir_op *op = OP(e, i);
+    if (op->opcode == OP_INPUT || (!e->has_grad[i] && op->opcode != OP_CROSSENTROPY))
+        return;
+    if (op->opcode == OP_RESHARD) {
+        int p = op->inputs[0];
+        if (!e->has_grad[p])
+            return;
+        seg_close(e, false);
+        W("\n\t/* %s: the gradient goes back, %d -> %d ranks */\n", op->name,
+          e->sets[e->set_of[i]].n, e->sets[e->set_of[p]].n);
+        W("\trt_trace_push(\"%s.bwd\");\n", op->name);
+        W("\trt_reshard(dy_%s, comm[%d], %s, comm[%d], BATCH, %lld);\n", cname(e, i), e->set_of[i],
+          grad_target(e, i, 0), e->set_of[p], (long long)ir_type_elems_per_sample(&op->type));
+        W("\trt_trace_pop();\n");
+        if (!e->direct[i * MAXIN])
+            W("\tif (rt_comm_member(comm[%d]))\n\t\trt_accumulate(dy_%s, %sg%d_0);\n", e->set_of[p],
+              cname(e, p), e->pre, i);
+        return;
+    }
+    bool any = false;
+    for (int j = 0; j < op->ninputs; j++)
+        any |= e->has_grad[op->inputs[j]];
+    bool has_params = op->opcode == OP_CONV2D || op->opcode == OP_LINEAR ||
+                      op->opcode == OP_BATCHNORM2D || op->opcode == OP_LAYERNORM ||
+                      op->opcode == OP_EMBEDDING || op->opcode == OP_ATTENTION;
+    if (!any && !has_params)
+        return;
+    int s = e->set_of[i];
+    bool g = graphable(e, i);
+    if (e->seg >= 0 && (!g || e->seg_set != s))
+        seg_close(e, false);
+    if (g) {
+        if (e->seg < 0)
+            seg_open(e, s, false);
+        emit_in_segment(e, i, emit_backward_op, ".bwd");
+    } else {
+        W("\n\t/* %s: backward on %d rank%s */\n", op->name, e->sets[s].n,
+          e->sets[s].n == 1 ? "" : "s");
+        W("\tif (rt_comm_member(comm[%d])) {\n\t\trt_trace_push(\"%s.bwd\");\n", s, op->name);
+        emit_backward_op(e, i);
+        W("\t\trt_trace_pop();\n");
+    }
+    /* Contributions to gradients on the same ranks: kernels, so they stay
+     * inside the segment (or the member block). */
+    for (int j = 0; j < op->ninputs; j++) {
+        int p = op->inputs[j];
+        if (!e->has_grad[p] || e->direct[i * MAXIN + j])
+            continue;
+        W("\t\trt_accumulate(dy_%s, %sg%d_%d);\n", cname(e, p), e->pre, i, j);
+    }
+    if (!g)
+        W("\t}\n");
+    if (allreduce_set(e, i) >= 0)
+        seg_close(e, false);
+    emit_allreduce(e, i);
+}
+
 static void emit_backward(emitter *e)
 {
     W("/* The backward pass, in reverse order; parameter gradients accumulate\n"
       " * into this rank's rt_params, all-reduced afterwards. */\n");
-    W("static void backward(rt_pool *pool, uint64_t seed, int64_t step)\n{\n\t(void)pool;\n\t(void)seed;\n\t(void)step;\n");
+    W("static void backward(rt_pool *pool, uint64_t seed, int64_t step%s)\n{\n\t(void)pool;\n\t(void)seed;\n\t(void)step;\n",
+      e->bg ? ", int unit" : "");
+    /* A background step zeroes them in its first backward unit. */
+    unit_open(e, e->g->nops - 1);
     for (int i = 0; i < e->g->nops; i++)
         if (e->accum[i])
             W("\tif (y_%s)\n\t\trt_tensor_zero(dy_%s);   /* summed from %d uses */\n", cname(e, i),
               cname(e, i), e->uses[i]);
+    unit_close(e);
     for (int i = e->g->nops - 1; i >= 0; i--) {
-        const ir_op *op = OP(e, i);
-        if (op->opcode == OP_INPUT || (!e->has_grad[i] && op->opcode != OP_CROSSENTROPY))
-            continue;
-        if (op->opcode == OP_RESHARD) {
-            int p = op->inputs[0];
-            if (!e->has_grad[p])
-                continue;
-            seg_close(e, false);
-            W("\n\t/* %s: the gradient goes back, %d -> %d ranks */\n", op->name,
-              e->sets[e->set_of[i]].n, e->sets[e->set_of[p]].n);
-            W("\trt_trace_push(\"%s.bwd\");\n", op->name);
-            W("\trt_reshard(dy_%s, comm[%d], %s, comm[%d], BATCH, %lld);\n", cname(e, i),
-              e->set_of[i], grad_target(e, i, 0), e->set_of[p],
-              (long long)ir_type_elems_per_sample(&op->type));
-            W("\trt_trace_pop();\n");
-            if (!e->direct[i * MAXIN])
-                W("\tif (rt_comm_member(comm[%d]))\n\t\trt_accumulate(dy_%s, g%d_0);\n",
-                  e->set_of[p], cname(e, p), i);
-            continue;
-        }
-        bool any = false;
-        for (int j = 0; j < op->ninputs; j++)
-            any |= e->has_grad[op->inputs[j]];
-        bool has_params = op->opcode == OP_CONV2D || op->opcode == OP_LINEAR ||
-                          op->opcode == OP_BATCHNORM2D || op->opcode == OP_LAYERNORM ||
-                          op->opcode == OP_EMBEDDING || op->opcode == OP_ATTENTION;
-        if (!any && !has_params)
-            continue;
-        int s = e->set_of[i];
-        bool g = graphable(e, i);
-        if (e->seg >= 0 && (!g || e->seg_set != s))
-            seg_close(e, false);
-        if (g) {
-            if (e->seg < 0)
-                seg_open(e, s, false);
-            emit_in_segment(e, i, emit_backward_op, ".bwd");
-        } else {
-            W("\n\t/* %s: backward on %d rank%s */\n", op->name, e->sets[s].n,
-              e->sets[s].n == 1 ? "" : "s");
-            W("\tif (rt_comm_member(comm[%d])) {\n\t\trt_trace_push(\"%s.bwd\");\n", s, op->name);
-            emit_backward_op(e, i);
-            W("\t\trt_trace_pop();\n");
-        }
-        /* Contributions to gradients on the same ranks: kernels, so they stay
-		 * inside the segment (or the member block). */
-        for (int j = 0; j < op->ninputs; j++) {
-            int p = op->inputs[j];
-            if (!e->has_grad[p] || e->direct[i * MAXIN + j])
-                continue;
-            W("\t\trt_accumulate(dy_%s, g%d_%d);\n", cname(e, p), i, j);
-        }
-        if (!g)
-            W("\t}\n");
-        if (allreduce_set(e, i) >= 0)
-            seg_close(e, false);
-        emit_allreduce(e, i);
+        unit_open(e, i);
+        emit_backward_one(e, i);
+        unit_close(e);
     }
     seg_close(e, false);
     W("}\n\n");
+}
+
+/* ---- background models (GPU multiplexing, issue 12) ----
+ *
+ * Every background job with a copy in the interleave pass's result
+ * (job->interleave) becomes a one-rank training program of its model at its
+ * batch, emitted by this same emitter in background mode: its names start
+ * with bgK_ (the macros below rename the few names the foreground's code also
+ * uses), all its ops run on rt_comm_self(), and forward/backward run one op
+ * per call. bgK_unit(u) runs unit u of the step: u < n the forward of op u,
+ * u = n + k the backward of op n-1-k (docs/runtime.md); the runtime's
+ * executor runs unit 2n, the optimizer update, and cuts the units into the
+ * plan's slices. */
+
+static const char *const renamed[] = {"comm", "s0", "nb", "setup", "forward", "backward"};
+
+/* The data source of a background model: the foreground's Fashion-MNIST when
+ * the model reads 28x28 images into 10 classes, else synthetic samples. */
+static bool reads_fmnist(const emitter *b, const emitter *fg)
+{
+    const ir_type *xt = &OP(b, b->sample_input)->type;
+    bool shape = (xt->rank == 4 && xt->dim[1] == 1 && xt->dim[2] == 28 && xt->dim[3] == 28) ||
+                 (xt->rank == 2 && xt->dim[1] == 784);
+    return fg->fmnist && shape && xt->elem == EL_F32 && b->classes == 10 &&
+           b->labels_per_sample == 1;
+}
+
+static bool emit_background_model(emitter *fg, int k)
+{
+    const ir_job *j = fg->job;
+    const ir_background *bj = &j->background[k];
+    ir_job job = *j;
+    job.graph = bj->graph;
+    job.batch = bj->batch;
+    job.nbackground = 0;
+    job.interleave = NULL;
+    emitter b = {.out = fg->out,
+                 .m = fg->m,
+                 .job = &job,
+                 .g = fg->m->graphs[bj->graph],
+                 .d = fg->d,
+                 .a = fg->a,
+                 .seg = -1,
+                 .bg = true,
+                 .pre = arena_printf(fg->a, "bg%d_", k)};
+    if (!analyse(&b))
+        return false;
+    b.world = 1;
+    emitter *e = &b;
+    const char *pre = b.pre;
+    int n = b.g->nops;
+    W("/* ---- background job %d: model '%s' at batch %lld, a one-rank training step in %d\n"
+      " * units (forward of each op, backward of each op in reverse, the update) ---- */\n",
+      k, b.g->name, (long long)bj->batch, 2 * n + 1);
+    for (size_t r = 0; r < sizeof renamed / sizeof *renamed; r++)
+        W("#define %s %s%s\n", renamed[r], pre, renamed[r]);
+    W("#define BATCH ((int64_t)%lld)\n#define NSETS %d\n\n", (long long)bj->batch, b.nsets);
+    W("static rt_comm *comm[NSETS];\nstatic int64_t s0[NSETS], nb[NSETS];\n\n");
+    emit_globals(e);
+    emit_setup(e);
+    emit_forward(e);
+    emit_backward(e);
+    W("static double %sunit(int u, rt_pool *pool, rt_data *data, uint64_t seed, int64_t step)\n{\n",
+      pre);
+    W("\tif (u < %d)\n\t\treturn forward(pool, data, seed, step, true, NULL, u);\n", n);
+    W("\tbackward(pool, seed, step, %d - u);\n\treturn 0;\n}\n", 2 * n - 1);
+    for (size_t r = 0; r < sizeof renamed / sizeof *renamed; r++)
+        W("#undef %s\n", renamed[r]);
+    W("#undef BATCH\n#undef NSETS\n\n");
+    const ir_type *xt = &OP(e, b.sample_input)->type;
+    W("static const int64_t %ssample_shape[] = {", pre);
+    for (int q = 1; q < xt->rank; q++)
+        W("%s%lld", q > 1 ? ", " : "", (long long)xt->dim[q]);
+    W("};\n");
+    W("static const rt_bg_model %smodel = {\n", pre);
+    W("\t.name = \"%s\",\n\t.batch = %lld,\n\t.nunits = %d,\n", b.g->name, (long long)bj->batch,
+      2 * n + 1);
+    W("\t.data = %s,\n", reads_fmnist(&b, fg) ? "RT_DATA_FMNIST" : "RT_DATA_SYNTHETIC");
+    W("\t.ndim = %d,\n\t.sample_shape = %ssample_shape,\n\t.in_dtype = %s,\n", xt->rank - 1, pre,
+      xt->elem == EL_I32 ? "RT_I32" : "RT_F32");
+    W("\t.vocab = %lld,\n\t.classes = %lld,\n\t.labels_per_sample = %lld,\n", (long long)b.vocab,
+      (long long)b.classes, (long long)b.labels_per_sample);
+    /* The foreground job's optimizer and hyper-parameters. */
+    if (j->optimizer == OPT_ADAM)
+        W("\t.adam = true,\n\t.adam_cfg = {(float)%.9g, 0.9f, 0.999f, 1e-8f, (float)%.9g},\n",
+          j->lr, j->weight_decay);
+    else
+        W("\t.sgd = {(float)%.9g, (float)%.9g, (float)%.9g, false},\n", j->lr, j->momentum,
+          j->weight_decay);
+    W("\t.setup = %ssetup,\n\t.unit = %sunit,\n};\n\n", pre, pre);
+    return true;
+}
+
+/* The background models of the placed copies, before the foreground's code. */
+static bool emit_background(emitter *fg)
+{
+    const ir_interleave *il = fg->job->interleave;
+    if (!il)
+        return true;
+    bool *done = arena_alloc(fg->a, (size_t)(fg->job->nbackground + 1));
+    for (int c = 0; c < il->ncopies; c++) {
+        int k = il->copies[c].job;
+        if (k < 0 || k >= fg->job->nbackground)
+            ice("background copy of job %d of %d", k, fg->job->nbackground);
+        if (done[k])
+            continue;
+        done[k] = true;
+        if (!emit_background_model(fg, k))
+            return false;
+    }
+    return true;
+}
+
+/* main()'s placing of every copy: each rank sets up the copies it hosts. */
+static void emit_background_copies(emitter *e)
+{
+    const ir_interleave *il = e->job->interleave;
+    if (!il || il->ncopies == 0)
+        return;
+    double slowdown = e->job->slowdown > 0 ? e->job->slowdown : IR_SLOWDOWN_DEFAULT;
+    W("\t/* Background copies (the interleave pass): model, rank, seed, slices. */\n");
+    for (int c = 0; c < il->ncopies; c++) {
+        const ir_bg_copy *cp = &il->copies[c];
+        W("\trt_bg_add(&bg%d_model, %d, %lluu, %d, (const int[]){", cp->job, cp->rank,
+          (unsigned long long)cp->seed, cp->nslices);
+        for (int s = 0; s <= cp->nslices; s++)
+            W("%s%d", s ? ", " : "", cp->cut[s]);
+        W("}, %.9g);\n", slowdown);
+    }
 }
 
 static void emit_main(emitter *e)
@@ -1037,6 +1222,7 @@ static void emit_main(emitter *e)
     else
         W("\tconst rt_sgd opt = {(float)%.9g, (float)%.9g, (float)%.9g, false};\n", j->lr,
           j->momentum, j->weight_decay);
+    emit_background_copies(e);
     W("\tint64_t first = rt_checkpoint_attach(ps);\n");
     W("\tdouble t0 = rt_now();\n");
     W("\tfor (int64_t step = first; step < o->iterations; step++) {\n");
@@ -1049,6 +1235,8 @@ static void emit_main(emitter *e)
     W("\t\trt_report_loss(step, loss);\n");
     W("\t}\n");
     W("\tdouble elapsed = rt_now() - t0;\n");
+    if (j->interleave && j->interleave->ncopies > 0)
+        W("\trt_bg_finish(elapsed);   /* background samples/s, measured slowdown */\n");
     W("\tint64_t steps = o->iterations > first ? o->iterations - first : 0;\n");
     W("\tif (o->rank == 0 && steps > 0)\n\t\tprintf(\"throughput %%.1f samples/s (%%lld steps of %%lld samples in %%.3f s)\\n\",\n"
       "\t\t       (double)(steps * BATCH) / elapsed, (long long)steps, (long long)BATCH, elapsed);\n");
@@ -1073,6 +1261,10 @@ bool cg_emit_c(FILE *out, const ir_module *m, int job, diag_ctx *d)
     bool ok = analyse(&e);
     if (ok) {
         emit_header(&e);
+        ok = emit_background(&e);
+    }
+    if (ok) {
+        emit_defines(&e);
         emit_globals(&e);
         emit_setup(&e);
         emit_forward(&e);
