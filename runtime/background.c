@@ -68,6 +68,7 @@ static struct {
     double ema;           /* moving average of steps with background */
     int hold, pause_left; /* pause length and what is left of it */
     bool this_step_bg;    /* background was allowed in the step now running */
+    double step_bg;       /* seconds of background slices in the step now running */
     /* the measured slowdown */
     double t_bg, t_fg; /* summed step times with and without background */
     int64_t n_bg, n_fg;
@@ -177,6 +178,7 @@ static void run_slice(copy *c, int tid)
     rt_dev.background(false);
     double t1 = rt_now();
     c->busy += t1 - t0;
+    bg.step_bg += t1 - t0;
     rt_trace_event(tid, c->slice_names[s], t0, t1);
     rt_trace_track(0, NULL);
     if (++c->slice == c->nslices) {
@@ -198,6 +200,12 @@ bool rt_bg_idle(void)
     return true;
 }
 
+void rt_bg_fill(void)
+{
+    while (rt_bg_ready() && bg.step_bg < (bg.bound - 1) * bg.baseline)
+        rt_bg_idle();
+}
+
 /* ---- the guard --------------------------------------------------------------------------- */
 
 void rt_bg_step_begin(int64_t step)
@@ -211,6 +219,7 @@ void rt_bg_step_begin(int64_t step)
     }
     bg.open = allow;
     bg.this_step_bg = allow;
+    bg.step_bg = 0;
 }
 
 void rt_bg_step_end(int64_t step, double seconds)
@@ -323,13 +332,15 @@ void rt_bg_finish(double elapsed)
                    copies == 1 ? "y" : "ies", steps, elapsed > 0 ? samples / elapsed : 0.0);
         }
         free(done);
-        /* The mean over ranks of each rank's mean step time with and without background. */
-        if (sums[1] > 0 && sums[3] > 0)
-            printf("foreground slowdown %.3f (step %.3f ms with background, %.3f ms without; "
-                   "bound %.2f, %.0f pauses)\n",
-                   (sums[0] / sums[1]) / (sums[2] / sums[3]), 1e3 * sums[0] / sums[1],
-                   1e3 * sums[2] / sums[3], bg.bound, sums[4]);
-        else
+        /* Over all ranks: the mean step time of the run (after the warm-up step) over the
+         * mean of the steps without background work (the guard's probes and pauses). */
+        if (sums[1] > 0 && sums[3] > 0) {
+            double all = (sums[0] + sums[2]) / (sums[1] + sums[3]), alone = sums[2] / sums[3];
+            printf("foreground slowdown %.3f (mean step %.3f ms, %.3f ms without background, "
+                   "%.3f ms in the %.0f steps with it; bound %.2f, %.0f pauses)\n",
+                   all / alone, 1e3 * all, 1e3 * alone, 1e3 * sums[0] / sums[1], sums[1] / sums[5],
+                   bg.bound, sums[4]);
+        } else
             printf("foreground slowdown unmeasured (%.0f steps with background, %.0f without)\n",
                    sums[1], sums[3]);
         fflush(stdout);
