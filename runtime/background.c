@@ -356,6 +356,44 @@ void rt_bg_finish(double elapsed)
     bg.probes_left = 1 << 30;
 }
 
+/* ---- checkpoints ----------------------------------------------------------------------- */
+
+/* A copy's state at a step boundary of the foreground is its parameters and optimizer
+ * state after its completed steps (the update is a step's last unit; gradients of a
+ * step in progress are dropped and the step is redone after a resume). */
+static void copy_suffix(const copy *c, char *out, size_t cap)
+{
+    snprintf(out, cap, ".bg-%s", c->m->name);
+}
+
+void rt_bg_checkpoint_save(const char *dir, int64_t round_step)
+{
+    for (int i = 0; i < bg.n; i++) {
+        char suffix[96];
+        copy_suffix(&bg.c[i], suffix, sizeof suffix);
+        rt_checkpoint_write(dir, round_step, suffix, bg.c[i].ps, bg.c[i].step, bg.c[i].seed);
+    }
+}
+
+void rt_bg_checkpoint_load(const char *dir, int64_t round_step)
+{
+    for (int i = 0; i < bg.n; i++) {
+        copy *c = &bg.c[i];
+        char suffix[96];
+        copy_suffix(c, suffix, sizeof suffix);
+        int64_t step = rt_checkpoint_read(dir, round_step, suffix, c->ps, -1, c->seed);
+        if (step < 0) {
+            rt_message("checkpoint",
+                       "the round of step %lld holds no state of background '%s' (seed %llu): "
+                       "it starts from its first step",
+                       (long long)round_step, c->m->name, (unsigned long long)c->seed);
+            continue;
+        }
+        c->step = step;
+        c->slice = 0;
+    }
+}
+
 void rt_bg_free(void)
 {
     for (int i = 0; i < bg.n; i++) {

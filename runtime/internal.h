@@ -34,6 +34,10 @@ void rt_bg_fill(void);
 /* The step hooks of the guard (core.c). */
 void rt_bg_step_begin(int64_t step);
 void rt_bg_step_end(int64_t step, double seconds);
+/* Every copy of this rank into the round of step R (DIR/step-R/rank-R.ckpt.bg-MODEL:
+ * its parameters, optimizer state and completed steps), and back on --resume. */
+void rt_bg_checkpoint_save(const char *dir, int64_t round_step);
+void rt_bg_checkpoint_load(const char *dir, int64_t round_step);
 /* Frees every copy (rt_finalize). */
 void rt_bg_free(void);
 
@@ -217,6 +221,14 @@ void rt_transfers_free(rt_transfers *t);
 /* Makes --checkpoint-dir (and its parents) and checks that this rank can write there. */
 void rt_checkpoint_check_dir(void);
 void rt_checkpoint_maybe_save(int64_t step);
+/* This rank's file DIR/step-R/rank-R.ckptSUFFIX of the round of step R: ps with the
+ * given step and seed in its header (through a temporary file, durable on return). */
+void rt_checkpoint_write(const char *dir, int64_t round_step, const char *suffix,
+                         const rt_params *ps, int64_t step, uint64_t seed);
+/* Loads such a file into ps after checking every field (step: the header's must be
+ * this; -1: any, and a missing file returns -1); returns the header's step. */
+int64_t rt_checkpoint_read(const char *dir, int64_t round_step, const char *suffix, rt_params *ps,
+                           int64_t step, uint64_t seed);
 
 /* optim.c: the Adam step count that checkpoints carry */
 int64_t rt_params_adam_step(const rt_params *ps);

@@ -13,7 +13,10 @@ and off. It requires:
       the number of steps the copy completed;
   (c) every rank that hosts a copy completed steps of it, the rank without one
       ran none, the exit report counts them, and the trace shows the slices
-      on background tracks.
+      on background tracks;
+  (d) the checkpoint holds each copy's state: a --resume run continues every
+      copy at the step after its last completed one, and (b) holds for the
+      steps of both runs together.
 
 The interleave section is written here (a fixture: ranks, seeds and cuts of
 three shapes), so the test does not depend on where the interleave pass puts
@@ -73,10 +76,12 @@ def copies_of(ir):
 
 
 def same_tree(a, b):
-    """Every file under a and b, byte for byte; returns how many were compared."""
+    """Every foreground file under a and b, byte for byte; returns how many were compared."""
     n = 0
     for root, _, files in os.walk(a):
         for f in files:
+            if ".bg-" in f:
+                continue
             pa = os.path.join(root, f)
             pb = os.path.join(b, os.path.relpath(pa, a))
             if not os.path.exists(pb) or not filecmp.cmp(pa, pb, shallow=False):
@@ -159,6 +164,20 @@ def main():
             fail("background slices are not on their own tracks of the hosting ranks: %s" %
                  sorted(tracks))
 
+        # (d) the copies' state is in the checkpoint: a resumed run continues them.
+        bgfiles = [f for _, _, fs in os.walk(os.path.join(tmp, "on")) for f in fs if ".bg-" in f]
+        if len(bgfiles) != len(copies):
+            fail("expected one background checkpoint file per copy, found %s" % bgfiles)
+        more = mpirun(4, prog, ["--iterations", str(a.iterations + 6), "--threads", "1", "--data",
+                                "fmnist", "--slowdown", "100", "--resume", "--checkpoint-dir",
+                                os.path.join(tmp, "on")])
+        after = bg_losses(more)
+        for r, _ in copies:
+            if not after.get(r) or after[r][0][0] != len(per[r]):
+                fail("rank %d's copy did not resume at step %d: %s" %
+                     (r, len(per[r]), after.get(r, [])[:3]))
+            per[r] = per[r] + after[r]
+
         # (b) each copy trained what a one-rank run of its model trains.
         for r, seed in copies:
             steps = per[r]
@@ -171,9 +190,9 @@ def main():
                 fail("copy on rank %d (seed %d): %d steps, first difference at %d: %s vs %s" %
                      (r, seed, len(steps), bad, got[bad] if bad >= 0 else len(got),
                       ref[bad] if bad >= 0 else len(ref)))
-        print("ok: foreground identical over %d steps; copies on ranks %s made %s steps, each "
-              "equal to its one-rank run" % (a.iterations, sorted(hosts),
-                                               [len(per[r]) for r, _ in copies]))
+        print("ok: foreground identical over %d steps; copies on ranks %s made %s steps (with a "
+              "resumed run), each equal to its one-rank run" %
+              (a.iterations, sorted(hosts), [len(per[r]) for r, _ in copies]))
 
 
 if __name__ == "__main__":
