@@ -1257,7 +1257,8 @@ bool cg_emit_c(FILE *out, const ir_module *m, int job, diag_ctx *d)
                  .g = m->graphs[m->jobs[job].graph],
                  .d = d,
                  .a = a,
-                 .seg = -1};
+                 .seg = -1,
+                 .pre = ""};
     bool ok = analyse(&e);
     if (ok) {
         emit_header(&e);

@@ -39,7 +39,7 @@ static rt_params *attached;
 
 static void path_of(char *out, size_t cap, const char *dir, int64_t step, const char *leaf)
 {
-    int n = step < 0 ? snprintf(out, cap, "%s/%s", dir, leaf)
+    int n = step < 0 ? snprintf(out, cap, "%s/%s", dir, leaf ? leaf : "")
             : leaf   ? snprintf(out, cap, "%s/step-%012lld/%s", dir, (long long)step, leaf)
                      : snprintf(out, cap, "%s/step-%012lld", dir, (long long)step);
     if (n < 0 || (size_t)n >= cap)
@@ -48,8 +48,11 @@ static void path_of(char *out, size_t cap, const char *dir, int64_t step, const 
 
 static void rank_file(char *out, size_t cap, const char *dir, int64_t step, const char *suffix)
 {
-    char leaf[64];
-    snprintf(leaf, sizeof leaf, "rank-%d.ckpt%s", rt_opts_g.rank, suffix);
+    char leaf[160];
+    int n = snprintf(leaf, sizeof leaf, "rank-%d.ckpt%s", rt_opts_g.rank, suffix);
+    if (n < 0 || (size_t)n >= sizeof leaf)
+        rt_fatal("checkpoint", "checkpoint file name too long: rank-%d.ckpt%s", rt_opts_g.rank,
+                 suffix);
     path_of(out, cap, dir, step, leaf);
 }
 
@@ -306,9 +309,10 @@ void rt_checkpoint_save(const char *dir, const rt_params *ps, int64_t next_step)
 void rt_checkpoint_write(const char *dir, int64_t round_step, const char *suffix,
                          const rt_params *ps, int64_t step, uint64_t seed)
 {
-    char round[1100], path[1200], tmp[1200], tsuffix[100];
+    char round[1100], path[1200], tmp[1200], tsuffix[104];
     path_of(round, sizeof round, dir, round_step, NULL);
-    snprintf(tsuffix, sizeof tsuffix, "%s.tmp", suffix);
+    if (snprintf(tsuffix, sizeof tsuffix, "%s.tmp", suffix) >= (int)sizeof tsuffix)
+        rt_fatal("checkpoint", "checkpoint file suffix too long: %s", suffix);
     rank_file(path, sizeof path, dir, round_step, suffix);
     rank_file(tmp, sizeof tmp, dir, round_step, tsuffix);
     stream s = {open_tmp(tmp), 0xcbf29ce484222325ull, tmp};
@@ -420,7 +424,8 @@ int64_t rt_checkpoint_read(const char *dir, int64_t round_step, const char *suff
     if (head[0] < 0)
         bad(path, "holds step %lld", (long long)head[0]);
     if ((uint64_t)head[1] != seed)
-        bad(path, "was written with seed %llu, this run uses %llu", (unsigned long long)head[1],
+        bad(path, "was written with %s %llu, this run uses %llu",
+            suffix[0] ? "the background copy's seed" : "--seed", (unsigned long long)head[1],
             (unsigned long long)seed);
     if (head[2] < 0 || head[2] > head[0])
         bad(path, "Adam step count %lld outside 0..%lld", (long long)head[2], (long long)head[0]);
