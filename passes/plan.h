@@ -449,6 +449,8 @@ int plan_reshard_pairs(int64_t B, int r1, int k1, int r2, int k2, plan_tl_pair *
 void plan_place(const plan_problem *p, plan_result *r);
 
 /* plan_out.c */
+/* s as a JSON string (NULL as ""): what the plan's and the simulator's JSON and traces write. */
+void plan_json_string(FILE *out, const char *s);
 
 /* Writes the predicted per-rank timeline (the ideal schedule of
  * plan_timeline_build) as a Chrome trace (JSON): per rank a compute, a
@@ -494,5 +496,10 @@ const plan_profile_entry *plan_profile_find(const plan_profile *pr, const char *
 bool plan_profile_attr(const plan_profile_entry *e, const char *key, int64_t *out);
 /* The same for an integer or a pair `[a,b]` (non-square kernels). */
 bool plan_profile_attr_pair(const plan_profile_entry *e, const char *key, int64_t out[2]);
+
+/* alloc.c: out of memory is "burstc: out of memory", exit 2; n * size is
+ * checked for overflow; a zero size still allocates. */
+void *plan_xcalloc(size_t n, size_t size); /* zero-filled */
+void *plan_xrealloc(void *p, size_t n, size_t size);
 
 #endif

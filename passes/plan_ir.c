@@ -15,16 +15,6 @@
 #include "passes.h"
 #include "plan.h"
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 /* How DeepPool's planner sees an op (the strategy deeppool, passes/deeppool.c):
  * its layer kind and the shapes its rules read. Dropout and the loss are not
  * layers of DeepPool's model descriptions. */
@@ -56,14 +46,14 @@ static void dp_layer(const ir_graph *g, const ir_op *op, plan_dp_layer *v)
         v->ow = op->type.dim[3];
     }
     if (op->opcode == OP_CONV2D) {
-        const int64_t *k = ir_op_attr(op, "kernel")->u.pair;
+        const int64_t *k = ir_conv2d_attrs(op)->kernel;
         v->kernel[0] = k[0];
         v->kernel[1] = k[1];
         v->kernel_pair = k[0] != k[1];
     }
     if (op->opcode == OP_LINEAR && in && in->rank >= 2) {
         v->in_features = in->dim[in->rank - 1];
-        v->out_features = ir_attr_int(op, "out");
+        v->out_features = ir_linear_attrs(op)->out;
     }
 }
 
@@ -72,11 +62,9 @@ void pass_plan_layer(const ir_graph *g, const ir_op *op, plan_layer *l)
     ir_cost c = ir_op_cost(g, op);
     memset(l, 0, sizeof *l);
     l->name = op->name;
-    switch (op->opcode) {
-    case OP_CONV2D: l->cls = PC_CONV; break;
-    case OP_LINEAR:
-    case OP_MATMUL:
-    case OP_ATTENTION: l->cls = PC_LINEAR; break;
+    switch (ir_op_class_of(op)) {
+    case OC_CONV: l->cls = PC_CONV; break;
+    case OC_GEMM: l->cls = PC_LINEAR; break;
     default: l->cls = PC_OTHER; break;
     }
     l->fwd_flops = c.fwd_flops;
@@ -85,10 +73,8 @@ void pass_plan_layer(const ir_graph *g, const ir_op *op, plan_layer *l)
     l->bwd_elems = c.bwd_read + c.bwd_written;
     l->params = (double)c.params;
     l->saved = c.saved;
-    /* forward: one kernel; backward: input and weight gradients. Attention
-	 * is a handful of GEMMs and a softmax each way. */
-    l->fwd_kernels = op->opcode == OP_ATTENTION ? 5 : 1;
-    l->bwd_kernels = op->opcode == OP_ATTENTION ? 9 : c.params > 0 ? 2 : 1;
+    l->fwd_kernels = c.fwd_kernels;
+    l->bwd_kernels = c.bwd_kernels;
     dp_layer(g, op, &l->dp);
 }
 
@@ -115,9 +101,9 @@ static bool profile_key(const ir_graph *g, const ir_op *op, const char **name, c
     attrs[0] = 0;
     switch (op->opcode) {
     case OP_CONV2D: {
-        const int64_t *k = ir_op_attr(op, "kernel")->u.pair, *s = ir_op_attr(op, "stride")->u.pair,
-                      *p = ir_op_attr(op, "pad")->u.pair, *d = ir_op_attr(op, "dilation")->u.pair;
-        if (d[0] != 1 || d[1] != 1 || ir_attr_int(op, "groups") != 1)
+        const ir_attrs_conv2d *a = ir_conv2d_attrs(op);
+        const int64_t *k = a->kernel, *s = a->stride, *p = a->pad, *d = a->dilation;
+        if (d[0] != 1 || d[1] != 1 || a->groups != 1)
             return false;
         char ks[48], ps[48], ss[48];
         pair_json(ks, sizeof ks, k);
@@ -127,16 +113,18 @@ static bool profile_key(const ir_graph *g, const ir_op *op, const char **name, c
         snprintf(
             attrs, n,
             "{\"in_channels\":%lld,\"kernel_size\":%s,\"out_channels\":%lld,\"padding\":%s,\"stride\":%s}",
-            (long long)in->dim[1], ks, (long long)ir_attr_int(op, "channels"), ps, ss);
+            (long long)in->dim[1], ks, (long long)a->channels, ps, ss);
         return true;
     }
     case OP_MAXPOOL2D:
     case OP_AVGPOOL2D: {
-        const int64_t *k = ir_op_attr(op, "kernel")->u.pair, *s = ir_op_attr(op, "stride")->u.pair,
-                      *p = ir_op_attr(op, "pad")->u.pair;
+        bool max = op->opcode == OP_MAXPOOL2D;
+        const int64_t *k = max ? ir_maxpool2d_attrs(op)->kernel : ir_avgpool2d_attrs(op)->kernel,
+                      *s = max ? ir_maxpool2d_attrs(op)->stride : ir_avgpool2d_attrs(op)->stride,
+                      *p = max ? ir_maxpool2d_attrs(op)->pad : ir_avgpool2d_attrs(op)->pad;
         if (k[0] != k[1] || s[0] != s[1] || p[0] != p[1])
             return false;
-        *name = op->opcode == OP_MAXPOOL2D ? "maxPool2d" : "avgPool2d";
+        *name = max ? "maxPool2d" : "avgPool2d";
         snprintf(attrs, n, "{\"kernel_size\":%lld,\"padding\":%lld,\"stride\":%lld}",
                  (long long)k[0], (long long)p[0], (long long)(s[0] ? s[0] : k[0]));
         return true;
@@ -146,8 +134,8 @@ static bool profile_key(const ir_graph *g, const ir_op *op, const char **name, c
             return false;
         *name = "linear";
         snprintf(attrs, n, "{\"bias\":%s,\"in_features\":%lld,\"out_features\":%lld}",
-                 ir_attr_int(op, "bias") ? "true" : "false", (long long)in->dim[1],
-                 (long long)ir_attr_int(op, "out"));
+                 ir_linear_attrs(op)->bias ? "true" : "false", (long long)in->dim[1],
+                 (long long)ir_linear_attrs(op)->out);
         return true;
     case OP_GLOBALAVGPOOL:
         *name = "adAvgPool2d";
@@ -194,7 +182,7 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
     ir_graph *g = m->graphs[j->graph];
     in->graph = j->graph;
     plan_problem *p = &in->p;
-    p->cluster.gpus = opt && opt->gpus > 0 ? opt->gpus : cl->nodes * cl->gpus_per_node;
+    p->cluster.gpus = cl->nodes * cl->gpus_per_node;
     p->cluster.gpus_per_node = cl->gpus_per_node;
     p->cluster.intra_alpha = cl->intra.latency;
     p->cluster.intra_bw = cl->intra.bandwidth;
@@ -223,23 +211,22 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
         diag_error(d, j->loc, "cluster '%s' has no link between the GPUs of a node", cl->name);
         return false;
     }
-    p->batch = opt && opt->batch > 0 ? opt->batch : j->batch;
+    p->batch = j->batch;
     p->dtype_bytes = ir_dtype_size(j->dtype);
     p->optimizer_states = j->optimizer == OPT_ADAM ? 2 : j->momentum > 0 ? 1 : 0;
-    p->amp_limit = opt && opt->amplification > 0 ? opt->amplification
-                   : j->amplification > 0        ? j->amplification
-                                                 : 0;
+    p->amp_limit = j->amplification > 0 ? j->amplification : 0; /* auto: no limit here */
+    p->ar_overlap = opt && opt->overlap_allreduce;
     if (opt && opt->profile && !plan_profile_read(&in->prof, opt->profile, d->out)) {
         d->nerrors++;
         return false;
     }
-    in->layer_of_op = xcalloc((size_t)g->nops, sizeof(int));
-    in->op_of_layer = xcalloc((size_t)g->nops, sizeof(int));
-    p->layers = xcalloc((size_t)g->nops, sizeof(plan_layer));
+    in->layer_of_op = plan_xcalloc((size_t)g->nops, sizeof(int));
+    in->op_of_layer = plan_xcalloc((size_t)g->nops, sizeof(int));
+    p->layers = plan_xcalloc((size_t)g->nops, sizeof(plan_layer));
     int n = 0;
     for (int i = 0; i < g->nops; i++) {
         const ir_op *op = &g->ops[i];
-        if (op->opcode == OP_INPUT) {
+        if (ir_op_class_of(op) == OC_INPUT) {
             in->layer_of_op[i] = -1;
             continue;
         }
@@ -257,7 +244,7 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
     int ne = 0, cap = 0;
     for (int i = 0; i < g->nops; i++)
         cap += g->ops[i].ninputs;
-    p->edges = xcalloc((size_t)cap, sizeof(plan_edge));
+    p->edges = plan_xcalloc((size_t)cap, sizeof(plan_edge));
     for (int i = 0; i < g->nops; i++) {
         const ir_op *op = &g->ops[i];
         int v = in->layer_of_op[i], first_of_op = ne;
@@ -322,9 +309,9 @@ static bool already_planned(const ir_graph *g)
 {
     bool all = g->nops > 0;
     for (int i = 0; i < g->nops; i++) {
-        if (g->ops[i].opcode == OP_RESHARD || g->ops[i].opcode == OP_ALLREDUCE)
+        if (ir_op_class_of(&g->ops[i]) == OC_COMM)
             return true;
-        if (g->ops[i].opcode != OP_INPUT && g->ops[i].plan.nranks == 0)
+        if (ir_op_class_of(&g->ops[i]) != OC_INPUT && g->ops[i].plan.nranks == 0)
             all = false;
     }
     return all;

@@ -49,6 +49,7 @@ static const char sim_usage[] =
     "  --job NAME           the job to simulate (default: the last in the file)\n"
     "  --gpus G             plan for G GPUs instead of the cluster's\n"
     "  --batch B            plan for a global batch of B instead of the job's\n"
+    "  --slowdown X         the job's bound on its slowdown by background work (X >= 1)\n"
     "  --help               show this help\n"
     "\n"
     "IR whose ops already carry ranks is simulated as planned (then --strategy,\n"
@@ -84,12 +85,10 @@ static void strip_comm(ir_module *m, int gi)
         int *ins = arena_alloc(m->arena, sizeof(int) * (size_t)(op->ninputs + 1));
         for (int q = 0; q < op->ninputs; q++)
             ins[q] = map[op->inputs[q]];
-        int id = ir_op_add(m, ng, op->opcode, op->name, ins, op->ninputs, op->attrs, op->nattrs,
-                           op->loc);
+        int id = ir_op_add(m, ng, op->opcode, op->name, ins, op->ninputs, NULL, 0, op->loc);
         ir_op *nop = &ng->ops[id];
-        for (int a = 0; a < nop->nattrs; a++)
-            if (nop->attrs[a].kind == AK_REF && nop->attrs[a].u.ref >= 0)
-                nop->attrs[a].u.ref = map[nop->attrs[a].u.ref];
+        nop->a = op->a;
+        ir_op_map_refs(nop, map);
         nop->type = op->type;
         nop->plan = op->plan;
         map[i] = id;
@@ -116,7 +115,6 @@ static int planned(const ir_graph *g)
 int cmd_sim(int argc, char **argv)
 {
     const char *input = NULL, *json = NULL, *trace = NULL, *strategy = NULL;
-    bool overlap = false;
     long iterations = 20, trace_gpus = 32;
     sim_options so = {.seed = 1};
     pass_options popt = {.strategy = "burst"};
@@ -126,8 +124,6 @@ int cmd_sim(int argc, char **argv)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(sim_usage, stdout);
             return 0;
-        } else if (strcmp(argv[i], "--overlap-allreduce") == 0) {
-            overlap = true;
         } else if (strcmp(argv[i], "--ideal") == 0) {
             so.ideal = true;
         } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--iterations"))) {
@@ -239,7 +235,8 @@ int cmd_sim(int argc, char **argv)
         goto done;
     }
     if (was_planned) {
-        if (strategy || popt.gpus || popt.batch || popt.amplification > 0) {
+        if (strategy || popt.gpus || popt.job_given[ir_job_field_find("batch")] ||
+            popt.job_given[ir_job_field_find("amplification")]) {
             fprintf(stderr,
                     "burstc sim: error: '%s' is already planned (its ops carry ranks): "
                     "--strategy, --amplification, --gpus and --batch do not apply\n",
@@ -253,7 +250,6 @@ int cmd_sim(int argc, char **argv)
         strip_comm(m, job->graph);
     if (!pass_plan_build(m, ctx.job, &popt, &in, &d))
         goto done;
-    in.p.ar_overlap = overlap;
     if (was_planned) {
         const ir_graph *g = m->graphs[job->graph];
         int n = in.p.nlayers;
@@ -311,7 +307,7 @@ int cmd_sim(int argc, char **argv)
                             .strategy = was_planned ? "as planned" : plan_strategy_name(strat),
                             .analytic = res.time,
                             .options = &so,
-                            .overlap = overlap};
+                            .overlap = popt.overlap_allreduce};
     if (popt.profile)
         printf("profile %s: measured times for %d of %d layers\n\n", popt.profile, in.nmeasured,
                in.p.nlayers);

@@ -33,6 +33,8 @@ static const char usage[] =
     "  --profile FILE       measured per-layer times to use in place of the cost model\n"
     "  --gpus G             plan for G GPUs (whole nodes of the job's cluster) instead of its size\n"
     "  --batch B            plan for a global batch of B instead of the job's\n"
+    "  --slowdown X         the job's bound on its slowdown by background work (X >= 1)\n"
+    "  --overlap-allreduce  plan as if each gradient all-reduce overlaps backward\n"
     "  -o FILE              write the output to FILE (atomically; default: standard output)\n"
     "  --help               show this help and exit\n"
     "  --version            show the version and exit\n"

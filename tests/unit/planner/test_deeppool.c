@@ -56,8 +56,12 @@ static bool plan_job(const char *file, const char *profile, int G, int64_t B, do
         check_failures++;
         return false;
     }
-    pass_options opt = {.profile = profile, .gpus = G, .batch = B};
-    if (!pass_plan_build(m, m->njobs - 1, &opt, in, &d)) {
+    pass_options opt = {.profile = profile, .gpus = G};
+    char text[32], msg[256];
+    snprintf(text, sizeof text, "%lld", (long long)B);
+    pass_ctx ctx = {.m = m, .opt = &opt, .d = &d};
+    if (!pass_options_job_field(&opt, "batch", text, msg, sizeof msg) || !pass_select_job(&ctx) ||
+        !pass_plan_build(m, ctx.job, &opt, in, &d)) {
         check_failures++;
         return false;
     }
