@@ -28,7 +28,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 JOB = os.path.join(ROOT, "tests", "e2e", "fmnist_background.burst")
 HAND = """
 interleave fmnist_background {
-  slice_bound = 0.0005, fg_time = 0, fg_time_bg = 0
+  slice_bound = 0.0005, fg_time = 1, fg_time_bg = 1
   copy 0 @ 0 {seed = 101, steps_per_iter = 0, cut = [0, 4, 9, 15]}
   copy 0 @ 1 {seed = 102, steps_per_iter = 0, cut = [0, 15]}
   copy 0 @ 3 {seed = 104, steps_per_iter = 0, cut = [0, 7, 15]}
@@ -63,11 +63,11 @@ def main():
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         planned = run([a.burstc, "--strategy", "burst", JOB])
-        source = "the interleave pass"
+        source, pred = "the interleave pass", True
         if not re.search(r"^\s*copy ", planned, re.M):
             planned = re.sub(r"\ninterleave fmnist_background \{.*?\n\}\n", "\n", planned,
                              flags=re.S) + HAND
-            source = "the test's fixture (the pass placed no copy)"
+            source, pred = "the test's fixture (the pass placed no copy)", False
         ir, prog = os.path.join(tmp, "plan.ir"), os.path.join(tmp, "prog")
         open(ir, "w").write(planned)
         run([a.burstc, "build", ir, "-o", prog])
@@ -91,7 +91,7 @@ def main():
     m = re.search(r"fg_time = (\S+), fg_time_bg = (\S+)", planned)
     t, tb = float(m.group(1)), float(m.group(2))
     per_iter = sum(float(x) for x in re.findall(r"steps_per_iter = (\S+),", planned))
-    pred = t > 0 and tb > 0
+    pred = pred and t > 0 and tb > 0
     print("| fg samples/s, background off | %.1f | %s |" % (fg_off, "%.1f" % (64 / t) if pred else "n/a"))
     print("| fg samples/s, background on | %.1f | %s |" % (fg_on, "%.1f" % (64 / tb) if pred else "n/a"))
     print("| bg samples/s | %.1f | %s |" % (bg_on, "%.1f" % (per_iter * 16 / tb) if pred else "n/a"))
