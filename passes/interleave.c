@@ -209,7 +209,7 @@ static double place(try_st *t, double theta, bool record)
                 plan_mux_copy *c = &t->copies[c0 + cur];
                 double d = c->dur[pos[cur]];
                 bool fits = used + d <= L * (1 + 1e-12);
-                bool over = !fits && used < L && used + d - L <= theta;
+                bool over = !fits && used < L * (1 - 1e-9) && used + d - L <= theta;
                 if (!(fits || over) || t->nslices >= PLAN_MUX_MAX_SLICES)
                     break;
                 if (record) {
