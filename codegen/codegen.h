@@ -1,20 +1,256 @@
 /*
  * codegen.h: the internal header of codegen/, the last stage of burstc.
  *
- * emit_c.c turns a planned module (every op of the job's graph carries the
- * rank set that runs it) into one C program that links libburstrt and trains
- * the job under mpirun, one process per rank.
+ * Code generation is one analysis and a writer per output language. lower.c
+ * walks the planned IR of a job once and builds a cg_program: the program as
+ * data, independent of how it is printed. It holds the rank sets, the
+ * variables (every tensor and parameter of this rank's shard, with shapes),
+ * and three bodies: setup (communicators, tensors, parameters), forward and
+ * backward, each a tree of statements: runtime calls with typed arguments,
+ * rank-set guards, graph segments. op_calls.c says which runtime calls each
+ * op makes (ops.def's codegen column). write_c.c prints a cg_program as a C
+ * program that links libburstrt; another writer (LLVM) prints the same data.
  */
 #ifndef BURSTC_CODEGEN_H
 #define BURSTC_CODEGEN_H
 
 #include "ir.h"
 
-/* emit_c.c */
+/* A size in a shape: k, or k times this rank's shard of a rank set, or the
+ * result of a runtime call (that returns a size). */
+typedef struct cg_size {
+    int64_t k;
+    int set;                    /* >= 0: k * (this rank's samples of rank set `set`) */
+    const struct cg_call *call; /* non-NULL: the call's result */
+} cg_size;
 
-/* Writes the C program for job `job` of m to out. Ops without a rank set run
- * on every rank of the job's cluster. Reports what the CPU runtime cannot do
- * (e.g. ceil-mode pooling) through d and returns false. */
+typedef enum cg_arg_kind {
+    CA_NULL,        /* no tensor */
+    CA_VAR,         /* a tensor variable (var) */
+    CA_PARAM,       /* a parameter's value, or its gradient (grad) */
+    CA_PARAM_DATA,  /* the float data of a parameter's gradient */
+    CA_PARAM_NUMEL, /* the element count of a parameter's gradient */
+    CA_INT,         /* i */
+    CA_F32,         /* r, as a float */
+    CA_BOOL,        /* i (0 or 1) */
+    CA_STR,         /* s */
+    CA_COMM,        /* the communicator of rank set `set` */
+    CA_SHARD_FIRST, /* this rank's first sample in rank set `set` */
+    CA_SHARD_SIZE,  /* this rank's number of samples in rank set `set` */
+    CA_SHARD_END,   /* first + size */
+    CA_TEST_FIRST,  /* step x the global batch + first: a test batch's shard */
+    CA_BATCH,       /* the global batch, times i */
+    CA_POOL,        /* the step function's memory pool */
+    CA_DATA,        /* the data source */
+    CA_SEED,        /* the run's seed */
+    CA_STEP,        /* the step number */
+    CA_CONST,       /* a constant struct `s` of n integers (vals), passed by address */
+    CA_ARRAY,       /* an array of n tensors (vars; -1: none), const when is_const */
+} cg_arg_kind;
+
+typedef struct cg_arg {
+    cg_arg_kind kind;
+    int var; /* CA_VAR, CA_PARAM* */
+    bool grad;
+    int set;
+    int64_t i;
+    double r;
+    const char *s;
+    int n;
+    const int64_t *vals;
+    const int *vars;
+    bool is_const;
+} cg_arg;
+
+/* Where a call's result goes. */
+typedef enum cg_result {
+    CR_NONE,
+    CR_LOSS,    /* added to the step's loss */
+    CR_CORRECT, /* added to the count of correct predictions */
+} cg_result;
+
+typedef struct cg_call {
+    const char *fn; /* the runtime function (runtime/burstrt.h) */
+    int nargs;
+    cg_arg *args;
+    cg_result result;
+} cg_call;
+
+typedef enum cg_cond_kind {
+    CC_MEMBER,  /* this rank is in rank set `set` */
+    CC_TRAIN,   /* a training step (not evaluation) */
+    CC_CORRECT, /* the caller counts correct predictions */
+    CC_EXISTS,  /* tensor variable `var` exists on this rank */
+} cg_cond_kind;
+
+typedef struct cg_cond {
+    cg_cond_kind kind;
+    int set, var;
+} cg_cond;
+
+typedef struct cg_block {
+    int n, cap;
+    struct cg_stmt *s;
+} cg_block;
+
+typedef enum cg_stmt_kind {
+    CS_CALL,    /* a runtime call */
+    CS_IF,      /* then if the condition holds, else orelse */
+    CS_SCOPE,   /* a nested scope: one op's part of a graph segment */
+    CS_SEGMENT, /* a graph segment (see lower.c): body, captured and replayed on GPUs */
+    CS_NEW,     /* allocate tensor variable var (its var says shape and rank set) */
+    CS_VIEW,    /* var = a 3-d view of tensor src (-1: none) with var's shape */
+    CS_PARAM,   /* create parameter var (its var says name, shape, rank set) */
+} cg_stmt_kind;
+
+typedef struct cg_stmt {
+    cg_stmt_kind kind;
+    int op;              /* the op it belongs to (its source location), -1: none */
+    const char *comment; /* what it is, for a reader of the output; may be NULL */
+    cg_call call;        /* CS_CALL */
+    cg_cond cond;        /* CS_IF */
+    cg_block body;       /* CS_IF (then), CS_SCOPE, CS_SEGMENT */
+    cg_block orelse;     /* CS_IF */
+    int seg, set;        /* CS_SEGMENT: its number, its rank set */
+    bool forward;        /* CS_SEGMENT: in forward (else backward) */
+    int var, src;        /* CS_NEW, CS_VIEW, CS_PARAM */
+} cg_stmt;
+
+typedef enum cg_var_kind { CV_TENSOR, CV_PARAM } cg_var_kind;
+
+/* A variable of the program: one tensor or parameter of this rank. */
+typedef struct cg_var {
+    const char *name; /* an identifier, unique in the program */
+    cg_var_kind kind;
+    int op;  /* the op it belongs to */
+    int set; /* the rank set whose members hold it */
+    ir_elem elem;
+    int rank;
+    cg_size dim[IR_MAX_RANK];
+    const char *param_name; /* CV_PARAM: the op's name and its own ("fc1.weight") */
+    bool buffer;            /* CV_PARAM: state without a gradient (running statistics) */
+    const char *comment;
+} cg_var;
+
+typedef struct cg_rankset {
+    int n;
+    const int *ranks;
+} cg_rankset;
+
+/* A job's training program, as data. */
+typedef struct cg_program {
+    const ir_module *m;
+    const ir_job *job;
+    const ir_graph *g;
+    int world; /* ranks of the job's cluster */
+    int nsets;
+    cg_rankset *sets;
+    int *set_of; /* per op: the rank set it runs on */
+    int nvars, vars_cap;
+    cg_var *vars;
+    int nsegs;
+    cg_block setup, forward, backward;
+    /* What the driver (main) needs: the data the job reads. */
+    int sample_input, label_input; /* ops */
+    int64_t classes, vocab, labels_per_sample;
+    bool fmnist; /* Fashion-MNIST, else synthetic */
+} cg_program;
+
+/* lower.c */
+
+/* Builds job `job`'s program from its planned graph (every op carries the
+ * rank set that runs it; ops without one run on every rank). Reports what
+ * the runtime cannot do through d and returns NULL. Allocated in a. */
+cg_program *cg_lower(arena *a, const ir_module *m, int job, diag_ctx *d);
+
+/* program.c: building a cg_program. */
+
+cg_stmt *cg_add(arena *a, cg_block *b, cg_stmt_kind kind, int op, const char *comment);
+/* A call statement fn(args...) appended to b. */
+cg_stmt *cg_add_call(arena *a, cg_block *b, int op, const char *fn, const cg_arg *args, int nargs);
+#define CG_CALL(a, b, op, fn, ...)                     \
+    cg_add_call(a, b, op, fn, (cg_arg[]){__VA_ARGS__}, \
+                (int)(sizeof((cg_arg[]){__VA_ARGS__}) / sizeof(cg_arg)))
+/* A call as a value (for a size), not a statement. */
+const cg_call *cg_call_value(arena *a, const char *fn, const cg_arg *args, int nargs);
+int cg_var_add(arena *a, cg_program *p, const cg_var *v);
+
+static inline cg_arg cg_null(void)
+{
+    return (cg_arg){.kind = CA_NULL};
+}
+/* A tensor variable, or no tensor for var -1. */
+static inline cg_arg cg_var_arg(int var)
+{
+    return var < 0 ? cg_null() : (cg_arg){.kind = CA_VAR, .var = var};
+}
+static inline cg_arg cg_param(int var, bool grad)
+{
+    return var < 0 ? cg_null() : (cg_arg){.kind = CA_PARAM, .var = var, .grad = grad};
+}
+static inline cg_arg cg_int(int64_t i)
+{
+    return (cg_arg){.kind = CA_INT, .i = i};
+}
+static inline cg_arg cg_f32(double r)
+{
+    return (cg_arg){.kind = CA_F32, .r = r};
+}
+static inline cg_arg cg_bool(bool b)
+{
+    return (cg_arg){.kind = CA_BOOL, .i = b};
+}
+static inline cg_arg cg_str(const char *s)
+{
+    return (cg_arg){.kind = CA_STR, .s = s};
+}
+static inline cg_arg cg_set_arg(cg_arg_kind kind, int set)
+{
+    return (cg_arg){.kind = kind, .set = set};
+}
+static inline cg_arg cg_plain(cg_arg_kind kind)
+{
+    return (cg_arg){.kind = kind};
+}
+
+/* op_calls.c: the runtime calls of each op (ops.def's codegen column). */
+
+/* What lower.c knows of op i when it asks for the op's calls. */
+typedef struct cg_op_env {
+    arena *a;
+    cg_program *p;
+    int op;
+    int set;     /* its rank set */
+    int layer;   /* its number among the model's own ops: keys weights and dropout masks */
+    int y, dy;   /* its value and gradient variables (-1: none) */
+    int *x;      /* per operand: the operand's value variable */
+    int *dx;     /* per operand: where the operand's gradient goes (-1: nowhere) */
+    int *params; /* its parameters' variables, in the op's order (ir_op_param_list) */
+    const ir_param *pinfo; /* and what they are */
+    int nparams;
+    int tied; /* a linear layer tied to an embedding: the embedding's weight, else -1 */
+    bool first_loss;
+} cg_op_env;
+
+/* What an op contributes to the program: statements for setup (its extra
+ * tensors), forward and backward (inside its rank-set guard), and whether
+ * its forward and backward may run inside a graph segment. */
+typedef struct cg_op_code {
+    cg_block setup, views, fwd, bwd;
+    bool graphable;
+    bool trains; /* its backward writes parameter gradients (its own or a tied one) */
+} cg_op_code;
+
+void cg_op_calls(const cg_op_env *env, cg_op_code *out);
+
+/* write_c.c */
+
+/* Prints p as a C program that links libburstrt. */
+void cg_write_c(FILE *out, const cg_program *p);
+
+/* Writes the C program for job `job` of m to out: cg_lower() then
+ * cg_write_c(). Returns false (after reporting through d) when the plan
+ * cannot be a program. */
 bool cg_emit_c(FILE *out, const ir_module *m, int job, diag_ctx *d);
 
 #endif

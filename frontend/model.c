@@ -365,7 +365,7 @@ static fe_val fe_lower_call_in(fe_ctx *c, fe_scope *s, const fe_expr *call, cons
         }
         return (fe_val){.kind = V_ERR};
     }
-    if (opc == OP_RESHARD || opc == OP_ALLREDUCE) {
+    if (ir_op_info_of(opc)->cls == OC_COMM) {
         fe_error(c, call->loc,
                  "'%s' is communication that the planner inserts; a model cannot call it", call->s);
         return (fe_val){.kind = V_ERR};

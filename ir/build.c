@@ -82,18 +82,19 @@ int ir_op_add(ir_module *m, ir_graph *g, ir_opcode opcode, const char *name, con
     op->inputs = arena_alloc(m->arena, sizeof(int) * (size_t)(ninputs ? ninputs : 1));
     if (ninputs)
         memcpy(op->inputs, inputs, sizeof(int) * (size_t)ninputs);
-    op->nattrs = nattrs;
-    op->attrs = arena_alloc(m->arena, sizeof(ir_attr) * (size_t)(nattrs ? nattrs : 1));
+    ir_attr *given = arena_alloc(m->arena, sizeof(ir_attr) * (size_t)(nattrs ? nattrs : 1));
     for (int i = 0; i < nattrs; i++) {
-        op->attrs[i] = attrs[i];
-        op->attrs[i].key = arena_strdup(m->arena, attrs[i].key);
+        given[i] = attrs[i];
+        given[i].key = arena_strdup(m->arena, attrs[i].key);
         if (attrs[i].kind == AK_LIST) {
             int n = attrs[i].u.list.n;
-            op->attrs[i].u.list.v = arena_alloc(m->arena, sizeof(int64_t) * (size_t)(n ? n : 1));
+            given[i].u.list.v = arena_alloc(m->arena, sizeof(int64_t) * (size_t)(n ? n : 1));
             if (n)
-                memcpy(op->attrs[i].u.list.v, attrs[i].u.list.v, sizeof(int64_t) * (size_t)n);
+                memcpy(given[i].u.list.v, attrs[i].u.list.v, sizeof(int64_t) * (size_t)n);
         }
     }
+    op->given = given;
+    op->ngiven = nattrs;
     op->loc = loc;
     index_add(m->arena, g, g->nops);
     return g->nops++;
@@ -112,28 +113,53 @@ int ir_op_find(const ir_graph *g, const char *name)
     return -1;
 }
 
-const ir_attr *ir_op_attr(const ir_op *op, const char *key)
+/* Where attribute k of op's spec lives in op->a. */
+static void *attr_slot(const ir_op *op, int k)
 {
-    for (int i = 0; i < op->nattrs; i++)
-        if (strcmp(op->attrs[i].key, key) == 0)
-            return &op->attrs[i];
-    return NULL;
+    const ir_op_info *info = ir_op_info_of(op->opcode);
+    if (k < 0 || k >= info->nattrs)
+        ice("%s has no attribute %d", info->name, k);
+    return (char *)&op->a + info->attrs[k].offset;
 }
 
-int64_t ir_attr_int(const ir_op *op, const char *key)
+ir_attr ir_attr_get(const ir_op *op, int k)
 {
-    const ir_attr *a = ir_op_attr(op, key);
-    if (!a || (a->kind != AK_INT && a->kind != AK_BOOL))
-        ice("%s has no integer attribute '%s'", op->name, key);
-    return a->u.i;
+    const ir_attr_spec *sp = &ir_op_info_of(op->opcode)->attrs[k];
+    const void *v = attr_slot(op, k);
+    ir_attr a = {.key = sp->key, .kind = sp->kind};
+    switch (sp->kind) {
+    case AK_INT: a.u.i = *(const int64_t *)v; break;
+    case AK_BOOL: a.u.i = *(const bool *)v; break;
+    case AK_PAIR: memcpy(a.u.pair, v, sizeof a.u.pair); break;
+    case AK_LIST: a.u.list = *(const ir_int_list *)v; break;
+    case AK_REAL: a.u.real = *(const double *)v; break;
+    case AK_REF: a.u.ref = *(const int *)v; break;
+    }
+    return a;
 }
 
-double ir_attr_real(const ir_op *op, const char *key)
+void ir_attr_set(ir_op *op, int k, const ir_attr *a)
 {
-    const ir_attr *a = ir_op_attr(op, key);
-    if (!a || a->kind != AK_REAL)
-        ice("%s has no real attribute '%s'", op->name, key);
-    return a->u.real;
+    void *v = attr_slot(op, k);
+    switch (ir_op_info_of(op->opcode)->attrs[k].kind) {
+    case AK_INT: *(int64_t *)v = a->u.i; break;
+    case AK_BOOL: *(bool *)v = a->u.i != 0; break;
+    case AK_PAIR: memcpy(v, a->u.pair, sizeof a->u.pair); break;
+    case AK_LIST: *(ir_int_list *)v = a->u.list; break;
+    case AK_REAL: *(double *)v = a->u.real; break;
+    case AK_REF: *(int *)v = a->u.ref; break;
+    }
+}
+
+void ir_op_map_refs(ir_op *op, const int *map)
+{
+    const ir_op_info *info = ir_op_info_of(op->opcode);
+    for (int k = 0; k < info->nattrs; k++)
+        if (info->attrs[k].kind == AK_REF) {
+            int *ref = attr_slot(op, k);
+            if (*ref >= 0)
+                *ref = map[*ref];
+        }
 }
 
 static const char *kind_name(ir_attr_kind k)
@@ -229,8 +255,8 @@ bool ir_op_check(ir_module *m, ir_graph *g, int id, diag_ctx *d)
     ir_attr *canon =
         arena_alloc(m->arena, sizeof(ir_attr) * (size_t)(info->nattrs ? info->nattrs : 1));
     bool *seen = arena_alloc(m->arena, (size_t)(info->nattrs + 1));
-    for (int i = 0; i < op->nattrs; i++) {
-        const ir_attr *a = &op->attrs[i];
+    for (int i = 0; i < op->ngiven; i++) {
+        const ir_attr *a = &op->given[i];
         int s = 0;
         while (s < info->nattrs && strcmp(info->attrs[s].key, a->key) != 0)
             s++;
@@ -259,7 +285,7 @@ bool ir_op_check(ir_module *m, ir_graph *g, int id, diag_ctx *d)
         if (seen[s])
             continue;
         const ir_attr_spec *sp = &info->attrs[s];
-        if (sp->required) {
+        if (!sp->dflt) {
             diag_error(d, op->loc, "missing attribute '%s' for %s", sp->key, info->name);
             ok = false;
             continue;
@@ -288,11 +314,13 @@ bool ir_op_check(ir_module *m, ir_graph *g, int id, diag_ctx *d)
     }
     if (!ok)
         return false;
-    for (int s = 0; s < info->nattrs; s++)
+    for (int s = 0; s < info->nattrs; s++) {
         if (canon[s].kind == AK_REF && canon[s].u.ref >= id)
             ice("op %s refers to a later op", op->name);
-    op->attrs = canon;
-    op->nattrs = info->nattrs;
+        ir_attr_set(op, s, &canon[s]);
+    }
+    op->given = NULL;
+    op->ngiven = 0;
     if (op->opcode == OP_INPUT && op->type.rank < 1)
         ice("input %s has no type", op->name);
     return ir_infer(g, op, d); /* for an input: checks the declared type */

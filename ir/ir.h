@@ -80,14 +80,24 @@ _Noreturn void ice_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 #define ice(...) ice_at(__FILE__, __LINE__, __VA_ARGS__)
 
-/* ops.c: the op table (ops.def) and per-op shape inference and costs. */
+/* ops.c: the op table (ops.def): per-op attributes, shape inference,
+ * parameters and costs. */
 
 typedef enum ir_opcode {
-#define OP(e, name, min_in, max_in, attrs) e,
+#define OP(E, name, min_in, max_in, cls, infer, params, cost, codegen, attrs) OP_##E,
 #include "ops.def"
 #undef OP
     OP_COUNT
 } ir_opcode;
+
+/* What an op is to the passes (ops.def's class column). */
+typedef enum ir_op_class {
+    OC_INPUT, /* data fed by the program */
+    OC_CONV,  /* convolutions: the planner's conv utilisation curve */
+    OC_GEMM,  /* GEMM-shaped layers: the planner's GEMM curve */
+    OC_OTHER, /* everything else the planner prices */
+    OC_COMM,  /* communication the comm pass inserts (reshard, allreduce) */
+} ir_op_class;
 
 typedef enum ir_elem { EL_F32, EL_I32 } ir_elem; /* element type of a value */
 typedef enum ir_dtype {
@@ -122,16 +132,49 @@ typedef struct ir_type {
 
 typedef enum ir_attr_kind { AK_INT, AK_PAIR, AK_LIST, AK_REAL, AK_BOOL, AK_REF } ir_attr_kind;
 
+typedef struct ir_int_list {
+    int n;
+    int64_t *v;
+} ir_int_list;
+
+/* Each op's attributes as a struct of typed members (ops.def's A() column):
+ * ir_attrs_conv2d has `int64_t channels; int64_t kernel[2]; ...`. */
+#define IR_ATTR_MEMBER_INT(key)  int64_t key;
+#define IR_ATTR_MEMBER_BOOL(key) bool key;
+#define IR_ATTR_MEMBER_PAIR(key) int64_t key[2];
+#define IR_ATTR_MEMBER_REAL(key) double key;
+#define IR_ATTR_MEMBER_LIST(key) ir_int_list key;
+#define IR_ATTR_MEMBER_REF(key)  int key; /* an op id, or -1 for none */
+#define A(key, kind, dflt)       IR_ATTR_MEMBER_##kind(key)
+#define OP(E, name, min_in, max_in, cls, infer, params, cost, codegen, attrs) \
+    typedef struct ir_attrs_##name {                                          \
+        char unused_; /* a struct may not be empty */                         \
+        attrs                                                                 \
+    } ir_attrs_##name;
+#include "ops.def"
+#undef OP
+#undef A
+
+/* The attributes of an op: the member named after its opcode's name. */
+typedef union ir_op_attrs {
+#define OP(E, name, min_in, max_in, cls, infer, params, cost, codegen, attrs) ir_attrs_##name name;
+#include "ops.def"
+#undef OP
+} ir_op_attrs;
+
+/* One attribute of an op's spec (ops.def): walked by the builder, the
+ * reader, the printer and the verifier, which know attributes by key. */
 typedef struct ir_attr_spec {
     const char *key;
     ir_attr_kind kind;
-    bool required;
-    const char *dflt; /* default as text, NULL if required */
+    const char *dflt; /* default as text (a value or an earlier key); NULL: required */
+    size_t offset;    /* of the value in ir_op_attrs */
 } ir_attr_spec;
 
 typedef struct ir_op_info {
     const char *name;
     int min_inputs, max_inputs; /* max -1: any number */
+    ir_op_class cls;
     int nattrs;
     const ir_attr_spec *attrs;
 } ir_op_info;
@@ -144,19 +187,18 @@ bool ir_dtype_lookup(const char *name, ir_dtype *out);
 int ir_dtype_size(ir_dtype dt);
 const char *ir_elem_name(ir_elem el);
 
-/* One attribute value; which member is used depends on the spec's kind. */
+/* One attribute value tagged with its kind: how the front end and the
+ * reader hand attributes (by key, in any order, partial) to ir_op_add(), and
+ * how ir_attr_get() reads one generically. */
 typedef struct ir_attr {
     const char *key;
     ir_attr_kind kind;
     union {
-        int64_t i;       /* AK_INT, AK_BOOL */
-        int64_t pair[2]; /* AK_PAIR */
-        struct {         /* AK_LIST */
-            int n;
-            int64_t *v;
-        } list;
-        double real; /* AK_REAL */
-        int ref;     /* AK_REF: an op id, or -1 for none */
+        int64_t i;        /* AK_INT, AK_BOOL */
+        int64_t pair[2];  /* AK_PAIR */
+        ir_int_list list; /* AK_LIST */
+        double real;      /* AK_REAL */
+        int ref;          /* AK_REF: an op id, or -1 for none */
     } u;
 } ir_attr;
 
@@ -171,7 +213,28 @@ typedef struct ir_cost {
     double bwd_read;    /* elements read in backward */
     double bwd_written; /* elements written in backward */
     double saved;       /* elements kept from forward for backward */
+    int fwd_kernels;    /* kernels launched in forward (per iteration, not per sample) */
+    int bwd_kernels;    /* and in backward */
 } ir_cost;
+
+/* How a parameter tensor starts (the runtime's rt_init_* functions). */
+typedef enum ir_param_init {
+    PI_KAIMING, /* uniform in +-1/sqrt(fan_in) (PyTorch's default for conv and linear) */
+    PI_NORMAL,  /* normal, standard deviation 0.02 (GPT-2's embeddings) */
+    PI_ONE,
+    PI_ZERO,
+} ir_param_init;
+
+/* One parameter tensor of an op (ops.def's params column). */
+#define IR_MAX_OP_PARAMS 4
+typedef struct ir_param {
+    const char *name; /* the op's name for it: "weight", "bias", "running_mean", ... */
+    int ndim;
+    int64_t dim[4];
+    bool buffer; /* state that is not trained (running statistics): no gradient */
+    ir_param_init init;
+    int64_t fan_in; /* PI_KAIMING */
+} ir_param;
 
 /* Planner decisions attached to an op (absent before planning). */
 typedef struct ir_plan {
@@ -183,13 +246,35 @@ typedef struct ir_op {
     ir_opcode opcode;
     const char *name; /* unique within the graph; the value's name */
     int ninputs;
-    int *inputs; /* op ids of earlier ops */
-    int nattrs;
-    ir_attr *attrs; /* canonical: every attribute of the spec, in spec order */
-    ir_type type;   /* the result */
+    int *inputs;   /* op ids of earlier ops */
+    ir_op_attrs a; /* its attributes: ir_<name>_attrs(op) (ops.def) */
+    /* The attributes as given to ir_op_add() (by key, in any order, partial),
+     * until ir_op_check() has checked them into a. */
+    int ngiven;
+    const ir_attr *given;
+    ir_type type; /* the result */
     ir_plan plan;
     src_loc loc; /* where it was written (.burst or .ir) */
 } ir_op;
+
+_Noreturn void ir_attrs_mismatch(const ir_op *op, const char *want);
+
+/* ir_conv2d_attrs(op), ir_linear_attrs(op), ...: the typed attributes of an
+ * op of that opcode (an internal error for any other). */
+#define OP(E, name, min_in, max_in, cls, infer, params, cost, codegen, attrs) \
+    static inline const ir_attrs_##name *ir_##name##_attrs(const ir_op *op)   \
+    {                                                                         \
+        if (op->opcode != OP_##E)                                             \
+            ir_attrs_mismatch(op, #name);                                     \
+        return &op->a.name;                                                   \
+    }
+#include "ops.def"
+#undef OP
+
+static inline ir_op_class ir_op_class_of(const ir_op *op)
+{
+    return ir_op_info_of(op->opcode)->cls;
+}
 
 typedef struct ir_graph {
     const char *name;
@@ -252,7 +337,8 @@ typedef struct ir_job {
     int nbackground;
     ir_background *background;
     /* Bound on the foreground's iteration time with background work over its time
-     * without (job field `slowdown`, --slowdown); 0: IR_SLOWDOWN_DEFAULT. */
+     * without (job field `slowdown`, --slowdown): at least 1, IR_SLOWDOWN_DEFAULT
+     * unless written (ir_job_defaults), checked by the verifier. */
     double slowdown;
     /* The interleave pass's result; NULL until it runs (or when nothing is placed and
      * nothing refused). */
@@ -260,7 +346,6 @@ typedef struct ir_job {
 } ir_job;
 
 #define IR_SLOWDOWN_DEFAULT 1.1
-#define IR_MAX_SLOWDOWN     100.0 /* a job's slowdown is from 1 to this */
 
 /* One background copy placed by the interleave pass (passes/interleave.c): an
  * independent one-GPU training job of background[job]'s model at its batch, on one
@@ -321,35 +406,78 @@ typedef struct ir_module {
     ir_job *jobs;
 } ir_module;
 
+/* job.c: the one table of job fields; the front end, the reader, the
+ * printer, the command line and the verifier all go through it. */
+
+typedef enum ir_job_kind {
+    JK_MODEL,         /* a model's name */
+    JK_CLUSTER,       /* a cluster's name */
+    JK_INT,           /* an integer from min to max */
+    JK_REAL,          /* a finite number >= min (0 or 1) */
+    JK_DTYPE,         /* f32, tf32, f16, bf16 */
+    JK_OPTIMIZER,     /* sgd, adam */
+    JK_AMPLIFICATION, /* a number >= 1, auto or none */
+    JK_DATA,          /* synthetic, fmnist or a dataset file */
+    JK_BACKGROUND,    /* [model @ batch, ...], each batch from min to max */
+} ir_job_kind;
+
+typedef struct ir_job_field {
+    const char *key;
+    size_t offset; /* of its value in ir_job */
+    ir_job_kind kind;
+    const char *dflt; /* its default as the IR writes it; NULL: required */
+    int64_t min, max; /* JK_INT and JK_BACKGROUND's batches; JK_REAL: min only */
+    bool setting;     /* in Burst source: a setting of the optimizer, sgd(lr = ...) */
+    const char *doc;  /* one line: what it means */
+} ir_job_field;
+
+#define IR_JOB_NFIELDS 13
+extern const ir_job_field ir_job_fields[IR_JOB_NFIELDS]; /* in the order the IR prints them */
+int ir_job_field_find(const char *key);                  /* -1 if no field has the key */
+void ir_job_defaults(ir_job *j); /* every field at its default; required ones unset */
+/* Sets field k of j from a value as written (an integer, a number, a name or
+ * a string, or text from the command line): converts and checks it, and on
+ * failure leaves j alone, writes the message to msg and returns false. */
+bool ir_job_set_int(ir_job *j, int k, int64_t v, char *msg, size_t n);
+bool ir_job_set_real(ir_job *j, int k, double v, char *msg, size_t n);
+bool ir_job_set_name(const ir_module *m, ir_job *j, int k, const char *name, char *msg, size_t n);
+bool ir_job_set_text(const ir_module *m, ir_job *j, int k, const char *text, char *msg, size_t n);
+void ir_job_copy_field(ir_job *dst, const ir_job *src, int k); /* field k of src into dst */
+bool ir_job_background_batch_ok(int64_t batch, char *msg, size_t n);
+/* "'<key>' must be <what the field holds>": a value of the wrong kind. */
+bool ir_job_kind_error(int k, char *msg, size_t n);
+/* Reports (at loc) every required field that given[] says was not written. */
+bool ir_job_check_required(const ir_job *j, const bool *given, src_loc loc, diag_ctx *d);
+/* Every field of j by the rules above, reported at the job. */
+bool ir_job_check(const ir_module *m, const ir_job *j, diag_ctx *d);
+void ir_job_print(FILE *out, const ir_module *m, const ir_job *j);
+
 /* build.c: constructing modules. */
 
 ir_module *ir_module_new(arena *a);
 ir_graph *ir_graph_add(ir_module *m, const char *name, src_loc loc);
 int ir_graph_find(const ir_module *m, const char *name); /* -1 if absent */
 /* Appends an op; inputs and attrs are copied. Returns its id. Attributes may be
- * partial and in any order: ir_op_check() canonicalises them. */
+ * partial and in any order: ir_op_check() checks them into op->a. */
 int ir_op_add(ir_module *m, ir_graph *g, ir_opcode opcode, const char *name, const int *inputs,
               int ninputs, const ir_attr *attrs, int nattrs, src_loc loc);
-int ir_op_find(const ir_graph *g, const char *name);         /* -1 if absent */
-const ir_attr *ir_op_attr(const ir_op *op, const char *key); /* NULL if absent */
-int64_t ir_attr_int(const ir_op *op, const char *key);       /* ice() if absent */
-double ir_attr_real(const ir_op *op, const char *key);
+int ir_op_find(const ir_graph *g, const char *name); /* -1 if absent */
 /* Checks arity and attributes (unknown key, wrong kind, missing required,
- * out of range), fills defaults into canonical order, then infers the result
- * type. Reports every problem through d at the op's location; returns false
- * on any error. For OP_INPUT the caller sets op->type first. */
+ * out of range), fills in defaults, then infers the result type. Reports
+ * every problem through d at the op's location; returns false on any error.
+ * For OP_INPUT the caller sets op->type first. */
 bool ir_op_check(ir_module *m, ir_graph *g, int id, diag_ctx *d);
+/* Attribute k of op's spec, read or written generically (by kind and offset). */
+ir_attr ir_attr_get(const ir_op *op, int k);
+void ir_attr_set(ir_op *op, int k, const ir_attr *v);
+/* Renumbers op's references to other ops (REF attributes) through map. */
+void ir_op_map_refs(ir_op *op, const int *map);
 int ir_gpu_add(ir_module *m, const ir_gpu *gpu);
 int ir_cluster_add(ir_module *m, const ir_cluster *c);
 int ir_job_add(ir_module *m, const ir_job *j);
 int ir_gpu_find(const ir_module *m, const char *name);
 int ir_cluster_find(const ir_module *m, const char *name);
 int ir_job_find(const ir_module *m, const char *name);
-/* The elements per sample of t, or -1 when the product passes IR_MAX_ELEMS. */
-int64_t ir_type_elems_checked(const ir_type *t);
-/* Trainable parameters of op (inputs inferred), or -1 when they pass
- * IR_MAX_PARAMS; ir_op_cost() reports the same count. */
-int64_t ir_op_params(const ir_graph *g, const ir_op *op);
 
 /* ops.c */
 
@@ -357,18 +485,22 @@ int64_t ir_op_params(const ir_graph *g, const ir_op *op);
  * returns false. */
 bool ir_infer(const ir_graph *g, ir_op *op, diag_ctx *d);
 ir_cost ir_op_cost(const ir_graph *g, const ir_op *op);
-int64_t ir_type_elems_per_sample(const ir_type *t); /* product of dims 1.. */
+/* op's parameter tensors (inputs inferred), in the op's order; returns how
+ * many (at most IR_MAX_OP_PARAMS). */
+int ir_op_param_list(const ir_graph *g, const ir_op *op, ir_param *out);
+/* Trainable parameters of op (the elements of its non-buffer parameters), or
+ * -1 when they pass IR_MAX_PARAMS; ir_op_cost() reports the same count. */
+int64_t ir_op_params(const ir_graph *g, const ir_op *op);
+int64_t ir_type_elems_per_sample(const ir_type *t); /* product of dims 1.., -1 past the limit */
 void ir_type_to_str(const ir_type *t, char *buf, size_t n);
 bool ir_type_equal(const ir_type *a, const ir_type *b);
-
-/* ops_comm.c: inference and costs of the ops that passes insert (communication);
- * ops.c hands every opcode it does not know to these. */
-bool ir_infer_extra(const ir_graph *g, ir_op *op, diag_ctx *d);
-ir_cost ir_op_cost_extra(const ir_graph *g, const ir_op *op, ir_cost dflt);
 
 /* print.c */
 
 void ir_print_type(FILE *out, const ir_type *t);
+/* A real in the shortest form that reads back exactly; a string quoted. */
+void ir_print_real(FILE *out, double v);
+void ir_print_string(FILE *out, const char *s);
 void ir_print_op(FILE *out, const ir_graph *g, const ir_op *op);
 void ir_print_graph(FILE *out, const ir_module *m, const ir_graph *g);
 void ir_print_module(FILE *out, const ir_module *m);

@@ -1,51 +1,70 @@
 /*
  * ops.c: what each op of ops.def means.
  *
- * For every op: the table entry (name, arity, attribute spec parsed from the
- * spec string once), shape inference with a clear error on mismatch, and the
- * per-sample cost (parameters, FLOPs and elements moved) that the cost model
- * and `burstc stats` use. docs/ir.md writes the same formulas out; keep them
- * in step.
+ * The op table (ops.def) expanded into the name and attribute-spec tables
+ * that the builder, reader, printer and verifier walk, and the functions its
+ * columns name: shape inference with a clear error on mismatch (infer_*),
+ * parameter tensors (params_*), and the per-sample costs (cost_*:
+ * parameters, FLOPs, elements moved) that the cost model and `burstc stats`
+ * use. docs/ir.md writes the same formulas out; keep them in step.
  */
 #include "ir.h"
+#include "../runtime/shape_rules.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- the table ---- */
+
+/* Each op's attribute specs, from its A() column: a function per op so that
+ * the offsets can name the op's attribute struct (T). */
+#define REQUIRED           NULL
+#define A(key, kind, dflt) {#key, AK_##kind, dflt, offsetof(T, key)},
+#define OP(E, name, min_in, max_in, cls, infer, params, cost, codegen, attrs) \
+    static const ir_attr_spec *specs_##name(int *n)                           \
+    {                                                                         \
+        typedef ir_attrs_##name T;                                            \
+        (void)sizeof(T); /* ops without attributes do not use it */           \
+        static const ir_attr_spec s[] = {{NULL, AK_INT, NULL, 0}, attrs};     \
+        *n = (int)(sizeof s / sizeof s[0]) - 1;                               \
+        return s + 1;                                                         \
+    }
+#include "ops.def"
+#undef OP
+#undef A
+#undef REQUIRED
+
+typedef struct infer_ctx infer_ctx;
+typedef struct cost_ctx cost_ctx;
+
+/* The functions the table names, defined below. */
+#define OP(E, name, min_in, max_in, cls, infer, params, cost, codegen, attrs)      \
+    static bool infer_##infer(infer_ctx *c);                                       \
+    static int params_##params(const ir_graph *g, const ir_op *op, ir_param *out); \
+    static void cost_##cost(const cost_ctx *c, ir_cost *k);
+#include "ops.def"
+#undef OP
 
 static const struct {
     const char *name;
     int min_in, max_in;
-    const char *spec;
+    ir_op_class cls;
+    const ir_attr_spec *(*specs)(int *n);
+    bool (*infer)(infer_ctx *c);
+    int (*params)(const ir_graph *g, const ir_op *op, ir_param *out);
+    void (*cost)(const cost_ctx *c, ir_cost *k);
 } op_table[OP_COUNT] = {
-#define OP(e, name, min_in, max_in, attrs) [e] = {name, min_in, max_in, attrs},
+#define OP(E, name, min_in, max_in, cls, infer, params, cost, codegen, attrs) \
+    [OP_##E] = {#name,        min_in,        max_in,          OC_##cls,       \
+                specs_##name, infer_##infer, params_##params, cost_##cost},
 #include "ops.def"
 #undef OP
 };
 
-#define MAX_ATTRS 8
-static ir_attr_spec spec_store[OP_COUNT][MAX_ATTRS];
-static char spec_text[OP_COUNT][160];
 static ir_op_info info_store[OP_COUNT];
 static bool info_ready;
 
-static ir_attr_kind parse_kind(const char *t, const char *op)
-{
-    if (strcmp(t, "i") == 0)
-        return AK_INT;
-    if (strcmp(t, "i2") == 0)
-        return AK_PAIR;
-    if (strcmp(t, "il") == 0)
-        return AK_LIST;
-    if (strcmp(t, "f") == 0)
-        return AK_REAL;
-    if (strcmp(t, "b") == 0)
-        return AK_BOOL;
-    if (strcmp(t, "r") == 0)
-        return AK_REF;
-    ice("ops.def: bad attribute type '%s' in %s", t, op);
-}
-
-/* Splits each spec string of ops.def ("key:type[=default] ...") once. */
 static void init_info(void)
 {
     for (int op = 0; op < OP_COUNT; op++) {
@@ -53,29 +72,14 @@ static void init_info(void)
         info->name = op_table[op].name;
         info->min_inputs = op_table[op].min_in;
         info->max_inputs = op_table[op].max_in;
-        info->attrs = spec_store[op];
-        if (strlen(op_table[op].spec) >= sizeof spec_text[op])
-            ice("ops.def: spec of %s too long", info->name);
-        strcpy(spec_text[op], op_table[op].spec);
-        char *save = NULL;
-        for (char *tok = strtok_r(spec_text[op], " ", &save); tok;
-             tok = strtok_r(NULL, " ", &save)) {
-            if (info->nattrs == MAX_ATTRS)
-                ice("ops.def: too many attributes for %s", info->name);
-            ir_attr_spec *s = &spec_store[op][info->nattrs++];
-            char *colon = strchr(tok, ':');
-            if (!colon)
-                ice("ops.def: bad spec '%s' for %s", tok, info->name);
-            *colon = 0;
-            s->key = tok;
-            char *eq = strchr(colon + 1, '=');
-            if (eq) {
-                *eq = 0;
-                s->dflt = eq + 1;
-            }
-            s->required = !eq;
-            s->kind = parse_kind(colon + 1, info->name);
-        }
+        info->cls = op_table[op].cls;
+        info->attrs = op_table[op].specs(&info->nattrs);
+        /* A default that names an attribute names an earlier one. */
+        for (int k = 0; k < info->nattrs; k++)
+            for (int j = k; info->attrs[k].dflt && j < info->nattrs; j++)
+                if (strcmp(info->attrs[k].dflt, info->attrs[j].key) == 0)
+                    ice("ops.def: %s's '%s' defaults to a later attribute", info->name,
+                        info->attrs[k].key);
     }
     info_ready = true;
 }
@@ -95,6 +99,11 @@ ir_opcode ir_op_lookup(const char *name)
         if (strcmp(op_table[op].name, name) == 0)
             return (ir_opcode)op;
     return OP_COUNT;
+}
+
+_Noreturn void ir_attrs_mismatch(const ir_op *op, const char *want)
+{
+    ice("'%s' is a %s, read as a %s", op->name, ir_op_info_of(op->opcode)->name, want);
 }
 
 static const char *const dtype_names[DT_COUNT] = {"f32", "tf32", "f16", "bf16"};
@@ -152,12 +161,12 @@ void ir_type_to_str(const ir_type *t, char *buf, size_t n)
 #define IN(i)   (&g->ops[op->inputs[i]].type)
 #define MAX_DIM IR_MAX_DIM
 
-typedef struct infer_ctx {
+struct infer_ctx {
     const ir_graph *g;
     ir_op *op;
     diag_ctx *d;
     const char *opname;
-} infer_ctx;
+};
 
 static bool fail(infer_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static bool fail(infer_ctx *c, const char *fmt, ...)
@@ -193,14 +202,6 @@ static bool want_rank(infer_ctx *c, int i, int rank, const char *layout)
     return want_float(c, i);
 }
 
-static const int64_t *pair(const ir_op *op, const char *key)
-{
-    const ir_attr *a = ir_op_attr(op, key);
-    if (!a || a->kind != AK_PAIR)
-        ice("%s: no pair attribute %s", op->name, key);
-    return a->u.pair;
-}
-
 static bool positive(infer_ctx *c, const char *key, int64_t v)
 {
     if (v <= 0)
@@ -219,7 +220,21 @@ static bool nonneg(infer_ctx *c, const char *key, int64_t v)
     return true;
 }
 
-/* Output extent of a sliding window; false (with an error) if it is empty. */
+/* Both halves of a pair attribute. */
+static bool positive2(infer_ctx *c, const char *key, const int64_t *v)
+{
+    return positive(c, key, v[0]) && positive(c, key, v[1]);
+}
+
+static bool nonneg2(infer_ctx *c, const char *key, const int64_t *v)
+{
+    return nonneg(c, key, v[0]) && nonneg(c, key, v[1]);
+}
+
+/* Output extent of a sliding window; false (with an error) if it is empty.
+ * The formula is the runtime's (runtime/shape_rules.h), so that the planned
+ * shapes are the ones the kernels compute; the compiler adds its own limit on
+ * the window's span. */
 static bool window(infer_ctx *c, int64_t in, int64_t k, int64_t s, int64_t p, int64_t dil,
                    bool ceil_mode, const char *axis, int64_t *out)
 {
@@ -227,15 +242,21 @@ static bool window(infer_ctx *c, int64_t in, int64_t k, int64_t s, int64_t p, in
     if (__builtin_mul_overflow(dil, k - 1, &span) || span >= MAX_DIM)
         return fail(c, "the window (kernel %lld, dilation %lld) is too large", (long long)k,
                     (long long)dil);
-    span += 1;
-    int64_t num = in + 2 * p - span;
-    if (num < 0)
+    switch (rt_window_extent(in, k, s, p, dil, ceil_mode, out)) {
+    case RT_WINDOW_OK: return true;
+    case RT_WINDOW_TOO_LARGE:
         return fail(c, "shape mismatch: window of %lld does not fit the %s of %lld (padding %lld)",
-                    (long long)span, axis, (long long)in, (long long)p);
-    int64_t o = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
-    if (ceil_mode && (o - 1) * s >= in + p)
-        o--;
-    *out = o;
+                    (long long)span + 1, axis, (long long)in, (long long)p);
+    default:
+        ice("window rule on checked attributes: %lld %lld %lld %lld %lld", (long long)in,
+            (long long)k, (long long)s, (long long)p, (long long)dil);
+    }
+}
+
+/* An input's type is declared (the caller set it); ir_infer() checks it. */
+static bool infer_input(infer_ctx *c)
+{
+    (void)c;
     return true;
 }
 
@@ -246,14 +267,11 @@ static bool infer_conv2d(infer_ctx *c)
     if (!want_rank(c, 0, 4, "[N,C,H,W]"))
         return false;
     const ir_type *x = IN(0);
-    int64_t k = ir_attr_int(op, "channels"), groups = ir_attr_int(op, "groups");
-    const int64_t *ks = pair(op, "kernel"), *st = pair(op, "stride"), *pd = pair(op, "pad"),
-                  *dl = pair(op, "dilation");
-    if (!positive(c, "channels", k) || !positive(c, "kernel", ks[0]) ||
-        !positive(c, "kernel", ks[1]) || !positive(c, "stride", st[0]) ||
-        !positive(c, "stride", st[1]) || !nonneg(c, "pad", pd[0]) || !nonneg(c, "pad", pd[1]) ||
-        !positive(c, "dilation", dl[0]) || !positive(c, "dilation", dl[1]) ||
-        !positive(c, "groups", groups))
+    const ir_attrs_conv2d *a = ir_conv2d_attrs(op);
+    int64_t k = a->channels, groups = a->groups;
+    if (!positive(c, "channels", k) || !positive2(c, "kernel", a->kernel) ||
+        !positive2(c, "stride", a->stride) || !nonneg2(c, "pad", a->pad) ||
+        !positive2(c, "dilation", a->dilation) || !positive(c, "groups", groups))
         return false;
     if (x->dim[1] % groups || k % groups)
         return fail(
@@ -261,8 +279,10 @@ static bool infer_conv2d(infer_ctx *c)
             "groups=%lld must divide both the input channels (%lld) and the output channels (%lld)",
             (long long)groups, (long long)x->dim[1], (long long)k);
     int64_t oh, ow;
-    if (!window(c, x->dim[2], ks[0], st[0], pd[0], dl[0], false, "height", &oh) ||
-        !window(c, x->dim[3], ks[1], st[1], pd[1], dl[1], false, "width", &ow))
+    if (!window(c, x->dim[2], a->kernel[0], a->stride[0], a->pad[0], a->dilation[0], false,
+                "height", &oh) ||
+        !window(c, x->dim[3], a->kernel[1], a->stride[1], a->pad[1], a->dilation[1], false, "width",
+                &ow))
         return false;
     op->type = (ir_type){EL_F32, 4, {IR_BATCH, k, oh, ow}};
     return true;
@@ -278,23 +298,22 @@ static bool infer_linear(infer_ctx *c)
     if (x->rank < 2)
         return fail(c,
                     "shape mismatch: expected an input of at least 2 dimensions [N,...,features]");
-    int64_t out = ir_attr_int(op, "out");
-    if (!positive(c, "out", out))
+    const ir_attrs_linear *a = ir_linear_attrs(op);
+    if (!positive(c, "out", a->out))
         return false;
-    int tie = ir_op_attr(op, "tie")->u.ref;
-    if (tie >= 0) {
-        const ir_op *e = &g->ops[tie];
+    if (a->tie >= 0) {
+        const ir_op *e = &g->ops[a->tie];
         if (e->opcode != OP_EMBEDDING)
             return fail(c, "'tie' must name an embedding layer, '%s' is a %s", e->name,
                         ir_op_info_of(e->opcode)->name);
-        if (ir_attr_int(e, "vocab") != out || ir_attr_int(e, "dim") != x->dim[x->rank - 1])
+        const ir_attrs_embedding *ea = ir_embedding_attrs(e);
+        if (ea->vocab != a->out || ea->dim != x->dim[x->rank - 1])
             return fail(c, "tied weight of '%s' is [%lld,%lld], this layer needs [%lld,%lld]",
-                        e->name, (long long)ir_attr_int(e, "vocab"),
-                        (long long)ir_attr_int(e, "dim"), (long long)out,
+                        e->name, (long long)ea->vocab, (long long)ea->dim, (long long)a->out,
                         (long long)x->dim[x->rank - 1]);
     }
     op->type = *x;
-    op->type.dim[x->rank - 1] = out;
+    op->type.dim[x->rank - 1] = a->out;
     return true;
 }
 
@@ -323,6 +342,7 @@ static bool infer_matmul(infer_ctx *c)
     return true;
 }
 
+/* Elementwise: the result is the (f32) input's type. */
 static bool infer_same(infer_ctx *c)
 {
     if (!want_float(c, 0))
@@ -331,29 +351,39 @@ static bool infer_same(infer_ctx *c)
     return true;
 }
 
-static bool infer_pool(infer_ctx *c)
+/* Max and average pooling. Left out, the stride is the kernel (as in
+ * PyTorch: ops.def's stride default); written out, it must be positive, as
+ * conv2d's. */
+static bool infer_pool(infer_ctx *c, const int64_t *ks, const int64_t *st, const int64_t *pd,
+                       bool ceil_mode)
 {
     const ir_graph *g = c->g;
     ir_op *op = c->op;
     if (!want_rank(c, 0, 4, "[N,C,H,W]"))
         return false;
     const ir_type *x = IN(0);
-    /* Left out, the stride is the kernel (as in PyTorch): ops.def's
-     * `stride:i2=kernel`. Written out, it must be positive, as conv2d's. */
-    const int64_t *ks = pair(op, "kernel"), *pd = pair(op, "pad"), *st = pair(op, "stride");
-    if (!positive(c, "kernel", ks[0]) || !positive(c, "kernel", ks[1]) ||
-        !positive(c, "stride", st[0]) || !positive(c, "stride", st[1]) ||
-        !nonneg(c, "pad", pd[0]) || !nonneg(c, "pad", pd[1]))
+    if (!positive2(c, "kernel", ks) || !positive2(c, "stride", st) || !nonneg2(c, "pad", pd))
         return false;
-    if (2 * pd[0] > ks[0] || 2 * pd[1] > ks[1])
+    if (!rt_pool_pad_ok(ks[0], pd[0]) || !rt_pool_pad_ok(ks[1], pd[1]))
         return fail(c, "pad must be at most half the kernel");
-    bool ceil_mode = ir_attr_int(op, "ceil") != 0;
     int64_t oh, ow;
     if (!window(c, x->dim[2], ks[0], st[0], pd[0], 1, ceil_mode, "height", &oh) ||
         !window(c, x->dim[3], ks[1], st[1], pd[1], 1, ceil_mode, "width", &ow))
         return false;
     op->type = (ir_type){EL_F32, 4, {IR_BATCH, x->dim[1], oh, ow}};
     return true;
+}
+
+static bool infer_maxpool2d(infer_ctx *c)
+{
+    const ir_attrs_maxpool2d *a = ir_maxpool2d_attrs(c->op);
+    return infer_pool(c, a->kernel, a->stride, a->pad, a->ceil);
+}
+
+static bool infer_avgpool2d(infer_ctx *c)
+{
+    const ir_attrs_avgpool2d *a = ir_avgpool2d_attrs(c->op);
+    return infer_pool(c, a->kernel, a->stride, a->pad, a->ceil);
 }
 
 static bool infer_global_avgpool(infer_ctx *c)
@@ -370,17 +400,17 @@ static bool infer_batchnorm2d(infer_ctx *c)
 {
     if (!want_rank(c, 0, 4, "[N,C,H,W]"))
         return false;
-    if (ir_attr_real(c->op, "eps") <= 0)
+    const ir_attrs_batchnorm2d *a = ir_batchnorm2d_attrs(c->op);
+    if (a->eps <= 0)
         return fail(c, "attribute 'eps' must be positive");
-    double mom = ir_attr_real(c->op, "momentum");
-    if (mom < 0 || mom > 1)
+    if (a->momentum < 0 || a->momentum > 1)
         return fail(c, "attribute 'momentum' must be in [0, 1]");
     return infer_same(c);
 }
 
 static bool infer_layernorm(infer_ctx *c)
 {
-    if (ir_attr_real(c->op, "eps") <= 0)
+    if (ir_layernorm_attrs(c->op)->eps <= 0)
         return fail(c, "attribute 'eps' must be positive");
     if (c->g->ops[c->op->inputs[0]].type.rank < 2)
         return fail(c, "shape mismatch: expected an input [N,...,features]");
@@ -389,7 +419,7 @@ static bool infer_layernorm(infer_ctx *c)
 
 static bool infer_dropout(infer_ctx *c)
 {
-    double p = ir_attr_real(c->op, "p");
+    double p = ir_dropout_attrs(c->op)->p;
     if (!(p >= 0 && p < 1))
         return fail(c, "attribute 'p' must be in [0, 1), got %g", p);
     return infer_same(c);
@@ -440,11 +470,10 @@ static bool infer_concat(infer_ctx *c)
     const ir_graph *g = c->g;
     ir_op *op = c->op;
     const ir_type *x = IN(0);
-    ir_attr *aa = (ir_attr *)ir_op_attr(op, "axis");
     int axis = 0;
-    if (!axis_of(c, "axis", aa->u.i, x->rank, &axis))
+    if (!axis_of(c, "axis", ir_concat_attrs(op)->axis, x->rank, &axis))
         return false;
-    aa->u.i = axis;
+    op->a.concat.axis = axis; /* canonical: non-negative */
     ir_type t = *x;
     for (int i = 0; i < op->ninputs; i++) {
         if (!want_float(c, i))
@@ -483,15 +512,15 @@ static bool infer_reshape(infer_ctx *c)
 {
     const ir_graph *g = c->g;
     ir_op *op = c->op;
-    const ir_attr *sh = ir_op_attr(op, "shape");
-    if (sh->u.list.n < 1 || sh->u.list.n > IR_MAX_RANK - 1)
+    const ir_int_list *sh = &ir_reshape_attrs(op)->shape;
+    if (sh->n < 1 || sh->n > IR_MAX_RANK - 1)
         return fail(c, "attribute 'shape' must list 1 to %d dimensions (the batch is implied)",
                     IR_MAX_RANK - 1);
     int64_t total = ir_type_elems_per_sample(IN(0)), known = 1;
     int infer_at = -1;
-    ir_type t = {IN(0)->elem, sh->u.list.n + 1, {IR_BATCH, 0}};
-    for (int i = 0; i < sh->u.list.n; i++) {
-        int64_t v = sh->u.list.v[i];
+    ir_type t = {IN(0)->elem, sh->n + 1, {IR_BATCH, 0}};
+    for (int i = 0; i < sh->n; i++) {
+        int64_t v = sh->v[i];
         if (v == -1 && infer_at < 0) {
             infer_at = i + 1;
             continue;
@@ -521,13 +550,12 @@ static bool infer_transpose(infer_ctx *c)
     ir_op *op = c->op;
     if (!want_float(c, 0))
         return false;
-    ir_attr *da = (ir_attr *)ir_op_attr(op, "dims");
+    const int64_t *dims = ir_transpose_attrs(op)->dims;
     int rank = IN(0)->rank, a = 0, b = 0;
-    if (!axis_of(c, "dims", da->u.pair[0], rank, &a) ||
-        !axis_of(c, "dims", da->u.pair[1], rank, &b))
+    if (!axis_of(c, "dims", dims[0], rank, &a) || !axis_of(c, "dims", dims[1], rank, &b))
         return false;
-    da->u.pair[0] = a;
-    da->u.pair[1] = b;
+    op->a.transpose.dims[0] = a; /* canonical: non-negative */
+    op->a.transpose.dims[1] = b;
     op->type = *IN(0);
     op->type.dim[a] = IN(0)->dim[b];
     op->type.dim[b] = IN(0)->dim[a];
@@ -536,11 +564,11 @@ static bool infer_transpose(infer_ctx *c)
 
 static bool infer_softmax(infer_ctx *c)
 {
-    ir_attr *aa = (ir_attr *)ir_op_attr(c->op, "axis");
     int axis = 0;
-    if (!axis_of(c, "axis", aa->u.i, c->g->ops[c->op->inputs[0]].type.rank, &axis))
+    if (!axis_of(c, "axis", ir_softmax_attrs(c->op)->axis, c->g->ops[c->op->inputs[0]].type.rank,
+                 &axis))
         return false;
-    aa->u.i = axis;
+    c->op->a.softmax.axis = axis; /* canonical: non-negative */
     return infer_same(c);
 }
 
@@ -553,14 +581,14 @@ static bool infer_embedding(infer_ctx *c)
     ir_type_to_str(x, b, sizeof b);
     if (x->elem != EL_I32 || x->rank != 2)
         return fail(c, "expected token ids i32[N,T], got %s", b);
-    int64_t vocab = ir_attr_int(op, "vocab"), dim = ir_attr_int(op, "dim"),
-            pos = ir_attr_int(op, "positions");
-    if (!positive(c, "vocab", vocab) || !positive(c, "dim", dim) || !nonneg(c, "positions", pos))
+    const ir_attrs_embedding *a = ir_embedding_attrs(op);
+    if (!positive(c, "vocab", a->vocab) || !positive(c, "dim", a->dim) ||
+        !nonneg(c, "positions", a->positions))
         return false;
-    if (pos > 0 && x->dim[1] > pos)
+    if (a->positions > 0 && x->dim[1] > a->positions)
         return fail(c, "sequence length %lld exceeds positions=%lld", (long long)x->dim[1],
-                    (long long)pos);
-    op->type = (ir_type){EL_F32, 3, {IR_BATCH, x->dim[1], dim}};
+                    (long long)a->positions);
+    op->type = (ir_type){EL_F32, 3, {IR_BATCH, x->dim[1], a->dim}};
     return true;
 }
 
@@ -570,7 +598,7 @@ static bool infer_attention(infer_ctx *c)
     ir_op *op = c->op;
     if (!want_rank(c, 0, 3, "[N,T,D]"))
         return false;
-    int64_t heads = ir_attr_int(op, "heads"), d = IN(0)->dim[2];
+    int64_t heads = ir_attention_attrs(op)->heads, d = IN(0)->dim[2];
     if (!positive(c, "heads", heads))
         return false;
     if (d % heads)
@@ -605,36 +633,14 @@ static bool infer_cross_entropy(infer_ctx *c)
     return true;
 }
 
-static bool infer_op(infer_ctx *c)
+/* Communication moves or sums values of any type and runs where the plan
+ * says: every comm op has a rank set (its `@[...]`). */
+static bool infer_comm(infer_ctx *c)
 {
-    const ir_graph *g = c->g;
-    ir_op *op = c->op;
-    switch (op->opcode) {
-    case OP_INPUT: return true;
-    case OP_CONV2D: return infer_conv2d(c);
-    case OP_LINEAR: return infer_linear(c);
-    case OP_MATMUL: return infer_matmul(c);
-    case OP_RELU:
-    case OP_GELU:
-    case OP_TANH:
-    case OP_SIGMOID: return infer_same(c);
-    case OP_MAXPOOL2D:
-    case OP_AVGPOOL2D: return infer_pool(c);
-    case OP_GLOBALAVGPOOL: return infer_global_avgpool(c);
-    case OP_BATCHNORM2D: return infer_batchnorm2d(c);
-    case OP_LAYERNORM: return infer_layernorm(c);
-    case OP_DROPOUT: return infer_dropout(c);
-    case OP_ADD: return infer_add(c);
-    case OP_CONCAT: return infer_concat(c);
-    case OP_FLATTEN: return infer_flatten(c);
-    case OP_RESHAPE: return infer_reshape(c);
-    case OP_TRANSPOSE: return infer_transpose(c);
-    case OP_SOFTMAX: return infer_softmax(c);
-    case OP_EMBEDDING: return infer_embedding(c);
-    case OP_ATTENTION: return infer_attention(c);
-    case OP_CROSSENTROPY: return infer_cross_entropy(c);
-    default: return ir_infer_extra(g, op, c->d);
-    }
+    if (c->op->plan.nranks < 1)
+        return fail(c, "'%%%s' needs the rank set it runs on (@[...])", c->op->name);
+    c->op->type = c->g->ops[c->op->inputs[0]].type;
+    return true;
 }
 
 /* What holds for every value, whatever its op: a shape that starts with the
@@ -644,7 +650,7 @@ static bool infer_op(infer_ctx *c)
 bool ir_infer(const ir_graph *g, ir_op *op, diag_ctx *d)
 {
     infer_ctx c = {g, op, d, ir_op_info_of(op->opcode)->name};
-    if (!infer_op(&c))
+    if (!op_table[op->opcode].infer(&c))
         return false;
     const ir_type *t = &op->type;
     char ty[256];
@@ -661,215 +667,328 @@ bool ir_infer(const ir_graph *g, ir_op *op, diag_ctx *d)
     return true;
 }
 
-/* ---- costs (per sample) ---- */
-
-ir_cost ir_op_cost(const ir_graph *g, const ir_op *op)
-{
-    ir_cost k = {0};
-    double out = (double)ir_type_elems_per_sample(&op->type);
-    double in = op->ninputs ? (double)ir_type_elems_per_sample(IN(0)) : 0;
-    double in_all = 0;
-    for (int i = 0; i < op->ninputs; i++)
-        in_all += (double)ir_type_elems_per_sample(IN(i));
-    /* The default: an elementwise op that reads its inputs and writes its
-	 * output, and whose backward reads the output gradient and writes the
-	 * input gradients. */
-    k.fwd_read = in_all;
-    k.fwd_written = out;
-    k.bwd_read = out;
-    k.bwd_written = in_all;
-
-    switch (op->opcode) {
-    case OP_INPUT:
-        k.fwd_read = k.bwd_read = k.bwd_written = 0;
-        k.fwd_written = out;
-        break;
-    case OP_CONV2D: {
-        int64_t cin = IN(0)->dim[1], groups = ir_attr_int(op, "groups");
-        const int64_t *ks = pair(op, "kernel");
-        double macs_per_out = (double)(cin / groups) * (double)ks[0] * (double)ks[1];
-        bool bias = ir_attr_int(op, "bias") != 0;
-        k.fwd_flops = 2 * macs_per_out * out + (bias ? out : 0);
-        k.bwd_flops = 4 * macs_per_out * out + (bias ? out : 0);
-        k.bwd_read = out + in; /* dY and the saved input (for dW) */
-        k.saved = in;
-        break;
-    }
-    case OP_LINEAR: {
-        int64_t fin = IN(0)->dim[IN(0)->rank - 1], fout = ir_attr_int(op, "out");
-        double rows = in / (double)fin;
-        bool bias = ir_attr_int(op, "bias") != 0;
-        k.fwd_flops = 2 * rows * (double)fin * (double)fout + (bias ? out : 0);
-        k.bwd_flops = 4 * rows * (double)fin * (double)fout + (bias ? out : 0);
-        k.bwd_read = out + in;
-        k.saved = in;
-        break;
-    }
-    case OP_MATMUL: {
-        const ir_type *a = IN(0), *b = IN(1);
-        double kdim = (double)a->dim[a->rank - 1];
-        k.fwd_flops = 2 * out * kdim;
-        k.bwd_flops = 4 * out * kdim;
-        (void)b;
-        k.bwd_read = out + in_all;
-        k.saved = in_all;
-        break;
-    }
-    case OP_RELU:
-        k.fwd_flops = out;
-        k.bwd_flops = out;
-        k.bwd_read = 2 * out;
-        k.saved = out;
-        break;
-    case OP_TANH:
-    case OP_SIGMOID:
-        k.fwd_flops = 4 * out; /* an exponential, an add, a division */
-        k.bwd_flops = 4 * out; /* recomputed from x, then dy * (1 - y^2) or dy * y * (1 - y) */
-        k.bwd_read = 2 * out;
-        k.saved = in;
-        break;
-    case OP_GELU:
-        k.fwd_flops = 8 * out; /* tanh approximation: ~8 FLOPs per element */
-        k.bwd_flops = 14 * out;
-        k.bwd_read = 2 * out;
-        k.saved = in;
-        break;
-    case OP_MAXPOOL2D:
-    case OP_AVGPOOL2D: {
-        const int64_t *ks = pair(op, "kernel");
-        double window = (double)ks[0] * (double)ks[1];
-        k.fwd_flops = out * window;
-        k.bwd_flops = op->opcode == OP_MAXPOOL2D ? out : out * window;
-        k.bwd_read = op->opcode == OP_MAXPOOL2D ? 2 * out : out;
-        k.saved = op->opcode == OP_MAXPOOL2D ? out : 0; /* argmax indices */
-        break;
-    }
-    case OP_GLOBALAVGPOOL:
-        k.fwd_flops = in;
-        k.bwd_flops = in;
-        break;
-    case OP_BATCHNORM2D:
-        k.fwd_flops = 8 * out; /* mean, variance, normalise, scale and shift */
-        k.bwd_flops = 12 * out;
-        k.fwd_read = 2 * in; /* one pass for the statistics, one to normalise */
-        k.bwd_read = 2 * out + in;
-        k.saved = in;
-        break;
-    case OP_LAYERNORM:
-        k.fwd_flops = 8 * out;
-        k.bwd_flops = 12 * out;
-        k.fwd_read = 2 * in;
-        k.bwd_read = 2 * out + in;
-        k.saved = in;
-        break;
-    case OP_DROPOUT:
-        k.fwd_flops = 2 * out; /* draw and scale */
-        k.bwd_flops = out;
-        k.saved = out / 4; /* a byte-sized mask; counted in elements of 4 bytes */
-        break;
-    case OP_ADD:
-        k.fwd_flops = out;
-        k.bwd_flops = 0; /* the gradient passes through to both inputs */
-        break;
-    case OP_CONCAT:
-    case OP_TRANSPOSE: break; /* pure data movement */
-    case OP_FLATTEN:
-    case OP_RESHAPE:
-        k.fwd_read = k.fwd_written = k.bwd_read = k.bwd_written = 0; /* views */
-        break;
-    case OP_SOFTMAX:
-        k.fwd_flops = 5 * out;
-        k.bwd_flops = 4 * out;
-        k.bwd_read = 2 * out;
-        k.saved = out;
-        break;
-    case OP_EMBEDDING: {
-        int64_t pos = ir_attr_int(op, "positions");
-        k.fwd_flops = pos ? out : 0;       /* adding the positional row */
-        k.bwd_flops = pos ? 2 * out : out; /* scatter-add into the tables */
-        k.fwd_read = in + (pos ? 2 : 1) * out;
-        k.bwd_read = out + in;
-        k.bwd_written = (pos ? 2 : 1) * out;
-        k.saved = in;
-        break;
-    }
-    case OP_ATTENTION: {
-        double t = (double)IN(0)->dim[1], d = (double)IN(0)->dim[2];
-        double h = (double)ir_attr_int(op, "heads");
-        double proj = 2 * t * d * 3 * d + 2 * t * d * d; /* qkv and output projections */
-        double scores = 2 * t * t * d * 2;               /* q k^T and probs v, over all heads */
-        double soft = 5 * h * t * t;
-        k.fwd_flops = proj + scores + soft;
-        k.bwd_flops = 2 * proj + 2 * scores + 4 * h * t * t;
-        k.fwd_read = in + 3 * t * d + 2 * h * t * t + t * d;
-        k.fwd_written = 3 * t * d + h * t * t + 2 * t * d;
-        k.bwd_read = out + k.fwd_written;
-        k.bwd_written = in + 3 * t * d + h * t * t;
-        k.saved = in + 3 * t * d + h * t * t + t * d;
-        break;
-    }
-    case OP_CROSSENTROPY:
-        k.fwd_flops = 5 * in; /* max, exp, sum, log, pick */
-        k.bwd_flops = 2 * in;
-        k.fwd_read = in_all;
-        k.bwd_read = in + (double)ir_type_elems_per_sample(IN(1));
-        k.bwd_written = in;
-        k.saved = in;
-        break;
-    default: return ir_op_cost_extra(g, op, k);
-    }
-    int64_t params = ir_op_params(g, op);
-    k.params = params > 0 ? params : 0;
-    return k;
-}
-
 /* ---- parameters ---- */
 
-/* *acc = *acc * f, false once past IR_MAX_PARAMS (or int64). */
-static bool mul_to(int64_t *acc, int64_t f)
+static int params_none(const ir_graph *g, const ir_op *op, ir_param *out)
 {
-    return !__builtin_mul_overflow(*acc, f, acc) && *acc <= IR_MAX_PARAMS;
+    (void)g, (void)op, (void)out;
+    return 0;
+}
+
+/* Weights start uniform in +-1/sqrt(fan_in), biases too (PyTorch's conv and linear). */
+static int params_conv2d(const ir_graph *g, const ir_op *op, ir_param *out)
+{
+    const ir_attrs_conv2d *a = ir_conv2d_attrs(op);
+    int64_t cin = IN(0)->dim[1] / a->groups, fan_in = cin * a->kernel[0] * a->kernel[1];
+    int n = 0;
+    out[n++] = (ir_param){"weight", 4,          {a->channels, cin, a->kernel[0], a->kernel[1]},
+                          false,    PI_KAIMING, fan_in};
+    if (a->bias)
+        out[n++] = (ir_param){"bias", 1, {a->channels}, false, PI_KAIMING, fan_in};
+    return n;
+}
+
+/* A tied layer's weight is the embedding's, counted (and trained) there. */
+static int params_linear(const ir_graph *g, const ir_op *op, ir_param *out)
+{
+    const ir_attrs_linear *a = ir_linear_attrs(op);
+    int64_t in = IN(0)->dim[IN(0)->rank - 1];
+    int n = 0;
+    if (a->tie < 0)
+        out[n++] = (ir_param){"weight", 2, {a->out, in}, false, PI_KAIMING, in};
+    if (a->bias)
+        out[n++] = (ir_param){"bias", 1, {a->out}, false, PI_KAIMING, in};
+    return n;
+}
+
+static int params_batchnorm2d(const ir_graph *g, const ir_op *op, ir_param *out)
+{
+    int64_t ch = IN(0)->dim[1];
+    out[0] = (ir_param){"weight", 1, {ch}, false, PI_ONE, 0};
+    out[1] = (ir_param){"bias", 1, {ch}, false, PI_ZERO, 0};
+    out[2] = (ir_param){"running_mean", 1, {ch}, true, PI_ZERO, 0};
+    out[3] = (ir_param){"running_var", 1, {ch}, true, PI_ONE, 0};
+    return 4;
+}
+
+static int params_layernorm(const ir_graph *g, const ir_op *op, ir_param *out)
+{
+    int64_t d = IN(0)->dim[IN(0)->rank - 1];
+    out[0] = (ir_param){"weight", 1, {d}, false, PI_ONE, 0};
+    out[1] = (ir_param){"bias", 1, {d}, false, PI_ZERO, 0};
+    return 2;
+}
+
+static int params_embedding(const ir_graph *g, const ir_op *op, ir_param *out)
+{
+    (void)g;
+    const ir_attrs_embedding *a = ir_embedding_attrs(op);
+    int n = 0;
+    out[n++] = (ir_param){"weight", 2, {a->vocab, a->dim}, false, PI_NORMAL, 0};
+    if (a->positions)
+        out[n++] = (ir_param){"pos", 2, {a->positions, a->dim}, false, PI_NORMAL, 0};
+    return n;
+}
+
+/* GPT-2's fused QKV projection and the output projection (docs/ir.md). */
+static int params_attention(const ir_graph *g, const ir_op *op, ir_param *out)
+{
+    int64_t d = IN(0)->dim[2];
+    out[0] = (ir_param){"w_qkv", 2, {3 * d, d}, false, PI_KAIMING, d};
+    out[1] = (ir_param){"b_qkv", 1, {3 * d}, false, PI_KAIMING, d};
+    out[2] = (ir_param){"w_o", 2, {d, d}, false, PI_KAIMING, d};
+    out[3] = (ir_param){"b_o", 1, {d}, false, PI_KAIMING, d};
+    return 4;
+}
+
+int ir_op_param_list(const ir_graph *g, const ir_op *op, ir_param *out)
+{
+    return op_table[op->opcode].params(g, op, out);
 }
 
 int64_t ir_op_params(const ir_graph *g, const ir_op *op)
 {
-    int64_t p = 1, extra = 0;
-    bool ok = true;
-    switch (op->opcode) {
-    case OP_CONV2D: {
-        const int64_t *ks = pair(op, "kernel");
-        int64_t cout = ir_attr_int(op, "channels");
-        ok = mul_to(&p, cout) && mul_to(&p, IN(0)->dim[1] / ir_attr_int(op, "groups")) &&
-             mul_to(&p, ks[0]) && mul_to(&p, ks[1]);
-        extra = ir_attr_int(op, "bias") ? cout : 0;
-        break;
+    ir_param ps[IR_MAX_OP_PARAMS];
+    int n = ir_op_param_list(g, op, ps);
+    int64_t total = 0;
+    for (int k = 0; k < n; k++) {
+        int64_t p = 1;
+        for (int i = 0; i < ps[k].ndim && !ps[k].buffer; i++)
+            if (__builtin_mul_overflow(p, ps[k].dim[i], &p) || p > IR_MAX_PARAMS)
+                return -1;
+        if (!ps[k].buffer && (__builtin_add_overflow(total, p, &total) || total > IR_MAX_PARAMS))
+            return -1;
     }
-    case OP_LINEAR: {
-        int64_t fout = ir_attr_int(op, "out");
-        if (ir_op_attr(op, "tie")->u.ref >= 0)
-            p = 0; /* the weight is the embedding's, counted there */
-        else
-            ok = mul_to(&p, IN(0)->dim[IN(0)->rank - 1]) && mul_to(&p, fout);
-        extra = ir_attr_int(op, "bias") ? fout : 0;
-        break;
-    }
-    case OP_BATCHNORM2D: ok = mul_to(&p, 2) && mul_to(&p, IN(0)->dim[1]); break;
-    case OP_LAYERNORM: ok = mul_to(&p, 2) && mul_to(&p, IN(0)->dim[IN(0)->rank - 1]); break;
-    case OP_EMBEDDING: {
-        int64_t rows = ir_attr_int(op, "vocab");
-        ok = !__builtin_add_overflow(rows, ir_attr_int(op, "positions"), &rows) &&
-             mul_to(&p, rows) && mul_to(&p, ir_attr_int(op, "dim"));
-        break;
-    }
-    case OP_ATTENTION: {
-        int64_t d = IN(0)->dim[2];
-        ok = mul_to(&p, 4) && mul_to(&p, d) && mul_to(&p, d);
-        extra = 4 * d; /* d <= 2^40 */
-        break;
-    }
-    default: return 0;
-    }
-    if (!ok || __builtin_add_overflow(p, extra, &p) || p > IR_MAX_PARAMS)
-        return -1;
-    return p;
+    return total;
+}
+
+/* ---- costs (per sample) ---- */
+
+struct cost_ctx {
+    const ir_graph *g;
+    const ir_op *op;
+    double in;     /* elements per sample of the first input */
+    double in_all; /* of all inputs */
+    double out;    /* of the result */
+};
+
+/* The default, which cost_copy() keeps: an elementwise op that reads its
+ * inputs and writes its output, and whose backward reads the output
+ * gradient and writes the input gradients; no arithmetic worth counting. */
+static void cost_copy(const cost_ctx *c, ir_cost *k)
+{
+    (void)c, (void)k;
+}
+
+static void cost_input(const cost_ctx *c, ir_cost *k)
+{
+    k->fwd_read = k->bwd_read = k->bwd_written = 0;
+    k->fwd_written = c->out;
+}
+
+static void cost_conv2d(const cost_ctx *c, ir_cost *k)
+{
+    const ir_graph *g = c->g;
+    const ir_op *op = c->op;
+    const ir_attrs_conv2d *a = ir_conv2d_attrs(op);
+    double macs_per_out =
+        (double)(IN(0)->dim[1] / a->groups) * (double)a->kernel[0] * (double)a->kernel[1];
+    double out = c->out;
+    k->fwd_flops = 2 * macs_per_out * out + (a->bias ? out : 0);
+    k->bwd_flops = 4 * macs_per_out * out + (a->bias ? out : 0);
+    k->bwd_read = out + c->in; /* dY and the saved input (for dW) */
+    k->saved = c->in;
+}
+
+static void cost_linear(const cost_ctx *c, ir_cost *k)
+{
+    const ir_graph *g = c->g;
+    const ir_op *op = c->op;
+    const ir_attrs_linear *a = ir_linear_attrs(op);
+    int64_t fin = IN(0)->dim[IN(0)->rank - 1];
+    double rows = c->in / (double)fin;
+    k->fwd_flops = 2 * rows * (double)fin * (double)a->out + (a->bias ? c->out : 0);
+    k->bwd_flops = 4 * rows * (double)fin * (double)a->out + (a->bias ? c->out : 0);
+    k->bwd_read = c->out + c->in;
+    k->saved = c->in;
+}
+
+static void cost_matmul(const cost_ctx *c, ir_cost *k)
+{
+    const ir_graph *g = c->g;
+    const ir_op *op = c->op;
+    double kdim = (double)IN(0)->dim[IN(0)->rank - 1];
+    k->fwd_flops = 2 * c->out * kdim;
+    k->bwd_flops = 4 * c->out * kdim;
+    k->bwd_read = c->out + c->in_all;
+    k->saved = c->in_all;
+}
+
+static void cost_relu(const cost_ctx *c, ir_cost *k)
+{
+    k->fwd_flops = c->out;
+    k->bwd_flops = c->out;
+    k->bwd_read = 2 * c->out;
+    k->saved = c->out;
+}
+
+static void cost_gelu(const cost_ctx *c, ir_cost *k)
+{
+    k->fwd_flops = 8 * c->out; /* tanh approximation: ~8 FLOPs per element */
+    k->bwd_flops = 14 * c->out;
+    k->bwd_read = 2 * c->out;
+    k->saved = c->in;
+}
+
+/* tanh and sigmoid: an exponential, an add and a division; the backward
+ * recomputes y from x, then dy * (1 - y^2) or dy * y * (1 - y). */
+static void cost_sigmoidal(const cost_ctx *c, ir_cost *k)
+{
+    k->fwd_flops = 4 * c->out;
+    k->bwd_flops = 4 * c->out;
+    k->bwd_read = 2 * c->out;
+    k->saved = c->in;
+}
+
+static void cost_maxpool2d(const cost_ctx *c, ir_cost *k)
+{
+    const int64_t *ks = ir_maxpool2d_attrs(c->op)->kernel;
+    k->fwd_flops = c->out * (double)ks[0] * (double)ks[1];
+    k->bwd_flops = c->out;
+    k->bwd_read = 2 * c->out;
+    k->saved = c->out; /* argmax indices */
+}
+
+static void cost_avgpool2d(const cost_ctx *c, ir_cost *k)
+{
+    const int64_t *ks = ir_avgpool2d_attrs(c->op)->kernel;
+    double window = (double)ks[0] * (double)ks[1];
+    k->fwd_flops = c->out * window;
+    k->bwd_flops = c->out * window;
+    k->bwd_read = c->out;
+}
+
+static void cost_global_avgpool(const cost_ctx *c, ir_cost *k)
+{
+    k->fwd_flops = c->in;
+    k->bwd_flops = c->in;
+}
+
+/* Batch and layer normalisation: mean, variance, normalise, scale and shift. */
+static void cost_norm(const cost_ctx *c, ir_cost *k)
+{
+    k->fwd_flops = 8 * c->out;
+    k->bwd_flops = 12 * c->out;
+    k->fwd_read = 2 * c->in; /* one pass for the statistics, one to normalise */
+    k->bwd_read = 2 * c->out + c->in;
+    k->saved = c->in;
+}
+
+static void cost_dropout(const cost_ctx *c, ir_cost *k)
+{
+    k->fwd_flops = 2 * c->out; /* draw and scale */
+    k->bwd_flops = c->out;
+    k->saved = c->out / 4; /* a byte-sized mask; counted in elements of 4 bytes */
+}
+
+static void cost_add(const cost_ctx *c, ir_cost *k)
+{
+    k->fwd_flops = c->out;
+    k->bwd_flops = 0; /* the gradient passes through to both inputs */
+}
+
+/* Flatten and reshape are views: nothing moves. */
+static void cost_view(const cost_ctx *c, ir_cost *k)
+{
+    (void)c;
+    k->fwd_read = k->fwd_written = k->bwd_read = k->bwd_written = 0;
+}
+
+static void cost_softmax(const cost_ctx *c, ir_cost *k)
+{
+    k->fwd_flops = 5 * c->out;
+    k->bwd_flops = 4 * c->out;
+    k->bwd_read = 2 * c->out;
+    k->saved = c->out;
+}
+
+static void cost_embedding(const cost_ctx *c, ir_cost *k)
+{
+    bool pos = ir_embedding_attrs(c->op)->positions != 0;
+    double out = c->out;
+    k->fwd_flops = pos ? out : 0;       /* adding the positional row */
+    k->bwd_flops = pos ? 2 * out : out; /* scatter-add into the tables */
+    k->fwd_read = c->in + (pos ? 2 : 1) * out;
+    k->bwd_read = out + c->in;
+    k->bwd_written = (pos ? 2 : 1) * out;
+    k->saved = c->in;
+}
+
+/* A handful of GEMMs and a softmax each way. */
+static void cost_attention(const cost_ctx *c, ir_cost *k)
+{
+    const ir_graph *g = c->g;
+    const ir_op *op = c->op;
+    double t = (double)IN(0)->dim[1], d = (double)IN(0)->dim[2];
+    double h = (double)ir_attention_attrs(op)->heads, in = c->in;
+    double proj = 2 * t * d * 3 * d + 2 * t * d * d; /* qkv and output projections */
+    double scores = 2 * t * t * d * 2;               /* q k^T and probs v, over all heads */
+    double soft = 5 * h * t * t;
+    k->fwd_flops = proj + scores + soft;
+    k->bwd_flops = 2 * proj + 2 * scores + 4 * h * t * t;
+    k->fwd_read = in + 3 * t * d + 2 * h * t * t + t * d;
+    k->fwd_written = 3 * t * d + h * t * t + 2 * t * d;
+    k->bwd_read = c->out + k->fwd_written;
+    k->bwd_written = in + 3 * t * d + h * t * t;
+    k->saved = in + 3 * t * d + h * t * t + t * d;
+    k->fwd_kernels = 5;
+    k->bwd_kernels = 9;
+}
+
+static void cost_cross_entropy(const cost_ctx *c, ir_cost *k)
+{
+    const ir_graph *g = c->g;
+    const ir_op *op = c->op;
+    k->fwd_flops = 5 * c->in; /* max, exp, sum, log, pick */
+    k->bwd_flops = 2 * c->in;
+    k->fwd_read = c->in_all;
+    k->bwd_read = c->in + (double)ir_type_elems_per_sample(IN(1));
+    k->bwd_written = c->in;
+    k->saved = c->in;
+}
+
+/* Communication does no arithmetic worth counting; what it moves is in the
+ * elements: a reshard reads and writes the value (forward) and its gradient
+ * (backward); an all-reduce moves 2 x its layer's parameters per iteration,
+ * nothing per sample. */
+static void cost_reshard(const cost_ctx *c, ir_cost *k)
+{
+    *k = (ir_cost){0};
+    k->fwd_read = k->fwd_written = c->out;
+    k->bwd_read = k->bwd_written = c->out;
+}
+
+static void cost_allreduce(const cost_ctx *c, ir_cost *k)
+{
+    (void)c;
+    *k = (ir_cost){0};
+}
+
+ir_cost ir_op_cost(const ir_graph *g, const ir_op *op)
+{
+    cost_ctx c = {g, op, 0, 0, (double)ir_type_elems_per_sample(&op->type)};
+    if (op->ninputs)
+        c.in = (double)ir_type_elems_per_sample(IN(0));
+    for (int i = 0; i < op->ninputs; i++)
+        c.in_all += (double)ir_type_elems_per_sample(IN(i));
+    int64_t params = ir_op_params(g, op);
+    ir_cost k = {.params = params > 0 ? params : 0,
+                 .fwd_read = c.in_all,
+                 .fwd_written = c.out,
+                 .bwd_read = c.out,
+                 .bwd_written = c.in_all,
+                 .fwd_kernels = 1,
+                 .bwd_kernels = params > 0 ? 2 : 1}; /* input and weight gradients */
+    op_table[op->opcode].cost(&c, &k);
+    return k;
 }

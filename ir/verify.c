@@ -2,16 +2,17 @@
  * verify.c: structural checks of a whole module.
  *
  * Runs after the reader and, in debug builds, between passes: names are
- * unique, every operand precedes its user, every op has the attributes of its
- * spec in canonical order, its recorded type is the one inference gives (and
+ * unique, every operand (and every op an attribute names) precedes its user,
+ * its recorded type is the one inference gives (and
  * within the limits of ir.h), plan rank sets are ascending and inside the
- * job's cluster, and gpus, clusters and jobs are within the limits that the
- * front end and the reader enforce. Once a graph's communication is explicit
+ * job's cluster, gpus and clusters are within the limits that the front end
+ * and the reader enforce, and every job field keeps the job table's rules
+ * (job.c), with the front end's messages. Once a graph's communication is explicit
  * (it holds reshard or allreduce ops), the communication must be the program
  * (docs/ir.md): a reshard moves its operand from the operand's ranks to its
- * users' ranks, and every layer with parameters on more than one rank is
- * followed directly by the one allreduce that sums its gradients over exactly
- * its ranks. A pass that breaks any of these is a bug, which is why the
+ * own, which are its users' ranks, and every layer with parameters on more
+ * than one rank is followed directly by the one allreduce that sums its
+ * gradients over exactly its ranks. A pass that breaks any of these is a bug, which is why the
  * pipeline turns verifier errors after a pass into ice(). Every check is
  * linear in the size of the module: names go through hash tables.
  */
@@ -50,12 +51,12 @@ static int64_t *graph_worlds(const ir_module *m, arena *tmp)
     return w;
 }
 
-static bool same_list(const ir_attr *a, const ir_plan *p)
+static bool same_plan(const ir_plan *a, const ir_plan *b)
 {
-    if (a->u.list.n != p->nranks)
+    if (a->nranks != b->nranks)
         return false;
-    for (int k = 0; k < p->nranks; k++)
-        if (a->u.list.v[k] != p->ranks[k])
+    for (int k = 0; k < a->nranks; k++)
+        if (a->ranks[k] != b->ranks[k])
             return false;
     return true;
 }
@@ -69,7 +70,10 @@ static const char *plan_text(arena *a, const ir_plan *p)
     return arena_printf(a, "%s%s]", s, p->nranks > 8 ? ", ..." : "");
 }
 
-/* The checks of explicit communication; see the file's comment. */
+/* The checks of explicit communication; see the file's comment. A comm op's
+ * rank set is where it runs (infer_comm() made sure it has one): a reshard
+ * delivers to its own ranks, an allreduce sums over its own ranks, and those
+ * must be the ranks of its users and of its layer. */
 static void verify_comm(const ir_graph *g, arena *tmp, diag_ctx *d)
 {
     int *reduced_by = arena_alloc(tmp, sizeof(int) * (size_t)(g->nops ? g->nops : 1));
@@ -77,24 +81,11 @@ static void verify_comm(const ir_graph *g, arena *tmp, diag_ctx *d)
         reduced_by[i] = -1;
     for (int i = 0; i < g->nops; i++) {
         const ir_op *op = &g->ops[i];
-        if (op->ninputs < 1 || op->inputs[0] < 0 || op->inputs[0] >= i)
+        if (op->opcode != OP_ALLREDUCE || op->ninputs < 1 || op->inputs[0] < 0 ||
+            op->inputs[0] >= i)
             continue;
         const ir_op *x = &g->ops[op->inputs[0]];
-        if (op->opcode == OP_RESHARD) {
-            const ir_attr *from = ir_op_attr(op, "from"), *to = ir_op_attr(op, "to");
-            if (from && x->plan.nranks && !same_list(from, &x->plan))
-                diag_error(d, op->loc,
-                           "reshard '%%%s': 'from' must be the ranks of its operand '%%%s', %s",
-                           op->name, x->name, plan_text(tmp, &x->plan));
-            if (to && op->plan.nranks && !same_list(to, &op->plan))
-                diag_error(d, op->loc, "reshard '%%%s': 'to' must be its own rank set, %s",
-                           op->name, plan_text(tmp, &op->plan));
-        }
-        if (op->opcode != OP_ALLREDUCE)
-            continue;
-        const ir_attr *ranks = ir_op_attr(op, "ranks");
-        int64_t params = ir_op_params(g, x);
-        if (params <= 0) {
+        if (ir_op_params(g, x) <= 0) {
             diag_error(d, op->loc,
                        "allreduce '%%%s' sums the gradients of '%%%s', which has no parameters",
                        op->name, x->name);
@@ -112,19 +103,11 @@ static void verify_comm(const ir_graph *g, arena *tmp, diag_ctx *d)
                        "allreduce '%%%s' must directly follow '%%%s', the layer whose gradients it "
                        "sums (it runs right after that layer's backward)",
                        op->name, x->name);
-        if (ranks && x->plan.nranks && !same_list(ranks, &x->plan))
+        if (x->plan.nranks && !same_plan(&op->plan, &x->plan))
             diag_error(d, op->loc,
-                       "allreduce '%%%s': 'ranks' must be the ranks of '%%%s', %s, which hold its "
+                       "allreduce '%%%s' must run on the ranks of '%%%s', %s, which hold its "
                        "parameters",
                        op->name, x->name, plan_text(tmp, &x->plan));
-        if (ranks && op->plan.nranks && !same_list(ranks, &op->plan))
-            diag_error(d, op->loc, "allreduce '%%%s': 'ranks' must be its own rank set, %s",
-                       op->name, plan_text(tmp, &op->plan));
-        const ir_attr *elems = ir_op_attr(op, "elems");
-        if (elems && elems->u.i != params)
-            diag_error(d, op->loc,
-                       "allreduce '%%%s': 'elems' is %lld, but '%%%s' has %lld parameters",
-                       op->name, (long long)elems->u.i, x->name, (long long)params);
     }
     /* Users of a reshard run where it delivers; every layer whose replicas
      * would drift apart has its all-reduce. */
@@ -136,8 +119,7 @@ static void verify_comm(const ir_graph *g, arena *tmp, diag_ctx *d)
             int p = op->inputs[k];
             if (p < 0 || p >= i || g->ops[p].opcode != OP_RESHARD)
                 continue;
-            const ir_attr *to = ir_op_attr(&g->ops[p], "to");
-            if (to && op->plan.nranks && !same_list(to, &op->plan))
+            if (op->plan.nranks && !same_plan(&g->ops[p].plan, &op->plan))
                 diag_error(d, op->loc,
                            "'%%%s' runs on %s, but reshard '%%%s' delivers its operand %d to other "
                            "ranks",
@@ -160,7 +142,7 @@ static void verify_graph(const ir_module *m, int gi, int64_t gpus, arena *tmp, d
     for (int i = 0; i < g->nops; i++) {
         const ir_op *op = &g->ops[i];
         const ir_op_info *info = ir_op_info_of(op->opcode);
-        comm |= op->opcode == OP_RESHARD || op->opcode == OP_ALLREDUCE;
+        comm |= info->cls == OC_COMM;
         if (ir_names_get(&names, op->name) >= 0)
             diag_error(d, op->loc, "value '%%%s' is defined twice", op->name);
         else
@@ -177,16 +159,16 @@ static void verify_graph(const ir_module *m, int gi, int64_t gpus, arena *tmp, d
                        info->name, op->ninputs);
             operands_ok = false;
         }
-        bool attrs_ok = op->nattrs == info->nattrs;
-        for (int k = 0; attrs_ok && k < op->nattrs; k++)
-            attrs_ok = strcmp(op->attrs[k].key, info->attrs[k].key) == 0 &&
-                       op->attrs[k].kind == info->attrs[k].kind &&
-                       (op->attrs[k].kind != AK_REF || op->attrs[k].u.ref < i);
-        if (!attrs_ok) {
-            diag_error(d, op->loc, "'%%%s': attributes are not those of %s in canonical order",
-                       op->name, info->name);
+        bool refs_ok = true;
+        for (int k = 0; k < info->nattrs; k++)
+            if (info->attrs[k].kind == AK_REF && ir_attr_get(op, k).u.ref >= i) {
+                diag_error(d, op->loc,
+                           "'%%%s': attribute '%s' names an op that does not precede it", op->name,
+                           info->attrs[k].key);
+                refs_ok = false;
+            }
+        if (!refs_ok)
             continue;
-        }
         if (op->type.rank < 1 || op->type.rank > IR_MAX_RANK || op->type.dim[0] != IR_BATCH) {
             diag_error(d, op->loc, "'%%%s': a type must start with the batch dimension N",
                        op->name);
@@ -212,18 +194,6 @@ static void verify_graph(const ir_module *m, int gi, int64_t gpus, arena *tmp, d
                            op->name, (long long)gpus);
                 break;
             }
-        }
-        for (int k = 0; k < op->nattrs && gpus; k++) {
-            const ir_attr *a = &op->attrs[k];
-            if (a->kind != AK_LIST || (op->opcode != OP_RESHARD && op->opcode != OP_ALLREDUCE))
-                continue;
-            for (int r = 0; r < a->u.list.n; r++)
-                if (a->u.list.v[r] >= gpus) {
-                    diag_error(
-                        d, op->loc, "%s '%%%s': '%s' names rank %lld, outside the cluster of %lld",
-                        info->name, op->name, a->key, (long long)a->u.list.v[r], (long long)gpus);
-                    break;
-                }
         }
     }
     if (comm && d->nerrors == before)
@@ -346,19 +316,10 @@ bool ir_verify(const ir_module *m, diag_ctx *d)
             diag_error(d, c->loc, "cluster '%s' is malformed", c->name);
     }
     for (int i = 0; i < m->njobs; i++) {
-        const ir_job *j = &m->jobs[i];
-        bool ok = j->graph >= 0 && j->graph < m->ngraphs && j->cluster >= 0 &&
-                  j->cluster < m->nclusters && j->batch >= 1 && j->batch <= IR_MAX_BATCH &&
-                  j->iterations >= 1 && j->iterations <= IR_MAX_ITERATIONS;
-        for (int b = 0; ok && b < j->nbackground; b++)
-            ok = j->background[b].graph >= 0 && j->background[b].graph < m->ngraphs &&
-                 j->background[b].batch >= 1 && j->background[b].batch <= IR_MAX_BATCH;
-        if (ok && j->slowdown != 0 && !(j->slowdown >= 1 && j->slowdown <= IR_MAX_SLOWDOWN))
-            ok = false;
-        if (!ok)
-            diag_error(d, j->loc, "job '%s' is malformed", j->name);
-        else if (j->interleave)
-            verify_interleave(m, j, d);
+        int before_job = d->nerrors;
+        ir_job_check(m, &m->jobs[i], d); /* job.c: the front end's and the reader's rules */
+        if (d->nerrors == before_job && m->jobs[i].interleave)
+            verify_interleave(m, &m->jobs[i], d);
     }
     arena_free(tmp);
     return d->nerrors == before;

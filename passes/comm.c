@@ -8,27 +8,18 @@
  * `allreduce` marker of the gradient among those ranks. Codegen turns both
  * into runtime calls, so the IR, not codegen, says what moves where. A graph
  * that already holds communication ops (a planned dump read back) is left
- * alone. The ops themselves (shapes, costs) live in ir/ops_comm.c.
+ * alone. The ops themselves are in ir/ops.def; each runs on its own rank set
+ * (the consumer's for a reshard, the layer's for an allreduce).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "passes.h"
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 static bool has_comm(const ir_graph *g)
 {
     for (int i = 0; i < g->nops; i++)
-        if (g->ops[i].opcode == OP_RESHARD || g->ops[i].opcode == OP_ALLREDUCE)
+        if (ir_op_class_of(&g->ops[i]) == OC_COMM)
             return true;
     return false;
 }
@@ -39,16 +30,6 @@ static bool same_ranks(const ir_plan *a, const ir_plan *b)
            memcmp(a->ranks, b->ranks, sizeof(int) * (size_t)a->nranks) == 0;
 }
 
-static ir_attr rank_list(arena *a, const char *key, const ir_plan *p)
-{
-    ir_attr at = {.key = key, .kind = AK_LIST};
-    at.u.list.n = p->nranks;
-    at.u.list.v = arena_alloc(a, sizeof(int64_t) * (size_t)(p->nranks ? p->nranks : 1));
-    for (int i = 0; i < p->nranks; i++)
-        at.u.list.v[i] = p->ranks[i];
-    return at;
-}
-
 bool pass_comm(pass_ctx *ctx)
 {
     ir_module *m = ctx->m;
@@ -56,45 +37,37 @@ bool pass_comm(pass_ctx *ctx)
     if (has_comm(g))
         return true;
     ir_graph ng = {.name = g->name, .loc = g->loc};
-    int *map = xcalloc((size_t)g->nops, sizeof(int));
+    int *map = plan_xcalloc((size_t)g->nops, sizeof(int));
     bool ok = true;
     for (int i = 0; i < g->nops && ok; i++) {
         const ir_op *op = &g->ops[i];
-        int *ins = xcalloc((size_t)op->ninputs + 1, sizeof(int));
+        int *ins = plan_xcalloc((size_t)op->ninputs + 1, sizeof(int));
         for (int q = 0; q < op->ninputs; q++) {
             const ir_op *src = &g->ops[op->inputs[q]];
             ins[q] = map[op->inputs[q]];
             if (!op->plan.nranks || !src->plan.nranks || same_ranks(&src->plan, &op->plan))
                 continue;
-            ir_attr at[2] = {rank_list(m->arena, "from", &src->plan),
-                             rank_list(m->arena, "to", &op->plan)};
             const char *name = arena_printf(m->arena, "%s.to.%s", src->name, op->name);
             if (ir_op_find(&ng, name) >= 0) {
                 ins[q] = ir_op_find(&ng, name);
                 continue;
             }
-            int id = ir_op_add(m, &ng, OP_RESHARD, name, &ins[q], 1, at, 2, op->loc);
+            int id = ir_op_add(m, &ng, OP_RESHARD, name, &ins[q], 1, NULL, 0, op->loc);
             ng.ops[id].plan = op->plan;
             ok &= ir_op_check(m, &ng, id, ctx->d);
             ins[q] = id;
         }
-        int id = ir_op_add(m, &ng, op->opcode, op->name, ins, op->ninputs, op->attrs, op->nattrs,
-                           op->loc);
+        int id = ir_op_add(m, &ng, op->opcode, op->name, ins, op->ninputs, NULL, 0, op->loc);
         free(ins);
         ir_op *nop = &ng.ops[id];
-        for (int a = 0; a < nop->nattrs; a++)
-            if (nop->attrs[a].kind == AK_REF && nop->attrs[a].u.ref >= 0)
-                nop->attrs[a].u.ref = map[nop->attrs[a].u.ref];
+        nop->a = op->a;
+        ir_op_map_refs(nop, map);
         nop->type = op->type;
         nop->plan = op->plan;
         map[i] = id;
-        int64_t params = ir_op_cost(g, op).params;
-        if (op->plan.nranks > 1 && params > 0) {
-            ir_attr at[2] = {rank_list(m->arena, "ranks", &op->plan),
-                             {.key = "elems", .kind = AK_INT}};
-            at[1].u.i = params;
+        if (op->plan.nranks > 1 && ir_op_params(g, op) > 0) {
             const char *name = arena_printf(m->arena, "%s.grad", op->name);
-            int ar = ir_op_add(m, &ng, OP_ALLREDUCE, name, &id, 1, at, 2, op->loc);
+            int ar = ir_op_add(m, &ng, OP_ALLREDUCE, name, &id, 1, NULL, 0, op->loc);
             ng.ops[ar].plan = op->plan;
             ok &= ir_op_check(m, &ng, ar, ctx->d);
         }

@@ -312,8 +312,8 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     memset(out, 0, sizeof *out);
     const plan_problem *p = tl->p;
     int G = tl->G;
-    if (!(o->slowdown >= 1) || o->slowdown > 100) {
-        snprintf(err, errlen, "the slowdown must be from 1 to 100, not %g", o->slowdown);
+    if (!(o->slowdown >= 1) || !isfinite(o->slowdown)) {
+        snprintf(err, errlen, "the slowdown must be a finite number >= 1, not %g", o->slowdown);
         return false;
     }
     for (int j = 0; j < njobs; j++)

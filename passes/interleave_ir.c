@@ -88,9 +88,8 @@ bool pass_mux_options(const ir_module *m, const ir_job *j, const pass_options *o
                       plan_mux_options *o)
 {
     memset(o, 0, sizeof *o);
-    o->slowdown = opt && opt->slowdown > 0 ? opt->slowdown
-                  : j->slowdown > 0        ? j->slowdown
-                                           : IR_SLOWDOWN_DEFAULT;
+    (void)opt; /* --slowdown is already the job's (pass_select_job) */
+    o->slowdown = j->slowdown > 0 ? j->slowdown : IR_SLOWDOWN_DEFAULT;
     /* A "gpu" named cpu is one CPU core (examples/clusters/cpu.burst). */
     o->cpu = strcmp(m->gpus[m->clusters[j->cluster].gpu].name, "cpu") == 0;
     return true;
@@ -125,7 +124,7 @@ bool pass_interleave(pass_ctx *ctx)
     plan_mux_options mo;
     pass_mux_options(m, j, ctx->opt, &mo);
     double slow = mo.slowdown;
-    if (j->amplification == IR_AMP_AUTO && !(ctx->opt && ctx->opt->amplification > 0)) {
+    if (j->amplification == IR_AMP_AUTO) {
         /* The bound is against the fastest plan (docs/plan.md). */
         plan_strategy s = PS_BURST;
         if (ctx->opt && ctx->opt->strategy)

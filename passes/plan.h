@@ -67,6 +67,7 @@ typedef struct plan_timing {
     int n;
     int64_t *batch; /* ascending */
     double *seconds;
+    double *fwd; /* the forward part of seconds (a `layer` line), or NULL */
 } plan_timing;
 
 typedef struct plan_layer {
@@ -567,6 +568,8 @@ bool plan_mux_choose_amplification(const plan_problem *p, plan_strategy s, const
 void plan_place(const plan_problem *p, plan_result *r);
 
 /* plan_out.c */
+/* s as a JSON string (NULL as ""): what the plan's and the simulator's JSON and traces write. */
+void plan_json_string(FILE *out, const char *s);
 
 /* Writes the predicted per-rank timeline (the ideal schedule of
  * plan_timeline_build) as a Chrome trace (JSON): per rank a compute, a
@@ -590,16 +593,20 @@ bool plan_write_json(const plan_problem *p, const plan_result *const *rs,
 /* profile.c: measured per-layer tables in the DeepPool text format. */
 
 typedef struct plan_profile_entry {
-    char *op;    /* e.g. "conv2d" */
+    char *op;    /* e.g. "conv2d"; "layer" for a line of `burstc profile` */
     char *attrs; /* canonical JSON text of the attributes */
     int nshape;
     int64_t shape[8]; /* input shape without the batch */
     plan_timing timing;
+    char *layer;    /* "layer" lines: the layer's name ... */
+    char *layer_op; /* ... and its op (attributes "name", "op"); else NULL */
+    int line;       /* the first line of the entry in the file */
 } plan_profile_entry;
 
 typedef struct plan_profile {
     int n, cap;
     plan_profile_entry *e;
+    char *path; /* the file read (for messages), or NULL */
 } plan_profile;
 
 /* Reads FILE; malformed lines are reported as `FILE:LINE: error: ...` on err
@@ -611,9 +618,16 @@ void plan_profile_free(plan_profile *pr);
  * order) and input shape; NULL if none. */
 const plan_profile_entry *plan_profile_find(const plan_profile *pr, const char *op,
                                             const char *attrs, const int64_t *shape, int nshape);
+/* The entry of the `layer` lines for the layer called name; NULL if none. */
+const plan_profile_entry *plan_profile_find_layer(const plan_profile *pr, const char *name);
 /* The integer attribute `key` of an entry's JSON attributes; false if absent. */
 bool plan_profile_attr(const plan_profile_entry *e, const char *key, int64_t *out);
 /* The same for an integer or a pair `[a,b]` (non-square kernels). */
 bool plan_profile_attr_pair(const plan_profile_entry *e, const char *key, int64_t out[2]);
+
+/* alloc.c: out of memory is "burstc: out of memory", exit 2; n * size is
+ * checked for overflow; a zero size still allocates. */
+void *plan_xcalloc(size_t n, size_t size); /* zero-filled */
+void *plan_xrealloc(void *p, size_t n, size_t size);
 
 #endif

@@ -15,16 +15,6 @@
 #include "passes.h"
 #include "plan.h"
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 /* How DeepPool's planner sees an op (the strategy deeppool, passes/deeppool.c):
  * its layer kind and the shapes its rules read. Dropout and the loss are not
  * layers of DeepPool's model descriptions. */
@@ -56,14 +46,14 @@ static void dp_layer(const ir_graph *g, const ir_op *op, plan_dp_layer *v)
         v->ow = op->type.dim[3];
     }
     if (op->opcode == OP_CONV2D) {
-        const int64_t *k = ir_op_attr(op, "kernel")->u.pair;
+        const int64_t *k = ir_conv2d_attrs(op)->kernel;
         v->kernel[0] = k[0];
         v->kernel[1] = k[1];
         v->kernel_pair = k[0] != k[1];
     }
     if (op->opcode == OP_LINEAR && in && in->rank >= 2) {
         v->in_features = in->dim[in->rank - 1];
-        v->out_features = ir_attr_int(op, "out");
+        v->out_features = ir_linear_attrs(op)->out;
     }
 }
 
@@ -72,11 +62,9 @@ void pass_plan_layer(const ir_graph *g, const ir_op *op, plan_layer *l)
     ir_cost c = ir_op_cost(g, op);
     memset(l, 0, sizeof *l);
     l->name = op->name;
-    switch (op->opcode) {
-    case OP_CONV2D: l->cls = PC_CONV; break;
-    case OP_LINEAR:
-    case OP_MATMUL:
-    case OP_ATTENTION: l->cls = PC_LINEAR; break;
+    switch (ir_op_class_of(op)) {
+    case OC_CONV: l->cls = PC_CONV; break;
+    case OC_GEMM: l->cls = PC_LINEAR; break;
     default: l->cls = PC_OTHER; break;
     }
     l->fwd_flops = c.fwd_flops;
@@ -85,10 +73,8 @@ void pass_plan_layer(const ir_graph *g, const ir_op *op, plan_layer *l)
     l->bwd_elems = c.bwd_read + c.bwd_written;
     l->params = (double)c.params;
     l->saved = c.saved;
-    /* forward: one kernel; backward: input and weight gradients. Attention
-	 * is a handful of GEMMs and a softmax each way. */
-    l->fwd_kernels = op->opcode == OP_ATTENTION ? 5 : 1;
-    l->bwd_kernels = op->opcode == OP_ATTENTION ? 9 : c.params > 0 ? 2 : 1;
+    l->fwd_kernels = c.fwd_kernels;
+    l->bwd_kernels = c.bwd_kernels;
     dp_layer(g, op, &l->dp);
 }
 
@@ -115,9 +101,9 @@ static bool profile_key(const ir_graph *g, const ir_op *op, const char **name, c
     attrs[0] = 0;
     switch (op->opcode) {
     case OP_CONV2D: {
-        const int64_t *k = ir_op_attr(op, "kernel")->u.pair, *s = ir_op_attr(op, "stride")->u.pair,
-                      *p = ir_op_attr(op, "pad")->u.pair, *d = ir_op_attr(op, "dilation")->u.pair;
-        if (d[0] != 1 || d[1] != 1 || ir_attr_int(op, "groups") != 1)
+        const ir_attrs_conv2d *a = ir_conv2d_attrs(op);
+        const int64_t *k = a->kernel, *s = a->stride, *p = a->pad, *d = a->dilation;
+        if (d[0] != 1 || d[1] != 1 || a->groups != 1)
             return false;
         char ks[48], ps[48], ss[48];
         pair_json(ks, sizeof ks, k);
@@ -127,16 +113,18 @@ static bool profile_key(const ir_graph *g, const ir_op *op, const char **name, c
         snprintf(
             attrs, n,
             "{\"in_channels\":%lld,\"kernel_size\":%s,\"out_channels\":%lld,\"padding\":%s,\"stride\":%s}",
-            (long long)in->dim[1], ks, (long long)ir_attr_int(op, "channels"), ps, ss);
+            (long long)in->dim[1], ks, (long long)a->channels, ps, ss);
         return true;
     }
     case OP_MAXPOOL2D:
     case OP_AVGPOOL2D: {
-        const int64_t *k = ir_op_attr(op, "kernel")->u.pair, *s = ir_op_attr(op, "stride")->u.pair,
-                      *p = ir_op_attr(op, "pad")->u.pair;
+        bool max = op->opcode == OP_MAXPOOL2D;
+        const int64_t *k = max ? ir_maxpool2d_attrs(op)->kernel : ir_avgpool2d_attrs(op)->kernel,
+                      *s = max ? ir_maxpool2d_attrs(op)->stride : ir_avgpool2d_attrs(op)->stride,
+                      *p = max ? ir_maxpool2d_attrs(op)->pad : ir_avgpool2d_attrs(op)->pad;
         if (k[0] != k[1] || s[0] != s[1] || p[0] != p[1])
             return false;
-        *name = op->opcode == OP_MAXPOOL2D ? "maxPool2d" : "avgPool2d";
+        *name = max ? "maxPool2d" : "avgPool2d";
         snprintf(attrs, n, "{\"kernel_size\":%lld,\"padding\":%lld,\"stride\":%lld}",
                  (long long)k[0], (long long)p[0], (long long)(s[0] ? s[0] : k[0]));
         return true;
@@ -146,8 +134,8 @@ static bool profile_key(const ir_graph *g, const ir_op *op, const char **name, c
             return false;
         *name = "linear";
         snprintf(attrs, n, "{\"bias\":%s,\"in_features\":%lld,\"out_features\":%lld}",
-                 ir_attr_int(op, "bias") ? "true" : "false", (long long)in->dim[1],
-                 (long long)ir_attr_int(op, "out"));
+                 ir_linear_attrs(op)->bias ? "true" : "false", (long long)in->dim[1],
+                 (long long)ir_linear_attrs(op)->out);
         return true;
     case OP_GLOBALAVGPOOL:
         *name = "adAvgPool2d";
@@ -174,6 +162,71 @@ const plan_timing *pass_plan_profile_match(const plan_profile *pr, const ir_grap
     return e ? &e->timing : NULL;
 }
 
+/* The per-sample shape of op's first input as a profile writes it: "[1,28,28]". */
+static void shape_text(char *buf, size_t n, const int64_t *dims, int ndims)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndims && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)dims[i]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+}
+
+/* A `layer` line (burstc profile) names a layer of this model: it must be
+ * the same op on the same input shape, else the profile is of another model
+ * (or of an older version of this one). */
+static bool layer_line_fits(const plan_profile *pr, const plan_profile_entry *le, const ir_graph *g,
+                            const ir_op *op, diag_ctx *d)
+{
+    const char *opname = ir_op_info_of(op->opcode)->name;
+    const ir_type *in = op->ninputs ? &g->ops[op->inputs[0]].type : NULL;
+    int nshape = in ? in->rank - 1 : 0;
+    bool same = strcmp(le->layer_op, opname) == 0 && le->nshape == nshape &&
+                (nshape == 0 || memcmp(le->shape, in->dim + 1, sizeof(int64_t) * nshape) == 0);
+    if (same)
+        return true;
+    char want[160], got[160];
+    shape_text(want, sizeof want, nshape > 0 ? in->dim + 1 : NULL, nshape);
+    shape_text(got, sizeof got, le->shape, le->nshape);
+    fprintf(d->out,
+            "%s:%d: error: layer '%s' is %s on %s in the profile but %s on %s in model '%s' "
+            "(a profile of another model?)\n",
+            pr->path ? pr->path : "profile", le->line, le->layer, le->layer_op, got, opname, want,
+            g->name);
+    d->nerrors++;
+    return false;
+}
+
+/* Every `layer` line must name a layer of the model: the first that does
+ * not is reported (with how many others do not either). */
+static bool profile_layers_known(const plan_profile *pr, const ir_graph *g, diag_ctx *d)
+{
+    const plan_profile_entry *first = NULL;
+    int unknown = 0;
+    for (int i = 0; i < pr->n; i++) {
+        const plan_profile_entry *e = &pr->e[i];
+        if (!e->layer)
+            continue;
+        int id = ir_op_find(g, e->layer);
+        if (id >= 0 && g->ops[id].opcode != OP_INPUT)
+            continue;
+        if (!first)
+            first = e;
+        unknown++;
+    }
+    if (!first)
+        return true;
+    char more[64] = "";
+    if (unknown > 1)
+        snprintf(more, sizeof more, " (and %d more)", unknown - 1);
+    fprintf(d->out,
+            "%s:%d: error: layer '%s'%s of the profile is not a layer of model '%s' (a profile "
+            "of another model?)\n",
+            pr->path ? pr->path : "profile", first->line, first->layer, more, g->name);
+    d->nerrors++;
+    return false;
+}
+
 void pass_plan_input_free(pass_plan_input *in)
 {
     free(in->p.layers);
@@ -194,7 +247,7 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
     ir_graph *g = m->graphs[j->graph];
     in->graph = j->graph;
     plan_problem *p = &in->p;
-    p->cluster.gpus = opt && opt->gpus > 0 ? opt->gpus : cl->nodes * cl->gpus_per_node;
+    p->cluster.gpus = cl->nodes * cl->gpus_per_node;
     p->cluster.gpus_per_node = cl->gpus_per_node;
     p->cluster.intra_alpha = cl->intra.latency;
     p->cluster.intra_bw = cl->intra.bandwidth;
@@ -223,23 +276,22 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
         diag_error(d, j->loc, "cluster '%s' has no link between the GPUs of a node", cl->name);
         return false;
     }
-    p->batch = opt && opt->batch > 0 ? opt->batch : j->batch;
+    p->batch = j->batch;
     p->dtype_bytes = ir_dtype_size(j->dtype);
     p->optimizer_states = j->optimizer == OPT_ADAM ? 2 : j->momentum > 0 ? 1 : 0;
-    p->amp_limit = opt && opt->amplification > 0 ? opt->amplification
-                   : j->amplification > 0        ? j->amplification
-                                                 : 0;
+    p->amp_limit = j->amplification > 0 ? j->amplification : 0; /* auto: no limit here */
+    p->ar_overlap = opt && opt->overlap_allreduce;
     if (opt && opt->profile && !plan_profile_read(&in->prof, opt->profile, d->out)) {
         d->nerrors++;
         return false;
     }
-    in->layer_of_op = xcalloc((size_t)g->nops, sizeof(int));
-    in->op_of_layer = xcalloc((size_t)g->nops, sizeof(int));
-    p->layers = xcalloc((size_t)g->nops, sizeof(plan_layer));
+    in->layer_of_op = plan_xcalloc((size_t)g->nops, sizeof(int));
+    in->op_of_layer = plan_xcalloc((size_t)g->nops, sizeof(int));
+    p->layers = plan_xcalloc((size_t)g->nops, sizeof(plan_layer));
     int n = 0;
     for (int i = 0; i < g->nops; i++) {
         const ir_op *op = &g->ops[i];
-        if (op->opcode == OP_INPUT) {
+        if (ir_op_class_of(op) == OC_INPUT) {
             in->layer_of_op[i] = -1;
             continue;
         }
@@ -247,17 +299,22 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
         in->op_of_layer[n] = i;
         pass_plan_layer(g, op, &p->layers[n]);
         if (in->prof.n) {
-            p->layers[n].measured = pass_plan_profile_match(&in->prof, g, op);
+            const plan_profile_entry *le = plan_profile_find_layer(&in->prof, op->name);
+            if (le && !layer_line_fits(&in->prof, le, g, op, d))
+                return false;
+            p->layers[n].measured = le ? &le->timing : pass_plan_profile_match(&in->prof, g, op);
             if (p->layers[n].measured)
                 in->nmeasured++;
         }
         n++;
     }
     p->nlayers = n;
+    if (!profile_layers_known(&in->prof, g, d))
+        return false;
     int ne = 0, cap = 0;
     for (int i = 0; i < g->nops; i++)
         cap += g->ops[i].ninputs;
-    p->edges = xcalloc((size_t)cap, sizeof(plan_edge));
+    p->edges = plan_xcalloc((size_t)cap, sizeof(plan_edge));
     for (int i = 0; i < g->nops; i++) {
         const ir_op *op = &g->ops[i];
         int v = in->layer_of_op[i], first_of_op = ne;
@@ -322,9 +379,9 @@ static bool already_planned(const ir_graph *g)
 {
     bool all = g->nops > 0;
     for (int i = 0; i < g->nops; i++) {
-        if (g->ops[i].opcode == OP_RESHARD || g->ops[i].opcode == OP_ALLREDUCE)
+        if (ir_op_class_of(&g->ops[i]) == OC_COMM)
             return true;
-        if (g->ops[i].opcode != OP_INPUT && g->ops[i].plan.nranks == 0)
+        if (ir_op_class_of(&g->ops[i]) != OC_INPUT && g->ops[i].plan.nranks == 0)
             all = false;
     }
     return all;
@@ -345,12 +402,10 @@ ir_graph *pass_plan_strip_comm(ir_module *m, const ir_graph *g)
         int *ins = arena_alloc(m->arena, sizeof(int) * (size_t)(op->ninputs + 1));
         for (int q = 0; q < op->ninputs; q++)
             ins[q] = map[op->inputs[q]];
-        int id = ir_op_add(m, ng, op->opcode, op->name, ins, op->ninputs, op->attrs, op->nattrs,
-                           op->loc);
+        int id = ir_op_add(m, ng, op->opcode, op->name, ins, op->ninputs, NULL, 0, op->loc);
         ir_op *nop = &ng->ops[id];
-        for (int a = 0; a < nop->nattrs; a++)
-            if (nop->attrs[a].kind == AK_REF && nop->attrs[a].u.ref >= 0)
-                nop->attrs[a].u.ref = map[nop->attrs[a].u.ref];
+        nop->a = op->a;
+        ir_op_map_refs(nop, map);
         nop->type = op->type;
         nop->plan = op->plan;
         map[i] = id;
@@ -368,7 +423,8 @@ bool pass_plan_placed(ir_module *m, int job, const pass_options *opt, pass_plan_
     bool ok = pass_plan_build(m, job, opt, in, d);
     const ir_graph *g = m->graphs[j->graph];
     int n = in->p.nlayers;
-    int *k = xcalloc((size_t)n + 1, sizeof(int)), *first = xcalloc((size_t)n + 1, sizeof(int));
+    int *k = plan_xcalloc((size_t)n + 1, sizeof(int)),
+        *first = plan_xcalloc((size_t)n + 1, sizeof(int));
     for (int l = 0; l < n && ok; l++) {
         const ir_op *op = &g->ops[in->op_of_layer[l]];
         k[l] = op->plan.nranks;
@@ -411,8 +467,7 @@ bool pass_plan(pass_ctx *ctx)
     plan_result r;
     char err[512];
     const ir_job *j = &ctx->m->jobs[ctx->job];
-    if (j->amplification == IR_AMP_AUTO && !(ctx->opt && ctx->opt->amplification > 0) &&
-        j->nbackground > 0) {
+    if (j->amplification == IR_AMP_AUTO && j->nbackground > 0) {
         /* The limit with the highest predicted cluster throughput (docs/plan.md). */
         pass_bg_jobs bg;
         plan_mux_options mo;

@@ -10,10 +10,12 @@
 
 #include "plan.h"
 
-static void json_str(FILE *out, const char *s)
+/* A JSON string: s (NULL as empty) with quotes, backslashes and control
+ * characters escaped. */
+void plan_json_string(FILE *out, const char *s)
 {
     fputc('"', out);
-    for (; *s; s++) {
+    for (; s && *s; s++) {
         if (*s == '"' || *s == '\\')
             fprintf(out, "\\%c", *s);
         else if ((unsigned char)*s < 0x20)
@@ -50,7 +52,7 @@ static void event(FILE *out, bool *first, const char *name, const char *cat, int
                   double start, double dur, const char *args)
 {
     fprintf(out, "%s\n{\"name\":", *first ? "" : ",");
-    json_str(out, name);
+    plan_json_string(out, name);
     fprintf(out, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f%s%s}",
             cat, pid, tid, start * 1e6, dur * 1e6, args ? ",\"args\":" : "", args ? args : "");
     *first = false;
@@ -61,7 +63,7 @@ static void track_names(FILE *out, bool *first, int pid, const char *process, in
 {
     fprintf(out, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":",
             *first ? "" : ",", pid);
-    json_str(out, process);
+    plan_json_string(out, process);
     fprintf(
         out,
         "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}",
@@ -184,7 +186,7 @@ bool plan_write_json(const plan_problem *p, const plan_result *const *rs,
         for (int l = 0; l < r->nlayers; l++) {
             const plan_layer_result *lr = &r->layer[l];
             fprintf(out, "%s\n      {\"name\": ", l ? "," : "");
-            json_str(out, p->layers[l].name);
+            plan_json_string(out, p->layers[l].name);
             fprintf(
                 out,
                 ", \"gpus\": %d, \"first_rank\": %d, \"shard\": %lld, \"fwd_s\": %.9g, \"bwd_s\": %.9g, "

@@ -32,16 +32,6 @@
 
 #include "plan.h"
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 int plan_reshard_pairs(int64_t B, int r1, int k1, int r2, int k2, plan_tl_pair *pairs)
 {
     /* The walk of plan_reshard_count (commcost.c) over the merged shard
@@ -189,8 +179,8 @@ bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timel
         }
     }
     /* Each layer's input edges in edge order (the IR's input order). */
-    int64_t *in0 = xcalloc((size_t)n + 2, sizeof(int64_t));
-    int *ine = xcalloc((size_t)p->nedges + 1, sizeof(int));
+    int64_t *in0 = plan_xcalloc((size_t)n + 2, sizeof(int64_t));
+    int *ine = plan_xcalloc((size_t)p->nedges + 1, sizeof(int));
     for (int e = 0; e < p->nedges; e++)
         in0[p->edges[e].to + 2]++;
     for (int l = 0; l < n; l++)
@@ -227,15 +217,15 @@ bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timel
         free(ine);
         return false;
     }
-    tl->op = xcalloc((size_t)nops, sizeof(plan_tl_op));
-    tl->pair = xcalloc((size_t)npairs, sizeof(plan_tl_pair));
-    tl->part = xcalloc((size_t)nsteps, sizeof(int));
+    tl->op = plan_xcalloc((size_t)nops, sizeof(plan_tl_op));
+    tl->pair = plan_xcalloc((size_t)npairs, sizeof(plan_tl_pair));
+    tl->part = plan_xcalloc((size_t)nsteps, sizeof(int));
     make_ops(tl, r, in0, ine);
     free(in0);
     free(ine);
 
     /* Durations, messages and the ranks taking part, op by op. */
-    int *mark = xcalloc((size_t)G, sizeof(int));
+    int *mark = plan_xcalloc((size_t)G, sizeof(int));
     for (int g = 0; g < G; g++)
         mark[g] = -1;
     int64_t np = 0;
@@ -299,12 +289,12 @@ bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timel
     free(mark);
 
     /* Every rank's program: the ops it takes part in, in order. */
-    tl->prog0 = xcalloc((size_t)G + 2, sizeof(int64_t));
+    tl->prog0 = plan_xcalloc((size_t)G + 2, sizeof(int64_t));
     for (int64_t i = 0; i < np; i++)
         tl->prog0[tl->part[i] + 2]++;
     for (int g = 0; g < G; g++)
         tl->prog0[g + 2] += tl->prog0[g + 1];
-    tl->step = xcalloc((size_t)np, sizeof(plan_tl_step));
+    tl->step = plan_xcalloc((size_t)np, sizeof(plan_tl_step));
     for (int x = 0; x < tl->nops; x++) {
         const plan_tl_op *o = &tl->op[x];
         /* Own shard times: shard i of a split over k has q + 1 samples for
@@ -365,9 +355,9 @@ static int64_t rank_windows(const plan_timeline *tl, int g, plan_tl_window *w)
 void plan_timeline_schedule(plan_timeline *tl)
 {
     int G = tl->G;
-    double *cpu = xcalloc((size_t)G, sizeof(double)); /* the rank's program may go on */
-    double *cs = xcalloc((size_t)G, sizeof(double));  /* its communication stream is free */
-    int64_t *cur = xcalloc((size_t)G, sizeof(int64_t));
+    double *cpu = plan_xcalloc((size_t)G, sizeof(double)); /* the rank's program may go on */
+    double *cs = plan_xcalloc((size_t)G, sizeof(double));  /* its communication stream is free */
+    int64_t *cur = plan_xcalloc((size_t)G, sizeof(int64_t));
     for (int g = 0; g < G; g++)
         cur[g] = tl->prog0[g];
     for (int x = 0; x < tl->nops; x++) {
@@ -422,11 +412,11 @@ void plan_timeline_schedule(plan_timeline *tl)
 
     free(tl->win);
     free(tl->win0);
-    tl->win0 = xcalloc((size_t)G + 1, sizeof(int64_t));
+    tl->win0 = plan_xcalloc((size_t)G + 1, sizeof(int64_t));
     for (int g = 0; g < G; g++)
         tl->win0[g + 1] = tl->win0[g] + rank_windows(tl, g, NULL);
     tl->nwin = tl->win0[G];
-    tl->win = xcalloc((size_t)tl->nwin, sizeof(plan_tl_window));
+    tl->win = plan_xcalloc((size_t)tl->nwin, sizeof(plan_tl_window));
     for (int g = 0; g < G; g++)
         rank_windows(tl, g, &tl->win[tl->win0[g]]);
 }

@@ -30,26 +30,6 @@
 
 #include "sim.h"
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
-static void *xrealloc(void *p, size_t n, size_t size)
-{
-    void *q = realloc(p, (n ? n : 1) * size);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 enum { EV_TIMER, EV_XFER, EV_SLICE, EV_IDLE };
 
 typedef struct event {
@@ -144,7 +124,7 @@ static void push(sim_engine *e, double t, int kind, int a, int b, int ver)
 {
     if (e->nheap == e->capheap) {
         e->capheap = e->capheap ? 2 * e->capheap : 1024;
-        e->heap = xrealloc(e->heap, (size_t)e->capheap, sizeof(event));
+        e->heap = plan_xrealloc(e->heap, (size_t)e->capheap, sizeof(event));
     }
     event ev = {t, e->seq++, kind, a, b, ver};
     int i = e->nheap++;
@@ -215,7 +195,7 @@ double sim_noise(sim_engine *e)
 
 sim_engine *sim_engine_new(const sim_config *c, const sim_hooks *h)
 {
-    sim_engine *e = xcalloc(1, sizeof *e);
+    sim_engine *e = plan_xcalloc(1, sizeof *e);
     e->c = *c;
     if (e->c.gpus_per_node < 1)
         e->c.gpus_per_node = 1;
@@ -223,21 +203,21 @@ sim_engine *sim_engine_new(const sim_config *c, const sim_hooks *h)
         e->h = *h;
     int G = c->gpus, N = (G + e->c.gpus_per_node - 1) / e->c.gpus_per_node;
     e->nlinks = 2 * G + 2 * N;
-    e->cap = xcalloc((size_t)e->nlinks, sizeof(double));
+    e->cap = plan_xcalloc((size_t)e->nlinks, sizeof(double));
     for (int l = 0; l < e->nlinks; l++)
         e->cap[l] = l < 2 * G ? c->intra_bw : c->inter_bw;
-    e->rem = xcalloc((size_t)e->nlinks, sizeof(double));
-    e->sumw = xcalloc((size_t)e->nlinks, sizeof(double));
-    e->stamp = xcalloc((size_t)e->nlinks, sizeof(int64_t));
-    e->applied = xcalloc((size_t)e->nlinks, sizeof(int64_t));
-    e->g = xcalloc((size_t)G, sizeof(gpu));
+    e->rem = plan_xcalloc((size_t)e->nlinks, sizeof(double));
+    e->sumw = plan_xcalloc((size_t)e->nlinks, sizeof(double));
+    e->stamp = plan_xcalloc((size_t)e->nlinks, sizeof(int64_t));
+    e->applied = plan_xcalloc((size_t)e->nlinks, sizeof(int64_t));
+    e->g = plan_xcalloc((size_t)G, sizeof(gpu));
     for (int i = 0; i < G; i++)
         e->g[i].q_head = e->g[i].q_tail = e->g[i].c_head = e->g[i].c_tail = -1;
     e->free_slice = e->free_x = e->free_cnode = -1;
     e->rng = c->seed * 0xD1342543DE82EF95ull + 1;
-    e->tot.fg_busy = xcalloc((size_t)G, sizeof(double));
-    e->tot.bg_busy = xcalloc((size_t)G, sizeof(double));
-    e->tot.link_bytes = xcalloc((size_t)e->nlinks, sizeof(double));
+    e->tot.fg_busy = plan_xcalloc((size_t)G, sizeof(double));
+    e->tot.bg_busy = plan_xcalloc((size_t)G, sizeof(double));
+    e->tot.link_bytes = plan_xcalloc((size_t)e->nlinks, sizeof(double));
     e->tot.nlinks = e->nlinks;
     return e;
 }
@@ -335,7 +315,7 @@ void sim_slice(sim_engine *e, int gi, double dur, int64_t tag)
     } else {
         if (e->nslices == e->capslices) {
             e->capslices = e->capslices ? 2 * e->capslices : 256;
-            e->slices = xrealloc(e->slices, (size_t)e->capslices, sizeof(slice));
+            e->slices = plan_xrealloc(e->slices, (size_t)e->capslices, sizeof(slice));
         }
         s = e->nslices++;
     }
@@ -462,8 +442,8 @@ static int new_xfer(sim_engine *e)
     }
     if (e->nx == e->capx) {
         e->capx = e->capx ? 2 * e->capx : 64;
-        e->x = xrealloc(e->x, (size_t)e->capx, sizeof(xfer));
-        e->active = xrealloc(e->active, (size_t)e->capx, sizeof(int));
+        e->x = plan_xrealloc(e->x, (size_t)e->capx, sizeof(xfer));
+        e->active = plan_xrealloc(e->active, (size_t)e->capx, sizeof(int));
     }
     return e->nx++;
 }
@@ -559,7 +539,7 @@ int sim_coll_new(sim_engine *e, int nparts, const int *parts, const sim_load *lo
             misuse("a collective's rank is out of range", parts[i]);
     if (e->ncolls == e->capcolls) {
         e->capcolls = e->capcolls ? 2 * e->capcolls : 64;
-        e->colls = xrealloc(e->colls, (size_t)e->capcolls, sizeof(coll));
+        e->colls = plan_xrealloc(e->colls, (size_t)e->capcolls, sizeof(coll));
     }
     e->colls[e->ncolls] = (coll){nparts, parts, loads, nloads, latency, 0, tag, 0};
     return e->ncolls++;
@@ -583,7 +563,7 @@ void sim_coll_arrive(sim_engine *e, int ci, int rank)
     } else {
         if (e->ncnodes == e->capcnodes) {
             e->capcnodes = e->capcnodes ? 2 * e->capcnodes : 1024;
-            e->cnodes = xrealloc(e->cnodes, (size_t)e->capcnodes, sizeof(cnode));
+            e->cnodes = plan_xrealloc(e->cnodes, (size_t)e->capcnodes, sizeof(cnode));
         }
         nd = e->ncnodes++;
     }

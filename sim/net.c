@@ -26,23 +26,13 @@
 
 #include "sim.h"
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 int sim_reshard_loads(const plan_cluster *c, const plan_tl_pair *pairs, int npairs,
                       double bytes_per_sample, sim_load **out)
 {
     int G = c->gpus, gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
     /* Up to four loads per message, then summed by link (first come,
 	 * first listed). */
-    sim_load *l = xcalloc(4 * (size_t)npairs + 1, sizeof(sim_load));
+    sim_load *l = plan_xcalloc(4 * (size_t)npairs + 1, sizeof(sim_load));
     int n = 0;
     for (int i = 0; i < npairs; i++) {
         double b = (double)pairs[i].samples * bytes_per_sample;
@@ -58,7 +48,7 @@ int sim_reshard_loads(const plan_cluster *c, const plan_tl_pair *pairs, int npai
     }
 
     int nl = 2 * G + 2 * ((G + gpn - 1) / gpn);
-    double *acc = xcalloc((size_t)nl, sizeof(double));
+    double *acc = plan_xcalloc((size_t)nl, sizeof(double));
     int m = 0;
     for (int i = 0; i < n; i++) {
         if (acc[l[i].link] == 0)
@@ -82,7 +72,7 @@ int sim_allreduce_loads(const plan_cluster *c, int first, int k, double bytes, s
     int n0 = first / gpn, n1 = (first + k - 1) / gpn;
     bool multi = n0 != n1;
     int n = 2 * k + (multi ? 2 * (n1 - n0 + 1) : 0), m = 0;
-    sim_load *l = xcalloc((size_t)n, sizeof(sim_load));
+    sim_load *l = plan_xcalloc((size_t)n, sizeof(sim_load));
     if (k > 1 && a.link_bytes > 0) {
         for (int g = first; g < first + k; g++) {
             l[m++] = (sim_load){sim_link_gpu_out(g), a.link_bytes};

@@ -33,16 +33,6 @@
 
 #include "sim.h"
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 enum { T_ARRIVE, T_ASYNC, T_END };
 enum { W_NONE, W_COMM, W_END, W_DONE };
 
@@ -269,10 +259,10 @@ bool sim_play(const plan_timeline *tl, const sim_options *o, sim_result *out, ch
         pl.trace = sim_trace_open(o->trace, tl, o->trace_gpus, &out->trace_gpus);
 
     /* One collective per communication op, with its loads. */
-    pl.coll_of_op = xcalloc((size_t)tl->nops, sizeof(int));
-    pl.op_of_coll = xcalloc((size_t)tl->nops, sizeof(int));
-    pl.loads = xcalloc((size_t)tl->nops, sizeof(sim_load *));
-    pl.launch = xcalloc((size_t)tl->nops, sizeof(double));
+    pl.coll_of_op = plan_xcalloc((size_t)tl->nops, sizeof(int));
+    pl.op_of_coll = plan_xcalloc((size_t)tl->nops, sizeof(int));
+    pl.loads = plan_xcalloc((size_t)tl->nops, sizeof(sim_load *));
+    pl.launch = plan_xcalloc((size_t)tl->nops, sizeof(double));
     for (int x = 0; x < tl->nops; x++) {
         const plan_tl_op *op = &tl->op[x];
         pl.coll_of_op[x] = -1;
@@ -297,9 +287,9 @@ bool sim_play(const plan_timeline *tl, const sim_options *o, sim_result *out, ch
         pl.op_of_coll[cl] = x;
     }
     /* Background slices by rank and anchor. */
-    bg_key *keys = xcalloc((size_t)o->nbg, sizeof(bg_key));
-    pl.bg_order = xcalloc((size_t)o->nbg, sizeof(int));
-    pl.bg0 = xcalloc((size_t)G + 1, sizeof(int64_t));
+    bg_key *keys = plan_xcalloc((size_t)o->nbg, sizeof(bg_key));
+    pl.bg_order = plan_xcalloc((size_t)o->nbg, sizeof(int));
+    pl.bg0 = plan_xcalloc((size_t)G + 1, sizeof(int64_t));
     for (int i = 0; i < o->nbg; i++) {
         keys[i] = (bg_key){o->bg[i].rank, o->bg[i].step, i};
         pl.bg0[o->bg[i].rank + 1]++;
@@ -311,8 +301,8 @@ bool sim_play(const plan_timeline *tl, const sim_options *o, sim_result *out, ch
         pl.bg_order[i] = keys[i].index;
     free(keys);
 
-    pl.r = xcalloc((size_t)G, sizeof(rank_st));
-    pl.iter_end = xcalloc((size_t)o->iterations, sizeof(double));
+    pl.r = plan_xcalloc((size_t)G, sizeof(rank_st));
+    pl.iter_end = plan_xcalloc((size_t)o->iterations, sizeof(double));
     for (int g = 0; g < G; g++) {
         pl.r[g].bgp = pl.bg0[g];
         advance(&pl, g);
@@ -332,11 +322,11 @@ bool sim_play(const plan_timeline *tl, const sim_options *o, sim_result *out, ch
     out->iterations = N;
     out->G = G;
     out->timeline = tl->time;
-    out->iter_time = xcalloc((size_t)N, sizeof(double));
+    out->iter_time = plan_xcalloc((size_t)N, sizeof(double));
     for (int i = 0; i < N; i++)
         out->iter_time[i] = pl.iter_end[i] - (i ? pl.iter_end[i - 1] : 0);
     out->total = pl.iter_end[N - 1];
-    double *sorted = xcalloc((size_t)N, sizeof(double)), sum = 0;
+    double *sorted = plan_xcalloc((size_t)N, sizeof(double)), sum = 0;
     for (int i = 0; i < N; i++) {
         sorted[i] = out->iter_time[i];
         sum += sorted[i];
@@ -350,8 +340,8 @@ bool sim_play(const plan_timeline *tl, const sim_options *o, sim_result *out, ch
     out->fg_samples_per_s = (double)p->batch * N / T;
     out->bg_samples = pl.bg_samples;
     out->bg_samples_per_s = pl.bg_samples / T;
-    out->fg_busy = xcalloc((size_t)G, sizeof(double));
-    out->bg_busy = xcalloc((size_t)G, sizeof(double));
+    out->fg_busy = plan_xcalloc((size_t)G, sizeof(double));
+    out->bg_busy = plan_xcalloc((size_t)G, sizeof(double));
     for (int g = 0; g < G; g++) {
         out->fg_busy[g] = tot->fg_busy[g] / T;
         out->bg_busy[g] = tot->bg_busy[g] / T;

@@ -7,20 +7,6 @@
 
 #include "sim.h"
 
-static void json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; s && *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(out, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(out, "\\u%04x", *s);
-        else
-            fputc(*s, out);
-    }
-    fputc('"', out);
-}
-
 typedef struct stat3 {
     double mean, min, max;
 } stat3;
@@ -101,11 +87,11 @@ bool sim_write_json(FILE *out, const plan_problem *p, const sim_report_info *inf
     int G = r->G;
     stat3 f = stats(r->fg_busy, G), b = stats(r->bg_busy, G);
     fprintf(out, "{\n  \"job\": ");
-    json_str(out, info->job);
+    plan_json_string(out, info->job);
     fprintf(out, ",\n  \"model\": ");
-    json_str(out, info->model);
+    plan_json_string(out, info->model);
     fprintf(out, ",\n  \"strategy\": ");
-    json_str(out, info->strategy);
+    plan_json_string(out, info->strategy);
     fprintf(
         out,
         ",\n  \"gpus\": %d,\n  \"gpus_per_node\": %d,\n  \"batch\": %lld,\n  \"iterations\": %d,\n"

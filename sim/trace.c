@@ -24,20 +24,6 @@ struct sim_trace {
     char name[512];
 };
 
-static void json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fprintf(out, "\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            fprintf(out, "\\u%04x", *s);
-        else
-            fputc(*s, out);
-    }
-    fputc('"', out);
-}
-
 static void meta(sim_trace *t, const char *what, int pid, int tid, const char *key,
                  const char *name, int sort)
 {
@@ -46,7 +32,7 @@ static void meta(sim_trace *t, const char *what, int pid, int tid, const char *k
         fprintf(t->out, ",\"tid\":%d", tid);
     fprintf(t->out, ",\"args\":{\"%s\":", key);
     if (name)
-        json_str(t->out, name);
+        plan_json_string(t->out, name);
     else
         fprintf(t->out, "%d", sort);
     fprintf(t->out, "}}");
@@ -57,7 +43,7 @@ static void event(sim_trace *t, const char *name, const char *cat, int pid, int 
                   double end, double bytes)
 {
     fprintf(t->out, "%s\n{\"name\":", t->first ? "" : ",");
-    json_str(t->out, name);
+    plan_json_string(t->out, name);
     fprintf(t->out, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f",
             cat, pid, tid, start * 1e6, (end - start) * 1e6);
     if (bytes > 0)
@@ -68,25 +54,17 @@ static void event(sim_trace *t, const char *name, const char *cat, int pid, int 
 
 sim_trace *sim_trace_open(FILE *out, const plan_timeline *tl, int max_gpus, int *shown)
 {
-    sim_trace *t = calloc(1, sizeof *t);
+    sim_trace *t = plan_xcalloc(1, sizeof *t);
     int G = tl->G, gpn = tl->p->cluster.gpus_per_node > 0 ? tl->p->cluster.gpus_per_node : 1;
     int nodes = (G + gpn - 1) / gpn;
-    int *ranks = malloc(sizeof(int) * (size_t)G);
-    if (!t || !ranks) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
+    int *ranks = plan_xcalloc((size_t)G, sizeof(int));
     t->out = out;
     t->tl = tl;
     t->G = G;
     t->gpn = gpn;
     t->first = true;
-    t->gpu_shown = calloc((size_t)G, 1);
-    t->link_shown = calloc(2 * (size_t)G + 2 * (size_t)nodes, 1);
-    if (!t->gpu_shown || !t->link_shown) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
+    t->gpu_shown = plan_xcalloc((size_t)G, 1);
+    t->link_shown = plan_xcalloc(2 * (size_t)G + 2 * (size_t)nodes, 1);
     int n = plan_trace_ranks(G, max_gpus, ranks);
     *shown = n;
     fprintf(out,

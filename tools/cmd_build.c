@@ -2,7 +2,7 @@
  * cmd_build.c: `burstc build JOB.burst -o PROG`, from a job to a program.
  *
  * Runs the pipeline (planning with the chosen strategy), emits the C program
- * (codegen/emit_c.c), and compiles it with the system's MPI C compiler
+ * (codegen/: lower.c, write_c.c), and compiles it with the system's MPI C compiler
  * against libburstrt. The program is written under a temporary name and
  * renamed when the compiler succeeded, so a failed build leaves nothing.
  */
@@ -36,6 +36,8 @@ static const char build_usage[] =
     "  --gpus G             plan for G ranks instead of the cluster's size\n"
     "  --profile FILE       measured per-layer times for the planner\n"
     "  --batch B            plan for a global batch of B instead of the job's\n"
+    "  --slowdown X         the job's bound on its slowdown by background work (X >= 1)\n"
+    "  --overlap-allreduce  plan as if each gradient all-reduce overlaps backward\n"
     "  --help               show this help\n"
     "\n"
     "environment: BURSTC_CC (default mpicc) compiles the program; BURSTC_CFLAGS adds flags.\n";

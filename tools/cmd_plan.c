@@ -37,7 +37,7 @@ static const char plan_usage[] =
     "                       auto: the limit with the highest predicted cluster\n"
     "                       throughput within the slowdown, printed with why)\n"
     "  --slowdown X         bound on the foreground's time with background work over\n"
-    "                       its time without, 1 to 100 (default: the job's, else 1.1)\n"
+    "                       its time without, >= 1 (default: the job's, else 1.1)\n"
     "  --gpu-budget X       global limit: GPU-seconds per iteration at most X times\n"
     "                       the one-GPU time of the iteration (the fastest plan\n"
     "                       of the frontier within it)\n"
@@ -56,6 +56,7 @@ static const char plan_usage[] =
     "  --job NAME           the job to plan (default: the last in the file)\n"
     "  --gpus G             plan for G GPUs instead of the cluster's\n"
     "  --batch B            plan for a global batch of B instead of the job's\n"
+    "  --slowdown X         the job's bound on its slowdown by background work (X >= 1)\n"
     "  --help               show this help\n"
     "\n"
     "exit status: 0 success, 1 errors in the input or no plan fits, 2 internal error\n";
@@ -161,7 +162,7 @@ static void print_mux(FILE *out, const ir_module *m, const ir_job *j, const plan
 int cmd_plan(int argc, char **argv)
 {
     const char *input = NULL, *strategy = NULL, *json = NULL, *trace = NULL;
-    bool frontier = false, overlap = false;
+    bool frontier = false;
     double gpu_budget = 0;
     pass_options popt = {.strategy = "burst"};
     for (int i = 1; i < argc; i++) {
@@ -173,8 +174,6 @@ int cmd_plan(int argc, char **argv)
             return 0;
         } else if (strcmp(argv[i], "--frontier") == 0) {
             frontier = true;
-        } else if (strcmp(argv[i], "--overlap-allreduce") == 0) {
-            overlap = true;
         } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--strategy"))) {
             strategy = v;
         } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--gpu-budget"))) {
@@ -243,14 +242,12 @@ int cmd_plan(int argc, char **argv)
     if (!ir_verify(m, &d) || !pass_plan_build(m, ctx.job, &popt, &in, &d))
         goto done;
     in.p.gpu_budget = gpu_budget;
-    in.p.ar_overlap = overlap;
     const ir_job *job = &m->jobs[ctx.job];
     plan_mux_options mo;
     pass_mux_options(m, job, &popt, &mo);
     pass_bg_jobs_build(m, job, &in.p, &bg);
     char err[1024];
-    if (job->amplification == IR_AMP_AUTO && !(popt.amplification > 0) && !frontier &&
-        !(gpu_budget > 0)) {
+    if (job->amplification == IR_AMP_AUTO && !frontier && !(gpu_budget > 0)) {
         double limit;
         char why[640];
         if (!plan_mux_choose_amplification(&in.p, shown, bg.jobs, bg.n, &mo, &limit, why,

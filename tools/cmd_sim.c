@@ -43,7 +43,6 @@ static const char sim_usage[] =
     "  --seed N             seed of the jitter (default 1)\n"
     "  --background on|off  play the job's background jobs in the plan's idle time,\n"
     "                       as the interleave pass places them (default on)\n"
-    "  --slowdown X         the interleave pass's slowdown bound (default: the job's)\n"
     "  --json FILE          write the results as JSON\n"
     "  --trace FILE         write a Chrome trace (Perfetto): every shown GPU's\n"
     "                       streams and its node's links\n"
@@ -52,6 +51,7 @@ static const char sim_usage[] =
     "  --job NAME           the job to simulate (default: the last in the file)\n"
     "  --gpus G             plan for G GPUs instead of the cluster's\n"
     "  --batch B            plan for a global batch of B instead of the job's\n"
+    "  --slowdown X         the job's bound on its slowdown by background work (X >= 1)\n"
     "  --help               show this help\n"
     "\n"
     "IR whose ops already carry ranks is simulated as planned (then --strategy,\n"
@@ -106,7 +106,7 @@ static int planned(const ir_graph *g)
 int cmd_sim(int argc, char **argv)
 {
     const char *input = NULL, *json = NULL, *trace = NULL, *strategy = NULL;
-    bool overlap = false, background = true;
+    bool background = true;
     long iterations = 20, trace_gpus = 32;
     sim_options so = {.seed = 1};
     pass_options popt = {.strategy = "burst"};
@@ -116,8 +116,6 @@ int cmd_sim(int argc, char **argv)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(sim_usage, stdout);
             return 0;
-        } else if (strcmp(argv[i], "--overlap-allreduce") == 0) {
-            overlap = true;
         } else if (strcmp(argv[i], "--ideal") == 0) {
             so.ideal = true;
         } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--iterations"))) {
@@ -239,7 +237,8 @@ int cmd_sim(int argc, char **argv)
         goto done;
     }
     if (was_planned) {
-        if (strategy || popt.gpus || popt.batch || popt.amplification > 0) {
+        if (strategy || popt.gpus || popt.job_given[ir_job_field_find("batch")] ||
+            popt.job_given[ir_job_field_find("amplification")]) {
             fprintf(stderr,
                     "burstc sim: error: '%s' is already planned (its ops carry ranks): "
                     "--strategy, --amplification, --gpus and --batch do not apply\n",
@@ -253,15 +252,11 @@ int cmd_sim(int argc, char **argv)
         m->graphs[job->graph] = pass_plan_strip_comm(m, m->graphs[job->graph]);
     if (!pass_plan_build(m, ctx.job, &popt, &in, &d))
         goto done;
-    in.p.ar_overlap = overlap;
     if (was_planned) {
         const ir_graph *g = m->graphs[job->graph];
         int n = in.p.nlayers;
-        int *k = calloc((size_t)n + 1, sizeof(int)), *first = calloc((size_t)n + 1, sizeof(int));
-        if (!k || !first) {
-            fprintf(stderr, "burstc: out of memory\n");
-            exit(2);
-        }
+        int *k = plan_xcalloc((size_t)n + 1, sizeof(int)),
+            *first = plan_xcalloc((size_t)n + 1, sizeof(int));
         bool ok = true;
         for (int l = 0; l < n && ok; l++) {
             const ir_op *op = &g->ops[in.op_of_layer[l]];
@@ -345,7 +340,7 @@ int cmd_sim(int argc, char **argv)
                             .strategy = was_planned ? "as planned" : plan_strategy_name(strat),
                             .analytic = res.time,
                             .options = &so,
-                            .overlap = overlap,
+                            .overlap = popt.overlap_allreduce,
                             .mux = have_mux ? &mux : NULL};
     if (popt.profile)
         printf("profile %s: measured times for %d of %d layers\n\n", popt.profile, in.nmeasured,

@@ -59,8 +59,11 @@ static void test_conv_and_linear(void)
     ir_cost k = ir_op_cost(g, op);
     CHECK(k.params == 64 * 3 * 7 * 7); /* ResNet's stem: 9,408 */
     CHECK(k.fwd_flops == 2.0 * 64 * 112 * 112 * 3 * 49);
-    CHECK(op->nattrs == 7 && strcmp(op->attrs[4].key, "dilation") == 0 &&
-          op->attrs[4].u.pair[1] == 1);
+    /* Defaults are filled in: typed, and in the spec's order for the printer. */
+    const ir_op_info *info = ir_op_info_of(OP_CONV2D);
+    CHECK(info->nattrs == 7 && strcmp(info->attrs[4].key, "dilation") == 0 &&
+          ir_attr_get(op, 4).u.pair[1] == 1 && ir_conv2d_attrs(op)->dilation[1] == 1);
+    CHECK(ir_conv2d_attrs(op)->stride[0] == 2 && ir_conv2d_attrs(op)->bias == false);
 
     ir_attr pool[] = {attr_int("kernel", 3), attr_int("stride", 2), attr_int("pad", 1)};
     int p = add(m, g, OP_MAXPOOL2D, "p", &c, 1, pool, 3, &d);
@@ -203,7 +206,7 @@ static void test_size_limits(void)
     /* A pool left without a stride strides by its kernel. */
     ir_attr pool[] = {attr_int("kernel", 2)};
     int p = add(m, g, OP_MAXPOOL2D, "p", &y, 1, pool, 1, &quiet);
-    CHECK(p >= 0 && ir_op_attr(&g->ops[p], "stride")->u.pair[0] == 2 && g->ops[p].type.dim[2] == 4);
+    CHECK(p >= 0 && ir_maxpool2d_attrs(&g->ops[p])->stride[0] == 2 && g->ops[p].type.dim[2] == 4);
     fclose(sink);
     arena_free(a);
 }

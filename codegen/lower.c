@@ -1,0 +1,675 @@
+/*
+ * lower.c: a planned job in, its training program as data (cg_program) out.
+ *
+ * One walk over the planned graph decides everything a writer needs. The
+ * program sets up one communicator per distinct rank set of the plan and
+ * allocates every tensor of this rank's shard once; per iteration it loads
+ * the data, runs the forward of every layer, the loss, the backward in
+ * reverse order, sums the gradients where the IR's allreduce ops say and
+ * steps the optimizer. Every layer is guarded by its rank set's membership.
+ * Where a layer's rank set differs from its producer's, the comm pass put a
+ * reshard op between them: the activations move (sample ranges between
+ * ranks) in forward and their gradients come back in backward. Everything
+ * communication does is read from the ops' rank sets (op->plan): the IR's
+ * comm ops carry nothing else. Shapes per sample are constants; shard sizes
+ * follow from the rank set and the global batch at startup.
+ *
+ * Gradients of a value with one consumer are written in place by that
+ * consumer; with several consumers (residual adds, branches) each writes its
+ * own buffer and the contributions are summed into the value's gradient.
+ *
+ * Graph segments: runs of layers on one rank set with no communication, no
+ * data loading and no host synchronisation between them. The CUDA backend
+ * captures each as a CUDA graph after warm-up and replays it; on the CPU the
+ * body simply runs. Evaluation always runs eagerly.
+ */
+#include "codegen.h"
+
+#include <string.h>
+
+#define MAX_SEGMENTS 1024 /* rt_graph_begin's ids */
+#define MAXIN        64   /* operands of one op */
+
+typedef struct lowerer {
+    arena *a;
+    cg_program *p;
+    const ir_graph *g;
+    const ir_job *job;
+    diag_ctx *d;
+    int n;             /* ops */
+    int *uses;         /* per op: number of operand slots using it */
+    bool *direct;      /* per op and operand (op * MAXIN + j): gradient written in place */
+    bool *accum;       /* per op: its gradient is a sum of contributions */
+    bool *has_grad;    /* per op: has a gradient tensor */
+    int *allreduce_of; /* per op: the allreduce op that sums its gradients, or -1 */
+    int *layer;        /* per op: its number among the model's own ops */
+    int *set_slot;     /* open-addressing table of set indices, by rank list */
+    int set_slots;     /* its size, a power of two */
+    int first_loss;
+    int *y, *dy;      /* per op: value and gradient variables (-1: none) */
+    int *gbuf;        /* per op and operand: its own gradient buffer (-1: none) */
+    int *params;      /* per op: IR_MAX_OP_PARAMS parameter variables */
+    ir_param *pinfo;  /* per op: IR_MAX_OP_PARAMS parameters */
+    int *nparams;     /* per op */
+    cg_op_code *code; /* per op: its calls */
+    cg_stmt *seg;     /* the open graph segment, or NULL */
+} lowerer;
+
+static const ir_op *OP(const lowerer *L, int i)
+{
+    return &L->g->ops[i];
+}
+
+static bool is_comm(const lowerer *L, int i)
+{
+    return ir_op_class_of(OP(L, i)) == OC_COMM;
+}
+
+/* A C identifier for op i: its index and its name with dots made underscores. */
+static const char *cname(lowerer *L, int i)
+{
+    char *s = arena_printf(L->a, "L%d_%s", i, OP(L, i)->name);
+    for (char *q = s; *q; q++)
+        if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') ||
+              *q == '_'))
+            *q = '_';
+    return s;
+}
+
+/* The value v is, seen through any reshards in between. */
+static int source_of(const lowerer *L, int v)
+{
+    while (OP(L, v)->opcode == OP_RESHARD)
+        v = OP(L, v)->inputs[0];
+    return v;
+}
+
+/* The index of the rank set (n, ranks), added if new: a hash lookup, so a
+ * graph of a hundred thousand ops on as many rank sets stays linear. */
+static int set_index(lowerer *L, int n, const int *ranks)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int k = 0; k < n; k++)
+        h = (h ^ (uint32_t)ranks[k]) * 1099511628211ull;
+    uint64_t mask = (uint64_t)L->set_slots - 1;
+    cg_program *p = L->p;
+    for (uint64_t i = h & mask;; i = (i + 1) & mask) {
+        int s = L->set_slot[i];
+        if (s < 0) {
+            L->set_slot[i] = p->nsets;
+            p->sets[p->nsets] = (cg_rankset){n, ranks};
+            return p->nsets++;
+        }
+        if (p->sets[s].n == n && memcmp(p->sets[s].ranks, ranks, sizeof(int) * (size_t)n) == 0)
+            return s;
+    }
+}
+
+static int set_size(const lowerer *L, int i)
+{
+    return L->p->sets[L->p->set_of[i]].n;
+}
+
+static const char *plural(int n)
+{
+    return n == 1 ? "" : "s";
+}
+
+/* ---- analysis: rank sets, gradients, what the runtime cannot do ---- */
+
+static void *zalloc(lowerer *L, size_t n, size_t size)
+{
+    return arena_alloc(L->a, n * size);
+}
+
+/* The data the job reads: one sample input, one labels input. */
+static bool analyse_data(lowerer *L)
+{
+    cg_program *p = L->p;
+    bool ok = true;
+    for (int i = 0; i < L->n; i++)
+        if (OP(L, i)->opcode == OP_INPUT && i != p->label_input) {
+            /* Without a loss no input is the labels yet: "needs a loss" below says why. */
+            if (p->sample_input >= 0 && L->first_loss >= 0) {
+                diag_error(
+                    L->d, OP(L, i)->loc,
+                    "the runtime's data sources feed one input and one labels input; '%s' is a third",
+                    OP(L, i)->name);
+                ok = false;
+            }
+            p->sample_input = i;
+        }
+    if (L->first_loss < 0 || p->sample_input < 0) {
+        diag_error(L->d, L->g->loc,
+                   "model '%s' needs an input and a cross_entropy loss to be trained", L->g->name);
+        return false;
+    }
+    if (OP(L, p->sample_input)->type.elem == EL_I32)
+        for (int i = 0; i < L->n; i++)
+            if (OP(L, i)->opcode == OP_EMBEDDING &&
+                source_of(L, OP(L, i)->inputs[0]) == p->sample_input)
+                p->vocab = ir_embedding_attrs(OP(L, i))->vocab;
+    const char *data = L->job->data ? L->job->data : "synthetic";
+    p->fmnist = strcmp(data, "fmnist") == 0;
+    if (!p->fmnist && strcmp(data, "synthetic") != 0) {
+        diag_error(L->d, L->job->loc,
+                   "job '%s': the runtime reads data = synthetic or fmnist, not '%s'", L->job->name,
+                   data);
+        ok = false;
+    }
+    return ok;
+}
+
+/* The rank sets of every op and what the program checks before it exists. */
+static bool analyse_ops(lowerer *L)
+{
+    cg_program *p = L->p;
+    int n = L->n;
+    int *all = zalloc(L, (size_t)p->world, sizeof(int));
+    for (int r = 0; r < p->world; r++)
+        all[r] = r;
+    bool ok = true;
+    for (int i = 0; i < n; i++) {
+        const ir_op *op = OP(L, i);
+        if (op->ninputs > MAXIN) {
+            diag_error(L->d, op->loc, "'%s' has more than %d operands", op->name, MAXIN);
+            return false;
+        }
+        if (op->plan.nranks) {
+            if (op->plan.ranks[op->plan.nranks - 1] >= p->world) {
+                diag_error(L->d, op->loc, "'%s' is planned on rank %d, but the cluster has %d",
+                           op->name, op->plan.ranks[op->plan.nranks - 1], p->world);
+                ok = false;
+            }
+            if (!is_comm(L, i) && op->plan.nranks > L->job->batch) {
+                diag_error(L->d, op->loc, "'%s' runs on %d ranks, more than the batch of %lld",
+                           op->name, op->plan.nranks, (long long)L->job->batch);
+                ok = false;
+            }
+            p->set_of[i] = set_index(L, op->plan.nranks, op->plan.ranks);
+        } else if (is_comm(L, i)) {
+            ice("comm op '%s' without a rank set passed the verifier", op->name);
+        } else {
+            p->set_of[i] =
+                set_index(L, p->world < L->job->batch ? p->world : (int)L->job->batch, all);
+        }
+        if (op->opcode == OP_ALLREDUCE) {
+            L->allreduce_of[op->inputs[0]] = i;
+            continue; /* sums gradients: no data, no gradient, not a use */
+        }
+        for (int j = 0; j < op->ninputs; j++) {
+            L->uses[op->inputs[j]]++;
+            if (OP(L, op->inputs[j])->opcode == OP_CROSSENTROPY) {
+                diag_error(L->d, op->loc,
+                           "'%s' uses a loss as an input; a loss must be a final value", op->name);
+                ok = false;
+            }
+        }
+        L->has_grad[i] =
+            op->opcode != OP_INPUT && op->opcode != OP_CROSSENTROPY && op->type.elem == EL_F32;
+
+        /* What the runtime does not implement is an error here, not at run time. */
+        if (op->type.rank > 6) {
+            diag_error(L->d, op->loc, "'%s': the runtime supports at most 6 dimensions", op->name);
+            ok = false;
+        }
+        /* The program sizes tensors as batch x elements per sample (in
+         * int64, and in bytes): a value of the whole batch must fit. */
+        int64_t elems = ir_type_elems_per_sample(&op->type), total;
+        if (elems < 0 || __builtin_mul_overflow(elems, L->job->batch, &total) ||
+            total > ((int64_t)1 << 60)) {
+            diag_error(L->d, op->loc,
+                       "'%s': %lld samples of %lld elements are more than 2^60 elements, more than "
+                       "the program can hold",
+                       op->name, (long long)L->job->batch, (long long)elems);
+            ok = false;
+        }
+        if (op->opcode == OP_CROSSENTROPY) {
+            if (L->first_loss < 0)
+                L->first_loss = i;
+            int lab = source_of(L, op->inputs[1]);
+            const ir_type *lt = &OP(L, op->inputs[0])->type;
+            if (OP(L, lab)->opcode != OP_INPUT) {
+                diag_error(L->d, op->loc, "'%s': labels must come from an input", op->name);
+                ok = false;
+            } else if (p->label_input >= 0 && p->label_input != lab) {
+                diag_error(L->d, op->loc, "'%s': every loss must use the same labels input",
+                           op->name);
+                ok = false;
+            }
+            p->label_input = lab;
+            p->classes = lt->dim[lt->rank - 1];
+            p->labels_per_sample = ir_type_elems_per_sample(&OP(L, op->inputs[1])->type);
+        }
+        int tie = op->opcode == OP_LINEAR ? ir_linear_attrs(op)->tie : -1;
+        if (tie >= 0 && op->plan.nranks && OP(L, tie)->plan.nranks &&
+            p->set_of[i] != p->set_of[tie]) {
+            diag_error(L->d, op->loc,
+                       "'%s' ties its weight to '%s', so both must run on the same ranks", op->name,
+                       OP(L, tie)->name);
+            ok = false;
+        }
+    }
+    return analyse_data(L) && ok;
+}
+
+/* Where each gradient goes, and that the communication is explicit. */
+static bool analyse_grads(lowerer *L)
+{
+    cg_program *p = L->p;
+    for (int i = 0; i < L->n; i++) {
+        const ir_op *op = OP(L, i);
+        if (op->opcode == OP_ALLREDUCE)
+            continue;
+        for (int j = 0; j < op->ninputs; j++) {
+            int q = op->inputs[j];
+            if (op->opcode != OP_RESHARD && p->set_of[q] != p->set_of[i]) {
+                /* Moving data between rank sets is the comm pass's job. */
+                diag_error(L->d, op->loc,
+                           "'%s' on %d rank%s reads '%s' from other ranks without a reshard op "
+                           "(run the comm pass)",
+                           op->name, set_size(L, i), plural(set_size(L, i)), OP(L, q)->name);
+                return false;
+            }
+            if (!L->has_grad[q])
+                continue;
+            if (L->uses[q] == 1 && (p->set_of[q] == p->set_of[i] || op->opcode == OP_RESHARD))
+                L->direct[i * MAXIN + j] = true;
+            else
+                L->accum[q] = true;
+        }
+    }
+    /* Gradients are summed by the allreduce ops the IR holds, and only by
+     * them (docs/ir.md): a layer whose parameters live on several ranks
+     * without one would train replicas that drift apart. */
+    for (int i = 0; i < L->n; i++) {
+        const ir_op *op = OP(L, i);
+        ir_param ps[IR_MAX_OP_PARAMS];
+        if (is_comm(L, i) || L->allreduce_of[i] >= 0 || set_size(L, i) < 2 ||
+            ir_op_param_list(L->g, op, ps) == 0)
+            continue;
+        diag_error(L->d, op->loc,
+                   "'%s' has parameters on %d ranks, but no allreduce op sums their gradients "
+                   "(run the comm pass)",
+                   op->name, set_size(L, i));
+        return false;
+    }
+    return true;
+}
+
+/* ---- variables and each op's calls ---- */
+
+/* A tensor of op i's shard on rank set `set`: [its samples, dims of t...]. */
+static int tensor(lowerer *L, int i, const char *name, const ir_type *t, int set,
+                  const char *comment)
+{
+    cg_var v = {.name = name,
+                .kind = CV_TENSOR,
+                .op = i,
+                .set = set,
+                .elem = t->elem,
+                .rank = t->rank,
+                .comment = comment};
+    v.dim[0] = (cg_size){1, set, NULL};
+    for (int k = 1; k < t->rank; k++)
+        v.dim[k] = (cg_size){t->dim[k], -1, NULL};
+    return cg_var_add(L->a, L->p, &v);
+}
+
+static void make_vars(lowerer *L, int i)
+{
+    const ir_op *op = OP(L, i);
+    cg_program *p = L->p;
+    const char *c = cname(L, i);
+    int s = p->set_of[i];
+    if (op->opcode == OP_ALLREDUCE)
+        return;
+    if (op->opcode != OP_CROSSENTROPY)
+        L->y[i] = tensor(L, i, arena_printf(L->a, "y_%s", c), &op->type, s, NULL);
+    if (L->has_grad[i])
+        L->dy[i] = tensor(L, i, arena_printf(L->a, "dy_%s", c), &op->type, s, NULL);
+    for (int j = 0; j < op->ninputs; j++) {
+        int q = op->inputs[j];
+        if (!L->has_grad[q] || L->direct[i * MAXIN + j])
+            continue;
+        /* The gradient of a reshard lands on the producer's ranks. */
+        int at = op->opcode == OP_RESHARD ? p->set_of[q] : s;
+        L->gbuf[i * MAXIN + j] = tensor(
+            L, i, arena_printf(L->a, "g%d_%d", i, j), &OP(L, q)->type, at,
+            arena_printf(L->a, "gradient for operand %d, summed into its producer's", j + 1));
+    }
+    ir_param *ps = &L->pinfo[i * IR_MAX_OP_PARAMS];
+    L->nparams[i] = ir_op_param_list(L->g, op, ps);
+    for (int k = 0; k < L->nparams[i]; k++) {
+        cg_var v = {.name = arena_printf(L->a, "p_%s_%s", c, ps[k].name),
+                    .kind = CV_PARAM,
+                    .op = i,
+                    .set = s,
+                    .elem = EL_F32,
+                    .rank = ps[k].ndim,
+                    .param_name = arena_printf(L->a, "%s.%s", op->name, ps[k].name),
+                    .buffer = ps[k].buffer};
+        for (int q = 0; q < ps[k].ndim; q++)
+            v.dim[q] = (cg_size){ps[k].dim[q], -1, NULL};
+        L->params[i * IR_MAX_OP_PARAMS + k] = cg_var_add(L->a, p, &v);
+    }
+}
+
+/* Where operand j's gradient goes: in place into the producer's, or op i's
+ * own buffer; -1 when the producer has none. */
+static int grad_target(const lowerer *L, int i, int j)
+{
+    int q = OP(L, i)->inputs[j];
+    if (!L->has_grad[q])
+        return -1;
+    return L->direct[i * MAXIN + j] ? L->dy[q] : L->gbuf[i * MAXIN + j];
+}
+
+static void make_calls(lowerer *L, int i)
+{
+    const ir_op *op = OP(L, i);
+    int *x = zalloc(L, (size_t)op->ninputs + 1, sizeof(int));
+    int *dx = zalloc(L, (size_t)op->ninputs + 1, sizeof(int));
+    for (int j = 0; j < op->ninputs; j++) {
+        x[j] = L->y[op->inputs[j]];
+        dx[j] = grad_target(L, i, j);
+    }
+    /* An allreduce sums its layer's parameters. */
+    int owner = op->opcode == OP_ALLREDUCE ? op->inputs[0] : i;
+    int tie = op->opcode == OP_LINEAR ? ir_linear_attrs(op)->tie : -1;
+    cg_op_env env = {.a = L->a,
+                     .p = L->p,
+                     .op = i,
+                     .set = L->p->set_of[i],
+                     .layer = L->layer[i],
+                     .y = L->y[i],
+                     .dy = L->dy[i],
+                     .x = x,
+                     .dx = dx,
+                     .params = &L->params[owner * IR_MAX_OP_PARAMS],
+                     .pinfo = &L->pinfo[owner * IR_MAX_OP_PARAMS],
+                     .nparams = L->nparams[owner],
+                     .tied = tie >= 0 ? L->params[tie * IR_MAX_OP_PARAMS] : -1,
+                     .first_loss = i == L->first_loss};
+    cg_op_calls(&env, &L->code[i]);
+}
+
+/* ---- the three bodies ---- */
+
+static void append(lowerer *L, cg_block *to, const cg_block *from)
+{
+    for (int k = 0; k < from->n; k++) {
+        cg_stmt *s = cg_add(L->a, to, from->s[k].kind, from->s[k].op, from->s[k].comment);
+        *s = from->s[k];
+    }
+}
+
+static cg_block *guard(lowerer *L, cg_block *b, int op, int set, const char *comment)
+{
+    cg_stmt *s = cg_add(L->a, b, CS_IF, op, comment);
+    s->cond = (cg_cond){CC_MEMBER, set, -1};
+    return &s->body;
+}
+
+static void trace(lowerer *L, cg_block *b, int op, const char *fn, const char *name)
+{
+    if (name)
+        CG_CALL(L->a, b, op, fn, cg_str(name));
+    else
+        cg_add_call(L->a, b, op, fn, NULL, 0);
+}
+
+/* op i's calls from `calls`, between a trace region's push and pop. */
+static void traced(lowerer *L, cg_block *b, int i, const char *suffix, const cg_block *calls)
+{
+    trace(L, b, i, "rt_trace_push", arena_printf(L->a, "%s%s", OP(L, i)->name, suffix));
+    append(L, b, calls);
+    trace(L, b, i, "rt_trace_pop", NULL);
+}
+
+static const char *init_fn[] = {[PI_KAIMING] = "rt_init_kaiming_uniform",
+                                [PI_NORMAL] = "rt_init_normal",
+                                [PI_ONE] = "rt_init_const",
+                                [PI_ZERO] = "rt_init_const"};
+
+static void build_setup(lowerer *L)
+{
+    cg_program *p = L->p;
+    for (int i = 0; i < L->n; i++) {
+        const ir_op *op = OP(L, i);
+        if (op->opcode == OP_ALLREDUCE)
+            continue;
+        int s = p->set_of[i];
+        if (op->opcode == OP_RESHARD && L->gbuf[i * MAXIN] >= 0) {
+            int from = p->set_of[op->inputs[0]];
+            cg_add(L->a, guard(L, &p->setup, i, from, NULL), CS_NEW, i, NULL)->var =
+                L->gbuf[i * MAXIN];
+        }
+        cg_block *b = guard(L, &p->setup, i, s, op->name);
+        if (L->y[i] >= 0)
+            cg_add(L->a, b, CS_NEW, i, NULL)->var = L->y[i];
+        if (L->dy[i] >= 0)
+            cg_add(L->a, b, CS_NEW, i, NULL)->var = L->dy[i];
+        for (int j = 0; j < op->ninputs && op->opcode != OP_RESHARD; j++)
+            if (L->gbuf[i * MAXIN + j] >= 0)
+                cg_add(L->a, b, CS_NEW, i, NULL)->var = L->gbuf[i * MAXIN + j];
+        for (int k = 0; k < L->nparams[i]; k++) {
+            const ir_param *ps = &L->pinfo[i * IR_MAX_OP_PARAMS + k];
+            int v = L->params[i * IR_MAX_OP_PARAMS + k];
+            cg_add(L->a, b, CS_PARAM, i, NULL)->var = v;
+            /* Every plan of a model starts from the same weights: the draw
+             * is keyed by (seed, layer, parameter). */
+            cg_arg value = cg_param(v, false), seed = cg_plain(CA_SEED),
+                   layer = cg_int(L->layer[i]);
+            switch (ps->init) {
+            case PI_KAIMING:
+                CG_CALL(L->a, b, i, init_fn[ps->init], value, cg_int(ps->fan_in), seed, layer,
+                        cg_int(k));
+                break;
+            case PI_NORMAL:
+                CG_CALL(L->a, b, i, init_fn[ps->init], value, cg_f32(0), cg_f32(0.02), seed, layer,
+                        cg_int(k));
+                break;
+            case PI_ONE:
+            case PI_ZERO:
+                CG_CALL(L->a, b, i, init_fn[ps->init], value, cg_f32(ps->init == PI_ONE));
+                break;
+            }
+        }
+        append(L, b, &L->code[i].setup);
+    }
+    /* Views, once every tensor exists. */
+    for (int i = 0; i < L->n; i++)
+        if (L->code[i].views.n)
+            append(L, guard(L, &p->setup, i, p->set_of[i], NULL), &L->code[i].views);
+}
+
+static bool graphable(const lowerer *L, int i)
+{
+    return L->code[i].graphable && (L->p->nsegs < MAX_SEGMENTS || L->seg);
+}
+
+/* The block that ops of rank set `set` go into: the open segment, or a new one. */
+static cg_block *segment(lowerer *L, cg_block *b, int set, bool forward)
+{
+    if (L->seg && L->seg->set == set)
+        return &L->seg->body;
+    cg_stmt *s = cg_add(L->a, b, CS_SEGMENT, -1, NULL);
+    s->seg = L->p->nsegs++;
+    s->set = set;
+    s->forward = forward;
+    L->seg = s;
+    return &s->body;
+}
+
+static void build_forward(lowerer *L)
+{
+    cg_program *p = L->p;
+    cg_block *b = &p->forward;
+    L->seg = NULL;
+    for (int i = 0; i < L->n; i++) {
+        const ir_op *op = OP(L, i);
+        int s = p->set_of[i], n = set_size(L, i);
+        if (op->opcode == OP_ALLREDUCE)
+            continue;
+        if (graphable(L, i)) {
+            cg_block *in = segment(L, b, s, true);
+            cg_stmt *sc = cg_add(L->a, in, CS_SCOPE, i,
+                                 arena_printf(L->a, "%s on %d rank%s", op->name, n, plural(n)));
+            traced(L, &sc->body, i, "", &L->code[i].fwd);
+            continue;
+        }
+        L->seg = NULL;
+        const char *what = arena_printf(L->a, "%s = %s on %d rank%s", op->name,
+                                        ir_op_info_of(op->opcode)->name, n, plural(n));
+        if (op->opcode == OP_RESHARD) {
+            /* Every rank of either set takes part: no membership guard. */
+            cg_block tmp = {0};
+            traced(L, &tmp, i, "", &L->code[i].fwd);
+            tmp.s[0].comment = what;
+            append(L, b, &tmp);
+            continue;
+        }
+        traced(L, guard(L, b, i, s, what), i, "", &L->code[i].fwd);
+    }
+}
+
+/* Contributions of op i to its operands' gradients that went to its own buffers. */
+static void accumulate(lowerer *L, cg_block *b, int i)
+{
+    const ir_op *op = OP(L, i);
+    for (int j = 0; j < op->ninputs; j++)
+        if (L->gbuf[i * MAXIN + j] >= 0)
+            CG_CALL(L->a, b, i, "rt_accumulate", cg_var_arg(L->dy[op->inputs[j]]),
+                    cg_var_arg(L->gbuf[i * MAXIN + j]));
+}
+
+static void build_backward(lowerer *L)
+{
+    cg_program *p = L->p;
+    cg_block *b = &p->backward;
+    L->seg = NULL;
+    for (int i = 0; i < L->n; i++)
+        if (L->accum[i]) {
+            cg_stmt *s =
+                cg_add(L->a, b, CS_IF, i,
+                       arena_printf(L->a, "%s: summed from %d uses", OP(L, i)->name, L->uses[i]));
+            s->cond = (cg_cond){CC_EXISTS, -1, L->y[i]};
+            CG_CALL(L->a, &s->body, i, "rt_tensor_zero", cg_var_arg(L->dy[i]));
+        }
+    for (int i = L->n - 1; i >= 0; i--) {
+        const ir_op *op = OP(L, i);
+        int s = p->set_of[i], n = set_size(L, i);
+        if (op->opcode == OP_INPUT || (!L->has_grad[i] && op->opcode != OP_CROSSENTROPY))
+            continue;
+        if (op->opcode == OP_RESHARD) {
+            int q = op->inputs[0];
+            if (!L->has_grad[q])
+                continue;
+            L->seg = NULL;
+            cg_block tmp = {0};
+            traced(L, &tmp, i, ".bwd", &L->code[i].bwd);
+            tmp.s[0].comment = arena_printf(L->a, "%s: the gradient goes back, %d -> %d ranks",
+                                            op->name, n, p->sets[p->set_of[q]].n);
+            append(L, b, &tmp);
+            if (L->gbuf[i * MAXIN] >= 0) /* else written in place */
+                accumulate(L, guard(L, b, i, p->set_of[q], NULL), i);
+            continue;
+        }
+        bool any = false;
+        for (int j = 0; j < op->ninputs; j++)
+            any |= L->has_grad[op->inputs[j]];
+        if (!any && !L->code[i].trains)
+            continue;
+        if (graphable(L, i)) {
+            cg_block *in = segment(L, b, s, false);
+            cg_stmt *sc = cg_add(L->a, in, CS_SCOPE, i,
+                                 arena_printf(L->a, "%s on %d rank%s", op->name, n, plural(n)));
+            traced(L, &sc->body, i, ".bwd", &L->code[i].bwd);
+            /* Contributions to gradients on the same ranks are kernels: they
+             * stay inside the segment. */
+            accumulate(L, in, i);
+        } else {
+            L->seg = NULL;
+            cg_block *in =
+                guard(L, b, i, s,
+                      arena_printf(L->a, "%s: backward on %d rank%s", op->name, n, plural(n)));
+            traced(L, in, i, ".bwd", &L->code[i].bwd);
+            accumulate(L, in, i);
+        }
+        int ar = L->allreduce_of[i];
+        if (ar >= 0) {
+            L->seg = NULL;
+            int m = set_size(L, ar);
+            cg_block *in = guard(L, b, ar, p->set_of[ar],
+                                 arena_printf(L->a, "all-reduce of %s's gradients over %d rank%s",
+                                              op->name, m, plural(m)));
+            trace(L, in, ar, "rt_trace_push", arena_printf(L->a, "%s.allreduce", op->name));
+            append(L, in, &L->code[ar].bwd);
+            trace(L, in, ar, "rt_trace_pop", NULL);
+        }
+    }
+}
+
+cg_program *cg_lower(arena *a, const ir_module *m, int job, diag_ctx *d)
+{
+    lowerer L = {.a = a, .d = d, .job = &m->jobs[job], .g = m->graphs[m->jobs[job].graph]};
+    cg_program *p = arena_alloc(a, sizeof *p);
+    L.p = p;
+    L.n = L.g->nops;
+    const ir_cluster *cl = &m->clusters[L.job->cluster];
+    *p = (cg_program){.m = m, .job = L.job, .g = L.g, .world = cl->nodes * cl->gpus_per_node};
+    p->sample_input = p->label_input = L.first_loss = -1;
+    size_t n = (size_t)L.n;
+    p->sets = zalloc(&L, n + 1, sizeof *p->sets);
+    p->set_of = zalloc(&L, n + 1, sizeof(int));
+    L.uses = zalloc(&L, n + 1, sizeof(int));
+    L.direct = zalloc(&L, (n + 1) * MAXIN, sizeof(bool));
+    L.accum = zalloc(&L, n + 1, sizeof(bool));
+    L.has_grad = zalloc(&L, n + 1, sizeof(bool));
+    L.allreduce_of = zalloc(&L, n + 1, sizeof(int));
+    L.layer = zalloc(&L, n + 1, sizeof(int));
+    L.y = zalloc(&L, n + 1, sizeof(int));
+    L.dy = zalloc(&L, n + 1, sizeof(int));
+    L.gbuf = zalloc(&L, (n + 1) * MAXIN, sizeof(int));
+    L.params = zalloc(&L, (n + 1) * IR_MAX_OP_PARAMS, sizeof(int));
+    L.pinfo = zalloc(&L, (n + 1) * IR_MAX_OP_PARAMS, sizeof(ir_param));
+    L.nparams = zalloc(&L, n + 1, sizeof(int));
+    L.code = zalloc(&L, n + 1, sizeof(cg_op_code));
+    for (int i = 0, id = 0; i < L.n; i++) {
+        L.allreduce_of[i] = L.y[i] = L.dy[i] = -1;
+        for (int j = 0; j < MAXIN; j++)
+            L.gbuf[(size_t)i * MAXIN + j] = -1;
+        /* Communication inserted by passes does not count: every plan of a
+         * model keys its weights and dropout masks the same way. */
+        L.layer[i] = id;
+        id += !is_comm(&L, i);
+    }
+    /* At most n + 1 sets: a table of twice that, rounded up to a power of two. */
+    L.set_slots = 4;
+    while ((size_t)L.set_slots < 2 * (n + 1))
+        L.set_slots *= 2;
+    L.set_slot = zalloc(&L, (size_t)L.set_slots, sizeof(int));
+    memset(L.set_slot, 0xff, sizeof(int) * (size_t)L.set_slots);
+
+    if (!analyse_ops(&L) || !analyse_grads(&L))
+        return NULL;
+    for (int i = 0; i < L.n; i++) {
+        make_vars(&L, i);
+        make_calls(&L, i);
+    }
+    build_setup(&L);
+    build_forward(&L);
+    build_backward(&L);
+    return p;
+}
+
+bool cg_emit_c(FILE *out, const ir_module *m, int job, diag_ctx *d)
+{
+    arena *a = arena_new();
+    cg_program *p = cg_lower(a, m, job, d);
+    if (p)
+        cg_write_c(out, p);
+    arena_free(a);
+    return p != NULL;
+}
