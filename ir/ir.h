@@ -346,7 +346,6 @@ typedef struct ir_job {
 } ir_job;
 
 #define IR_SLOWDOWN_DEFAULT 1.1
-#define IR_MAX_SLOWDOWN     100.0 /* a job's slowdown is from 1 to this */
 
 /* One background copy placed by the interleave pass (passes/interleave.c): an
  * independent one-GPU training job of background[job]'s model at its batch, on one

@@ -316,9 +316,9 @@ bool ir_verify(const ir_module *m, diag_ctx *d)
             diag_error(d, c->loc, "cluster '%s' is malformed", c->name);
     }
     for (int i = 0; i < m->njobs; i++) {
-        int was = d->nerrors;
+        int before_job = d->nerrors;
         ir_job_check(m, &m->jobs[i], d); /* job.c: the front end's and the reader's rules */
-        if (d->nerrors == was && m->jobs[i].interleave)
+        if (d->nerrors == before_job && m->jobs[i].interleave)
             verify_interleave(m, &m->jobs[i], d);
     }
     arena_free(tmp);
