@@ -17,7 +17,7 @@ Not a test: a benchmark to rerun when the CPU kernels or the cost model change.
 
     /usr/bin/python3 tests/bench/sim/fidelity.py [--burstc build/release/tools/burstc]
         [--jobs fmnist_cpu,resnet_small_cpu] [--ranks 1,2,4] [--strategies dp,burst]
-        [--iterations 30] [--warmup 5] [--layers]
+        [--iterations 30] [--warmup 5] [--threads 1] [--layers]
 """
 import argparse
 import json
@@ -50,14 +50,14 @@ def others(before, after):
     return max(0.0, ((after[0] - before[0]) - (after[1] - before[1])) / wall) if wall > 0 else 0.0
 
 
-def measure(burstc, job, ranks, strategy, iters, warmup, tmp):
+def measure(burstc, job, ranks, strategy, iters, warmup, threads, tmp):
     """Measured iteration time (s) and per-name seconds per step (slowest rank)."""
     prog = os.path.join(tmp, "prog")
     trace = os.path.join(tmp, "trace.json")
     subprocess.run([burstc, "build", "--gpus", str(ranks), "--strategy", strategy, job, "-o", prog],
                    check=True, capture_output=True)
     cmd = ["mpirun", "--oversubscribe", "-np", str(ranks), prog, "--iterations", str(iters),
-           "--trace", trace]
+           "--threads", str(threads), "--trace", trace]
     subprocess.run(cmd, check=True, capture_output=True, env=ENV)
     events = [e for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
     steps = {}  # rank -> [(start, end)] in order
@@ -121,10 +121,15 @@ def main():
     ap.add_argument("--strategies", default="dp,burst")
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads per rank (default 1: the cpu device is one core per rank)")
     ap.add_argument("--layers", action="store_true", help="print the per-layer tables too")
     a = ap.parse_args()
     print("simulated (burstc sim, cpu device of examples/clusters/cpu.burst) vs measured (the generated "
           "program under mpirun, median of %d steps after %d of warm-up)" % (a.iterations - a.warmup, a.warmup))
+    model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    print("machine: %d CPUs (%s); %d thread(s) per rank; load average at start %s" % (
+        os.cpu_count(), model, a.threads, " ".join("%.2f" % x for x in os.getloadavg())))
     print("(others: cores other processes kept busy during the run, from /proc/stat minus our own children)")
     print("(layers: the measured forward+backward of every layer, slowest rank each, summed; model: the same"
           " in the cost model;\n scaled: the simulated time x layers / model, what the simulator would say with"
@@ -139,7 +144,8 @@ def main():
             for ranks in (int(x) for x in a.ranks.split(",")):
                 for strategy in a.strategies.split(","):
                     before = cpu_busy()
-                    measured, per = measure(a.burstc, job, ranks, strategy, a.iterations, a.warmup, tmp)
+                    measured, per = measure(a.burstc, job, ranks, strategy, a.iterations, a.warmup,
+                                            a.threads, tmp)
                     load = others(before, cpu_busy())
                     sim, plan = predict(a.burstc, job, ranks, strategy, tmp)
                     rows = layer_rows(plan, per)
@@ -153,6 +159,7 @@ def main():
                            1e3 * scaled, scaled / measured, load),
                           flush=True)
                     details.append((name, ranks, strategy, rows))
+    print("load average at end %s" % " ".join("%.2f" % x for x in os.getloadavg()))
     if a.layers:
         for name, ranks, strategy, rows in details:
             print()
