@@ -185,12 +185,59 @@ void ir_print_module(FILE *out, const ir_module *m)
             print_real(out, j->amplification);
         fprintf(out, ", iterations = %lld, data = ", (long long)j->iterations);
         print_string(out, j->data ? j->data : "synthetic");
+        if (j->slowdown > 0) {
+            fputs(", slowdown = ", out);
+            print_real(out, j->slowdown);
+        }
         fputs(", background = [", out);
         for (int b = 0; b < j->nbackground; b++)
             fprintf(out, "%s%s @ %lld", b ? ", " : "", m->graphs[j->background[b].graph]->name,
                     (long long)j->background[b].batch);
         fputs("]}\n", out);
     }
+    for (int i = 0; i < m->njobs; i++)
+        if (m->jobs[i].interleave)
+            ir_print_interleave(out, m, &m->jobs[i]);
+}
+
+/* The interleave pass's result (docs/ir.md, "Background work"):
+ *   interleave JOB {
+ *     slice_bound = S, fg_time = T, fg_time_bg = T2
+ *     copy BG @ RANK {seed = N, steps_per_iter = X, cut = [0, ..., 2n+1]} ; model @ batch
+ *     refusal BG @ RANK "why"
+ *   }
+ * BG is the index into the job's background list; the comment names it. */
+void ir_print_interleave(FILE *out, const ir_module *m, const ir_job *j)
+{
+    const ir_interleave *il = j->interleave;
+    fprintf(out, "\ninterleave %s {\n  slice_bound = ", j->name);
+    print_real(out, il->slice_bound);
+    fputs(", fg_time = ", out);
+    print_real(out, il->fg_time);
+    fputs(", fg_time_bg = ", out);
+    print_real(out, il->fg_time_bg);
+    fputc('\n', out);
+    for (int c = 0; c < il->ncopies; c++) {
+        const ir_bg_copy *cp = &il->copies[c];
+        fprintf(out, "  copy %d @ %d {seed = %lld, steps_per_iter = ", cp->job, cp->rank,
+                (long long)cp->seed);
+        print_real(out, cp->steps_per_iter);
+        fputs(", cut = [", out);
+        for (int s = 0; s <= cp->nslices; s++)
+            fprintf(out, "%s%d", s ? ", " : "", cp->cut[s]);
+        fputs("]}", out);
+        if (cp->job >= 0 && cp->job < j->nbackground)
+            fprintf(out, " ; %s @ %lld", m->graphs[j->background[cp->job].graph]->name,
+                    (long long)j->background[cp->job].batch);
+        fputc('\n', out);
+    }
+    for (int r = 0; r < il->nrefusals; r++) {
+        const ir_bg_refusal *rf = &il->refusals[r];
+        fprintf(out, "  refusal %d @ %d ", rf->job, rf->rank);
+        print_string(out, rf->why ? rf->why : "");
+        fputc('\n', out);
+    }
+    fputs("}\n", out);
 }
 
 char *ir_print_module_to_string(const ir_module *m, size_t *len)

@@ -330,6 +330,75 @@ static bool already_planned(const ir_graph *g)
     return all;
 }
 
+ir_graph *pass_plan_strip_comm(ir_module *m, const ir_graph *g)
+{
+    ir_graph *ng = arena_alloc(m->arena, sizeof *ng);
+    ng->name = g->name;
+    ng->loc = g->loc;
+    int *map = arena_alloc(m->arena, sizeof(int) * (size_t)(g->nops ? g->nops : 1));
+    for (int i = 0; i < g->nops; i++) {
+        const ir_op *op = &g->ops[i];
+        if (op->opcode == OP_RESHARD || op->opcode == OP_ALLREDUCE) {
+            map[i] = op->ninputs ? map[op->inputs[0]] : -1;
+            continue;
+        }
+        int *ins = arena_alloc(m->arena, sizeof(int) * (size_t)(op->ninputs + 1));
+        for (int q = 0; q < op->ninputs; q++)
+            ins[q] = map[op->inputs[q]];
+        int id = ir_op_add(m, ng, op->opcode, op->name, ins, op->ninputs, op->attrs, op->nattrs,
+                           op->loc);
+        ir_op *nop = &ng->ops[id];
+        for (int a = 0; a < nop->nattrs; a++)
+            if (nop->attrs[a].kind == AK_REF && nop->attrs[a].u.ref >= 0)
+                nop->attrs[a].u.ref = map[nop->attrs[a].u.ref];
+        nop->type = op->type;
+        nop->plan = op->plan;
+        map[i] = id;
+    }
+    return ng;
+}
+
+bool pass_plan_placed(ir_module *m, int job, const pass_options *opt, pass_plan_input *in,
+                      plan_result *res, diag_ctx *d)
+{
+    memset(res, 0, sizeof *res);
+    const ir_job *j = &m->jobs[job];
+    ir_graph *orig = m->graphs[j->graph];
+    m->graphs[j->graph] = pass_plan_strip_comm(m, orig);
+    bool ok = pass_plan_build(m, job, opt, in, d);
+    const ir_graph *g = m->graphs[j->graph];
+    int n = in->p.nlayers;
+    int *k = xcalloc((size_t)n + 1, sizeof(int)), *first = xcalloc((size_t)n + 1, sizeof(int));
+    for (int l = 0; l < n && ok; l++) {
+        const ir_op *op = &g->ops[in->op_of_layer[l]];
+        k[l] = op->plan.nranks;
+        first[l] = k[l] ? op->plan.ranks[0] : 0;
+        if (k[l] == 0) {
+            diag_error(d, op->loc, "'%s' has no ranks: the job is not planned", op->name);
+            ok = false;
+        }
+        for (int i = 1; ok && i < k[l]; i++)
+            if (op->plan.ranks[i] != first[l] + i) {
+                diag_error(d, op->loc,
+                           "'%s' runs on ranks that are not a contiguous range; the cost model "
+                           "prices ranges (first .. first + k - 1) only",
+                           op->name);
+                ok = false;
+            }
+    }
+    char err[512];
+    if (ok && !plan_evaluate(&in->p, k, first, res, err, sizeof err)) {
+        diag_error(d, j->loc, "%s", err);
+        ok = false;
+    }
+    free(k);
+    free(first);
+    m->graphs[j->graph] = orig;
+    if (!ok)
+        memset(res, 0, sizeof *res);
+    return ok;
+}
+
 bool pass_plan(pass_ctx *ctx)
 {
     if (already_planned(ctx->m->graphs[ctx->m->jobs[ctx->job].graph]))
@@ -341,6 +410,21 @@ bool pass_plan(pass_ctx *ctx)
     }
     plan_result r;
     char err[512];
+    const ir_job *j = &ctx->m->jobs[ctx->job];
+    if (j->amplification == IR_AMP_AUTO && !(ctx->opt && ctx->opt->amplification > 0) &&
+        j->nbackground > 0) {
+        /* The limit with the highest predicted cluster throughput (docs/plan.md). */
+        pass_bg_jobs bg;
+        plan_mux_options mo;
+        pass_bg_jobs_build(ctx->m, j, &in.p, &bg);
+        pass_mux_options(ctx->m, j, ctx->opt, &mo);
+        double limit;
+        char why[512];
+        if (plan_mux_choose_amplification(&in.p, strategy_of(ctx->opt), bg.jobs, bg.n, &mo, &limit,
+                                          why, sizeof why, err, sizeof err))
+            in.p.amp_limit = limit;
+        pass_bg_jobs_free(&bg);
+    }
     if (!plan_solve(&in.p, strategy_of(ctx->opt), &r, err, sizeof err)) {
         diag_error(ctx->d, ctx->m->jobs[ctx->job].loc, "%s", err);
         pass_plan_input_free(&in);

@@ -147,7 +147,8 @@ bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks
     return true;
 }
 
-bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nrs, FILE *out)
+bool plan_write_json(const plan_problem *p, const plan_result *const *rs,
+                     const plan_mux_result *const *mux, int nrs, double slowdown, FILE *out)
 {
     fprintf(out, "{\n  \"gpus\": %d,\n  \"gpus_per_node\": %d,\n  \"batch\": %lld,\n  \"plans\": [",
             p->cluster.gpus, p->cluster.gpus_per_node, (long long)p->batch);
@@ -171,7 +172,19 @@ bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nr
                 lr->k, lr->first, (long long)lr->shard, lr->fwd, lr->bwd, lr->reshard,
                 lr->allreduce, lr->ar_exposed, lr->amplification, lr->mem_bytes);
         }
-        fprintf(out, "\n    ]}");
+        fprintf(out, "\n    ]");
+        const plan_mux_result *x = mux ? mux[i] : NULL;
+        if (x)
+            fprintf(
+                out,
+                ", \"mux\": {\"slowdown\": %.9g, \"slice_bound_s\": %.9g, \"fg_time_s\": %.9g, "
+                "\"fg_time_bg_s\": %.9g, \"fg_samples_per_s\": %.9g, \"bg_samples_per_s\": %.9g, "
+                "\"cluster_samples_per_s\": %.9g, \"idle\": %.9g, \"idle_bg\": %.9g, "
+                "\"copies\": %d, \"refusals\": %d, \"slices_per_iter\": %lld}",
+                slowdown, x->slice_bound, x->fg_time, x->fg_time_bg, x->fg_samples_per_s,
+                x->bg_samples_per_s, x->cluster_samples_per_s, x->idle, x->idle_bg, x->ncopies,
+                x->nrefusals, (long long)x->nslices);
+        fprintf(out, "}");
     }
     fprintf(out, "\n  ]\n}\n");
     return !ferror(out);

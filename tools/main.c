@@ -30,6 +30,8 @@ static const char usage[] =
     "  --job NAME           the job to compile when the input holds several (default: the last)\n"
     "  --strategy S         planning strategy: burst (default), deeppool, pow2 or dp\n"
     "  --amplification X    override the job's amplification limit\n"
+    "  --slowdown X         bound on the foreground's time with background work over\n"
+    "                       its time without (default: the job's, else 1.1)\n"
     "  --profile FILE       measured per-layer times to use in place of the cost model\n"
     "  --gpus G             plan for G GPUs (whole nodes of the job's cluster) instead of its size\n"
     "  --batch B            plan for a global batch of B instead of the job's\n"

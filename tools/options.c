@@ -40,6 +40,13 @@ int tool_pass_option(const char *cmd, int argc, char **argv, int *i, pass_option
             fprintf(stderr, "%s: error: --amplification must be a number >= 1, got '%s'\n", cmd, v);
             return -1;
         }
+    } else if ((v = tool_opt_value(cmd, argc, argv, i, "--slowdown"))) {
+        o->slowdown = strtod(v, &end);
+        if (end == v || *end || !(o->slowdown >= 1 && o->slowdown <= IR_MAX_SLOWDOWN)) {
+            fprintf(stderr, "%s: error: --slowdown must be a number from 1 to 100, got '%s'\n", cmd,
+                    v);
+            return -1;
+        }
     } else if ((v = tool_opt_value(cmd, argc, argv, i, "--gpus"))) {
         long g = strtol(v, &end, 10);
         if (*end || g < 1 || g > (1L << 20)) {
