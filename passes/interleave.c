@@ -42,8 +42,10 @@
  * Placement tries slices cut at bound / 1, 2, 4 and 8 (finer slices fit
  * shorter windows) and windows allowed to overrun their end by 0, 1/8, 1/4,
  * 1/2 or the whole slice bound, keeps every combination whose predicted
- * foreground time is within the slowdown, and chooses the one with the most
- * background samples/s. Linear in windows + placed slices + steps per try.
+ * foreground time is within the slowdown, and chooses the one with the
+ * highest predicted cluster throughput (foreground + background samples/s;
+ * the try without overruns never slows the foreground, so the result is
+ * never below the foreground's throughput alone). Linear in windows + placed slices + steps per try.
  *
  * The pass "interleave" over the IR is interleave_ir.c.
  */
@@ -129,6 +131,19 @@ void plan_mux_result_free(plan_mux_result *r)
     free(r->refusals);
     free(r->slices);
     memset(r, 0, sizeof *r);
+}
+
+/* "12.30 GiB", "3.10 MiB", "20.0 KiB", "512 B". */
+static void fmt_bytes(double v, char *buf, size_t n)
+{
+    if (v >= 1024.0 * 1024 * 1024)
+        snprintf(buf, n, "%.2f GiB", v / (1024.0 * 1024 * 1024));
+    else if (v >= 1024.0 * 1024)
+        snprintf(buf, n, "%.2f MiB", v / (1024.0 * 1024));
+    else if (v >= 1024)
+        snprintf(buf, n, "%.1f KiB", v / 1024);
+    else
+        snprintf(buf, n, "%.0f B", v);
 }
 
 static void unit_name(const plan_bg_job *j, int u, char *buf, size_t n)
@@ -365,24 +380,27 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     double cap = p->cluster.mem_bytes;
     int copycap = 0;
     int64_t *cop0 = xcalloc((size_t)G + 1, sizeof(int64_t));
-    const double GiB = 1024.0 * 1024 * 1024;
     for (int g = 0; g < G; g++) {
         double used = fgmem[g], others = 0;
         for (int j = 0; j < njobs; j++) {
-            if (!sliceable[j]) {
-                refuse(out, &refcap, j, g, "%s", why[j]);
-                continue;
-            }
             if (cap > 0 && used + jobs[j].mem_bytes > cap) {
+                char a[32], b[32], c[32], e[32];
+                fmt_bytes(jobs[j].mem_bytes, a, sizeof a);
+                fmt_bytes(fgmem[g], b, sizeof b);
+                fmt_bytes(others, c, sizeof c);
+                fmt_bytes(cap, e, sizeof e);
                 if (others > 0)
                     refuse(out, &refcap, j, g,
-                           "needs %.2f GiB beside the foreground's %.2f GiB and %.2f GiB of other "
-                           "background copies, of %.2f GiB",
-                           jobs[j].mem_bytes / GiB, fgmem[g] / GiB, others / GiB, cap / GiB);
+                           "needs %s beside the foreground's %s and %s of other background "
+                           "copies, of %s",
+                           a, b, c, e);
                 else
-                    refuse(out, &refcap, j, g,
-                           "needs %.2f GiB beside the foreground's %.2f GiB of %.2f GiB",
-                           jobs[j].mem_bytes / GiB, fgmem[g] / GiB, cap / GiB);
+                    refuse(out, &refcap, j, g, "needs %s beside the foreground's %s of %s", a, b,
+                           e);
+                continue;
+            }
+            if (!sliceable[j]) {
+                refuse(out, &refcap, j, g, "%s", why[j]);
                 continue;
             }
             used += jobs[j].mem_bytes;
@@ -440,7 +458,8 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
             double T = place(&t, th, false);
             if (T > limit && T > T0)
                 continue;
-            double rate = bg_rate(&t, T);
+            /* The objective: cluster throughput, foreground + background. */
+            double rate = bg_rate(&t, T) + (double)p->batch / T;
             if (rate > best * (1 + 1e-9) || (rate >= best && T < bestT)) {
                 best = rate;
                 bestT = T;
@@ -535,32 +554,66 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     return true;
 }
 
+static const double amp_candidates[] = {1, 1.25, 1.5, 2, 3, 4, 6, 8, 0};
+enum { NCAND = sizeof amp_candidates / sizeof amp_candidates[0] };
+
+/* Every candidate limit's plan and its timeline time (INFINITY: none). */
+static double candidates(const plan_problem *p, plan_strategy s, plan_result *res, bool *have,
+                         double *time, char *err, size_t errlen)
+{
+    double fastest = INFINITY;
+    for (int i = 0; i < NCAND; i++) {
+        plan_problem q = *p;
+        q.amp_limit = amp_candidates[i];
+        have[i] = plan_solve(&q, s, &res[i], err, errlen);
+        time[i] = INFINITY;
+        if (!have[i])
+            continue;
+        plan_timeline tl;
+        char e2[256];
+        if (plan_timeline_build(&q, &res[i], &tl, e2, sizeof e2)) {
+            time[i] = tl.time;
+            plan_timeline_free(&tl);
+        }
+        fastest = fmin(fastest, time[i]);
+    }
+    return fastest;
+}
+
+double plan_mux_fastest_time(const plan_problem *p, plan_strategy s)
+{
+    plan_result res[NCAND];
+    bool have[NCAND];
+    double time[NCAND];
+    char err[256];
+    double f = candidates(p, s, res, have, time, err, sizeof err);
+    for (int i = 0; i < NCAND; i++)
+        if (have[i])
+            plan_result_free(&res[i]);
+    return f;
+}
+
 bool plan_mux_choose_amplification(const plan_problem *p, plan_strategy s, const plan_bg_job *jobs,
                                    int njobs, const plan_mux_options *o, double *limit, char *why,
                                    size_t whylen, char *err, size_t errlen)
 {
-    static const double cand[] = {1, 1.25, 1.5, 2, 3, 4, 6, 8, 0};
-    enum { NC = sizeof cand / sizeof cand[0] };
-    plan_result res[NC];
-    bool have[NC] = {false};
-    double fastest = INFINITY;
+    const double *cand = amp_candidates;
+    plan_result res[NCAND];
+    bool have[NCAND];
+    double time[NCAND];
     char e[512] = "";
-    for (int i = 0; i < NC; i++) {
-        plan_problem q = *p;
-        q.amp_limit = cand[i];
-        if (plan_solve(&q, s, &res[i], e, sizeof e)) {
-            have[i] = true;
-            fastest = fmin(fastest, res[i].time);
-        }
-    }
+    double fastest = candidates(p, s, res, have, time, e, sizeof e);
     if (!isfinite(fastest)) {
-        snprintf(err, errlen, "%s", e);
+        snprintf(err, errlen, "%s", e[0] ? e : "no candidate plan has a timeline");
+        for (int i = 0; i < NCAND; i++)
+            if (have[i])
+                plan_result_free(&res[i]);
         return false;
     }
     int best = -1;
     double best_tp = -1, best_fg = 0, best_bg = 0, best_time = 0;
-    for (int i = 0; i < NC; i++) {
-        if (!have[i])
+    for (int i = 0; i < NCAND; i++) {
+        if (!have[i] || !isfinite(time[i]))
             continue;
         plan_problem q = *p;
         q.amp_limit = cand[i];
@@ -586,7 +639,7 @@ bool plan_mux_choose_amplification(const plan_problem *p, plan_strategy s, const
         }
         plan_timeline_free(&tl);
     }
-    for (int i = 0; i < NC; i++)
+    for (int i = 0; i < NCAND; i++)
         if (have[i])
             plan_result_free(&res[i]);
     if (best < 0) {

@@ -3,8 +3,8 @@
  * "Multiplexing"). Builds the job's background jobs from the IR (every op's
  * forward and backward priced by costmodel.c on the job's GPU at the
  * background batch, with the job's dtype; the optimizer, the job's too, as a
- * memory-bound pass over parameters, gradients and optimizer state, one
- * kernel per layer with parameters), places them in the planned job's idle
+ * memory-bound pass over parameters, gradients and optimizer state in one
+ * fused kernel), places them in the planned job's idle
  * windows (interleave.c) and writes ir_job.interleave; refusals are printed
  * as notes. A job read back with a section keeps it.
  */
@@ -70,10 +70,11 @@ void pass_bg_jobs_build(const ir_module *m, const ir_job *j, const plan_problem 
                    l.saved * (double)batch * q.dtype_bytes;
         }
         /* The optimizer: reads parameters, gradients and state, writes
-         * parameters and state, one kernel per layer with parameters. */
+         * parameters and state, as one fused multi-tensor kernel (PyTorch's
+         * foreach optimizers; a slice is one graph piece anyway). */
         unit[2 * n] =
             params * q.dtype_bytes * (3.0 + 2 * q.optimizer_states) / fmax(fg->cluster.mem_bw, 1) +
-            with_params * fg->cluster.launch;
+            (with_params > 0) * fg->cluster.launch;
         out->jobs[b] = (plan_bg_job){.name = g->name,
                                      .nunits = 2 * n + 1,
                                      .unit = unit,
@@ -126,13 +127,12 @@ bool pass_interleave(pass_ctx *ctx)
     double slow = mo.slowdown;
     if (j->amplification == IR_AMP_AUTO && !(ctx->opt && ctx->opt->amplification > 0)) {
         /* The bound is against the fastest plan (docs/plan.md). */
-        plan_problem q = in.p;
-        q.amp_limit = 0;
-        plan_result fast;
-        if (plan_solve(&q, PS_BURST, &fast, err, sizeof err)) {
-            mo.slowdown = fmax(1, slow * fmin(fast.time, tl.time) / tl.time);
-            plan_result_free(&fast);
-        }
+        plan_strategy s = PS_BURST;
+        if (ctx->opt && ctx->opt->strategy)
+            plan_strategy_lookup(ctx->opt->strategy, &s);
+        double fastest = plan_mux_fastest_time(&in.p, s);
+        if (isfinite(fastest))
+            mo.slowdown = fmax(1, slow * fmin(fastest, tl.time) / tl.time);
     }
     pass_bg_jobs_build(m, j, &in.p, &bg);
     if (!plan_interleave(&tl, &r, bg.jobs, bg.n, &mo, &mr, err, sizeof err)) {

@@ -550,9 +550,12 @@ void plan_rank_memory(const plan_problem *p, const plan_result *r, double *out);
  * (1, 1.25, 1.5, 2, 3, 4, 6, 8 and none) and picks the one whose plan with the
  * background jobs interleaved has the highest predicted cluster throughput
  * (fg + bg samples/s) while its foreground time with background stays within
- * o->slowdown of the fastest candidate's time without. Writes the chosen
+ * o->slowdown of the fastest candidate's time without (timeline times). Writes the chosen
  * limit (0: none) to *limit and a one-line reason to why. False with a
  * message when no candidate plans. */
+/* The fastest timeline time (the schedule the runtime follows) over the
+ * candidate limits' plans of strategy s: what `auto` bounds the slowdown by. */
+double plan_mux_fastest_time(const plan_problem *p, plan_strategy s);
 bool plan_mux_choose_amplification(const plan_problem *p, plan_strategy s, const plan_bg_job *jobs,
                                    int njobs, const plan_mux_options *o, double *limit, char *why,
                                    size_t whylen, char *err, size_t errlen);
@@ -567,11 +570,12 @@ void plan_place(const plan_problem *p, plan_result *r);
 
 /* Writes the predicted per-rank timeline (the ideal schedule of
  * plan_timeline_build) as a Chrome trace (JSON): per rank a compute, a
- * communication and an idle track, for at most max_ranks ranks
+ * communication and an idle track, and with mux (may be NULL) a background
+ * track of the slices placed (at their start without background), for at most max_ranks ranks
  * (plan_trace_ranks); *shown (may be NULL) gets how many. False with a
  * message when the timeline cannot be built or a write failed. */
-bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks, int *shown,
-                      FILE *out, char *err, size_t errlen);
+bool plan_write_trace(const plan_problem *p, const plan_result *r, const plan_mux_result *mux,
+                      int max_ranks, int *shown, FILE *out, char *err, size_t errlen);
 /* How many ranks `burstc plan --trace` shows at most. */
 #define PLAN_TRACE_RANKS 256
 /* The ranks a trace of G ranks shows when it shows at most cap (>= 2): all

@@ -80,8 +80,8 @@ static void track_names(FILE *out, bool *first, int pid, const char *process, in
  * time), its communication (reshards, all-reduces, the loss sum, while they
  * move data) and its idle windows (named by why, with their anchor).
  */
-bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks, int *shown,
-                      FILE *out, char *err, size_t errlen)
+bool plan_write_trace(const plan_problem *p, const plan_result *r, const plan_mux_result *mux,
+                      int max_ranks, int *shown, FILE *out, char *err, size_t errlen)
 {
     plan_timeline tl;
     if (!plan_timeline_build(p, r, &tl, err, errlen))
@@ -96,7 +96,19 @@ bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks
     int n = plan_trace_ranks(G, max_ranks, ranks);
     if (shown)
         *shown = n;
-    static const char *const tids[] = {"compute", "communication", "idle"};
+    static const char *const tids[] = {"compute", "communication", "idle", "background"};
+    /* The background slices of each rank (mux->slices is by rank, then time). */
+    int64_t *bg0 = calloc((size_t)G + 1, sizeof(int64_t));
+    if (!bg0) {
+        snprintf(err, errlen, "out of memory");
+        free(ranks);
+        plan_timeline_free(&tl);
+        return false;
+    }
+    for (int64_t k = 0; mux && k < mux->nslices; k++)
+        bg0[mux->slices[k].rank + 1]++;
+    for (int g = 0; g < G; g++)
+        bg0[g + 1] += bg0[g];
     bool first = true;
     fprintf(out,
             "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"ranks\":%d,\"ranks_shown\":%d,"
@@ -106,7 +118,15 @@ bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks
     for (int i = 0; i < n; i++) {
         int g = ranks[i];
         snprintf(name, sizeof name, "rank %d", g);
-        track_names(out, &first, g, name, 3, tids);
+        track_names(out, &first, g, name, mux ? 4 : 3, tids);
+        for (int64_t k = bg0[g]; mux && k < bg0[g + 1]; k++) {
+            const plan_mux_slice *sl = &mux->slices[k];
+            const plan_mux_copy *cp = &mux->copies[sl->copy];
+            snprintf(name, sizeof name, "bg %d slice %d", cp->job, sl->slice);
+            snprintf(args, sizeof args, "{\"units\":\"%d..%d\",\"anchor_step\":%d}",
+                     cp->cut[sl->slice], cp->cut[sl->slice + 1] - 1, sl->step);
+            event(out, &first, name, "background", g, 3, sl->start, sl->dur, args);
+        }
         for (int64_t j = tl.prog0[g]; j < tl.prog0[g + 1]; j++) {
             const plan_tl_step *s = &tl.step[j];
             const plan_tl_op *o = &tl.op[s->op];
@@ -139,6 +159,7 @@ bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks
     }
     fprintf(out, "\n]}\n");
     free(ranks);
+    free(bg0);
     plan_timeline_free(&tl);
     if (ferror(out)) {
         snprintf(err, errlen, "write error");

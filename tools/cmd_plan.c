@@ -51,7 +51,8 @@ static const char plan_usage[] =
     "                       the analytic model for the layers they cover\n"
     "  --json FILE          write the plans (every strategy) as JSON\n"
     "  --trace FILE         write the predicted per-GPU timeline of the shown plan\n"
-    "                       as a Chrome trace (opens in Perfetto)\n"
+    "                       as a Chrome trace (opens in Perfetto), with its\n"
+    "                       background slices on their own track\n"
     "  --job NAME           the job to plan (default: the last in the file)\n"
     "  --gpus G             plan for G GPUs instead of the cluster's\n"
     "  --batch B            plan for a global batch of B instead of the job's\n"
@@ -344,8 +345,9 @@ int cmd_plan(int argc, char **argv)
         if (!out_open(&o, trace))
             goto done;
         int ranks_shown;
-        if (!plan_write_trace(&in.p, &res[shown], PLAN_TRACE_RANKS, &ranks_shown, o.fp, err,
-                              sizeof err)) {
+        if (!plan_write_trace(&in.p, &res[shown],
+                              have_mux[shown] && mux[shown].ncopies ? &mux[shown] : NULL,
+                              PLAN_TRACE_RANKS, &ranks_shown, o.fp, err, sizeof err)) {
             fprintf(stderr, "burstc plan: error: --trace: %s\n", err);
             out_abort(&o);
             goto done;

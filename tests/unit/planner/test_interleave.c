@@ -15,8 +15,8 @@
  *   - seeds: deterministic and distinct;
  *   - property, over many random small plans and background jobs: the
  *     predicted foreground time with background never exceeds slowdown x
- *     the time without (nor falls below it), no slice is longer than the
- *     bound, every copy fits the device's memory, and the timeline is left
+ *     the time without (nor falls below it), the cluster throughput never
+ *     falls below the foreground's alone, no slice is longer than the bound, every copy fits the device's memory, and the timeline is left
  *     as it was.
  */
 #include <math.h>
@@ -268,6 +268,8 @@ static void test_property(void)
         CHECK(x.fg_time_bg >= T0);
         CHECK(x.fg_time_bg <= o.slowdown * T0 * (1 + 1e-9));
         CHECK(tl.time == T0);
+        /* Never below the foreground alone: the try without overruns is one. */
+        CHECK(x.cluster_samples_per_s >= (double)in.p.batch / T0 * (1 - 1e-9));
         CHECK(x.slice_bound <= (o.cpu ? PLAN_MUX_SLICE_CPU : PLAN_MUX_SLICE_GPU));
         double *mem = calloc((size_t)G, sizeof(double));
         plan_rank_memory(&in.p, &r, mem);
