@@ -14,7 +14,7 @@ them. dp without background is always run too: it is the baseline every
 throughput is normalised to. Every number is simulated; nothing is measured.
 
     /usr/bin/python3 tests/bench/sim/study.py OUT_DIR [--burstc build/release/tools/burstc]
-        [--background] [--models vgg16,wrn101,inception] [--batches paper,256]
+        [--background] [--models vgg16,wrn101,inception] (or vgg16-bf16) [--batches paper,256]
         [--gpus 8,16,...,1024] [--strategies dp,deeppool,burst] [--iterations 20]
         [--amplification X]
 
@@ -37,6 +37,8 @@ MODELS = {
     "vgg16": ("study_vgg16", "vggLayerGpuProfileA100.txt", 16),
     "wrn101": ("study_wrn101", "wrnLayerGpuProfileA100V2.txt", 16),
     "inception": ("study_inception", "inceptionLayerGpuProfileA100V2.txt", 32),
+    # BF16 instead of TF32: a second setting, not the study's (docs/cluster.md)
+    "vgg16-bf16": ("study_vgg16_bf16", "vggLayerGpuProfileA100.txt", 16),
 }
 
 
