@@ -85,8 +85,37 @@ const plan_timing *pass_plan_profile_match(const plan_profile *pr, const ir_grap
 void pass_plan_apply(ir_module *m, const pass_plan_input *in, const plan_result *r);
 bool pass_plan(pass_ctx *ctx); /* pass "plan" */
 
+/* The job's graph without its reshard and allreduce ops (a planned dump),
+ * a new graph in m's arena (not in m's list): what the planning problem is
+ * made of; every op keeps its ranks. */
+ir_graph *pass_plan_strip_comm(ir_module *m, const ir_graph *g);
+/* The planning problem of a planned job (its ops carry ranks; reshard and
+ * allreduce ops are skipped) and its plan as the rank sets say, evaluated.
+ * False with an error through d when a layer's ranks are missing or not a
+ * contiguous range. res is zeroed on failure (safe to free). */
+bool pass_plan_placed(ir_module *m, int job, const pass_options *opt, pass_plan_input *in,
+                      plan_result *res, diag_ctx *d);
+
 /* comm.c: pass "comm": reshard and allreduce ops where the plan moves data. */
 
 bool pass_comm(pass_ctx *ctx);
+
+/* interleave.c: pass "interleave": the job's background jobs in its plan's
+ * idle time (plan.h's plan_interleave), written to ir_job.interleave. */
+
+typedef struct pass_bg_jobs {
+    int n;
+    plan_bg_job *jobs; /* one per entry of the job's background list */
+} pass_bg_jobs;
+/* The job's background jobs, their units priced on the foreground's device
+ * (fg: the job's planning problem). */
+void pass_bg_jobs_build(const ir_module *m, const ir_job *j, const plan_problem *fg,
+                        pass_bg_jobs *out);
+void pass_bg_jobs_free(pass_bg_jobs *b);
+/* The job's multiplexing options: slowdown (opt, else the job's, else
+ * IR_SLOWDOWN_DEFAULT) and whether its device is a CPU core. */
+bool pass_mux_options(const ir_module *m, const ir_job *j, const pass_options *opt,
+                      plan_mux_options *o);
+bool pass_interleave(pass_ctx *ctx);
 
 #endif

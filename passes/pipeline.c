@@ -23,6 +23,8 @@ const pass pass_table[] = {
     {"plan", "burst planner: GPU count and ranks of every layer of the job", true, pass_plan},
     {"comm", "make communication explicit: reshard and allreduce ops with rank sets", true,
      pass_comm},
+    {"interleave", "multiplexing: the job's background jobs in the plan's idle time", true,
+     pass_interleave},
 };
 const int pass_count = (int)(sizeof pass_table / sizeof pass_table[0]);
 

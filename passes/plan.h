@@ -67,6 +67,7 @@ typedef struct plan_timing {
     int n;
     int64_t *batch; /* ascending */
     double *seconds;
+    double *fwd; /* the forward part of seconds (a `layer` line), or NULL */
 } plan_timing;
 
 typedef struct plan_layer {
@@ -416,6 +417,15 @@ typedef struct plan_timeline {
     int64_t nwin;
     plan_tl_window *win; /* by rank, then time */
     int64_t *win0;       /* rank r's windows: win[win0[r] .. win0[r + 1]) */
+    /* Background work in the idle windows, seconds (the interleave pass sets
+     * these before plan_timeline_schedule and clears them after; NULL: none;
+     * the caller owns them). Per step (an index into step): bg_peer runs from
+     * the rank's arrival at communication step s, bg_comm from the start of
+     * communication step s, bg_shard from the end of the rank's own shard of
+     * compute step s; bg_end[g] after rank g's last op. Slices are not
+     * preempted: the rank takes its next op (a communication op: joins it)
+     * only once that work is done. */
+    double *bg_peer, *bg_comm, *bg_shard, *bg_end;
 } plan_timeline;
 
 /* The most steps (rank, op) a timeline may hold; a larger plan is refused. */
@@ -442,6 +452,115 @@ const char *plan_tl_wait_name(plan_tl_wait w);
  * counts) and returns how many (fewer than k1 + k2). */
 int plan_reshard_pairs(int64_t B, int r1, int k1, int r2, int k2, plan_tl_pair *pairs);
 
+/* interleave.c: background jobs in a plan's idle windows (docs/plan.md,
+ * "Multiplexing"). IR-independent: passes/interleave.c's pass builds these
+ * from a job's background list, the unit tests and benchmarks by hand. */
+
+/* One background job as the pass sees it: an independent one-GPU training
+ * step of nunits units (a graph of n ops: units 0 .. n-1 the forwards, n ..
+ * 2n-1 the backwards in reverse op order, 2n the optimizer; ir.h, ir_bg_copy),
+ * each with its seconds on one device at the job's batch. */
+typedef struct plan_bg_job {
+    const char *name;           /* for messages */
+    int nunits;                 /* 2n + 1 */
+    const double *unit;         /* seconds of each unit */
+    const char *const *op_name; /* n names (NULL: units are numbered in messages) */
+    double mem_bytes;           /* parameters, gradients, optimizer state, activations */
+    int64_t batch;              /* samples per step */
+} plan_bg_job;
+
+/* Default slice bounds: on a GPU (the 0.5 ms) and on a CPU core. */
+#define PLAN_MUX_SLICE_GPU 0.5e-3
+#define PLAN_MUX_SLICE_CPU 2e-3
+
+typedef struct plan_mux_options {
+    double slowdown;    /* >= 1: foreground time with background / without */
+    double slice_bound; /* seconds; <= 0: the device's default, at most (slowdown - 1) x time */
+    bool cpu;           /* the device is a CPU core (its own communication is not idle time) */
+} plan_mux_options;
+
+/* One background slice placed in one iteration of the foreground. */
+typedef struct plan_mux_slice {
+    int copy, slice; /* the copy (index into copies) and its slice */
+    int rank;
+    int step; /* the window's anchor: a step of the rank's program (sim_bg_slice.step) */
+    plan_tl_wait why;
+    double start, dur; /* start in the ideal schedule without background */
+    bool last;         /* completes a step of the copy */
+} plan_mux_slice;
+
+typedef struct plan_mux_copy {
+    int job, rank;
+    int64_t seed;
+    int nslices;
+    int *cut;    /* nslices + 1 unit indices */
+    double *dur; /* seconds of each slice */
+    double steps_per_iter;
+} plan_mux_copy;
+
+typedef struct plan_mux_refusal {
+    int job, rank;
+    char why[400];
+} plan_mux_refusal;
+
+typedef struct plan_mux_result plan_mux_result;
+struct plan_mux_result {
+    double slice_bound;      /* seconds */
+    double fg_time;          /* ideal schedule, no background */
+    double fg_time_bg;       /* with the placed slices (<= slowdown x fg_time) */
+    double fg_samples_per_s; /* batch / fg_time_bg */
+    double bg_samples_per_s; /* every copy's steps_per_iter x batch / fg_time_bg */
+    double cluster_samples_per_s;
+    double idle;    /* idle fraction of G x fg_time (the usable windows) */
+    double idle_bg; /* what is left idle of G x fg_time_bg with background */
+    double overrun; /* the largest overrun of a window allowed (seconds; 0: none) */
+    int cut_div;    /* slices were cut at slice_bound / cut_div */
+    int ncopies;
+    plan_mux_copy *copies; /* rank order, then job order */
+    int nrefusals;
+    plan_mux_refusal *refusals; /* rank order, then job order */
+    int64_t nslices;
+    plan_mux_slice *slices; /* by rank, then time */
+};
+
+/* The most slices placed in one iteration; placement stops there. */
+#define PLAN_MUX_MAX_SLICES (1LL << 22)
+
+/* Places copies of the background jobs into the idle windows of the plan r
+ * (timeline tl of it, built by plan_timeline_build): a copy of every job on
+ * every rank whose memory holds it beside the foreground's and the copies
+ * before it (refusals say why not), each step cut into slices no longer than
+ * the bound, slices packed into the windows in order. Predicts the
+ * foreground's time with the slices (never more than slowdown x without)
+ * and the background's samples/s. tl is rescheduled and left as it was.
+ * False with a message when the options are out of range. */
+bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job *jobs, int njobs,
+                     const plan_mux_options *o, plan_mux_result *out, char *err, size_t errlen);
+void plan_mux_result_free(plan_mux_result *r);
+/* Cuts units into slices of at most bound seconds, greedily (the fewest
+ * slices): writes nslices + 1 cut points to cut (room for nunits + 1) and
+ * returns nslices, or -1 - u when unit u alone is longer than bound. */
+int plan_mux_cut(const double *unit, int nunits, double bound, int *cut);
+/* The seed of the copy of background job `job` on `rank`: deterministic,
+ * distinct for distinct pairs below 2^16 jobs, in 1 .. 2^31 - 1. */
+int64_t plan_mux_seed(int job, int rank);
+/* Per-rank foreground memory of a placed plan (bytes; out has G entries). */
+void plan_rank_memory(const plan_problem *p, const plan_result *r, double *out);
+
+/* amplification = auto: plans p with strategy s under each candidate limit
+ * (1, 1.25, 1.5, 2, 3, 4, 6, 8 and none) and picks the one whose plan with the
+ * background jobs interleaved has the highest predicted cluster throughput
+ * (fg + bg samples/s) while its foreground time with background stays within
+ * o->slowdown of the fastest candidate's time without (timeline times). Writes the chosen
+ * limit (0: none) to *limit and a one-line reason to why. False with a
+ * message when no candidate plans. */
+/* The fastest timeline time (the schedule the runtime follows) over the
+ * candidate limits' plans of strategy s: what `auto` bounds the slowdown by. */
+double plan_mux_fastest_time(const plan_problem *p, plan_strategy s);
+bool plan_mux_choose_amplification(const plan_problem *p, plan_strategy s, const plan_bg_job *jobs,
+                                   int njobs, const plan_mux_options *o, double *limit, char *why,
+                                   size_t whylen, char *err, size_t errlen);
+
 /* place.c */
 
 /* Fills cross_node_bytes and the peak memory of a plan whose layers have
@@ -454,33 +573,40 @@ void plan_json_string(FILE *out, const char *s);
 
 /* Writes the predicted per-rank timeline (the ideal schedule of
  * plan_timeline_build) as a Chrome trace (JSON): per rank a compute, a
- * communication and an idle track, for at most max_ranks ranks
+ * communication and an idle track, and with mux (may be NULL) a background
+ * track of the slices placed (at their start without background), for at most max_ranks ranks
  * (plan_trace_ranks); *shown (may be NULL) gets how many. False with a
  * message when the timeline cannot be built or a write failed. */
-bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks, int *shown,
-                      FILE *out, char *err, size_t errlen);
+bool plan_write_trace(const plan_problem *p, const plan_result *r, const plan_mux_result *mux,
+                      int max_ranks, int *shown, FILE *out, char *err, size_t errlen);
 /* How many ranks `burstc plan --trace` shows at most. */
 #define PLAN_TRACE_RANKS 256
 /* The ranks a trace of G ranks shows when it shows at most cap (>= 2): all
  * when G <= cap, else the lowest cap/2 and the rest sampled evenly up to
  * rank G - 1. Writes them ascending to ranks; returns how many. */
 int plan_trace_ranks(int G, int cap, int *ranks);
-/* Writes the plans as JSON (docs/plan.md has the fields). */
-bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nrs, FILE *out);
+/* Writes the plans as JSON (docs/plan.md has the fields); mux (may be NULL,
+ * or hold NULLs) adds each plan's multiplexing under the slowdown. */
+bool plan_write_json(const plan_problem *p, const plan_result *const *rs,
+                     const plan_mux_result *const *mux, int nrs, double slowdown, FILE *out);
 
 /* profile.c: measured per-layer tables in the DeepPool text format. */
 
 typedef struct plan_profile_entry {
-    char *op;    /* e.g. "conv2d" */
+    char *op;    /* e.g. "conv2d"; "layer" for a line of `burstc profile` */
     char *attrs; /* canonical JSON text of the attributes */
     int nshape;
     int64_t shape[8]; /* input shape without the batch */
     plan_timing timing;
+    char *layer;    /* "layer" lines: the layer's name ... */
+    char *layer_op; /* ... and its op (attributes "name", "op"); else NULL */
+    int line;       /* the first line of the entry in the file */
 } plan_profile_entry;
 
 typedef struct plan_profile {
     int n, cap;
     plan_profile_entry *e;
+    char *path; /* the file read (for messages), or NULL */
 } plan_profile;
 
 /* Reads FILE; malformed lines are reported as `FILE:LINE: error: ...` on err
@@ -492,6 +618,8 @@ void plan_profile_free(plan_profile *pr);
  * order) and input shape; NULL if none. */
 const plan_profile_entry *plan_profile_find(const plan_profile *pr, const char *op,
                                             const char *attrs, const int64_t *shape, int nshape);
+/* The entry of the `layer` lines for the layer called name; NULL if none. */
+const plan_profile_entry *plan_profile_find_layer(const plan_profile *pr, const char *name);
 /* The integer attribute `key` of an entry's JSON attributes; false if absent. */
 bool plan_profile_attr(const plan_profile_entry *e, const char *key, int64_t *out);
 /* The same for an integer or a pair `[a,b]` (non-square kernels). */

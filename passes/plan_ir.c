@@ -162,6 +162,71 @@ const plan_timing *pass_plan_profile_match(const plan_profile *pr, const ir_grap
     return e ? &e->timing : NULL;
 }
 
+/* The per-sample shape of op's first input as a profile writes it: "[1,28,28]". */
+static void shape_text(char *buf, size_t n, const int64_t *dims, int ndims)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndims && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)dims[i]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+}
+
+/* A `layer` line (burstc profile) names a layer of this model: it must be
+ * the same op on the same input shape, else the profile is of another model
+ * (or of an older version of this one). */
+static bool layer_line_fits(const plan_profile *pr, const plan_profile_entry *le, const ir_graph *g,
+                            const ir_op *op, diag_ctx *d)
+{
+    const char *opname = ir_op_info_of(op->opcode)->name;
+    const ir_type *in = op->ninputs ? &g->ops[op->inputs[0]].type : NULL;
+    int nshape = in ? in->rank - 1 : 0;
+    bool same = strcmp(le->layer_op, opname) == 0 && le->nshape == nshape &&
+                (nshape == 0 || memcmp(le->shape, in->dim + 1, sizeof(int64_t) * nshape) == 0);
+    if (same)
+        return true;
+    char want[160], got[160];
+    shape_text(want, sizeof want, nshape > 0 ? in->dim + 1 : NULL, nshape);
+    shape_text(got, sizeof got, le->shape, le->nshape);
+    fprintf(d->out,
+            "%s:%d: error: layer '%s' is %s on %s in the profile but %s on %s in model '%s' "
+            "(a profile of another model?)\n",
+            pr->path ? pr->path : "profile", le->line, le->layer, le->layer_op, got, opname, want,
+            g->name);
+    d->nerrors++;
+    return false;
+}
+
+/* Every `layer` line must name a layer of the model: the first that does
+ * not is reported (with how many others do not either). */
+static bool profile_layers_known(const plan_profile *pr, const ir_graph *g, diag_ctx *d)
+{
+    const plan_profile_entry *first = NULL;
+    int unknown = 0;
+    for (int i = 0; i < pr->n; i++) {
+        const plan_profile_entry *e = &pr->e[i];
+        if (!e->layer)
+            continue;
+        int id = ir_op_find(g, e->layer);
+        if (id >= 0 && g->ops[id].opcode != OP_INPUT)
+            continue;
+        if (!first)
+            first = e;
+        unknown++;
+    }
+    if (!first)
+        return true;
+    char more[64] = "";
+    if (unknown > 1)
+        snprintf(more, sizeof more, " (and %d more)", unknown - 1);
+    fprintf(d->out,
+            "%s:%d: error: layer '%s'%s of the profile is not a layer of model '%s' (a profile "
+            "of another model?)\n",
+            pr->path ? pr->path : "profile", first->line, first->layer, more, g->name);
+    d->nerrors++;
+    return false;
+}
+
 void pass_plan_input_free(pass_plan_input *in)
 {
     free(in->p.layers);
@@ -234,13 +299,18 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
         in->op_of_layer[n] = i;
         pass_plan_layer(g, op, &p->layers[n]);
         if (in->prof.n) {
-            p->layers[n].measured = pass_plan_profile_match(&in->prof, g, op);
+            const plan_profile_entry *le = plan_profile_find_layer(&in->prof, op->name);
+            if (le && !layer_line_fits(&in->prof, le, g, op, d))
+                return false;
+            p->layers[n].measured = le ? &le->timing : pass_plan_profile_match(&in->prof, g, op);
             if (p->layers[n].measured)
                 in->nmeasured++;
         }
         n++;
     }
     p->nlayers = n;
+    if (!profile_layers_known(&in->prof, g, d))
+        return false;
     int ne = 0, cap = 0;
     for (int i = 0; i < g->nops; i++)
         cap += g->ops[i].ninputs;
@@ -317,6 +387,74 @@ static bool already_planned(const ir_graph *g)
     return all;
 }
 
+ir_graph *pass_plan_strip_comm(ir_module *m, const ir_graph *g)
+{
+    ir_graph *ng = arena_alloc(m->arena, sizeof *ng);
+    ng->name = g->name;
+    ng->loc = g->loc;
+    int *map = arena_alloc(m->arena, sizeof(int) * (size_t)(g->nops ? g->nops : 1));
+    for (int i = 0; i < g->nops; i++) {
+        const ir_op *op = &g->ops[i];
+        if (op->opcode == OP_RESHARD || op->opcode == OP_ALLREDUCE) {
+            map[i] = op->ninputs ? map[op->inputs[0]] : -1;
+            continue;
+        }
+        int *ins = arena_alloc(m->arena, sizeof(int) * (size_t)(op->ninputs + 1));
+        for (int q = 0; q < op->ninputs; q++)
+            ins[q] = map[op->inputs[q]];
+        int id = ir_op_add(m, ng, op->opcode, op->name, ins, op->ninputs, NULL, 0, op->loc);
+        ir_op *nop = &ng->ops[id];
+        nop->a = op->a;
+        ir_op_map_refs(nop, map);
+        nop->type = op->type;
+        nop->plan = op->plan;
+        map[i] = id;
+    }
+    return ng;
+}
+
+bool pass_plan_placed(ir_module *m, int job, const pass_options *opt, pass_plan_input *in,
+                      plan_result *res, diag_ctx *d)
+{
+    memset(res, 0, sizeof *res);
+    const ir_job *j = &m->jobs[job];
+    ir_graph *orig = m->graphs[j->graph];
+    m->graphs[j->graph] = pass_plan_strip_comm(m, orig);
+    bool ok = pass_plan_build(m, job, opt, in, d);
+    const ir_graph *g = m->graphs[j->graph];
+    int n = in->p.nlayers;
+    int *k = plan_xcalloc((size_t)n + 1, sizeof(int)),
+        *first = plan_xcalloc((size_t)n + 1, sizeof(int));
+    for (int l = 0; l < n && ok; l++) {
+        const ir_op *op = &g->ops[in->op_of_layer[l]];
+        k[l] = op->plan.nranks;
+        first[l] = k[l] ? op->plan.ranks[0] : 0;
+        if (k[l] == 0) {
+            diag_error(d, op->loc, "'%s' has no ranks: the job is not planned", op->name);
+            ok = false;
+        }
+        for (int i = 1; ok && i < k[l]; i++)
+            if (op->plan.ranks[i] != first[l] + i) {
+                diag_error(d, op->loc,
+                           "'%s' runs on ranks that are not a contiguous range; the cost model "
+                           "prices ranges (first .. first + k - 1) only",
+                           op->name);
+                ok = false;
+            }
+    }
+    char err[512];
+    if (ok && !plan_evaluate(&in->p, k, first, res, err, sizeof err)) {
+        diag_error(d, j->loc, "%s", err);
+        ok = false;
+    }
+    free(k);
+    free(first);
+    m->graphs[j->graph] = orig;
+    if (!ok)
+        memset(res, 0, sizeof *res);
+    return ok;
+}
+
 bool pass_plan(pass_ctx *ctx)
 {
     if (already_planned(ctx->m->graphs[ctx->m->jobs[ctx->job].graph]))
@@ -328,6 +466,20 @@ bool pass_plan(pass_ctx *ctx)
     }
     plan_result r;
     char err[512];
+    const ir_job *j = &ctx->m->jobs[ctx->job];
+    if (j->amplification == IR_AMP_AUTO && j->nbackground > 0) {
+        /* The limit with the highest predicted cluster throughput (docs/plan.md). */
+        pass_bg_jobs bg;
+        plan_mux_options mo;
+        pass_bg_jobs_build(ctx->m, j, &in.p, &bg);
+        pass_mux_options(ctx->m, j, ctx->opt, &mo);
+        double limit;
+        char why[512];
+        if (plan_mux_choose_amplification(&in.p, strategy_of(ctx->opt), bg.jobs, bg.n, &mo, &limit,
+                                          why, sizeof why, err, sizeof err))
+            in.p.amp_limit = limit;
+        pass_bg_jobs_free(&bg);
+    }
     if (!plan_solve(&in.p, strategy_of(ctx->opt), &r, err, sizeof err)) {
         diag_error(ctx->d, ctx->m->jobs[ctx->job].loc, "%s", err);
         pass_plan_input_free(&in);

@@ -82,8 +82,8 @@ static void track_names(FILE *out, bool *first, int pid, const char *process, in
  * time), its communication (reshards, all-reduces, the loss sum, while they
  * move data) and its idle windows (named by why, with their anchor).
  */
-bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks, int *shown,
-                      FILE *out, char *err, size_t errlen)
+bool plan_write_trace(const plan_problem *p, const plan_result *r, const plan_mux_result *mux,
+                      int max_ranks, int *shown, FILE *out, char *err, size_t errlen)
 {
     plan_timeline tl;
     if (!plan_timeline_build(p, r, &tl, err, errlen))
@@ -98,7 +98,19 @@ bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks
     int n = plan_trace_ranks(G, max_ranks, ranks);
     if (shown)
         *shown = n;
-    static const char *const tids[] = {"compute", "communication", "idle"};
+    static const char *const tids[] = {"compute", "communication", "idle", "background"};
+    /* The background slices of each rank (mux->slices is by rank, then time). */
+    int64_t *bg0 = calloc((size_t)G + 1, sizeof(int64_t));
+    if (!bg0) {
+        snprintf(err, errlen, "out of memory");
+        free(ranks);
+        plan_timeline_free(&tl);
+        return false;
+    }
+    for (int64_t k = 0; mux && k < mux->nslices; k++)
+        bg0[mux->slices[k].rank + 1]++;
+    for (int g = 0; g < G; g++)
+        bg0[g + 1] += bg0[g];
     bool first = true;
     fprintf(out,
             "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"ranks\":%d,\"ranks_shown\":%d,"
@@ -108,7 +120,15 @@ bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks
     for (int i = 0; i < n; i++) {
         int g = ranks[i];
         snprintf(name, sizeof name, "rank %d", g);
-        track_names(out, &first, g, name, 3, tids);
+        track_names(out, &first, g, name, mux ? 4 : 3, tids);
+        for (int64_t k = bg0[g]; mux && k < bg0[g + 1]; k++) {
+            const plan_mux_slice *sl = &mux->slices[k];
+            const plan_mux_copy *cp = &mux->copies[sl->copy];
+            snprintf(name, sizeof name, "bg %d slice %d", cp->job, sl->slice);
+            snprintf(args, sizeof args, "{\"units\":\"%d..%d\",\"anchor_step\":%d}",
+                     cp->cut[sl->slice], cp->cut[sl->slice + 1] - 1, sl->step);
+            event(out, &first, name, "background", g, 3, sl->start, sl->dur, args);
+        }
         for (int64_t j = tl.prog0[g]; j < tl.prog0[g + 1]; j++) {
             const plan_tl_step *s = &tl.step[j];
             const plan_tl_op *o = &tl.op[s->op];
@@ -141,6 +161,7 @@ bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks
     }
     fprintf(out, "\n]}\n");
     free(ranks);
+    free(bg0);
     plan_timeline_free(&tl);
     if (ferror(out)) {
         snprintf(err, errlen, "write error");
@@ -149,7 +170,8 @@ bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks
     return true;
 }
 
-bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nrs, FILE *out)
+bool plan_write_json(const plan_problem *p, const plan_result *const *rs,
+                     const plan_mux_result *const *mux, int nrs, double slowdown, FILE *out)
 {
     fprintf(out, "{\n  \"gpus\": %d,\n  \"gpus_per_node\": %d,\n  \"batch\": %lld,\n  \"plans\": [",
             p->cluster.gpus, p->cluster.gpus_per_node, (long long)p->batch);
@@ -173,7 +195,19 @@ bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nr
                 lr->k, lr->first, (long long)lr->shard, lr->fwd, lr->bwd, lr->reshard,
                 lr->allreduce, lr->ar_exposed, lr->amplification, lr->mem_bytes);
         }
-        fprintf(out, "\n    ]}");
+        fprintf(out, "\n    ]");
+        const plan_mux_result *x = mux ? mux[i] : NULL;
+        if (x)
+            fprintf(
+                out,
+                ", \"mux\": {\"slowdown\": %.9g, \"slice_bound_s\": %.9g, \"fg_time_s\": %.9g, "
+                "\"fg_time_bg_s\": %.9g, \"fg_samples_per_s\": %.9g, \"bg_samples_per_s\": %.9g, "
+                "\"cluster_samples_per_s\": %.9g, \"idle\": %.9g, \"idle_bg\": %.9g, "
+                "\"copies\": %d, \"refusals\": %d, \"slices_per_iter\": %lld}",
+                slowdown, x->slice_bound, x->fg_time, x->fg_time_bg, x->fg_samples_per_s,
+                x->bg_samples_per_s, x->cluster_samples_per_s, x->idle, x->idle_bg, x->ncopies,
+                x->nrefusals, (long long)x->nslices);
+        fprintf(out, "}");
     }
     fprintf(out, "\n  ]\n}\n");
     return !ferror(out);

@@ -372,6 +372,8 @@ void plan_timeline_schedule(plan_timeline *tl)
                 s->arrive = s->start = cpu[g];
                 s->end = cpu[g] + o->dur;
                 cpu[g] = s->end;
+                if (tl->bg_shard)
+                    cpu[g] = fmax(cpu[g], s->start + s->own + tl->bg_shard[cur[g] - 1]);
                 o->start = fmin(o->start, s->start);
                 o->end = fmax(o->end, s->end);
             }
@@ -385,7 +387,8 @@ void plan_timeline_schedule(plan_timeline *tl)
         for (int i = 0; i < o->nparts; i++) {
             int g = pp[i];
             tl->step[cur[g]].arrive = cpu[g];
-            t = fmax(t, fmax(cpu[g], cs[g]));
+            double ready = cpu[g] + (tl->bg_peer ? tl->bg_peer[cur[g]] : 0);
+            t = fmax(t, fmax(ready, cs[g]));
         }
         o->start = t;
         o->end = t + o->dur;
@@ -396,12 +399,12 @@ void plan_timeline_schedule(plan_timeline *tl)
             s->end = o->end;
             cs[g] = o->end;
             if (!o->async)
-                cpu[g] = o->end;
+                cpu[g] = fmax(o->end, o->start + (tl->bg_comm ? tl->bg_comm[cur[g] - 1] : 0));
         }
     }
     double T = 0;
     for (int g = 0; g < G; g++)
-        T = fmax(T, fmax(cpu[g], cs[g]));
+        T = fmax(T, fmax(cpu[g] + (tl->bg_end ? tl->bg_end[g] : 0), cs[g]));
     tl->time = T;
     free(cpu);
     free(cs);

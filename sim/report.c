@@ -40,11 +40,24 @@ void sim_print_table(FILE *out, const plan_problem *p, const sim_report_info *in
     fprintf(out, "%-22s %12.4f %12.4f %12.4f\n", "simulated", r->mean * 1e3, r->p50 * 1e3,
             r->p99 * 1e3);
     fprintf(out, "%-22s %12.4f\n", "timeline (ideal)", r->timeline * 1e3);
-    fprintf(out, "%-22s %12.4f\n\n", "planner", info->analytic * 1e3);
-    fprintf(out, "%-22s %12s\n", "throughput", "samples/s");
-    fprintf(out, "%-22s %12.1f\n", "foreground", r->fg_samples_per_s);
-    fprintf(out, "%-22s %12.1f\n", "background", r->bg_samples_per_s);
-    fprintf(out, "%-22s %12.1f\n\n", "cluster", r->fg_samples_per_s + r->bg_samples_per_s);
+    fprintf(out, "%-22s %12.4f\n", "planner", info->analytic * 1e3);
+    if (info->mux)
+        fprintf(out, "%-22s %12.4f\n", "interleave (with bg)", info->mux->fg_time_bg * 1e3);
+    fputc('\n', out);
+    fprintf(out, "%-22s %12s%s\n", "throughput", "samples/s", info->mux ? "    predicted" : "");
+    if (info->mux) {
+        const plan_mux_result *x = info->mux;
+        fprintf(out, "%-22s %12.1f %12.1f\n", "foreground", r->fg_samples_per_s,
+                x->fg_samples_per_s);
+        fprintf(out, "%-22s %12.1f %12.1f\n", "background", r->bg_samples_per_s,
+                x->bg_samples_per_s);
+        fprintf(out, "%-22s %12.1f %12.1f\n\n", "cluster",
+                r->fg_samples_per_s + r->bg_samples_per_s, x->cluster_samples_per_s);
+    } else {
+        fprintf(out, "%-22s %12.1f\n", "foreground", r->fg_samples_per_s);
+        fprintf(out, "%-22s %12.1f\n", "background", r->bg_samples_per_s);
+        fprintf(out, "%-22s %12.1f\n\n", "cluster", r->fg_samples_per_s + r->bg_samples_per_s);
+    }
     int G = r->G;
     stat3 f = stats(r->fg_busy, G), b = stats(r->bg_busy, G);
     fprintf(out, "%-22s %12s %12s\n", "GPU busy %", "foreground", "background");
@@ -99,6 +112,14 @@ bool sim_write_json(FILE *out, const plan_problem *p, const sim_report_info *inf
             "  \"fg_samples_per_s\": %.9g,\n  \"bg_samples_per_s\": %.9g,\n"
             "  \"cluster_samples_per_s\": %.9g,\n",
             r->fg_samples_per_s, r->bg_samples_per_s, r->fg_samples_per_s + r->bg_samples_per_s);
+    if (info->mux)
+        fprintf(out,
+                "  \"interleave\": {\"copies\": %d, \"slices_per_iter\": %lld, \"slice_bound_s\": "
+                "%.9g, \"fg_time_s\": %.9g, \"fg_time_bg_s\": %.9g, \"fg_samples_per_s\": %.9g, "
+                "\"bg_samples_per_s\": %.9g},\n",
+                info->mux->ncopies, (long long)info->mux->nslices, info->mux->slice_bound,
+                info->mux->fg_time, info->mux->fg_time_bg, info->mux->fg_samples_per_s,
+                info->mux->bg_samples_per_s);
     fprintf(out,
             "  \"gpu_busy\": {\"fg_mean\": %.9g, \"fg_min\": %.9g, \"fg_max\": %.9g, "
             "\"bg_mean\": %.9g, \"bg_min\": %.9g, \"bg_max\": %.9g,\n    \"fg\": [",

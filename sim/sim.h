@@ -189,6 +189,9 @@ typedef struct sim_report_info {
     double analytic; /* the planner's evaluator's time of the plan */
     const sim_options *options;
     bool overlap; /* ar_overlap */
+    /* The interleave pass's prediction for the background slices played
+     * (passes/interleave.c), or NULL when none were. */
+    const plan_mux_result *mux;
 } sim_report_info;
 
 /* The table: iteration time (mean, p50, p99) beside the timeline's and the

@@ -26,12 +26,18 @@ static const char plan_usage[] =
     "Plans a training job: how many GPUs each layer uses and which ones. Prints a\n"
     "table of the layers, then predicted iteration time, samples/s and GPU-seconds\n"
     "per iteration for dp, deeppool, pow2 and burst side by side, all priced by\n"
-    "burstc's cost model (deeppool: DeepPool's own planner, its own estimate too).\n"
+    "burstc's cost model (deeppool: DeepPool's own planner, its own estimate too),\n"
+    "then multiplexing: the job's background jobs in each plan's idle time, with\n"
+    "foreground and background samples/s, cluster throughput and idle %.\n"
     "\n"
     "  --strategy S         dp, deeppool, pow2, burst or all: whose layer table to\n"
     "                       print (default: burst's table and the summary of all;\n"
     "                       S: its table and its summary line; all: every table)\n"
-    "  --amplification X    per-layer amplification limit, X >= 1 (default: the job's)\n"
+    "  --amplification X    per-layer amplification limit, X >= 1 (default: the job's;\n"
+    "                       auto: the limit with the highest predicted cluster\n"
+    "                       throughput within the slowdown, printed with why)\n"
+    "  --slowdown X         bound on the foreground's time with background work over\n"
+    "                       its time without, >= 1 (default: the job's, else 1.1)\n"
     "  --gpu-budget X       global limit: GPU-seconds per iteration at most X times\n"
     "                       the one-GPU time of the iteration (the fastest plan\n"
     "                       of the frontier within it)\n"
@@ -45,7 +51,8 @@ static const char plan_usage[] =
     "                       the analytic model for the layers they cover\n"
     "  --json FILE          write the plans (every strategy) as JSON\n"
     "  --trace FILE         write the predicted per-GPU timeline of the shown plan\n"
-    "                       as a Chrome trace (opens in Perfetto)\n"
+    "                       as a Chrome trace (opens in Perfetto), with its\n"
+    "                       background slices on their own track\n"
     "  --job NAME           the job to plan (default: the last in the file)\n"
     "  --gpus G             plan for G GPUs instead of the cluster's\n"
     "  --batch B            plan for a global batch of B instead of the job's\n"
@@ -109,6 +116,47 @@ static void print_summary(FILE *out, const plan_problem *p, plan_result *const *
                     "(every column but the last is burstc's pricing; own ms: DeepPool's own "
                     "estimate of its plan, %.6f GPU-s/iter by its count)\n",
                     rs[i]->own_gpu_seconds);
+}
+
+/* The plan's background jobs interleaved (passes/interleave.c). */
+static bool mux_of(const plan_problem *p, const plan_result *r, const pass_bg_jobs *bg,
+                   const plan_mux_options *mo, plan_mux_result *out, char *err, size_t n)
+{
+    plan_timeline tl;
+    if (!plan_timeline_build(p, r, &tl, err, n))
+        return false;
+    bool ok = plan_interleave(&tl, r, bg->jobs, bg->n, mo, out, err, n);
+    plan_timeline_free(&tl);
+    return ok;
+}
+
+static void print_mux(FILE *out, const ir_module *m, const ir_job *j, const plan_mux_options *mo,
+                      plan_result *const *rs, const plan_mux_result *const *mx, int n,
+                      const plan_result *dp)
+{
+    fprintf(out, "\nmultiplexing (slowdown %g, %s; background: ", mo->slowdown,
+            mo->cpu ? "CPU cores" : "GPUs");
+    for (int b = 0; b < j->nbackground; b++)
+        fprintf(out, "%s%s @ %lld", b ? ", " : "", m->graphs[j->background[b].graph]->name,
+                (long long)j->background[b].batch);
+    fprintf(out, "%s):\n", j->nbackground ? "" : "none");
+    fprintf(out, "%-9s %12s %12s %12s %12s %9s %8s %8s %7s %9s\n", "strategy", "fg iter ms",
+            "fg smp/s", "bg smp/s", "cluster/s", "vs dp", "idle %", "idle bg", "copies",
+            "slice ms");
+    for (int i = 0; i < n; i++) {
+        if (!mx[i]) {
+            fprintf(out, "%-9s %12s\n", plan_strategy_name(rs[i]->strategy), "-");
+            continue;
+        }
+        const plan_mux_result *x = mx[i];
+        fprintf(out, "%-9s %12.4f %12.1f %12.1f %12.1f %8.2fx %7.1f%% %7.1f%% %7d %9.3f\n",
+                plan_strategy_name(rs[i]->strategy), x->fg_time_bg * 1e3, x->fg_samples_per_s,
+                x->bg_samples_per_s, x->cluster_samples_per_s,
+                dp && dp->samples_per_s > 0 ? x->cluster_samples_per_s / dp->samples_per_s : 1.0,
+                x->idle * 100, x->idle_bg * 100, x->ncopies, x->slice_bound * 1e3);
+    }
+    fprintf(out, "(cluster/s: foreground + background samples/s; vs dp: over dp's samples/s "
+                 "without background)\n");
 }
 
 int cmd_plan(int argc, char **argv)
@@ -178,6 +226,9 @@ int cmd_plan(int argc, char **argv)
     pass_plan_input in = {0};
     plan_result res[PS_COUNT];
     bool have[PS_COUNT] = {false};
+    plan_mux_result mux[PS_COUNT];
+    bool have_mux[PS_COUNT] = {false};
+    pass_bg_jobs bg = {0};
     ir_module *m = load_input(a, input, &d);
     if (!m || d.nerrors)
         goto done;
@@ -191,6 +242,22 @@ int cmd_plan(int argc, char **argv)
     if (!ir_verify(m, &d) || !pass_plan_build(m, ctx.job, &popt, &in, &d))
         goto done;
     in.p.gpu_budget = gpu_budget;
+    const ir_job *job = &m->jobs[ctx.job];
+    plan_mux_options mo;
+    pass_mux_options(m, job, &popt, &mo);
+    pass_bg_jobs_build(m, job, &in.p, &bg);
+    char err[1024];
+    if (job->amplification == IR_AMP_AUTO && !frontier && !(gpu_budget > 0)) {
+        double limit;
+        char why[640];
+        if (!plan_mux_choose_amplification(&in.p, shown, bg.jobs, bg.n, &mo, &limit, why,
+                                           sizeof why, err, sizeof err)) {
+            diag_error(&d, job->loc, "%s plan: %s", plan_strategy_name(shown), err);
+            goto done;
+        }
+        in.p.amp_limit = limit;
+        printf("%s\n\n", why);
+    }
     if (popt.profile)
         printf("profile %s: measured times for %d of %d layers\n\n", popt.profile, in.nmeasured,
                in.p.nlayers);
@@ -210,7 +277,6 @@ int cmd_plan(int argc, char **argv)
         goto done;
     }
 
-    char err[1024];
     for (int s = 0; s < PS_COUNT; s++) {
         /* Only what is printed or written is solved (dp for "vs dp"). */
         if (strategy && !all && s != (int)shown && s != PS_DP && !json)
@@ -238,17 +304,33 @@ int cmd_plan(int argc, char **argv)
             list[nl++] = &res[s];
     }
     print_summary(stdout, &in.p, list, nl, have[PS_DP] ? &res[PS_DP] : NULL);
+    const plan_mux_result *mlist[PS_COUNT];
+    for (int i = 0; i < nl; i++) {
+        int s = (int)list[i]->strategy;
+        if (mux_of(&in.p, &res[s], &bg, &mo, &mux[s], err, sizeof err))
+            have_mux[s] = true;
+        else
+            fprintf(stderr, "burstc plan: note: no multiplexing for the %s plan: %s\n",
+                    plan_strategy_name((plan_strategy)s), err);
+        mlist[i] = have_mux[s] ? &mux[s] : NULL;
+    }
+    print_mux(stdout, m, job, &mo, list, mlist, nl, have[PS_DP] ? &res[PS_DP] : NULL);
 
     if (json) {
         out_file o;
         const plan_result *jl[PS_COUNT];
+        const plan_mux_result *jm[PS_COUNT];
         int nj = 0;
         for (int s = 0; s < PS_COUNT; s++)
-            if (have[s])
+            if (have[s]) {
+                if (!have_mux[s] && mux_of(&in.p, &res[s], &bg, &mo, &mux[s], err, sizeof err))
+                    have_mux[s] = true;
+                jm[nj] = have_mux[s] ? &mux[s] : NULL;
                 jl[nj++] = &res[s];
+            }
         if (!out_open(&o, json))
             goto done;
-        if (!plan_write_json(&in.p, jl, nj, o.fp)) {
+        if (!plan_write_json(&in.p, jl, jm, nj, mo.slowdown, o.fp)) {
             out_abort(&o);
             goto done;
         }
@@ -260,8 +342,9 @@ int cmd_plan(int argc, char **argv)
         if (!out_open(&o, trace))
             goto done;
         int ranks_shown;
-        if (!plan_write_trace(&in.p, &res[shown], PLAN_TRACE_RANKS, &ranks_shown, o.fp, err,
-                              sizeof err)) {
+        if (!plan_write_trace(&in.p, &res[shown],
+                              have_mux[shown] && mux[shown].ncopies ? &mux[shown] : NULL,
+                              PLAN_TRACE_RANKS, &ranks_shown, o.fp, err, sizeof err)) {
             fprintf(stderr, "burstc plan: error: --trace: %s\n", err);
             out_abort(&o);
             goto done;
@@ -274,9 +357,13 @@ int cmd_plan(int argc, char **argv)
     }
     status = 0;
 done:
-    for (int s = 0; s < PS_COUNT; s++)
+    for (int s = 0; s < PS_COUNT; s++) {
         if (have[s])
             plan_result_free(&res[s]);
+        if (have_mux[s])
+            plan_mux_result_free(&mux[s]);
+    }
+    pass_bg_jobs_free(&bg);
     pass_plan_input_free(&in);
     if (d.nerrors > 0)
         status = 1;

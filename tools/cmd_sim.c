@@ -41,6 +41,8 @@ static const char sim_usage[] =
     "  --jitter X           multiply every duration by exp(X z - X^2/2), z ~ N(0,1)\n"
     "                       (X from 0 to 10; default 0)\n"
     "  --seed N             seed of the jitter (default 1)\n"
+    "  --background on|off  play the job's background jobs in the plan's idle time,\n"
+    "                       as the interleave pass places them (default on)\n"
     "  --json FILE          write the results as JSON\n"
     "  --trace FILE         write a Chrome trace (Perfetto): every shown GPU's\n"
     "                       streams and its node's links\n"
@@ -67,33 +69,22 @@ static bool parse_count(const char *v, long lo, long hi, long *out)
     return true;
 }
 
-/* The job's graph without its reshard and allreduce ops (a planned dump):
- * what the planning problem is made of; every op keeps its ranks. */
-static void strip_comm(ir_module *m, int gi)
+/* Whether an IR interleave section holds the copies (ranks, jobs, cuts) a
+ * placement made. */
+static bool same_copies(const ir_interleave *il, const plan_mux_result *x)
 {
-    ir_graph *g = m->graphs[gi];
-    ir_graph *ng = arena_alloc(m->arena, sizeof *ng);
-    ng->name = g->name;
-    ng->loc = g->loc;
-    int *map = arena_alloc(m->arena, sizeof(int) * (size_t)(g->nops ? g->nops : 1));
-    for (int i = 0; i < g->nops; i++) {
-        const ir_op *op = &g->ops[i];
-        if (op->opcode == OP_RESHARD || op->opcode == OP_ALLREDUCE) {
-            map[i] = op->ninputs ? map[op->inputs[0]] : -1;
-            continue;
-        }
-        int *ins = arena_alloc(m->arena, sizeof(int) * (size_t)(op->ninputs + 1));
-        for (int q = 0; q < op->ninputs; q++)
-            ins[q] = map[op->inputs[q]];
-        int id = ir_op_add(m, ng, op->opcode, op->name, ins, op->ninputs, NULL, 0, op->loc);
-        ir_op *nop = &ng->ops[id];
-        nop->a = op->a;
-        ir_op_map_refs(nop, map);
-        nop->type = op->type;
-        nop->plan = op->plan;
-        map[i] = id;
+    if (il->ncopies != x->ncopies)
+        return false;
+    for (int c = 0; c < x->ncopies; c++) {
+        const ir_bg_copy *a = &il->copies[c];
+        const plan_mux_copy *b = &x->copies[c];
+        if (a->job != b->job || a->rank != b->rank || a->nslices != b->nslices)
+            return false;
+        for (int s = 0; s <= b->nslices; s++)
+            if (a->cut[s] != b->cut[s])
+                return false;
     }
-    m->graphs[gi] = ng;
+    return true;
 }
 
 /* 1: every layer carries ranks; 0: none does; -1: some do (an error). */
@@ -115,6 +106,7 @@ static int planned(const ir_graph *g)
 int cmd_sim(int argc, char **argv)
 {
     const char *input = NULL, *json = NULL, *trace = NULL, *strategy = NULL;
+    bool background = true;
     long iterations = 20, trace_gpus = 32;
     sim_options so = {.seed = 1};
     pass_options popt = {.strategy = "burst"};
@@ -159,6 +151,12 @@ int cmd_sim(int argc, char **argv)
                 return 1;
             }
             so.seed = s;
+        } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--background"))) {
+            if (strcmp(v, "on") != 0 && strcmp(v, "off") != 0) {
+                fprintf(stderr, "burstc sim: error: --background must be on or off, got '%s'\n", v);
+                return 1;
+            }
+            background = strcmp(v, "on") == 0;
         } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--strategy"))) {
             strategy = v;
         } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--json"))) {
@@ -215,6 +213,10 @@ int cmd_sim(int argc, char **argv)
     plan_timeline tl;
     sim_result run;
     out_file tr = {0};
+    pass_bg_jobs bg = {0};
+    plan_mux_result mux;
+    bool have_mux = false;
+    sim_bg_slice *bgs = NULL;
     char err[1024];
     ir_module *m = load_input(a, input, &d);
     if (!m || d.nerrors)
@@ -247,17 +249,14 @@ int cmd_sim(int argc, char **argv)
     if (!ir_verify(m, &d))
         goto done;
     if (was_planned)
-        strip_comm(m, job->graph);
+        m->graphs[job->graph] = pass_plan_strip_comm(m, m->graphs[job->graph]);
     if (!pass_plan_build(m, ctx.job, &popt, &in, &d))
         goto done;
     if (was_planned) {
         const ir_graph *g = m->graphs[job->graph];
         int n = in.p.nlayers;
-        int *k = calloc((size_t)n + 1, sizeof(int)), *first = calloc((size_t)n + 1, sizeof(int));
-        if (!k || !first) {
-            fprintf(stderr, "burstc: out of memory\n");
-            exit(2);
-        }
+        int *k = plan_xcalloc((size_t)n + 1, sizeof(int)),
+            *first = plan_xcalloc((size_t)n + 1, sizeof(int));
         bool ok = true;
         for (int l = 0; l < n && ok; l++) {
             const ir_op *op = &g->ops[in.op_of_layer[l]];
@@ -292,6 +291,40 @@ int cmd_sim(int argc, char **argv)
         goto done;
     }
     have_tl = true;
+    if (background && job->nbackground > 0) {
+        /* The interleave pass's placement (passes/interleave.c) of this plan. */
+        plan_mux_options mo;
+        pass_mux_options(m, job, &popt, &mo);
+        pass_bg_jobs_build(m, job, &in.p, &bg);
+        if (!plan_interleave(&tl, &res, bg.jobs, bg.n, &mo, &mux, err, sizeof err)) {
+            diag_error(&d, job->loc, "interleave: %s", err);
+            goto done;
+        }
+        have_mux = true;
+        if (job->interleave && !same_copies(job->interleave, &mux)) {
+            diag_error(&d, job->loc,
+                       "the IR's interleave section of job '%s' is not what the interleave pass "
+                       "places for this plan; the simulator plays the pass's placement (remove "
+                       "the section, or use the pass's own dump)",
+                       job->name);
+            goto done;
+        }
+        bgs = calloc((size_t)mux.nslices + 1, sizeof *bgs);
+        if (!bgs) {
+            fprintf(stderr, "burstc: out of memory\n");
+            exit(2);
+        }
+        for (int64_t i = 0; i < mux.nslices; i++) {
+            const plan_mux_slice *sl = &mux.slices[i];
+            const plan_mux_copy *cp = &mux.copies[sl->copy];
+            /* Each slice completes 1/nslices of a step: over iterations the
+             * copy's slices run in order, so the rate is the pass's. */
+            bgs[i] = (sim_bg_slice){sl->rank, sl->step, sl->dur,
+                                    (double)bg.jobs[cp->job].batch / cp->nslices, cp->job};
+        }
+        so.bg = bgs;
+        so.nbg = (int)mux.nslices;
+    }
     if (trace) {
         if (!out_open(&tr, trace))
             goto done;
@@ -307,7 +340,8 @@ int cmd_sim(int argc, char **argv)
                             .strategy = was_planned ? "as planned" : plan_strategy_name(strat),
                             .analytic = res.time,
                             .options = &so,
-                            .overlap = popt.overlap_allreduce};
+                            .overlap = popt.overlap_allreduce,
+                            .mux = have_mux ? &mux : NULL};
     if (popt.profile)
         printf("profile %s: measured times for %d of %d layers\n\n", popt.profile, in.nmeasured,
                in.p.nlayers);
@@ -338,6 +372,10 @@ done:
         out_abort(&tr);
     if (have_run)
         sim_result_free(&run);
+    free(bgs);
+    if (have_mux)
+        plan_mux_result_free(&mux);
+    pass_bg_jobs_free(&bg);
     if (have_tl)
         plan_timeline_free(&tl);
     if (have_res)

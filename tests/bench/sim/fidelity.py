@@ -13,11 +13,15 @@ against the cost model's (`burstc plan --json`, the largest shard), and the
 same for reshards and all-reduces. Prints the load average around every run:
 the machine is shared and has 2 cores, so 4 ranks run 2 per core.
 
+On one rank it also measures the CPU time a training step costs (two whole
+runs of different lengths), which time-slicing by other processes does not
+inflate, against the simulated time.
+
 Not a test: a benchmark to rerun when the CPU kernels or the cost model change.
 
     /usr/bin/python3 tests/bench/sim/fidelity.py [--burstc build/release/tools/burstc]
         [--jobs fmnist_cpu,resnet_small_cpu] [--ranks 1,2,4] [--strategies dp,burst]
-        [--iterations 30] [--warmup 5] [--layers]
+        [--iterations 30] [--warmup 5] [--threads 1] [--layers]
 """
 import argparse
 import json
@@ -50,14 +54,14 @@ def others(before, after):
     return max(0.0, ((after[0] - before[0]) - (after[1] - before[1])) / wall) if wall > 0 else 0.0
 
 
-def measure(burstc, job, ranks, strategy, iters, warmup, tmp):
+def measure(burstc, job, ranks, strategy, iters, warmup, threads, tmp):
     """Measured iteration time (s) and per-name seconds per step (slowest rank)."""
     prog = os.path.join(tmp, "prog")
     trace = os.path.join(tmp, "trace.json")
     subprocess.run([burstc, "build", "--gpus", str(ranks), "--strategy", strategy, job, "-o", prog],
                    check=True, capture_output=True)
     cmd = ["mpirun", "--oversubscribe", "-np", str(ranks), prog, "--iterations", str(iters),
-           "--trace", trace]
+           "--threads", str(threads), "--trace", trace]
     subprocess.run(cmd, check=True, capture_output=True, env=ENV)
     events = [e for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
     steps = {}  # rank -> [(start, end)] in order
@@ -113,6 +117,25 @@ def layer_rows(plan, measured):
     return rows
 
 
+def cpu_per_step(burstc, job, strategy, short, long, threads, tmp):
+    """One rank: CPU seconds per training step, from the CPU time of two whole
+    runs of different lengths (the difference divided by the extra steps, so
+    start-up, data loading and warm-up cancel). Time-slicing by other
+    processes does not count as CPU time; their use of caches and memory
+    bandwidth still does."""
+    prog = os.path.join(tmp, "prog1")
+    subprocess.run([burstc, "build", "--gpus", "1", "--strategy", strategy, job, "-o", prog],
+                   check=True, capture_output=True)
+    cpu = []
+    for n in (short, long):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run(["mpirun", "-np", "1", prog, "--iterations", str(n), "--threads", str(threads)],
+                       check=True, capture_output=True, env=ENV)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return (cpu[1] - cpu[0]) / (long - short)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--burstc", default=os.path.join(ROOT, "build/release/tools/burstc"))
@@ -121,10 +144,15 @@ def main():
     ap.add_argument("--strategies", default="dp,burst")
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="threads per rank (default 1: the cpu device is one core per rank)")
     ap.add_argument("--layers", action="store_true", help="print the per-layer tables too")
     a = ap.parse_args()
     print("simulated (burstc sim, cpu device of examples/clusters/cpu.burst) vs measured (the generated "
           "program under mpirun, median of %d steps after %d of warm-up)" % (a.iterations - a.warmup, a.warmup))
+    model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
+    print("machine: %d CPUs (%s); %d thread(s) per rank; load average at start %s" % (
+        os.cpu_count(), model, a.threads, " ".join("%.2f" % x for x in os.getloadavg())))
     print("(others: cores other processes kept busy during the run, from /proc/stat minus our own children)")
     print("(layers: the measured forward+backward of every layer, slowest rank each, summed; model: the same"
           " in the cost model;\n scaled: the simulated time x layers / model, what the simulator would say with"
@@ -139,7 +167,8 @@ def main():
             for ranks in (int(x) for x in a.ranks.split(",")):
                 for strategy in a.strategies.split(","):
                     before = cpu_busy()
-                    measured, per = measure(a.burstc, job, ranks, strategy, a.iterations, a.warmup, tmp)
+                    measured, per = measure(a.burstc, job, ranks, strategy, a.iterations, a.warmup,
+                                            a.threads, tmp)
                     load = others(before, cpu_busy())
                     sim, plan = predict(a.burstc, job, ranks, strategy, tmp)
                     rows = layer_rows(plan, per)
@@ -153,6 +182,22 @@ def main():
                            1e3 * scaled, scaled / measured, load),
                           flush=True)
                     details.append((name, ranks, strategy, rows))
+    if "1" in a.ranks.split(","):
+        print()
+        print("one rank, CPU time per step (CPU time of a %d-step run minus a %d-step run, over the difference;"
+              " median of 3)" % (a.iterations + 30, a.iterations))
+        print("%-18s %-6s %11s %11s %9s %7s" % ("job", "plan", "CPU ms", "sim ms", "sim/CPU", "others"))
+        with tempfile.TemporaryDirectory() as tmp:
+            for name in a.jobs.split(","):
+                job = os.path.join(ROOT, "examples/jobs/%s.burst" % name)
+                before = cpu_busy()
+                c = statistics.median(cpu_per_step(a.burstc, job, "dp", a.iterations, a.iterations + 30,
+                                                   a.threads, tmp) for _ in range(3))
+                load = others(before, cpu_busy())
+                sim, _ = predict(a.burstc, job, 1, "dp", tmp)
+                print("%-18s %-6s %11.3f %11.3f %9.2f %7.2f" % (name, "dp", 1e3 * c, 1e3 * sim["mean_s"],
+                                                               sim["mean_s"] / c, load), flush=True)
+    print("load average at end %s" % " ".join("%.2f" % x for x in os.getloadavg()))
     if a.layers:
         for name, ranks, strategy, rows in details:
             print()

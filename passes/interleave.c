@@ -1,0 +1,661 @@
+/*
+ * interleave.c: multiplexing, background training jobs in the idle time of
+ * a burst plan (docs/plan.md, "Multiplexing").
+ *
+ * This file is IR-independent (plan.h): from a plan's timeline
+ * (timeline.c, the one every rank's program and its ideal schedule come
+ * from, shared with the simulator) it takes every rank's idle windows: the
+ * rank is outside the running layer's rank set or waits on a peer (PTW_PEER),
+ * its own communication moves data (PTW_COMM; not on a CPU core, whose
+ * communication progresses only while the core polls it), its shard is done
+ * before the layer's largest (PTW_SHARD), or it is done with the iteration
+ * (PTW_END). Each background job gets a copy on every rank whose memory
+ * holds it beside the foreground's peak there and the copies placed before
+ * it; its training step is cut into slices no longer than the slice bound,
+ * and the slices are packed, in order, into the rank's windows.
+ *
+ * The sharing model (what a background slice costs the foreground): the
+ * rank's compute runs one thing at a time, and a slice is not preempted. On
+ * a GPU the background runs on a low-priority stream in graph pieces of one
+ * slice: the foreground's kernels overtake queued background work, but a
+ * piece already running finishes first (the GPU's block scheduler favours
+ * the high-priority stream only for blocks not yet issued; charging the
+ * whole rest of the slice is the conservative bound). On a CPU core a rank
+ * runs slices between MPI polls, so a message or the next layer waits for
+ * the slice in progress. So a slice that fits its window costs the
+ * foreground nothing, and one that overruns the window's end delays the
+ * rank's next op by the overrun; timeline.c's schedule with the background
+ * work in its windows (bg_peer, bg_comm, bg_shard, bg_end) propagates that
+ * delay through every dependency, and its iteration time is the predicted
+ * foreground time with background. Concurrent execution (a background
+ * kernel sharing the SMs with a foreground one) is not modelled: the pass
+ * never plans it.
+ *
+ * The slice bound is min(default, (slowdown - 1) x the iteration time):
+ * a slice that starts just before the foreground needs the device delays it
+ * by at most the slowdown budget. Default: 0.5 ms on a GPU; 2 ms on a CPU
+ * core, where one layer of even the small test models often takes more than
+ * 0.5 ms and the poll between slices costs a few microseconds. A unit (one
+ * op's forward or backward) longer than the bound cannot be sliced: the job
+ * is refused on that device.
+ *
+ * Placement tries slices cut at bound / 1, 2, 4 and 8 (finer slices fit
+ * shorter windows) and windows allowed to overrun their end by 0, 1/8, 1/4,
+ * 1/2 or the whole slice bound, keeps every combination whose predicted
+ * foreground time is within the slowdown, and chooses the one with the
+ * highest predicted cluster throughput (foreground + background samples/s;
+ * the try without overruns never slows the foreground, so the result is
+ * never below the foreground's throughput alone). Linear in windows + placed slices + steps per try.
+ *
+ * The pass "interleave" over the IR is interleave_ir.c.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *q = calloc(n ? n : 1, size ? size : 1);
+    if (!q) {
+        fprintf(stderr, "burstc: out of memory\n");
+        exit(2);
+    }
+    return q;
+}
+
+static void *xrealloc(void *p, size_t n, size_t size)
+{
+    void *q = realloc(p, (n ? n : 1) * size);
+    if (!q) {
+        fprintf(stderr, "burstc: out of memory\n");
+        exit(2);
+    }
+    return q;
+}
+
+int plan_mux_cut(const double *unit, int nunits, double bound, int *cut)
+{
+    int n = 0;
+    double acc = 0;
+    cut[0] = 0;
+    for (int u = 0; u < nunits; u++) {
+        if (!(unit[u] <= bound))
+            return -1 - u;
+        if (u > cut[n] && acc + unit[u] > bound) {
+            cut[++n] = u;
+            acc = 0;
+        }
+        acc += unit[u];
+    }
+    cut[++n] = nunits;
+    return n;
+}
+
+int64_t plan_mux_seed(int job, int rank)
+{
+    /* splitmix64 of the pair: deterministic and well spread. */
+    uint64_t z = ((uint64_t)(uint32_t)job << 32 | (uint32_t)rank) + 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    int64_t s = (int64_t)(z & 0x7fffffff);
+    return s ? s : 1;
+}
+
+void plan_rank_memory(const plan_problem *p, const plan_result *r, double *out)
+{
+    int G = p->cluster.gpus;
+    double *diff = xcalloc((size_t)G + 1, sizeof(double));
+    for (int l = 0; l < r->nlayers; l++) {
+        diff[r->layer[l].first] += r->layer[l].mem_bytes;
+        diff[r->layer[l].first + r->layer[l].k] -= r->layer[l].mem_bytes;
+    }
+    double run = 0;
+    for (int g = 0; g < G; g++) {
+        run += diff[g];
+        out[g] = run;
+    }
+    free(diff);
+}
+
+void plan_mux_result_free(plan_mux_result *r)
+{
+    for (int c = 0; c < r->ncopies; c++) {
+        free(r->copies[c].cut);
+        free(r->copies[c].dur);
+    }
+    free(r->copies);
+    free(r->refusals);
+    free(r->slices);
+    memset(r, 0, sizeof *r);
+}
+
+/* "12.30 GiB", "3.10 MiB", "20.0 KiB", "512 B". */
+static void fmt_bytes(double v, char *buf, size_t n)
+{
+    if (v >= 1024.0 * 1024 * 1024)
+        snprintf(buf, n, "%.2f GiB", v / (1024.0 * 1024 * 1024));
+    else if (v >= 1024.0 * 1024)
+        snprintf(buf, n, "%.2f MiB", v / (1024.0 * 1024));
+    else if (v >= 1024)
+        snprintf(buf, n, "%.1f KiB", v / 1024);
+    else
+        snprintf(buf, n, "%.0f B", v);
+}
+
+static void unit_name(const plan_bg_job *j, int u, char *buf, size_t n)
+{
+    int ops = (j->nunits - 1) / 2;
+    if (u == 2 * ops) {
+        snprintf(buf, n, "its optimizer update");
+        return;
+    }
+    int op = u < ops ? u : 2 * ops - 1 - u;
+    if (j->op_name)
+        snprintf(buf, n, "the %s of '%s'", u < ops ? "forward" : "backward", j->op_name[op]);
+    else
+        snprintf(buf, n, "the %s of op %d", u < ops ? "forward" : "backward", op);
+}
+
+static void refuse(plan_mux_result *out, int *cap, int job, int rank, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void refuse(plan_mux_result *out, int *cap, int job, int rank, const char *fmt, ...)
+{
+    if (out->nrefusals == *cap) {
+        *cap = *cap ? 2 * *cap : 16;
+        out->refusals = xrealloc(out->refusals, (size_t)*cap, sizeof *out->refusals);
+    }
+    plan_mux_refusal *f = &out->refusals[out->nrefusals++];
+    f->job = job;
+    f->rank = rank;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->why, sizeof f->why, fmt, ap);
+    va_end(ap);
+}
+
+/* One placement try: every copy's slices at the cut, windows allowed to
+ * overrun by at most theta. */
+typedef struct try_st {
+    plan_timeline *tl;
+    const plan_mux_options *o;
+    const plan_bg_job *jobs;
+    plan_mux_copy *copies;
+    int ncopies;
+    int64_t *cop0; /* rank g's copies: copies[cop0[g] .. cop0[g + 1]) */
+    int64_t nsteps;
+    double *bg_peer, *bg_comm, *bg_shard, *bg_end; /* the timeline's arrays */
+    double *placed;                                /* per copy: slices placed */
+    plan_mux_slice *slices;
+    int64_t nslices, cap;
+} try_st;
+
+static bool usable(const try_st *t, const plan_tl_window *w)
+{
+    return !(t->o->cpu && w->why == PTW_COMM);
+}
+
+/* Places the slices; returns the predicted foreground time with them. */
+static double place(try_st *t, double theta, bool record)
+{
+    plan_timeline *tl = t->tl;
+    int G = tl->G;
+    memset(t->bg_peer, 0, sizeof(double) * (size_t)t->nsteps);
+    memset(t->bg_comm, 0, sizeof(double) * (size_t)t->nsteps);
+    memset(t->bg_shard, 0, sizeof(double) * (size_t)t->nsteps);
+    memset(t->bg_end, 0, sizeof(double) * (size_t)G);
+    memset(t->placed, 0, sizeof(double) * (size_t)(t->ncopies ? t->ncopies : 1));
+    t->nslices = 0;
+    for (int g = 0; g < G; g++) {
+        int64_t c0 = t->cop0[g], nc = t->cop0[g + 1] - c0;
+        if (nc == 0)
+            continue;
+        int64_t cur = 0; /* the copy whose step runs */
+        int *pos = xcalloc((size_t)nc, sizeof(int));
+        for (int64_t w = tl->win0[g]; w < tl->win0[g + 1]; w++) {
+            const plan_tl_window *win = &tl->win[w];
+            if (!usable(t, win))
+                continue;
+            double L = win->end - win->start, used = 0;
+            for (;;) {
+                plan_mux_copy *c = &t->copies[c0 + cur];
+                double d = c->dur[pos[cur]];
+                bool fits = used + d <= L * (1 + 1e-12);
+                bool over = !fits && used < L * (1 - 1e-9) && used + d - L <= theta;
+                if (!(fits || over) || t->nslices >= PLAN_MUX_MAX_SLICES)
+                    break;
+                if (record) {
+                    if (t->nslices == t->cap) {
+                        t->cap = t->cap ? 2 * t->cap : 256;
+                        t->slices = xrealloc(t->slices, (size_t)t->cap, sizeof *t->slices);
+                    }
+                    t->slices[t->nslices] = (plan_mux_slice){
+                        (int)(c0 + cur), pos[cur],          g, win->step,
+                        win->why,        win->start + used, d, pos[cur] == c->nslices - 1};
+                }
+                t->nslices++;
+                used += d;
+                t->placed[c0 + cur] += 1;
+                if (++pos[cur] == c->nslices) {
+                    pos[cur] = 0;
+                    cur = (cur + 1) % nc;
+                }
+                if (over)
+                    break;
+            }
+            if (used <= 0)
+                continue;
+            int64_t s = tl->prog0[g] + win->step;
+            switch (win->why) {
+            case PTW_PEER: t->bg_peer[s] += used; break;
+            case PTW_COMM: t->bg_comm[s] += used; break;
+            case PTW_SHARD: t->bg_shard[s - 1] += used; break;
+            case PTW_END: t->bg_end[g] += used; break;
+            }
+        }
+        free(pos);
+    }
+    tl->bg_peer = t->bg_peer;
+    tl->bg_comm = t->bg_comm;
+    tl->bg_shard = t->bg_shard;
+    tl->bg_end = t->bg_end;
+    /* plan_timeline_schedule recomputes the windows too: keep the ones
+     * without background. */
+    plan_tl_window *win = tl->win;
+    int64_t *win0 = tl->win0, nwin = tl->nwin;
+    tl->win = NULL;
+    tl->win0 = NULL;
+    plan_timeline_schedule(tl);
+    double T = tl->time;
+    free(tl->win);
+    free(tl->win0);
+    tl->win = win;
+    tl->win0 = win0;
+    tl->nwin = nwin;
+    tl->bg_peer = tl->bg_comm = tl->bg_shard = tl->bg_end = NULL;
+    return T;
+}
+
+static double bg_rate(const try_st *t, double T)
+{
+    double s = 0;
+    for (int c = 0; c < t->ncopies; c++) {
+        const plan_mux_copy *cp = &t->copies[c];
+        s += t->placed[c] / cp->nslices * (double)t->jobs[cp->job].batch;
+    }
+    return T > 0 ? s / T : 0;
+}
+
+/* Cuts every copy at bound; false (and a refusal per copy's rank) for a job
+ * with a unit longer than the bound. */
+static void cut_copies(try_st *t, double bound)
+{
+    for (int c = 0; c < t->ncopies; c++) {
+        plan_mux_copy *cp = &t->copies[c];
+        const plan_bg_job *j = &t->jobs[cp->job];
+        cp->nslices = plan_mux_cut(j->unit, j->nunits, bound, cp->cut);
+        for (int s = 0; s < cp->nslices; s++) {
+            double d = 0;
+            for (int u = cp->cut[s]; u < cp->cut[s + 1]; u++)
+                d += j->unit[u];
+            cp->dur[s] = d;
+        }
+    }
+}
+
+bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job *jobs, int njobs,
+                     const plan_mux_options *o, plan_mux_result *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    const plan_problem *p = tl->p;
+    int G = tl->G;
+    if (!(o->slowdown >= 1) || !isfinite(o->slowdown)) {
+        snprintf(err, errlen, "the slowdown must be a finite number >= 1, not %g", o->slowdown);
+        return false;
+    }
+    for (int j = 0; j < njobs; j++)
+        if (jobs[j].nunits < 1 || jobs[j].nunits % 2 == 0 || jobs[j].batch < 1 ||
+            !(jobs[j].mem_bytes >= 0)) {
+            snprintf(err, errlen, "background job %d ('%s') is malformed", j,
+                     jobs[j].name ? jobs[j].name : "?");
+            return false;
+        }
+    double T0 = tl->time;
+    out->fg_time = out->fg_time_bg = T0;
+    double dflt = o->slice_bound > 0 ? o->slice_bound
+                  : o->cpu           ? PLAN_MUX_SLICE_CPU
+                                     : PLAN_MUX_SLICE_GPU;
+    double bound = fmin(dflt, (o->slowdown - 1) * T0);
+    out->slice_bound = bound > 0 ? bound : dflt;
+    out->cut_div = 1;
+    double idle = 0;
+    int refcap = 0;
+    for (int64_t w = 0; w < tl->nwin; w++)
+        if (!(o->cpu && tl->win[w].why == PTW_COMM))
+            idle += tl->win[w].end - tl->win[w].start;
+    out->idle = T0 > 0 ? idle / (G * T0) : 0;
+    out->idle_bg = out->idle;
+    out->fg_samples_per_s = T0 > 0 ? (double)p->batch / T0 : 0;
+    out->cluster_samples_per_s = out->fg_samples_per_s;
+    if (njobs == 0)
+        return true;
+
+    /* Which jobs can be sliced at all. */
+    bool *sliceable = xcalloc((size_t)njobs, sizeof(bool));
+    char(*why)[400] = xcalloc((size_t)njobs, sizeof *why);
+    for (int j = 0; j < njobs; j++) {
+        const plan_bg_job *b = &jobs[j];
+        double step = 0, longest = 0;
+        int lu = 0;
+        for (int u = 0; u < b->nunits; u++) {
+            step += b->unit[u];
+            if (b->unit[u] > longest) {
+                longest = b->unit[u];
+                lu = u;
+            }
+        }
+        char un[120];
+        unit_name(b, lu, un, sizeof un);
+        if (!(bound > 0))
+            snprintf(why[j], sizeof why[j],
+                     "a slowdown of %g leaves the foreground no time to lose to background work",
+                     o->slowdown);
+        else if (!(step > 0) || !isfinite(step))
+            snprintf(why[j], sizeof why[j], "its step takes no time in the cost model");
+        else if (longest > bound)
+            snprintf(why[j], sizeof why[j],
+                     "%s takes %.3f ms, longer than the slice bound %.3f ms (slices cannot "
+                     "split an op)",
+                     un, longest * 1e3, bound * 1e3);
+        else
+            sliceable[j] = true;
+    }
+
+    /* Copies where memory holds them, in rank order then job order. */
+    double *fgmem = xcalloc((size_t)G, sizeof(double));
+    plan_rank_memory(p, r, fgmem);
+    double cap = p->cluster.mem_bytes;
+    int copycap = 0;
+    int64_t *cop0 = xcalloc((size_t)G + 1, sizeof(int64_t));
+    for (int g = 0; g < G; g++) {
+        double used = fgmem[g], others = 0;
+        for (int j = 0; j < njobs; j++) {
+            if (cap > 0 && used + jobs[j].mem_bytes > cap) {
+                char a[32], b[32], c[32], e[32];
+                fmt_bytes(jobs[j].mem_bytes, a, sizeof a);
+                fmt_bytes(fgmem[g], b, sizeof b);
+                fmt_bytes(others, c, sizeof c);
+                fmt_bytes(cap, e, sizeof e);
+                if (others > 0)
+                    refuse(out, &refcap, j, g,
+                           "needs %s beside the foreground's %s and %s of other background "
+                           "copies, of %s",
+                           a, b, c, e);
+                else
+                    refuse(out, &refcap, j, g, "needs %s beside the foreground's %s of %s", a, b,
+                           e);
+                continue;
+            }
+            if (!sliceable[j]) {
+                refuse(out, &refcap, j, g, "%s", why[j]);
+                continue;
+            }
+            used += jobs[j].mem_bytes;
+            others += jobs[j].mem_bytes;
+            if (out->ncopies == copycap) {
+                copycap = copycap ? 2 * copycap : 16;
+                out->copies = xrealloc(out->copies, (size_t)copycap, sizeof *out->copies);
+            }
+            plan_mux_copy *c = &out->copies[out->ncopies++];
+            memset(c, 0, sizeof *c);
+            c->job = j;
+            c->rank = g;
+            c->seed = plan_mux_seed(j, g);
+            c->cut = xcalloc((size_t)jobs[j].nunits + 1, sizeof(int));
+            c->dur = xcalloc((size_t)jobs[j].nunits, sizeof(double));
+        }
+        cop0[g + 1] = out->ncopies;
+    }
+    free(sliceable);
+    free(why);
+    free(fgmem);
+
+    try_st t = {.tl = tl,
+                .o = o,
+                .jobs = jobs,
+                .copies = out->copies,
+                .ncopies = out->ncopies,
+                .cop0 = cop0};
+    t.nsteps = tl->prog0[G];
+    t.bg_peer = xcalloc((size_t)t.nsteps, sizeof(double));
+    t.bg_comm = xcalloc((size_t)t.nsteps, sizeof(double));
+    t.bg_shard = xcalloc((size_t)t.nsteps, sizeof(double));
+    t.bg_end = xcalloc((size_t)G, sizeof(double));
+    t.placed = xcalloc((size_t)out->ncopies + 1, sizeof(double));
+
+    /* The tries: cut at bound / div, overrun up to theta. */
+    static const int divs[] = {1, 2, 4, 8};
+    static const double thetas[] = {0, 0.125, 0.25, 0.5, 1};
+    double best = -1, bestT = T0, best_theta = 0;
+    int best_div = 1;
+    double limit = o->slowdown * T0 * (1 - 1e-12);
+    for (size_t di = 0; di < sizeof divs / sizeof divs[0] && out->ncopies > 0; di++) {
+        double b = bound / divs[di];
+        bool ok = true;
+        for (int c = 0; c < out->ncopies && ok; c++) {
+            const plan_bg_job *j = &jobs[out->copies[c].job];
+            for (int u = 0; u < j->nunits && ok; u++)
+                ok = j->unit[u] <= b;
+        }
+        if (!ok)
+            break;
+        cut_copies(&t, b);
+        for (size_t ti = 0; ti < sizeof thetas / sizeof thetas[0]; ti++) {
+            double th = thetas[ti] * bound;
+            double T = place(&t, th, false);
+            if (T > limit && T > T0)
+                continue;
+            /* The objective: cluster throughput, foreground + background. */
+            double rate = bg_rate(&t, T) + (double)p->batch / T;
+            if (rate > best * (1 + 1e-9) || (rate >= best && T < bestT)) {
+                best = rate;
+                bestT = T;
+                best_div = divs[di];
+                best_theta = th;
+            }
+        }
+    }
+    /* The chosen try, recorded. */
+    if (out->ncopies > 0) {
+        cut_copies(&t, bound / best_div);
+        double T = place(&t, best_theta, true);
+        out->fg_time_bg = fmax(T, T0);
+        out->cut_div = best_div;
+        out->overrun = best_theta;
+    }
+    /* Copies that got no slice: refused, and taken out. */
+    int keep = 0;
+    double work = 0;
+    int *newidx = xcalloc((size_t)out->ncopies + 1, sizeof(int));
+    for (int c = 0; c < out->ncopies; c++) {
+        plan_mux_copy *cp = &out->copies[c];
+        if (t.placed[c] == 0) {
+            double shortest = INFINITY;
+            for (int s = 0; s < cp->nslices; s++)
+                shortest = fmin(shortest, cp->dur[s]);
+            refuse(out, &refcap, cp->job, cp->rank,
+                   "no idle window on this rank holds a slice (the shortest takes %.3f ms)",
+                   shortest * 1e3);
+            free(cp->cut);
+            free(cp->dur);
+            newidx[c] = -1;
+            continue;
+        }
+        cp->steps_per_iter = t.placed[c] / cp->nslices;
+        newidx[c] = keep;
+        out->copies[keep++] = *cp;
+    }
+    out->ncopies = keep;
+    for (int64_t s = 0; s < t.nslices; s++) {
+        t.slices[s].copy = newidx[t.slices[s].copy];
+        work += t.slices[s].dur;
+    }
+    free(newidx);
+    out->slices = t.slices;
+    out->nslices = t.nslices;
+    /* Refusals in rank order, then job order (stable: insertion sort by key
+     * would be quadratic; a counting pass by rank keeps it linear). */
+    if (out->nrefusals > 1) {
+        int64_t *cnt = xcalloc((size_t)G + 1, sizeof(int64_t));
+        for (int i = 0; i < out->nrefusals; i++)
+            cnt[out->refusals[i].rank + 1]++;
+        for (int g = 0; g < G; g++)
+            cnt[g + 1] += cnt[g];
+        plan_mux_refusal *sorted = xcalloc((size_t)out->nrefusals, sizeof *sorted);
+        for (int i = 0; i < out->nrefusals; i++)
+            sorted[cnt[out->refusals[i].rank]++] = out->refusals[i];
+        /* Within a rank: by job (at most njobs entries per rank, and each job
+         * at most once, so a short insertion sort). */
+        for (int i = 1; i < out->nrefusals; i++) {
+            plan_mux_refusal x = sorted[i];
+            int k = i - 1;
+            while (k >= 0 && sorted[k].rank == x.rank && sorted[k].job > x.job) {
+                sorted[k + 1] = sorted[k];
+                k--;
+            }
+            sorted[k + 1] = x;
+        }
+        free(out->refusals);
+        out->refusals = sorted;
+        free(cnt);
+    }
+    double Tb = out->fg_time_bg;
+    out->fg_samples_per_s = Tb > 0 ? (double)p->batch / Tb : 0;
+    out->bg_samples_per_s = 0;
+    for (int c = 0; c < out->ncopies; c++)
+        out->bg_samples_per_s +=
+            out->copies[c].steps_per_iter * (double)jobs[out->copies[c].job].batch;
+    out->bg_samples_per_s = Tb > 0 ? out->bg_samples_per_s / Tb : 0;
+    out->cluster_samples_per_s = out->fg_samples_per_s + out->bg_samples_per_s;
+    /* Idle with background: the windows' time stretched to Tb, less the work. */
+    out->idle_bg = Tb > 0 ? fmax(0, (idle + G * (Tb - T0) - work) / (G * Tb)) : 0;
+    /* Leave tl as it was: the schedule without background. */
+    plan_timeline_schedule(tl);
+    free(t.bg_peer);
+    free(t.bg_comm);
+    free(t.bg_shard);
+    free(t.bg_end);
+    free(t.placed);
+    free(cop0);
+    (void)err;
+    return true;
+}
+
+static const double amp_candidates[] = {1, 1.25, 1.5, 2, 3, 4, 6, 8, 0};
+enum { NCAND = sizeof amp_candidates / sizeof amp_candidates[0] };
+
+/* Every candidate limit's plan and its timeline time (INFINITY: none). */
+static double candidates(const plan_problem *p, plan_strategy s, plan_result *res, bool *have,
+                         double *time, char *err, size_t errlen)
+{
+    double fastest = INFINITY;
+    for (int i = 0; i < NCAND; i++) {
+        plan_problem q = *p;
+        q.amp_limit = amp_candidates[i];
+        have[i] = plan_solve(&q, s, &res[i], err, errlen);
+        time[i] = INFINITY;
+        if (!have[i])
+            continue;
+        plan_timeline tl;
+        char e2[256];
+        if (plan_timeline_build(&q, &res[i], &tl, e2, sizeof e2)) {
+            time[i] = tl.time;
+            plan_timeline_free(&tl);
+        }
+        fastest = fmin(fastest, time[i]);
+    }
+    return fastest;
+}
+
+double plan_mux_fastest_time(const plan_problem *p, plan_strategy s)
+{
+    plan_result res[NCAND];
+    bool have[NCAND];
+    double time[NCAND];
+    char err[256];
+    double f = candidates(p, s, res, have, time, err, sizeof err);
+    for (int i = 0; i < NCAND; i++)
+        if (have[i])
+            plan_result_free(&res[i]);
+    return f;
+}
+
+bool plan_mux_choose_amplification(const plan_problem *p, plan_strategy s, const plan_bg_job *jobs,
+                                   int njobs, const plan_mux_options *o, double *limit, char *why,
+                                   size_t whylen, char *err, size_t errlen)
+{
+    const double *cand = amp_candidates;
+    plan_result res[NCAND];
+    bool have[NCAND];
+    double time[NCAND];
+    char e[512] = "";
+    double fastest = candidates(p, s, res, have, time, e, sizeof e);
+    if (!isfinite(fastest)) {
+        snprintf(err, errlen, "%s", e[0] ? e : "no candidate plan has a timeline");
+        for (int i = 0; i < NCAND; i++)
+            if (have[i])
+                plan_result_free(&res[i]);
+        return false;
+    }
+    int best = -1;
+    double best_tp = -1, best_fg = 0, best_bg = 0, best_time = 0;
+    for (int i = 0; i < NCAND; i++) {
+        if (!have[i] || !isfinite(time[i]))
+            continue;
+        plan_problem q = *p;
+        q.amp_limit = cand[i];
+        plan_timeline tl;
+        char e2[256];
+        if (!plan_timeline_build(&q, &res[i], &tl, e2, sizeof e2))
+            continue;
+        /* Within slowdown of the fastest plan: the budget of this plan's own
+         * interleave is what is left of that. */
+        plan_mux_options mo = *o;
+        mo.slowdown = o->slowdown * fastest / tl.time;
+        plan_mux_result mr;
+        if (mo.slowdown >= 1 &&
+            plan_interleave(&tl, &res[i], jobs, njobs, &mo, &mr, e2, sizeof e2)) {
+            if (mr.cluster_samples_per_s > best_tp * (1 + 1e-9)) {
+                best = i;
+                best_tp = mr.cluster_samples_per_s;
+                best_fg = mr.fg_samples_per_s;
+                best_bg = mr.bg_samples_per_s;
+                best_time = mr.fg_time_bg;
+            }
+            plan_mux_result_free(&mr);
+        }
+        plan_timeline_free(&tl);
+    }
+    for (int i = 0; i < NCAND; i++)
+        if (have[i])
+            plan_result_free(&res[i]);
+    if (best < 0) {
+        snprintf(err, errlen, "no candidate amplification limit gives a plan");
+        return false;
+    }
+    *limit = cand[best];
+    char lim[32];
+    if (cand[best] > 0)
+        snprintf(lim, sizeof lim, "%g", cand[best]);
+    else
+        snprintf(lim, sizeof lim, "none");
+    snprintf(why, whylen,
+             "amplification = auto: limit %s, the highest predicted cluster throughput, %.1f "
+             "samples/s (fg %.1f + bg %.1f), with the foreground at %.4f ms, within %g x the "
+             "fastest plan's %.4f ms",
+             lim, best_tp, best_fg, best_bg, best_time * 1e3, o->slowdown, fastest * 1e3);
+    return true;
+}

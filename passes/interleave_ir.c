@@ -1,0 +1,198 @@
+/*
+ * interleave_ir.c: pass "interleave" (after plan and comm; docs/plan.md,
+ * "Multiplexing"). Builds the job's background jobs from the IR (every op's
+ * forward and backward priced by costmodel.c on the job's GPU at the
+ * background batch, with the job's dtype; the optimizer, the job's too, as a
+ * memory-bound pass over parameters, gradients and optimizer state in one
+ * fused kernel), places them in the planned job's idle
+ * windows (interleave.c) and writes ir_job.interleave; refusals are printed
+ * as notes. A job read back with a section keeps it.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+#include "plan.h"
+
+static void *xcalloc(size_t n, size_t size)
+{
+    void *q = calloc(n ? n : 1, size ? size : 1);
+    if (!q) {
+        fprintf(stderr, "burstc: out of memory\n");
+        exit(2);
+    }
+    return q;
+}
+
+void pass_bg_jobs_free(pass_bg_jobs *b)
+{
+    for (int i = 0; i < b->n; i++) {
+        free((void *)b->jobs[i].unit);
+        free((void *)b->jobs[i].op_name);
+    }
+    free(b->jobs);
+    memset(b, 0, sizeof *b);
+}
+
+void pass_bg_jobs_build(const ir_module *m, const ir_job *j, const plan_problem *fg,
+                        pass_bg_jobs *out)
+{
+    out->n = j->nbackground;
+    out->jobs = xcalloc((size_t)out->n, sizeof *out->jobs);
+    for (int b = 0; b < j->nbackground; b++) {
+        const ir_graph *g = m->graphs[j->background[b].graph];
+        int64_t batch = j->background[b].batch;
+        int n = g->nops;
+        double *unit = xcalloc((size_t)2 * n + 1, sizeof(double));
+        const char **names = xcalloc((size_t)n + 1, sizeof(char *));
+        plan_problem q = {.cluster = fg->cluster,
+                          .batch = batch,
+                          .dtype_bytes = fg->dtype_bytes,
+                          .optimizer_states = fg->optimizer_states};
+        q.cluster.gpus = 1;
+        double params = 0, mem = 0;
+        int with_params = 0;
+        for (int i = 0; i < n; i++) {
+            const ir_op *op = &g->ops[i];
+            names[i] = op->name;
+            if (op->opcode == OP_INPUT)
+                continue;
+            plan_layer l;
+            pass_plan_layer(g, op, &l);
+            double f, bw;
+            plan_layer_time(&q, &l, batch, &f, &bw);
+            unit[i] = f;
+            unit[2 * n - 1 - i] = bw;
+            params += l.params;
+            with_params += l.params > 0;
+            mem += l.params * q.dtype_bytes * (2.0 + q.optimizer_states) +
+                   l.saved * (double)batch * q.dtype_bytes;
+        }
+        /* The optimizer: reads parameters, gradients and state, writes
+         * parameters and state, as one fused multi-tensor kernel (PyTorch's
+         * foreach optimizers; a slice is one graph piece anyway). */
+        unit[2 * n] =
+            params * q.dtype_bytes * (3.0 + 2 * q.optimizer_states) / fmax(fg->cluster.mem_bw, 1) +
+            (with_params > 0) * fg->cluster.launch;
+        out->jobs[b] = (plan_bg_job){.name = g->name,
+                                     .nunits = 2 * n + 1,
+                                     .unit = unit,
+                                     .op_name = names,
+                                     .mem_bytes = mem,
+                                     .batch = batch};
+    }
+}
+
+bool pass_mux_options(const ir_module *m, const ir_job *j, const pass_options *opt,
+                      plan_mux_options *o)
+{
+    memset(o, 0, sizeof *o);
+    (void)opt; /* --slowdown is already the job's (pass_select_job) */
+    o->slowdown = j->slowdown > 0 ? j->slowdown : IR_SLOWDOWN_DEFAULT;
+    /* A "gpu" named cpu is one CPU core (examples/clusters/cpu.burst). */
+    o->cpu = strcmp(m->gpus[m->clusters[j->cluster].gpu].name, "cpu") == 0;
+    return true;
+}
+
+/* At most this many refusals of one background job are printed (the IR
+ * holds them all). */
+#define REFUSALS_SHOWN 4
+
+bool pass_interleave(pass_ctx *ctx)
+{
+    ir_module *m = ctx->m;
+    ir_job *j = &m->jobs[ctx->job];
+    if (j->nbackground == 0 || j->interleave)
+        return true; /* nothing to place, or read back from a dump */
+    pass_plan_input in;
+    plan_result r;
+    if (!pass_plan_placed(m, ctx->job, ctx->opt, &in, &r, ctx->d)) {
+        pass_plan_input_free(&in);
+        return false;
+    }
+    bool ok = false;
+    char err[512];
+    plan_timeline tl;
+    pass_bg_jobs bg = {0};
+    plan_mux_result mr;
+    bool have_mr = false;
+    if (!plan_timeline_build(&in.p, &r, &tl, err, sizeof err)) {
+        diag_error(ctx->d, j->loc, "interleave: %s", err);
+        goto out_r;
+    }
+    plan_mux_options mo;
+    pass_mux_options(m, j, ctx->opt, &mo);
+    double slow = mo.slowdown;
+    if (j->amplification == IR_AMP_AUTO) {
+        /* The bound is against the fastest plan (docs/plan.md). */
+        plan_strategy s = PS_BURST;
+        if (ctx->opt && ctx->opt->strategy)
+            plan_strategy_lookup(ctx->opt->strategy, &s);
+        double fastest = plan_mux_fastest_time(&in.p, s);
+        if (isfinite(fastest))
+            mo.slowdown = fmax(1, slow * fmin(fastest, tl.time) / tl.time);
+    }
+    pass_bg_jobs_build(m, j, &in.p, &bg);
+    if (!plan_interleave(&tl, &r, bg.jobs, bg.n, &mo, &mr, err, sizeof err)) {
+        diag_error(ctx->d, j->loc, "interleave: %s", err);
+        goto out_tl;
+    }
+    have_mr = true;
+    ir_interleave *il = arena_alloc(m->arena, sizeof *il);
+    il->slice_bound = mr.slice_bound;
+    il->fg_time = mr.fg_time;
+    il->fg_time_bg = mr.fg_time_bg;
+    il->ncopies = mr.ncopies;
+    il->copies = arena_alloc(m->arena, sizeof *il->copies * (size_t)(mr.ncopies + 1));
+    for (int c = 0; c < mr.ncopies; c++) {
+        const plan_mux_copy *cp = &mr.copies[c];
+        ir_bg_copy *ic = &il->copies[c];
+        ic->job = cp->job;
+        ic->rank = cp->rank;
+        ic->seed = cp->seed;
+        ic->nslices = cp->nslices;
+        ic->cut = arena_alloc(m->arena, sizeof(int) * (size_t)(cp->nslices + 1));
+        memcpy(ic->cut, cp->cut, sizeof(int) * (size_t)(cp->nslices + 1));
+        ic->steps_per_iter = cp->steps_per_iter;
+    }
+    il->nrefusals = mr.nrefusals;
+    il->refusals = arena_alloc(m->arena, sizeof *il->refusals * (size_t)(mr.nrefusals + 1));
+    for (int f = 0; f < mr.nrefusals; f++)
+        il->refusals[f] = (ir_bg_refusal){mr.refusals[f].job, mr.refusals[f].rank,
+                                          arena_strdup(m->arena, mr.refusals[f].why), (src_loc){0}};
+    j->interleave = il;
+    /* Refusals are printed (a few per background job; the IR has them all). */
+    if (ctx->d->out)
+        for (int b = 0; b < j->nbackground; b++) {
+            int shown = 0, total = 0;
+            for (int f = 0; f < mr.nrefusals; f++) {
+                if (mr.refusals[f].job != b)
+                    continue;
+                if (shown < REFUSALS_SHOWN) {
+                    diag_note(ctx->d, j->loc, "background %s @ %lld: no copy on rank %d: %s",
+                              m->graphs[j->background[b].graph]->name,
+                              (long long)j->background[b].batch, mr.refusals[f].rank,
+                              mr.refusals[f].why);
+                    shown++;
+                }
+                total++;
+            }
+            if (total > shown)
+                diag_note(ctx->d, j->loc,
+                          "background %s @ %lld: %d more ranks refused (see the "
+                          "interleave section of the IR)",
+                          m->graphs[j->background[b].graph]->name,
+                          (long long)j->background[b].batch, total - shown);
+        }
+    ok = true;
+out_tl:
+    if (have_mr)
+        plan_mux_result_free(&mr);
+    pass_bg_jobs_free(&bg);
+    plan_timeline_free(&tl);
+out_r:
+    plan_result_free(&r);
+    pass_plan_input_free(&in);
+    return ok;
+}

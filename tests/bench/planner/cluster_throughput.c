@@ -1,0 +1,263 @@
+/*
+ * cluster_throughput.c: predicted cluster throughput with multiplexing (a
+ * benchmark, not a test; docs/plan.md, "Multiplexing").
+ *
+ *   cluster_throughput [REPO_ROOT] [BG_MODEL BG_BATCH] [SLOWDOWN]
+ *
+ * VGG-16, WRN-101-2 and Inception-v3 at DeepPool's global batches (16, 16,
+ * 32) on 8, 16, 32 and 64 A100s (the planner benchmarks' cluster: 8 per node, NVLink
+ * 300 GB/s, 200 Gb/s between nodes), per-layer times from DeepPool's A100
+ * profiles (data/profiles/deeppool-a100) where they exist. Per strategy
+ * (dp, deeppool, burst), without background (the fastest plan, by its
+ * timeline: the schedule the runtime follows) and with a
+ * background job (default ResNet-50 at 32 per GPU; its units priced by the
+ * analytic model) interleaved by the interleave pass, the amplification
+ * limit chosen as `amplification = auto` chooses it (the highest predicted
+ * cluster throughput with the foreground within the slowdown, default 1.1,
+ * of the strategy's fastest plan). Prints the predicted cluster throughput
+ * (foreground + background samples/s) over dp's without background, and
+ * burst+mux over deeppool+mux.
+ */
+#define _DEFAULT_SOURCE /* mkstemps */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "frontend.h"
+#include "passes.h"
+#include "plan.h"
+
+#ifndef REPO_ROOT
+#define REPO_ROOT "."
+#endif
+
+typedef struct row {
+    double tp[6]; /* dp, dp+mux, deeppool, deeppool+mux, burst, burst+mux: samples/s */
+    double fg[6], bg[6];
+    double lim_dp, lim_burst;
+    bool have[6];
+    double eq; /* one background sample in foreground samples: its one-GPU time over theirs */
+} row;
+
+/* A module with the foreground model and the background model, an A100
+ * cluster of G GPUs and a job; the job index, or -1. */
+static int load(arena *a, ir_module **mp, const char *root, const char *model, const char *bg,
+                int64_t bgb, int G, int64_t B, diag_ctx *d)
+{
+    char path[] = "/tmp/burstc_cluster_throughput_XXXXXX.burst";
+    int fd = mkstemps(path, 6);
+    if (fd < 0)
+        return -1;
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "import \"%s/examples/models/%s.burst\"\n", root, model);
+    if (strcmp(bg, model) != 0)
+        fprintf(f, "import \"%s/examples/models/%s.burst\"\n", root, bg);
+    fclose(f);
+    ir_module *m = fe_compile(a, path, d);
+    unlink(path);
+    if (!m || d->nerrors)
+        return -1;
+    ir_gpu gpu = {
+        .name = "a100", .mem_bandwidth = 1555e9, .mem_bytes = 80.0 * (1ull << 30), .launch = 2e-6};
+    gpu.flops[DT_F32] = 19.5e12;
+    gpu.flops[DT_TF32] = 156e12;
+    gpu.flops[DT_F16] = gpu.flops[DT_BF16] = 312e12;
+    int gi = ir_gpu_add(m, &gpu);
+    int gpn = G < 8 ? G : 8;
+    ir_cluster cl = {.name = "bench",
+                     .gpu = gi,
+                     .nodes = (G + gpn - 1) / gpn,
+                     .gpus_per_node = gpn,
+                     .intra = {300e9, 2e-6},
+                     .inter = {25e9, 5e-6}};
+    int ci = ir_cluster_add(m, &cl);
+    ir_background *b = arena_alloc(a, sizeof *b);
+    b->graph = ir_graph_find(m, bg);
+    b->batch = bgb;
+    ir_job j = {.name = "bench",
+                .graph = ir_graph_find(m, model),
+                .cluster = ci,
+                .batch = B,
+                .dtype = DT_TF32,
+                .optimizer = OPT_SGD,
+                .lr = 0.01,
+                .momentum = 0.9,
+                .iterations = 1,
+                .data = "synthetic",
+                .nbackground = 1,
+                .background = b};
+    if (j.graph < 0 || b->graph < 0)
+        return -1;
+    *mp = m;
+    return ir_job_add(m, &j);
+}
+
+/* The strategy's plan at limit lim with the background interleaved. */
+static bool mux(const plan_problem *p0, plan_strategy s, double lim, const pass_bg_jobs *bg,
+                const plan_mux_options *o, double fastest, double *fg, double *bgr)
+{
+    plan_problem p = *p0;
+    p.amp_limit = lim;
+    plan_result r;
+    char err[512];
+    if (!plan_solve(&p, s, &r, err, sizeof err))
+        return false;
+    plan_timeline tl;
+    bool ok = plan_timeline_build(&p, &r, &tl, err, sizeof err);
+    if (ok) {
+        plan_mux_options mo = *o;
+        mo.slowdown = fmax(1, o->slowdown * fastest / tl.time);
+        plan_mux_result x;
+        ok = plan_interleave(&tl, &r, bg->jobs, bg->n, &mo, &x, err, sizeof err);
+        if (ok) {
+            *fg = x.fg_samples_per_s;
+            *bgr = x.bg_samples_per_s;
+            plan_mux_result_free(&x);
+        }
+        plan_timeline_free(&tl);
+    }
+    plan_result_free(&r);
+    return ok;
+}
+
+static bool measure(const char *root, const char *model, const char *profile, int64_t B, int G,
+                    const char *bgm, int64_t bgb, double slowdown, row *out)
+{
+    arena *a = arena_new();
+    diag_ctx d;
+    diag_init(&d, stderr);
+    ir_module *m;
+    int job = load(a, &m, root, model, bgm, bgb, G, B, &d);
+    bool ok = false;
+    pass_plan_input in = {0};
+    pass_bg_jobs bg = {0};
+    char prof[4096];
+    snprintf(prof, sizeof prof, "%s/data/profiles/deeppool-a100/%s", root, profile);
+    pass_options opt = {.profile = prof};
+    if (job < 0 || !pass_plan_build(m, job, &opt, &in, &d))
+        goto out;
+    plan_mux_options mo;
+    pass_mux_options(m, &m->jobs[job], NULL, &mo);
+    mo.slowdown = slowdown;
+    pass_bg_jobs_build(m, &m->jobs[job], &in.p, &bg);
+    static const plan_strategy st[3] = {PS_DP, PS_DEEPPOOL, PS_BURST};
+    for (int i = 0; i < 3; i++) {
+        plan_result r;
+        char err[512], why[640];
+        in.p.amp_limit = 0;
+        if (!plan_solve(&in.p, st[i], &r, err, sizeof err)) {
+            fprintf(stderr, "%s G=%d %s: %s\n", model, G, plan_strategy_name(st[i]), err);
+            continue;
+        }
+        /* Without background: the fastest candidate plan, by its timeline
+         * (the schedule the runtime follows; the evaluator's time can be
+         * shorter for branches side by side). */
+        double fastest = plan_mux_fastest_time(&in.p, st[i]);
+        out->tp[2 * i] = out->fg[2 * i] = (double)B / fastest;
+        out->bg[2 * i] = 0;
+        plan_result_free(&r);
+        double lim = 0;
+        if (st[i] != PS_DP && !plan_mux_choose_amplification(&in.p, st[i], bg.jobs, bg.n, &mo, &lim,
+                                                             why, sizeof why, err, sizeof err)) {
+            fprintf(stderr, "%s G=%d %s auto: %s\n", model, G, plan_strategy_name(st[i]), err);
+            goto out;
+        }
+        if (st[i] == PS_DEEPPOOL)
+            out->lim_dp = lim;
+        if (st[i] == PS_BURST)
+            out->lim_burst = lim;
+        double fg = 0, bgr = 0;
+        if (!mux(&in.p, st[i], lim, &bg, &mo, fastest, &fg, &bgr)) {
+            fprintf(stderr, "%s G=%d %s: interleave failed\n", model, G, plan_strategy_name(st[i]));
+            goto out;
+        }
+        out->have[2 * i] = out->have[2 * i + 1] = true;
+        out->fg[2 * i + 1] = fg;
+        out->bg[2 * i + 1] = bgr;
+        out->tp[2 * i + 1] = fg + bgr;
+    }
+    /* The background's one-GPU time per sample over the foreground's. */
+    double tb = 0;
+    for (int u = 0; u < bg.jobs[0].nunits; u++)
+        tb += bg.jobs[0].unit[u];
+    out->eq = (tb / (double)bg.jobs[0].batch) / (plan_one_gpu_time(&in.p) / (double)B);
+    ok = out->have[0] && out->have[4];
+out:
+    pass_bg_jobs_free(&bg);
+    pass_plan_input_free(&in);
+    arena_free(a);
+    return ok;
+}
+
+static void lim_str(double l, char *buf, size_t n)
+{
+    if (l > 0)
+        snprintf(buf, n, "%g", l);
+    else
+        snprintf(buf, n, "none");
+}
+
+int main(int argc, char **argv)
+{
+    const char *root = argc > 1 ? argv[1] : REPO_ROOT;
+    const char *bgm = argc > 3 ? argv[2] : "resnet50";
+    int64_t bgb = argc > 3 ? atoll(argv[3]) : 32;
+    double slowdown = argc > 4 ? atof(argv[4]) : 1.1;
+    static const struct {
+        const char *model, *title, *profile;
+        int64_t B;
+    } jobs[] = {{"vgg16", "VGG-16", "vggLayerGpuProfileA100.txt", 16},
+                {"wide_resnet101_2", "WRN-101-2", "wrnLayerGpuProfileA100V2.txt", 16},
+                {"inception_v3", "Inception-v3", "inceptionLayerGpuProfileA100V2.txt", 32}};
+    static const int Gs[] = {8, 16, 32, 64};
+    printf("Predicted cluster throughput (foreground + background samples/s) over dp without\n"
+           "background; background %s @ %lld per GPU, slowdown %g; A100 profiles.\n"
+           "Rows 'eq': the same with each background sample counted as the foreground samples\n"
+           "of the same one-GPU time (its step time per sample over the foreground's).\n\n",
+           bgm, (long long)bgb, slowdown);
+    printf("%-13s %4s %4s %-4s %9s %7s %7s %8s %8s %7s %8s %6s %6s %9s\n", "model", "B", "GPUs", "",
+           "dp smp/s", "dp", "dp+mux", "deeppool", "dp'+mux", "burst", "burst+mx", "lim", "lim",
+           "burst+mx/");
+    printf("%-13s %4s %4s %-4s %9s %7s %7s %8s %8s %7s %8s %6s %6s %9s\n", "", "", "", "", "", "",
+           "", "", "", "", "", "dp'", "burst", "dp'+mx");
+    int fails = 0;
+    for (size_t j = 0; j < sizeof jobs / sizeof jobs[0]; j++)
+        for (size_t g = 0; g < sizeof Gs / sizeof Gs[0]; g++) {
+            row r;
+            memset(&r, 0, sizeof r);
+            if (!measure(root, jobs[j].model, jobs[j].profile, jobs[j].B, Gs[g], bgm, bgb, slowdown,
+                         &r)) {
+                printf("%-13s %4lld %4d  (failed)\n", jobs[j].title, (long long)jobs[j].B, Gs[g]);
+                fails++;
+                continue;
+            }
+            char l1[16] = "-", l2[16];
+            if (r.have[2])
+                lim_str(r.lim_dp, l1, sizeof l1);
+            lim_str(r.lim_burst, l2, sizeof l2);
+            for (int e = 0; e < 2; e++) {
+                double v[6];
+                for (int k = 0; k < 6; k++)
+                    v[k] = r.fg[k] + (e ? r.eq : 1) * r.bg[k];
+                char c[6][16];
+                for (int k = 0; k < 6; k++) {
+                    if (r.have[k])
+                        snprintf(c[k], sizeof c[k], "%.2fx", v[k] / v[0]);
+                    else
+                        snprintf(c[k], sizeof c[k], "-");
+                }
+                char ratio[16] = "-";
+                if (r.have[3])
+                    snprintf(ratio, sizeof ratio, "%.2fx", v[5] / v[3]);
+                printf("%-13s %4lld %4d %-4s %9.1f %7s %7s %8s %8s %7s %8s %6s %6s %9s\n",
+                       e ? "" : jobs[j].title, (long long)jobs[j].B, Gs[g], e ? "eq" : "", v[0],
+                       c[0], c[1], c[2], c[3], c[4], c[5], e ? "" : l1, e ? "" : l2, ratio);
+            }
+        }
+    printf("\n(dp' = deeppool, '-' where its planner cannot search the graph; lim: the\n"
+           "amplification limit auto chose; x: over dp's samples/s without background;\n"
+           "eq: a background sample counts %s)\n",
+           "as its one-GPU time in foreground samples");
+    return fails ? 1 : 0;
+}
