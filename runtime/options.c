@@ -72,10 +72,10 @@ static const struct {
     const char *name;
     bool value;
 } known[] = {
-    {"--help", false}, {"--resume", false},        {"--iterations", true},
-    {"--seed", true},  {"--threads", true},        {"--checkpoint-every", true},
-    {"--trace", true}, {"--checkpoint-dir", true}, {"--step-timeout", true},
-    {"--data", true},  {"--bucket-mb", true},      {"--no-overlap", false},
+    {"--help", false},      {"--resume", false},        {"--iterations", true},
+    {"--seed", true},       {"--threads", true},        {"--checkpoint-every", true},
+    {"--trace", true},      {"--checkpoint-dir", true}, {"--step-timeout", true},
+    {"--data", true},       {"--bucket-mb", true},      {"--no-overlap", false},
     {"--background", true}, {"--slowdown", true},
 };
 
