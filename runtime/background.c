@@ -188,6 +188,11 @@ static void run_slice(copy *c, int tid)
     }
 }
 
+bool rt_bg_running(void)
+{
+    return bg.running;
+}
+
 bool rt_bg_idle(void)
 {
     if (!rt_bg_ready())

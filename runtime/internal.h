@@ -27,6 +27,8 @@ bool rt_bg_ready(void);
  * whether it ran one (then the caller polls again at once, else it may sleep). Waits
  * poll with it between tests of their requests (comm_mpi.c, rankset.c). */
 bool rt_bg_idle(void);
+/* Whether a background slice is running on this rank now. */
+bool rt_bg_running(void);
 /* The device is idle and the foreground waits for whatever runs now (a GPU backend's
  * sync point): runs slices while this step's background time stays within the
  * guard's budget, (bound - 1) x the step time without background. */

@@ -120,7 +120,10 @@ void rt_grad_allreduce_start(const rt_comm *c, float *grad, int64_t n)
 
 void rt_grads_wait(void)
 {
-    if (!grads_pending)
+    /* A background copy's optimizer (inside a slice, inside one of the foreground's
+     * waits) has no all-reduces of its own (one rank): it must not send the foreground's
+     * open buckets early, which would cut this rank's buckets unlike its peers'. */
+    if (!grads_pending || rt_bg_running())
         return;
     grads_pending = false;
     rt_trace_push("grad_allreduce.wait");

@@ -37,6 +37,10 @@ typedef struct bucket {
  * for the next steps, which cut the same buckets. */
 static bucket *buckets;
 static int nbuckets, capbuckets;
+/* rt_grad_mpi_wait is waiting on copies of the buckets' requests: the background slices
+ * that run inside that wait (comm_mpi.c's polling wait) must not test, and so free, the
+ * originals under it. */
+static bool waiting;
 
 static void *grow(void *p, int *cap, size_t size)
 {
@@ -116,6 +120,8 @@ void rt_grad_mpi_start(const rt_comm *c, float *grad, int64_t n)
 
 void rt_grad_mpi_progress(void)
 {
+    if (waiting)
+        return;
     for (int i = 0; i < nbuckets; i++) {
         bucket *b = &buckets[i];
         if (b->sent && b->nreq > 0) {
@@ -143,8 +149,11 @@ void rt_grad_mpi_wait(void)
     for (int i = 0; i < nbuckets; i++)
         for (int r = 0; r < buckets[i].nreq; r++)
             req[k++] = buckets[i].req[r];
-    if (nreq > 0)
+    if (nreq > 0) {
+        waiting = true;
         rt_mpi_wait(nreq, req, "grad_allreduce");
+        waiting = false;
+    }
     free(req);
     for (int i = 0; i < nbuckets; i++) {
         bucket *b = &buckets[i];
