@@ -147,6 +147,9 @@ typedef struct lw {
     /* The function being built and its parameters (NULL where it has none). */
     LLVMValueRef fn, pool, ps, data, seed, step, train, correct, loss;
     LLVMBasicBlockRef body; /* the block after the entry block */
+    /* Per rank: the int64_t[rank] that shapes are passed in (the runtime
+     * copies a shape before it returns, so one array serves every call). */
+    LLVMValueRef shapes[IR_MAX_RANK + 1];
     int nconst;
     /* Debug info. */
     LLVMDIBuilderRef di;
@@ -287,6 +290,19 @@ static LLVMValueRef string_ptr(lw *w, const char *s)
     return global_ptr(w, private_global(w, init, ".str"));
 }
 
+/* A block not yet in the function: place() appends it when its code
+ * starts, so the blocks read in the order of the program. */
+static LLVMBasicBlockRef new_block(lw *w, const char *name)
+{
+    return LLVMCreateBasicBlockInContext(w->cx, name);
+}
+
+static void place(lw *w, LLVMBasicBlockRef bb)
+{
+    LLVMAppendExistingBasicBlock(w->fn, bb);
+    LLVMPositionBuilderAtEnd(w->b, bb);
+}
+
 static LLVMValueRef entry_alloca(lw *w, LLVMTypeRef t, const char *name)
 {
     return LLVMBuildAlloca(w->entry_b, t, name);
@@ -351,8 +367,12 @@ static LLVMValueRef size_value(lw *w, const cg_size *z)
 /* The address of an int64_t[rank] holding v's shape. */
 static LLVMValueRef shape_of(lw *w, const cg_var *v)
 {
+    if (v->rank < 1 || v->rank > IR_MAX_RANK)
+        ice("variable %s has rank %d", v->name, v->rank);
     LLVMTypeRef at = LLVMArrayType(w->t_i64, (unsigned)v->rank);
-    LLVMValueRef arr = entry_alloca(w, at, "shape");
+    if (!w->shapes[v->rank])
+        w->shapes[v->rank] = entry_alloca(w, at, "shape");
+    LLVMValueRef arr = w->shapes[v->rank];
     for (int k = 0; k < v->rank; k++) {
         LLVMValueRef idx[] = {i32c(w, 0), i32c(w, k)};
         LLVMBuildStore(w->b, size_value(w, &v->dim[k]),
@@ -366,14 +386,14 @@ static LLVMValueRef ptr_if(lw *w, LLVMValueRef cond, LLVMValueRef (*then)(lw *, 
                            const void *arg)
 {
     LLVMBasicBlockRef from = LLVMGetInsertBlock(w->b);
-    LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(w->cx, w->fn, "then");
-    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(w->cx, w->fn, "join");
+    LLVMBasicBlockRef yes = new_block(w, "then");
+    LLVMBasicBlockRef join = new_block(w, "join");
     LLVMBuildCondBr(w->b, cond, yes, join);
-    LLVMPositionBuilderAtEnd(w->b, yes);
+    place(w, yes);
     LLVMValueRef v = then(w, arg);
     LLVMBasicBlockRef yes_end = LLVMGetInsertBlock(w->b);
     LLVMBuildBr(w->b, join);
-    LLVMPositionBuilderAtEnd(w->b, join);
+    place(w, join);
     LLVMValueRef phi = LLVMBuildPhi(w->b, w->t_ptr, "");
     LLVMValueRef vals[] = {null_ptr(w), v};
     LLVMBasicBlockRef from_blocks[] = {from, yes_end};
@@ -550,21 +570,20 @@ static LLVMValueRef cond_value(lw *w, const cg_cond *c)
 /* if (cond) then else orelse; either block may be NULL. */
 static void build_if(lw *w, LLVMValueRef cond, const cg_block *then, const cg_block *orelse)
 {
-    LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(w->cx, w->fn, "then");
-    LLVMBasicBlockRef no =
-        orelse && orelse->n ? LLVMAppendBasicBlockInContext(w->cx, w->fn, "else") : NULL;
-    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(w->cx, w->fn, "join");
+    LLVMBasicBlockRef yes = new_block(w, "then");
+    LLVMBasicBlockRef no = orelse && orelse->n ? new_block(w, "else") : NULL;
+    LLVMBasicBlockRef join = new_block(w, "join");
     LLVMBuildCondBr(w->b, cond, yes, no ? no : join);
-    LLVMPositionBuilderAtEnd(w->b, yes);
+    place(w, yes);
     if (then)
         build_block(w, then);
     LLVMBuildBr(w->b, join);
     if (no) {
-        LLVMPositionBuilderAtEnd(w->b, no);
+        place(w, no);
         build_block(w, orelse);
         LLVMBuildBr(w->b, join);
     }
-    LLVMPositionBuilderAtEnd(w->b, join);
+    place(w, join);
 }
 
 /* a && b(), with b built only where a holds. */
@@ -572,14 +591,14 @@ static LLVMValueRef and_then(lw *w, LLVMValueRef a, LLVMValueRef (*b)(lw *, cons
                              const void *arg)
 {
     LLVMBasicBlockRef from = LLVMGetInsertBlock(w->b);
-    LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(w->cx, w->fn, "and");
-    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(w->cx, w->fn, "join");
+    LLVMBasicBlockRef yes = new_block(w, "and");
+    LLVMBasicBlockRef join = new_block(w, "join");
     LLVMBuildCondBr(w->b, a, yes, join);
-    LLVMPositionBuilderAtEnd(w->b, yes);
+    place(w, yes);
     LLVMValueRef v = b(w, arg);
     LLVMBasicBlockRef yes_end = LLVMGetInsertBlock(w->b);
     LLVMBuildBr(w->b, join);
-    LLVMPositionBuilderAtEnd(w->b, join);
+    place(w, join);
     LLVMValueRef phi = LLVMBuildPhi(w->b, w->t_i1, "");
     LLVMValueRef vals[] = {LLVMConstInt(w->t_i1, 0, 0), v};
     LLVMBasicBlockRef blocks[] = {from, yes_end};
@@ -594,14 +613,14 @@ static LLVMValueRef segment_begins(lw *w, const void *sp)
     if (!s->forward)
         return CALL(w, "rt_graph_begin", i32c(w, s->seg));
     LLVMBasicBlockRef from = LLVMGetInsertBlock(w->b);
-    LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(w->cx, w->fn, "train");
-    LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(w->cx, w->fn, "join");
+    LLVMBasicBlockRef yes = new_block(w, "train");
+    LLVMBasicBlockRef join = new_block(w, "join");
     LLVMBuildCondBr(w->b, w->train, yes, join);
-    LLVMPositionBuilderAtEnd(w->b, yes);
+    place(w, yes);
     LLVMValueRef v = CALL(w, "rt_graph_begin", i32c(w, s->seg));
     LLVMBasicBlockRef yes_end = LLVMGetInsertBlock(w->b);
     LLVMBuildBr(w->b, join);
-    LLVMPositionBuilderAtEnd(w->b, join);
+    place(w, join);
     LLVMValueRef phi = LLVMBuildPhi(w->b, w->t_i1, "");
     LLVMValueRef vals[] = {LLVMConstInt(w->t_i1, 1, 0), v};
     LLVMBasicBlockRef blocks[] = {from, yes_end};
@@ -643,13 +662,13 @@ static void build_stmt(lw *w, const cg_stmt *s)
         LLVMValueRef end = CALL(w, "rt_comm_member", comm_of(w, s->set));
         if (s->forward)
             end = LLVMBuildAnd(w->b, end, w->train, "");
-        LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(w->cx, w->fn, "end");
-        LLVMBasicBlockRef join = LLVMAppendBasicBlockInContext(w->cx, w->fn, "join");
+        LLVMBasicBlockRef yes = new_block(w, "end");
+        LLVMBasicBlockRef join = new_block(w, "join");
         LLVMBuildCondBr(w->b, end, yes, join);
-        LLVMPositionBuilderAtEnd(w->b, yes);
+        place(w, yes);
         CALL(w, "rt_graph_end", i32c(w, s->seg));
         LLVMBuildBr(w->b, join);
-        LLVMPositionBuilderAtEnd(w->b, join);
+        place(w, join);
         break;
     }
     case CS_NEW:
@@ -700,17 +719,18 @@ static LLVMValueRef begin_fn(lw *w, const char *name, LLVMTypeRef fty, bool inte
     unsigned uw = LLVMGetEnumAttributeKindForName("uwtable", 7);
     LLVMAddAttributeAtIndex(w->fn, LLVMAttributeFunctionIndex,
                             LLVMCreateEnumAttribute(w->cx, uw, 0));
-    w->sp = LLVMDIBuilderCreateFunction(w->di, w->job_file, name, strlen(name), name, strlen(name),
-                                        w->job_file, (unsigned)w->job_line, w->sp_type, internal, 1,
+    w->sp = LLVMDIBuilderCreateFunction(w->di, w->job_file, name, strlen(name), "", 0, w->job_file,
+                                        (unsigned)w->job_line, w->sp_type, internal, 1,
                                         (unsigned)w->job_line, LLVMDIFlagPrototyped, 0);
     LLVMSetSubprogram(w->fn, w->sp);
     for (int k = 0; k < w->nfiles; k++)
         w->block_files[k] = NULL;
     /* The entry block holds the allocas; the code starts in the next one. */
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(w->cx, w->fn, "entry");
-    w->body = LLVMAppendBasicBlockInContext(w->cx, w->fn, "body");
     LLVMPositionBuilderAtEnd(w->entry_b, entry);
-    LLVMPositionBuilderAtEnd(w->b, w->body);
+    w->body = new_block(w, "body");
+    place(w, w->body);
+    memset(w->shapes, 0, sizeof w->shapes);
     w->pool = w->ps = w->data = w->seed = w->step = w->train = w->correct = w->loss = NULL;
     set_location(w, -1);
     return w->fn;
@@ -862,15 +882,15 @@ static void build_main(lw *w, LLVMValueRef setup, LLVMValueRef forward, LLVMValu
     /* for (step = first; step < o->iterations; step++) */
     LLVMValueRef stepv = entry_alloca(w, w->t_i64, "step");
     LLVMBuildStore(w->b, first, stepv);
-    LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(w->cx, fn, "steps");
-    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(w->cx, fn, "step");
-    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(w->cx, fn, "trained");
+    LLVMBasicBlockRef head = new_block(w, "steps");
+    LLVMBasicBlockRef body = new_block(w, "step");
+    LLVMBasicBlockRef done = new_block(w, "trained");
     LLVMBuildBr(w->b, head);
-    LLVMPositionBuilderAtEnd(w->b, head);
+    place(w, head);
     LLVMValueRef step = load(w, w->t_i64, stepv, "step");
     LLVMValueRef iters = field(w, w->t_options, o, OPT_ITERATIONS, w->t_i64);
     LLVMBuildCondBr(w->b, LLVMBuildICmp(w->b, LLVMIntSLT, step, iters, ""), body, done);
-    LLVMPositionBuilderAtEnd(w->b, body);
+    place(w, body);
     CALL(w, "rt_step_begin", step);
     LLVMValueRef l = call_own(
         w, forward,
@@ -884,7 +904,7 @@ static void build_main(lw *w, LLVMValueRef setup, LLVMValueRef forward, LLVMValu
     LLVMBuildStore(w->b, LLVMBuildAdd(w->b, step, i64c(w, 1), ""), stepv);
     LLVMBuildBr(w->b, head);
 
-    LLVMPositionBuilderAtEnd(w->b, done);
+    place(w, done);
     LLVMValueRef elapsed = LLVMBuildFSub(w->b, CALL0(w, "rt_now"), t0, "elapsed");
     iters = field(w, w->t_options, o, OPT_ITERATIONS, w->t_i64);
     LLVMValueRef steps = LLVMBuildSelect(w->b, LLVMBuildICmp(w->b, LLVMIntSGT, iters, first, ""),
@@ -893,10 +913,10 @@ static void build_main(lw *w, LLVMValueRef setup, LLVMValueRef forward, LLVMValu
         w->b, LLVMIntEQ, field(w, w->t_options, o, OPT_RANK, w->t_i32), i32c(w, 0), "");
     LLVMValueRef say =
         LLVMBuildAnd(w->b, rank0, LLVMBuildICmp(w->b, LLVMIntSGT, steps, i64c(w, 0), ""), "");
-    LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(w->cx, fn, "throughput");
-    LLVMBasicBlockRef test = LLVMAppendBasicBlockInContext(w->cx, fn, "test");
+    LLVMBasicBlockRef yes = new_block(w, "throughput");
+    LLVMBasicBlockRef test = new_block(w, "test");
     LLVMBuildCondBr(w->b, say, yes, test);
-    LLVMPositionBuilderAtEnd(w->b, yes);
+    place(w, yes);
     LLVMValueRef samples =
         LLVMBuildSIToFP(w->b, LLVMBuildMul(w->b, steps, batch(w, 1), ""), w->t_f64, "");
     print(w, "throughput %.1f samples/s (%lld steps of %lld samples in %.3f s)\n",
@@ -905,21 +925,21 @@ static void build_main(lw *w, LLVMValueRef setup, LLVMValueRef forward, LLVMValu
     LLVMBuildBr(w->b, test);
 
     /* for (t = 0; t < tests; t++) forward(..., t, false, &correct) */
-    LLVMPositionBuilderAtEnd(w->b, test);
+    place(w, test);
     LLVMValueRef tests =
         LLVMBuildSDiv(w->b, CALL(w, "rt_data_test_count", data), batch(w, 1), "tests");
     LLVMValueRef correct = entry_alloca(w, w->t_i64, "correct");
     LLVMValueRef tv = entry_alloca(w, w->t_i64, "t");
     LLVMBuildStore(w->b, i64c(w, 0), correct);
     LLVMBuildStore(w->b, i64c(w, 0), tv);
-    LLVMBasicBlockRef thead = LLVMAppendBasicBlockInContext(w->cx, fn, "tests");
-    LLVMBasicBlockRef tbody = LLVMAppendBasicBlockInContext(w->cx, fn, "test_batch");
-    LLVMBasicBlockRef tdone = LLVMAppendBasicBlockInContext(w->cx, fn, "tested");
+    LLVMBasicBlockRef thead = new_block(w, "tests");
+    LLVMBasicBlockRef tbody = new_block(w, "test_batch");
+    LLVMBasicBlockRef tdone = new_block(w, "tested");
     LLVMBuildBr(w->b, thead);
-    LLVMPositionBuilderAtEnd(w->b, thead);
+    place(w, thead);
     LLVMValueRef t = load(w, w->t_i64, tv, "t");
     LLVMBuildCondBr(w->b, LLVMBuildICmp(w->b, LLVMIntSLT, t, tests, ""), tbody, tdone);
-    LLVMPositionBuilderAtEnd(w->b, tbody);
+    place(w, tbody);
     CALL0(w, "rt_progress");
     call_own(w, forward,
              (LLVMValueRef[]){pool, data, seed, t, LLVMConstInt(w->t_i1, 0, 0),
@@ -928,24 +948,24 @@ static void build_main(lw *w, LLVMValueRef setup, LLVMValueRef forward, LLVMValu
     LLVMBuildStore(w->b, LLVMBuildAdd(w->b, t, i64c(w, 1), ""), tv);
     LLVMBuildBr(w->b, thead);
 
-    LLVMPositionBuilderAtEnd(w->b, tdone);
+    place(w, tdone);
     LLVMValueRef total =
         CALL(w, "rt_world_sum",
              LLVMBuildSIToFP(w->b, load(w, w->t_i64, correct, "correct"), w->t_f64, ""));
     rank0 = LLVMBuildICmp(w->b, LLVMIntEQ, field(w, w->t_options, o, OPT_RANK, w->t_i32),
                           i32c(w, 0), "");
     say = LLVMBuildAnd(w->b, rank0, LLVMBuildICmp(w->b, LLVMIntSGT, tests, i64c(w, 0), ""), "");
-    yes = LLVMAppendBasicBlockInContext(w->cx, fn, "accuracy");
-    LLVMBasicBlockRef fin = LLVMAppendBasicBlockInContext(w->cx, fn, "finish");
+    yes = new_block(w, "accuracy");
+    LLVMBasicBlockRef fin = new_block(w, "finish");
     LLVMBuildCondBr(w->b, say, yes, fin);
-    LLVMPositionBuilderAtEnd(w->b, yes);
+    place(w, yes);
     LLVMValueRef tested = LLVMBuildMul(w->b, tests, batch(w, 1), "");
     print(w, "test accuracy %.4f (%lld samples)\n",
           (LLVMValueRef[]){
               LLVMBuildFDiv(w->b, total, LLVMBuildSIToFP(w->b, tested, w->t_f64, ""), ""), tested},
           2);
     LLVMBuildBr(w->b, fin);
-    LLVMPositionBuilderAtEnd(w->b, fin);
+    place(w, fin);
     CALL(w, "rt_data_close", data);
     CALL(w, "rt_pool_free", pool);
     CALL0(w, "rt_finalize");
