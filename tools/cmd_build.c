@@ -37,7 +37,8 @@ static const char build_usage[] =
     "                       compiled by the MPI C compiler (BURSTC_CC)\n"
     "  --emit=c|llvm|obj    write the C source, the LLVM IR (text) or the object file to\n"
     "                       -o instead of a linked program\n"
-    "  -O0|-O1|-O2|-O3      LLVM's optimisation level (default -O2)\n"
+    "  -O0|-O1|-O2|-O3      LLVM's optimisation level (default -O0: the program is calls\n"
+    "                       into libburstrt, whose kernels are optimised already)\n"
     "  --triple T           LLVM's target triple for --emit=llvm|obj (default: the host)\n"
     "  --verify             run LLVM's verifier on the module (Debug builds always do)\n"
     "  --job NAME           the job to build when the input holds several\n"
@@ -143,7 +144,10 @@ int cmd_build(int argc, char **argv)
 {
     const char *input = NULL, *output = NULL, *emit = NULL;
     bool cuda = false, llvm = true;
-    cg_llvm_options lopt = {.opt_level = 2, .producer = "burstc " BURSTC_VERSION};
+    /* -O0 by default: the program is glue between runtime calls (the kernels
+     * are libburstrt's, compiled once), so LLVM's pipelines cost build time
+     * and buy no training speed (docs/build.md has the numbers). */
+    cg_llvm_options lopt = {.opt_level = 0, .producer = "burstc " BURSTC_VERSION};
     pass_options popt = {.strategy = "burst"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
