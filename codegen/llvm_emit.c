@@ -118,7 +118,8 @@ static const rt_sig rt_sigs[] = {
     {"rt_world_sum", "dd"},
 };
 
-/* Field numbers of the runtime's structs that the program reads (burstrt.h). */
+/* Field numbers of the runtime's structs that the program reads (burstrt.h;
+ * build_types() spells the structs, codegen.llvm_abi holds them to it). */
 enum { TENSOR_NUMEL = 3, TENSOR_DATA = 4 };
 enum { PARAM_VALUE = 1, PARAM_GRAD = 2 };
 enum { OPT_ITERATIONS = 0, OPT_SEED = 3, OPT_RANK = 10 };
@@ -139,7 +140,7 @@ typedef struct lw {
     LLVMModuleRef mod;
     LLVMBuilderRef b, entry_b; /* entry_b: allocas, at the top of the entry block */
     LLVMTypeRef t_void, t_i1, t_i8, t_i32, t_i64, t_f32, t_f64, t_ptr;
-    LLVMTypeRef t_tensor, t_param, t_options;
+    LLVMTypeRef t_tensor, t_param, t_options, t_sgd, t_adam;
     LLVMValueRef *globals; /* per cg_var: its rt_tensor * or rt_param * */
     LLVMValueRef comm, s0, nb, *set_ranks;
     LLVMValueRef *fns; /* per rt_sigs entry: its declaration, once used */
@@ -869,11 +870,11 @@ static void build_main(lw *w, LLVMValueRef setup, LLVMValueRef forward, LLVMValu
     if (j->optimizer == OPT_ADAM) {
         LLVMValueRef f[] = {f32c(w, j->lr), f32c(w, 0.9), f32c(w, 0.999), f32c(w, 1e-8),
                             f32c(w, j->weight_decay)};
-        opt = private_global(w, LLVMConstStructInContext(w->cx, f, 5, 0), "opt");
+        opt = private_global(w, LLVMConstNamedStruct(w->t_adam, f, 5), "opt");
     } else {
         LLVMValueRef f[] = {f32c(w, j->lr), f32c(w, j->momentum), f32c(w, j->weight_decay),
                             LLVMConstInt(w->t_i8, 0, 0)};
-        opt = private_global(w, LLVMConstStructInContext(w->cx, f, 4, 0), "opt");
+        opt = private_global(w, LLVMConstNamedStruct(w->t_sgd, f, 4), "opt");
     }
     opt = LLVMConstBitCast(opt, w->t_ptr);
     LLVMValueRef first = CALL(w, "rt_checkpoint_attach", ps);
@@ -998,6 +999,12 @@ static void build_types(lw *w)
     LLVMTypeRef of[] = {w->t_i64, w->t_i32, path,     w->t_i64, path,     path,
                         w->t_i64, w->t_i8,  w->t_i32, w->t_f64, w->t_i32, w->t_i32};
     LLVMStructSetBody(w->t_options, of, 12, 0);
+    w->t_sgd = LLVMStructCreateNamed(cx, "rt_sgd");
+    LLVMTypeRef sf[] = {w->t_f32, w->t_f32, w->t_f32, w->t_i8};
+    LLVMStructSetBody(w->t_sgd, sf, 4, 0);
+    w->t_adam = LLVMStructCreateNamed(cx, "rt_adam");
+    LLVMTypeRef af[] = {w->t_f32, w->t_f32, w->t_f32, w->t_f32, w->t_f32};
+    LLVMStructSetBody(w->t_adam, af, 5, 0);
 }
 
 static void build_globals(lw *w)

@@ -9,7 +9,8 @@ declarations of the modules burstc writes for the example jobs (every op of
 the examples, the driver's calls) and compares each with clang's
 declaration of the same function from runtime/burstrt.h: the same result
 and parameter types, pointers taken as one kind, and the same
-zeroext/signext attributes.
+zeroext/signext attributes. The structs the program reads or builds
+(rt_tensor, rt_param, rt_options, rt_sgd, rt_adam) must have clang's layout.
 """
 import argparse
 import re
@@ -18,6 +19,7 @@ import sys
 import tempfile
 import os
 
+TYPE = re.compile(r"^%(?:struct\.)?(rt_\w+) = type (.*)$", re.M)
 DECL = re.compile(r"^declare (?:dso_local )?(.*?) @(\w+)\((.*)\)(?: local_unnamed_addr)?(?: #\d+)?$", re.M)
 
 
@@ -36,6 +38,10 @@ def declarations(text):
     return {m.group(2): (norm_type(m.group(1)), split_params(m.group(3))) for m in DECL.finditer(text)}
 
 
+def types(text):
+    return {m.group(1): norm_type(m.group(2)) for m in TYPE.finditer(text)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--burstc", required=True)
@@ -44,13 +50,14 @@ def main():
     ap.add_argument("--min", type=int, default=40, help="fail unless at least this many are compared")
     ap.add_argument("jobs", nargs="+")
     a = ap.parse_args()
-    ours = {}
+    ours, our_types = {}, {}
     for job in a.jobs:
         p = subprocess.run([a.burstc, "build", "-O0", "--emit=llvm", job, "-o", "-"],
                            capture_output=True, text=True)
         if p.returncode != 0:
             sys.exit("burstc failed on %s:\n%s" % (job, p.stderr))
         ours.update(declarations(p.stdout))
+        our_types.update(types(p.stdout))
     names = sorted(n for n in ours if n.startswith("rt_"))
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "refs.c")
@@ -58,6 +65,7 @@ def main():
             f.write('#include "burstrt.h"\nvoid *burstc_refs[] = {\n')
             f.writelines("    (void *)&%s,\n" % n for n in names)
             f.write("};\n")
+            f.writelines("%s burstc_type_%d;\n" % (t, k) for k, t in enumerate(sorted(our_types)))
         p = subprocess.run([a.clang, "-S", "-emit-llvm", "-O0", "-std=c17", "-I", a.runtime, src, "-o", "-"],
                            capture_output=True, text=True)
         if p.returncode != 0:
@@ -72,11 +80,21 @@ def main():
             print("%s: burstc declares %s(%s), burstrt.h says %s(%s)"
                   % (n, ours[n][0], ", ".join(ours[n][1]), theirs[n][0], ", ".join(theirs[n][1])))
             bad += 1
+    their_types = types(p.stdout)
+    for t in sorted(our_types):
+        if our_types[t] != their_types.get(t):
+            print("struct %s: burstc lays it out as %s, burstrt.h as %s" % (t, our_types[t], their_types.get(t)))
+            bad += 1
     if bad:
-        sys.exit("%d of %d runtime declarations differ from burstrt.h" % (bad, len(names)))
+        sys.exit("%d of %d runtime declarations and structs differ from burstrt.h"
+                 % (bad, len(names) + len(our_types)))
+    if len(our_types) < 5:
+        sys.exit("only the structs %s were compared (expected rt_tensor, rt_param, rt_options,"
+                 " rt_sgd, rt_adam)" % sorted(our_types))
     if len(names) < a.min:
         sys.exit("only %d runtime functions compared (expected at least %d)" % (len(names), a.min))
-    print("%d runtime declarations match burstrt.h" % len(names))
+    print("%d runtime declarations and %d structs (%s) match burstrt.h"
+          % (len(names), len(our_types), ", ".join(sorted(our_types))))
 
 
 if __name__ == "__main__":
