@@ -28,28 +28,27 @@ typedef struct cg_size {
 } cg_size;
 
 typedef enum cg_arg_kind {
-    CA_NULL,           /* no tensor */
-    CA_VAR,            /* a tensor variable (var) */
-    CA_PARAM,          /* a parameter's value, or its gradient (grad) */
-    CA_PARAM_IF_TRAIN, /* the parameter's value in a training step, no tensor in evaluation */
-    CA_PARAM_DATA,     /* the float data of a parameter's gradient */
-    CA_PARAM_NUMEL,    /* the element count of a parameter's gradient */
-    CA_INT,            /* i */
-    CA_F32,            /* r, as a float */
-    CA_BOOL,           /* i (0 or 1) */
-    CA_STR,            /* s */
-    CA_COMM,           /* the communicator of rank set `set` */
-    CA_SHARD_FIRST,    /* this rank's first sample in rank set `set` */
-    CA_SHARD_SIZE,     /* this rank's number of samples in rank set `set` */
-    CA_SHARD_END,      /* first + size */
-    CA_TEST_FIRST,     /* step x the global batch + first: a test batch's shard */
-    CA_BATCH,          /* the global batch, times i */
-    CA_POOL,           /* the step function's memory pool */
-    CA_DATA,           /* the data source */
-    CA_SEED,           /* the run's seed */
-    CA_STEP,           /* the step number */
-    CA_CONST,          /* a constant struct `s` of n integers (vals), passed by address */
-    CA_ARRAY,          /* an array of n tensors (vars; -1: none), const when is_const */
+    CA_NULL,        /* no tensor */
+    CA_VAR,         /* a tensor variable (var) */
+    CA_PARAM,       /* a parameter's value, or its gradient (grad) */
+    CA_PARAM_DATA,  /* the float data of a parameter's gradient */
+    CA_PARAM_NUMEL, /* the element count of a parameter's gradient */
+    CA_INT,         /* i */
+    CA_F32,         /* r, as a float */
+    CA_BOOL,        /* i (0 or 1) */
+    CA_STR,         /* s */
+    CA_COMM,        /* the communicator of rank set `set` */
+    CA_SHARD_FIRST, /* this rank's first sample in rank set `set` */
+    CA_SHARD_SIZE,  /* this rank's number of samples in rank set `set` */
+    CA_SHARD_END,   /* first + size */
+    CA_TEST_FIRST,  /* step x the global batch + first: a test batch's shard */
+    CA_BATCH,       /* the global batch, times i */
+    CA_POOL,        /* the step function's memory pool */
+    CA_DATA,        /* the data source */
+    CA_SEED,        /* the run's seed */
+    CA_STEP,        /* the step number */
+    CA_CONST,       /* a constant struct `s` of n integers (vals), passed by address */
+    CA_ARRAY,       /* an array of n tensors (vars; -1: none), const when is_const */
 } cg_arg_kind;
 
 typedef struct cg_arg {

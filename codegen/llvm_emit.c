@@ -402,11 +402,6 @@ static LLVMValueRef ptr_if(lw *w, LLVMValueRef cond, LLVMValueRef (*then)(lw *, 
     return phi;
 }
 
-static LLVMValueRef param_value(lw *w, const void *var)
-{
-    return field(w, w->t_param, var_of(w, *(const int *)var), PARAM_VALUE, w->t_ptr);
-}
-
 /* One argument, as the prototype's letter t wants it. */
 static LLVMValueRef arg_value(lw *w, const cg_arg *a, char t)
 {
@@ -416,10 +411,6 @@ static LLVMValueRef arg_value(lw *w, const cg_arg *a, char t)
     case CA_PARAM:
         return field(w, w->t_param, var_of(w, a->var), a->grad ? PARAM_GRAD : PARAM_VALUE,
                      w->t_ptr);
-    case CA_PARAM_IF_TRAIN:
-        if (a->var < 0)
-            return null_ptr(w);
-        return ptr_if(w, w->train, param_value, &a->var);
     case CA_PARAM_DATA: {
         LLVMValueRef g = field(w, w->t_param, var_of(w, a->var), PARAM_GRAD, w->t_ptr);
         return field(w, w->t_tensor, g, TENSOR_DATA, w->t_ptr);

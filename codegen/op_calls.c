@@ -152,7 +152,7 @@ static void lower_matmul(const cg_op_env *e, cg_op_code *out)
         cg_var_arg(db3));
 }
 
-/* rt_<name>_fwd(x, y) and rt_<name>_bwd(x, dy, dx): relu, gelu. */
+/* rt_<name>_fwd(x, y) and rt_<name>_bwd(x, dy, dx): relu, gelu, tanh, sigmoid. */
 static void lower_unary(const cg_op_env *e, cg_op_code *out)
 {
     const char *name = ir_op_info_of(op_of(e)->opcode)->name;
@@ -189,17 +189,21 @@ static void lower_global_avgpool(const cg_op_env *e, cg_op_code *out)
     BWD("rt_global_avgpool_bwd", DY, DX(0));
 }
 
-/* Synchronised batch normalisation: the statistics are all-reduced over the
- * rank set, so on more than one rank it communicates (no graph segment). */
+/* Synchronised batch normalisation: in a training step the statistics are
+ * all-reduced over the rank set, so on more than one rank it communicates (no
+ * graph segment); evaluation normalises with the running statistics. */
 static void lower_batchnorm2d(const cg_op_env *e, cg_op_code *out)
 {
     const ir_op *op = op_of(e);
     const ir_attrs_batchnorm2d *a = ir_batchnorm2d_attrs(op);
     int saved = scratch(e, out, "saved", (cg_size){2 * op->type.dim[1], -1, NULL});
-    FWD("rt_batchnorm2d_sync_fwd", COMM, X(0), P("weight"), P("bias"),
-        (cg_arg){.kind = CA_PARAM_IF_TRAIN, .var = param(e, "running_mean")},
-        (cg_arg){.kind = CA_PARAM_IF_TRAIN, .var = param(e, "running_var")}, cg_f32(a->momentum),
-        cg_f32(a->eps), cg_var_arg(saved), Y);
+    cg_stmt *s = cg_add(e->a, &out->fwd, CS_IF, e->op, NULL);
+    s->cond.kind = CC_TRAIN;
+    CG_CALL(e->a, &s->body, e->op, "rt_batchnorm2d_sync_fwd", COMM, X(0), P("weight"), P("bias"),
+            P("running_mean"), P("running_var"), cg_f32(a->momentum), cg_f32(a->eps),
+            cg_var_arg(saved), Y);
+    CG_CALL(e->a, &s->orelse, e->op, "rt_batchnorm2d_infer", X(0), P("weight"), P("bias"),
+            P("running_mean"), P("running_var"), cg_f32(a->eps), Y);
     BWD("rt_batchnorm2d_sync_bwd", COMM, X(0), P("weight"), cg_var_arg(saved), DY, DX(0),
         DP("weight"), DP("bias"));
     out->graphable = e->p->sets[e->set].n == 1;

@@ -75,12 +75,6 @@ static void print_arg(writer *w, const cg_arg *a, int *decl)
     case CA_NULL: W("NULL"); break;
     case CA_VAR: W("%s", var(w, a->var)); break;
     case CA_PARAM: W("%s->%s", var(w, a->var), a->grad ? "grad" : "value"); break;
-    case CA_PARAM_IF_TRAIN:
-        if (a->var < 0)
-            W("NULL");
-        else
-            W("train ? %s->value : NULL", var(w, a->var));
-        break;
     case CA_PARAM_DATA: W("rt_f32(%s->grad)", var(w, a->var)); break;
     case CA_PARAM_NUMEL: W("%s->grad->numel", var(w, a->var)); break;
     case CA_INT: W("%lld", (long long)a->i); break;

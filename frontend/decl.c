@@ -301,14 +301,36 @@ void fe_lower_cluster(fe_ctx *c, const fe_item *it)
     ir_cluster_add(c->module, &cl);
 }
 
-static const char *const fe_job_keys[] = {"model",      "cluster",    "batch",
-                                          "dtype",      "optimizer",  "amplification",
-                                          "background", "iterations", "data"};
-static const fe_keys fe_job = {"job", fe_job_keys, 9};
+/* A job's fields are the job table's (ir/job.c), less the optimizer's
+ * settings, which Burst writes as sgd(lr = ...). The table converts and
+ * checks every value, with the messages the IR reader gives too. */
+static void fe_job_error(fe_ctx *c, src_loc loc, bool ok, const char *msg)
+{
+    if (!ok)
+        fe_error(c, loc, "%s", msg);
+}
+
+/* A number for field k: an integer, a real, or what a let names. */
+static void fe_job_number(fe_ctx *c, ir_job *j, int k, const fe_expr *e)
+{
+    char msg[256];
+    fe_val v = fe_eval(c, c->global, e, false, false);
+    bool ok;
+    if (v.kind == V_ERR)
+        return;
+    if (v.kind == V_INT)
+        ok = ir_job_set_int(j, k, v.i, msg, sizeof msg);
+    else if (v.kind == V_REAL)
+        ok = ir_job_set_real(j, k, v.r, msg, sizeof msg);
+    else
+        ok = ir_job_kind_error(k, msg, sizeof msg);
+    fe_job_error(c, e->loc, ok, msg);
+}
 
 /* sgd | adam | sgd(lr = 0.1, momentum = 0.9, weight_decay = 1e-4) */
-static void fe_optimizer(fe_ctx *c, const fe_expr *e, ir_job *j)
+static void fe_optimizer(fe_ctx *c, const fe_expr *e, ir_job *j, int k)
 {
+    char msg[256];
     const char *name = e->kind == EX_NAME || e->kind == EX_CALL ? e->s : NULL;
     if (!name) {
         fe_error(c, e->loc,
@@ -316,40 +338,37 @@ static void fe_optimizer(fe_ctx *c, const fe_expr *e, ir_job *j)
                  "weight_decay = ...)");
         return;
     }
-    if (strcmp(name, "sgd") == 0) {
-        j->optimizer = OPT_SGD;
-    } else if (strcmp(name, "adam") == 0) {
-        j->optimizer = OPT_ADAM;
-    } else {
-        fe_error(c, e->loc, "unknown optimizer '%s' (sgd or adam)", name);
+    if (!ir_job_set_name(c->module, j, k, name, msg, sizeof msg)) {
+        fe_error(c, e->loc, "%s", msg);
         return;
     }
     if (e->kind != EX_CALL)
         return;
     for (const fe_arg *a = e->args; a; a = a->next) {
-        double *slot = NULL;
+        int s = a->key ? ir_job_field_find(a->key) : -1;
+        if (s >= 0 && ir_job_fields[s].setting) {
+            fe_job_number(c, j, s, a->value);
+            continue;
+        }
+        const char *list = "";
+        for (int q = 0; q < IR_JOB_NFIELDS; q++)
+            if (ir_job_fields[q].setting)
+                list =
+                    arena_printf(c->arena, "%s%s%s", list, *list ? ", " : "", ir_job_fields[q].key);
         if (!a->key)
-            fe_error(c, a->loc,
-                     "optimizer settings are named: lr = ..., momentum = ..., weight_decay = ...");
-        else if (strcmp(a->key, "lr") == 0)
-            slot = &j->lr;
-        else if (strcmp(a->key, "momentum") == 0)
-            slot = &j->momentum;
-        else if (strcmp(a->key, "weight_decay") == 0)
-            slot = &j->weight_decay;
+            fe_error(c, a->loc, "optimizer settings are named: %s", list);
         else
-            fe_error(c, a->loc, "unknown optimizer setting '%s' (lr, momentum, weight_decay)",
-                     a->key);
-        if (slot && fe_real_field(c, a->value, a->key, slot) && *slot < 0)
-            fe_error(c, a->value->loc, "'%s' cannot be negative", a->key);
+            fe_error(c, a->loc, "unknown optimizer setting '%s' (%s)", a->key, list);
     }
 }
 
 /* [model @ batch, ...] */
-static void fe_background(fe_ctx *c, const fe_expr *e, ir_job *j)
+static void fe_background(fe_ctx *c, const fe_expr *e, ir_job *j, int k)
 {
+    char msg[256];
     if (e->kind != EX_LIST) {
-        fe_error(c, e->loc, "'background' must be a list: [model @ batch, ...]");
+        ir_job_kind_error(k, msg, sizeof msg);
+        fe_error(c, e->loc, "%s", msg);
         return;
     }
     int n = 0;
@@ -369,16 +388,48 @@ static void fe_background(fe_ctx *c, const fe_expr *e, ir_job *j)
         int64_t b;
         if (!fe_eval_int(c, c->global, i->rhs, "a background batch", &b))
             continue;
-        if (b < 1) {
-            fe_error(c, i->rhs->loc, "a background batch must be positive");
-            continue;
-        }
-        if (b > IR_MAX_BATCH) {
-            fe_error(c, i->rhs->loc, "a background batch is at most 2^31 (like a job's), not %lld",
-                     (long long)b);
+        if (!ir_job_background_batch_ok(b, msg, sizeof msg)) {
+            fe_error(c, i->rhs->loc, "%s", msg);
             continue;
         }
         j->background[j->nbackground++] = (ir_background){g, b};
+    }
+}
+
+static void fe_job_field(fe_ctx *c, ir_job *j, int k, const fe_expr *e)
+{
+    char msg[256];
+    bool name = e->kind == EX_NAME || e->kind == EX_STR;
+    switch (ir_job_fields[k].kind) {
+    case JK_OPTIMIZER: fe_optimizer(c, e, j, k); return;
+    case JK_BACKGROUND: fe_background(c, e, j, k); return;
+    case JK_INT:
+    case JK_REAL: fe_job_number(c, j, k, e); return;
+    case JK_AMPLIFICATION:
+        /* auto and none are words; anything else is a number (or a let). */
+        if (e->kind == EX_NAME && (strcmp(e->s, "auto") == 0 || strcmp(e->s, "none") == 0))
+            fe_job_error(c, e->loc, ir_job_set_name(c->module, j, k, e->s, msg, sizeof msg), msg);
+        else
+            fe_job_number(c, j, k, e);
+        return;
+    case JK_DATA:
+        /* A bare name is one of the runtime's own sources; a file is quoted. */
+        if (e->kind == EX_STR ||
+            (e->kind == EX_NAME && (strcmp(e->s, "synthetic") == 0 || strcmp(e->s, "fmnist") == 0)))
+            fe_job_error(c, e->loc, ir_job_set_name(c->module, j, k, e->s, msg, sizeof msg), msg);
+        else
+            fe_error(c, e->loc, "'data' must be synthetic, fmnist or a file path in quotes");
+        return;
+    case JK_MODEL:
+    case JK_CLUSTER:
+    case JK_DTYPE:
+        if (e->kind == EX_ERROR)
+            return;
+        fe_job_error(c, e->loc,
+                     name ? ir_job_set_name(c->module, j, k, e->s, msg, sizeof msg)
+                          : ir_job_kind_error(k, msg, sizeof msg),
+                     msg);
+        return;
     }
 }
 
@@ -389,59 +440,38 @@ void fe_lower_job(fe_ctx *c, const fe_item *it)
         fe_check_redef(c, it, old, c->module->jobs[old].loc, "job");
         return;
     }
-    const fe_field *f[9];
+    static const char *keys[IR_JOB_NFIELDS];
+    static int field_of[IR_JOB_NFIELDS], nkeys;
+    if (!nkeys)
+        for (int k = 0; k < IR_JOB_NFIELDS; k++)
+            if (!ir_job_fields[k].setting) {
+                keys[nkeys] = ir_job_fields[k].key;
+                field_of[nkeys++] = k;
+            }
+    const fe_keys fe_job = {"job", keys, nkeys};
+    const fe_field *f[IR_JOB_NFIELDS];
     fe_collect(c, it, &fe_job, f, false);
-    ir_job j = {.name = it->name,
-                .loc = it->name_loc,
-                .graph = -1,
-                .cluster = -1,
-                .dtype = DT_F32,
-                .optimizer = OPT_SGD,
-                .lr = 0.01,
-                .amplification = 0,
-                .iterations = 100,
-                .data = "synthetic"};
-    const char *s;
-    if (fe_require(c, it, &fe_job, f, 0) && (s = fe_name_field(c, f[0]->value, "model"))) {
-        j.graph = ir_graph_find(c->module, s);
-        if (j.graph < 0)
-            fe_error(c, f[0]->value->loc, "unknown model '%s'", s);
+    ir_job j = {.name = it->name, .loc = it->name_loc};
+    ir_job_defaults(&j);
+    /* In the order they are written, so that errors come in that order. */
+    bool given[IR_JOB_NFIELDS] = {false};
+    int order[IR_JOB_NFIELDS], n = 0;
+    for (int i = 0; i < nkeys; i++) {
+        if (!f[i])
+            continue;
+        int at = n++;
+        for (; at > 0 && (f[order[at - 1]]->loc.line > f[i]->loc.line ||
+                          (f[order[at - 1]]->loc.line == f[i]->loc.line &&
+                           f[order[at - 1]]->loc.col > f[i]->loc.col));
+             at--)
+            order[at] = order[at - 1];
+        order[at] = i;
     }
-    if (fe_require(c, it, &fe_job, f, 1) && (s = fe_name_field(c, f[1]->value, "cluster"))) {
-        j.cluster = ir_cluster_find(c->module, s);
-        if (j.cluster < 0)
-            fe_error(c, f[1]->value->loc, "unknown cluster '%s'", s);
+    for (int q = 0; q < n; q++) {
+        given[field_of[order[q]]] = true;
+        fe_job_field(c, &j, field_of[order[q]], f[order[q]]->value);
     }
-    if (fe_require(c, it, &fe_job, f, 2))
-        fe_int_field(c, f[2], 1, IR_MAX_BATCH, &j.batch);
-    if (f[3] && (s = fe_name_field(c, f[3]->value, "dtype")) && !ir_dtype_lookup(s, &j.dtype))
-        fe_error(c, f[3]->value->loc, "unknown dtype '%s' (f32, tf32, f16, bf16)", s);
-    if (f[4])
-        fe_optimizer(c, f[4]->value, &j);
-    if (f[5]) {
-        const fe_expr *e = f[5]->value;
-        if (e->kind == EX_NAME && strcmp(e->s, "auto") == 0)
-            j.amplification = IR_AMP_AUTO;
-        else if (e->kind == EX_NAME && strcmp(e->s, "none") == 0)
-            j.amplification = 0;
-        else if (fe_real_field(c, e, "amplification", &j.amplification) &&
-                 !(j.amplification >= 1.0))
-            fe_error(c, e->loc, "'amplification' must be at least 1.0, or auto, or none");
-    }
-    if (f[6])
-        fe_background(c, f[6]->value, &j);
-    if (f[7])
-        fe_int_field(c, f[7], 1, IR_MAX_ITERATIONS, &j.iterations);
-    if (f[8]) {
-        const fe_expr *e = f[8]->value;
-        if (e->kind == EX_STR)
-            j.data = e->s;
-        else if (e->kind == EX_NAME &&
-                 (strcmp(e->s, "synthetic") == 0 || strcmp(e->s, "fmnist") == 0))
-            j.data = e->s;
-        else
-            fe_error(c, e->loc, "'data' must be synthetic, fmnist or a file path in quotes");
-    }
+    ir_job_check_required(&j, given, it->name_loc, c->diag);
     ir_job_add(c->module, &j);
 }
 

@@ -25,7 +25,7 @@ static void *xmalloc(size_t n)
 {
     void *p = malloc(n);
     if (!p) {
-        fprintf(stderr, "burstc: error: out of memory (%zu bytes)\n", n);
+        fprintf(stderr, "burstc: out of memory (%zu bytes)\n", n);
         exit(2);
     }
     return p;

@@ -336,7 +336,48 @@ typedef struct ir_job {
     const char *data; /* "synthetic" or a dataset name/path */
     int nbackground;
     ir_background *background;
+    /* Bound on the foreground's iteration time with background work over its time
+     * without (job field `slowdown`, --slowdown): at least 1, IR_SLOWDOWN_DEFAULT
+     * unless written (ir_job_defaults), checked by the verifier. */
+    double slowdown;
+    /* The interleave pass's result; NULL until it runs (or when nothing is placed and
+     * nothing refused). */
+    struct ir_interleave *interleave;
 } ir_job;
+
+#define IR_SLOWDOWN_DEFAULT 1.1
+
+/* One background copy placed by the interleave pass (passes/interleave.c): an
+ * independent one-GPU training job of background[job]'s model at its batch, on one
+ * rank of the foreground's cluster. Its training step is the sequence of units
+ * 0 .. 2n, n = the background graph's op count: unit i < n is op i's forward, unit
+ * n + k is op n-1-k's backward, unit 2n the optimizer update. The step is cut into
+ * nslices slices: slice s runs units cut[s] .. cut[s+1]-1; cut[0] = 0 and
+ * cut[nslices] = 2n + 1. */
+typedef struct ir_bg_copy {
+    int job;      /* index into the job's background list */
+    int rank;     /* the foreground rank (GPU) that hosts it */
+    int64_t seed; /* its weights' and data's seed */
+    int nslices;
+    int *cut;              /* nslices + 1 unit indices, strictly increasing */
+    double steps_per_iter; /* predicted background steps per foreground iteration */
+} ir_bg_copy;
+
+/* A rank that could host a copy of background[job] but does not, and why. */
+typedef struct ir_bg_refusal {
+    int job, rank;
+    const char *why; /* e.g. "needs 12.3 GiB beside the foreground's 70.1 GiB of 80 GiB" */
+} ir_bg_refusal;
+
+typedef struct ir_interleave {
+    double slice_bound; /* seconds: no slice predicted longer */
+    double fg_time;     /* predicted foreground iteration time without background, s */
+    double fg_time_bg;  /* ... with it (fg_time_bg <= slowdown * fg_time) */
+    int ncopies;
+    ir_bg_copy *copies; /* in rank order, then job order */
+    int nrefusals;
+    ir_bg_refusal *refusals;
+} ir_interleave;
 
 #define IR_AMP_AUTO (-1.0)
 
@@ -361,6 +402,52 @@ typedef struct ir_module {
     int njobs, jobs_cap;
     ir_job *jobs;
 } ir_module;
+
+/* job.c: the one table of job fields; the front end, the reader, the
+ * printer, the command line and the verifier all go through it. */
+
+typedef enum ir_job_kind {
+    JK_MODEL,         /* a model's name */
+    JK_CLUSTER,       /* a cluster's name */
+    JK_INT,           /* an integer from min to max */
+    JK_REAL,          /* a finite number >= min (0 or 1) */
+    JK_DTYPE,         /* f32, tf32, f16, bf16 */
+    JK_OPTIMIZER,     /* sgd, adam */
+    JK_AMPLIFICATION, /* a number >= 1, auto or none */
+    JK_DATA,          /* synthetic, fmnist or a dataset file */
+    JK_BACKGROUND,    /* [model @ batch, ...], each batch from min to max */
+} ir_job_kind;
+
+typedef struct ir_job_field {
+    const char *key;
+    size_t offset; /* of its value in ir_job */
+    ir_job_kind kind;
+    const char *dflt; /* its default as the IR writes it; NULL: required */
+    int64_t min, max; /* JK_INT and JK_BACKGROUND's batches; JK_REAL: min only */
+    bool setting;     /* in Burst source: a setting of the optimizer, sgd(lr = ...) */
+    const char *doc;  /* one line: what it means */
+} ir_job_field;
+
+#define IR_JOB_NFIELDS 13
+extern const ir_job_field ir_job_fields[IR_JOB_NFIELDS]; /* in the order the IR prints them */
+int ir_job_field_find(const char *key);                  /* -1 if no field has the key */
+void ir_job_defaults(ir_job *j); /* every field at its default; required ones unset */
+/* Sets field k of j from a value as written (an integer, a number, a name or
+ * a string, or text from the command line): converts and checks it, and on
+ * failure leaves j alone, writes the message to msg and returns false. */
+bool ir_job_set_int(ir_job *j, int k, int64_t v, char *msg, size_t n);
+bool ir_job_set_real(ir_job *j, int k, double v, char *msg, size_t n);
+bool ir_job_set_name(const ir_module *m, ir_job *j, int k, const char *name, char *msg, size_t n);
+bool ir_job_set_text(const ir_module *m, ir_job *j, int k, const char *text, char *msg, size_t n);
+void ir_job_copy_field(ir_job *dst, const ir_job *src, int k); /* field k of src into dst */
+bool ir_job_background_batch_ok(int64_t batch, char *msg, size_t n);
+/* "'<key>' must be <what the field holds>": a value of the wrong kind. */
+bool ir_job_kind_error(int k, char *msg, size_t n);
+/* Reports (at loc) every required field that given[] says was not written. */
+bool ir_job_check_required(const ir_job *j, const bool *given, src_loc loc, diag_ctx *d);
+/* Every field of j by the rules above, reported at the job. */
+bool ir_job_check(const ir_module *m, const ir_job *j, diag_ctx *d);
+void ir_job_print(FILE *out, const ir_module *m, const ir_job *j);
 
 /* build.c: constructing modules. */
 
@@ -408,6 +495,9 @@ bool ir_type_equal(const ir_type *a, const ir_type *b);
 /* print.c */
 
 void ir_print_type(FILE *out, const ir_type *t);
+/* A real in the shortest form that reads back exactly; a string quoted. */
+void ir_print_real(FILE *out, double v);
+void ir_print_string(FILE *out, const char *s);
 void ir_print_op(FILE *out, const ir_graph *g, const ir_op *op);
 void ir_print_graph(FILE *out, const ir_module *m, const ir_graph *g);
 void ir_print_module(FILE *out, const ir_module *m);

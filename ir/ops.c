@@ -840,6 +840,16 @@ static void cost_gelu(const cost_ctx *c, ir_cost *k)
     k->saved = c->in;
 }
 
+/* tanh and sigmoid: an exponential, an add and a division; the backward
+ * recomputes y from x, then dy * (1 - y^2) or dy * y * (1 - y). */
+static void cost_sigmoidal(const cost_ctx *c, ir_cost *k)
+{
+    k->fwd_flops = 4 * c->out;
+    k->bwd_flops = 4 * c->out;
+    k->bwd_read = 2 * c->out;
+    k->saved = c->in;
+}
+
 static void cost_maxpool2d(const cost_ctx *c, ir_cost *k)
 {
     const int64_t *ks = ir_maxpool2d_attrs(c->op)->kernel;

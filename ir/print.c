@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* Shortest %g form of v that strtod reads back exactly. */
-static void print_real(FILE *out, double v)
+void ir_print_real(FILE *out, double v)
 {
     char buf[40];
     for (int prec = 6; prec <= 17; prec++) {
@@ -48,7 +48,7 @@ static void print_attr(FILE *out, const ir_graph *g, const ir_attr *a)
             fprintf(out, "%s%lld", i ? ", " : "", (long long)a->u.list.v[i]);
         fputc(']', out);
         break;
-    case AK_REAL: print_real(out, a->u.real); break;
+    case AK_REAL: ir_print_real(out, a->u.real); break;
     case AK_REF:
         if (a->u.ref < 0)
             fputs("none", out);
@@ -112,12 +112,12 @@ void ir_print_graph(FILE *out, const ir_module *m, const ir_graph *g)
 static void print_link(FILE *out, const char *name, const ir_link *l)
 {
     fprintf(out, ", %s.bandwidth = ", name);
-    print_real(out, l->bandwidth);
+    ir_print_real(out, l->bandwidth);
     fprintf(out, ", %s.latency = ", name);
-    print_real(out, l->latency);
+    ir_print_real(out, l->latency);
 }
 
-static void print_string(FILE *out, const char *s)
+void ir_print_string(FILE *out, const char *s)
 {
     fputc('"', out);
     for (; *s; s++) {
@@ -142,19 +142,19 @@ void ir_print_module(FILE *out, const ir_module *m)
         fprintf(out, "gpu %s {", gp->name);
         for (int d = 0; d < DT_COUNT; d++) {
             fprintf(out, "%sflops.%s = ", d ? ", " : "", ir_dtype_name((ir_dtype)d));
-            print_real(out, gp->flops[d]);
+            ir_print_real(out, gp->flops[d]);
         }
         fputs(", bandwidth = ", out);
-        print_real(out, gp->mem_bandwidth);
+        ir_print_real(out, gp->mem_bandwidth);
         fputs(", memory = ", out);
-        print_real(out, gp->mem_bytes);
+        ir_print_real(out, gp->mem_bytes);
         fputs(", launch = ", out);
-        print_real(out, gp->launch);
+        ir_print_real(out, gp->launch);
         if (gp->efficiency > 0) {
             fputs(", efficiency = ", out);
-            print_real(out, gp->efficiency);
+            ir_print_real(out, gp->efficiency);
             fputs(", half_work = ", out);
-            print_real(out, gp->half_work);
+            ir_print_real(out, gp->half_work);
         }
         fputs("}\n", out);
     }
@@ -166,33 +166,8 @@ void ir_print_module(FILE *out, const ir_module *m)
         print_link(out, "inter", &c->inter);
         fputs("}\n", out);
     }
-    for (int i = 0; i < m->njobs; i++) {
-        const ir_job *j = &m->jobs[i];
-        fprintf(out,
-                "job %s {model = %s, cluster = %s, batch = %lld, dtype = %s, optimizer = %s, lr = ",
-                j->name, m->graphs[j->graph]->name, m->clusters[j->cluster].name,
-                (long long)j->batch, ir_dtype_name(j->dtype),
-                j->optimizer == OPT_ADAM ? "adam" : "sgd");
-        print_real(out, j->lr);
-        fputs(", momentum = ", out);
-        print_real(out, j->momentum);
-        fputs(", weight_decay = ", out);
-        print_real(out, j->weight_decay);
-        fputs(", amplification = ", out);
-        if (j->amplification == IR_AMP_AUTO)
-            fputs("auto", out);
-        else if (j->amplification == 0)
-            fputs("none", out);
-        else
-            print_real(out, j->amplification);
-        fprintf(out, ", iterations = %lld, data = ", (long long)j->iterations);
-        print_string(out, j->data ? j->data : "synthetic");
-        fputs(", background = [", out);
-        for (int b = 0; b < j->nbackground; b++)
-            fprintf(out, "%s%s @ %lld", b ? ", " : "", m->graphs[j->background[b].graph]->name,
-                    (long long)j->background[b].batch);
-        fputs("]}\n", out);
-    }
+    for (int i = 0; i < m->njobs; i++)
+        ir_job_print(out, m, &m->jobs[i]);
 }
 
 char *ir_print_module_to_string(const ir_module *m, size_t *len)

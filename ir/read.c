@@ -540,11 +540,13 @@ typedef struct field {
     char *key;
     src_loc loc;
     token val;
-    char *str;       /* identifier or string value */
-    int nbg, bg_cap; /* background list */
-    char **bg_name;
-    int64_t *bg_batch;
-    src_loc *bg_loc;
+    char *str; /* identifier or string value */
+    int nbg, bg_cap;
+    struct bg_entry { /* background list: name @ batch */
+        char *name;
+        int64_t batch;
+        src_loc name_loc, batch_loc;
+    } * bg;
 } field;
 
 static bool parse_field(reader *r, field *f)
@@ -575,25 +577,19 @@ static bool parse_field(reader *r, field *f)
     } else if (eat(r, '[')) {
         f->val.kind = T_PUNCT;
         while (r->tok.kind == T_IDENT) {
-            if (f->nbg == f->bg_cap) {
-                int cap = f->bg_cap;
-                arena_grow(r->a, (void **)&f->bg_name, &cap, f->nbg + 1, sizeof *f->bg_name);
-                cap = f->bg_cap;
-                arena_grow(r->a, (void **)&f->bg_batch, &cap, f->nbg + 1, sizeof *f->bg_batch);
-                cap = f->bg_cap;
-                arena_grow(r->a, (void **)&f->bg_loc, &cap, f->nbg + 1, sizeof *f->bg_loc);
-                f->bg_cap = cap;
-            }
-            f->bg_loc[f->nbg] = r->tok.loc;
-            f->bg_name[f->nbg] = tok_str(r);
+            arena_grow(r->a, (void **)&f->bg, &f->bg_cap, f->nbg + 1, sizeof *f->bg);
+            struct bg_entry *e = &f->bg[f->nbg++];
+            e->name_loc = r->tok.loc;
+            e->name = tok_str(r);
             next(r);
             if (!expect(r, '@'))
                 return false;
-            if (r->tok.kind != T_INT || r->tok.ival <= 0 || r->tok.ival > IR_MAX_BATCH) {
-                expected(r, "a batch size from 1 to 2^31");
+            if (r->tok.kind != T_INT) {
+                expected(r, "a batch size");
                 return false;
             }
-            f->bg_batch[f->nbg++] = r->tok.ival;
+            e->batch_loc = r->tok.loc;
+            e->batch = r->tok.ival;
             next(r);
             if (!eat(r, ','))
                 break;
@@ -653,6 +649,7 @@ static void parse_record(reader *r, const char *what, void *obj,
             if (*seen_mask & (1ull << k))
                 err_at(r, f.loc, "field '%s' given twice", f.key);
             *seen_mask |= 1ull << k;
+            r->line_error = false; /* one error per field, not per record */
             apply(r, obj, &f);
         } while (eat(r, ','));
     }
@@ -730,88 +727,52 @@ static bool apply_cluster(reader *r, void *obj, const field *f)
     return true;
 }
 
-static const char *const job_keys[] = {
-    "model",        "cluster",       "batch",      "dtype", "optimizer",  "lr", "momentum",
-    "weight_decay", "amplification", "iterations", "data",  "background", NULL};
+/* The keys of ir_job_fields, for parse_record(). */
+static const char *const *job_keys(void)
+{
+    static const char *keys[IR_JOB_NFIELDS + 1];
+    for (int k = 0; k < IR_JOB_NFIELDS; k++)
+        keys[k] = ir_job_fields[k].key;
+    return keys;
+}
 
+/* A job's field through the job table (job.c): its conversions, rules and
+ * messages are the front end's. */
 static bool apply_job(reader *r, void *obj, const field *f)
 {
     ir_job *j = obj;
-    const char *k = f->key;
-    if (strcmp(k, "model") == 0 || strcmp(k, "cluster") == 0) {
-        int id = -1;
-        if (f->str)
-            id = k[0] == 'm' ? ir_graph_find(r->m, f->str) : ir_cluster_find(r->m, f->str);
-        if (id < 0) {
-            err_at(r, f->val.loc, "unknown %s '%.*s'", k, f->val.len, f->val.start);
-            return false;
-        }
-        *(k[0] == 'm' ? &j->graph : &j->cluster) = id;
-        return true;
-    }
-    if (strcmp(k, "batch") == 0)
-        return integer(r, f, &j->batch, IR_MAX_BATCH);
-    if (strcmp(k, "iterations") == 0)
-        return integer(r, f, &j->iterations, IR_MAX_ITERATIONS);
-    if (strcmp(k, "dtype") == 0) {
-        if (!f->str || !ir_dtype_lookup(f->str, &j->dtype)) {
-            err_at(r, f->val.loc, "unknown dtype (expected f32, tf32, f16 or bf16)");
-            return false;
-        }
-        return true;
-    }
-    if (strcmp(k, "optimizer") == 0) {
-        if (f->str && strcmp(f->str, "sgd") == 0)
-            j->optimizer = OPT_SGD;
-        else if (f->str && strcmp(f->str, "adam") == 0)
-            j->optimizer = OPT_ADAM;
-        else {
-            err_at(r, f->val.loc, "unknown optimizer (expected sgd or adam)");
-            return false;
-        }
-        return true;
-    }
-    if (strcmp(k, "amplification") == 0) {
-        if (f->str && strcmp(f->str, "auto") == 0)
-            j->amplification = IR_AMP_AUTO;
-        else if (f->str && strcmp(f->str, "none") == 0)
-            j->amplification = 0;
-        else if (!num(r, f, &j->amplification, true))
-            return false;
-        else if (j->amplification < 1) {
-            err_at(r, f->val.loc, "'amplification' must be at least 1, or auto, or none");
-            return false;
-        }
-        return true;
-    }
-    if (strcmp(k, "data") == 0) {
-        if (!f->str) {
-            err_at(r, f->val.loc, "'data' must be a string");
-            return false;
-        }
-        j->data = f->str;
-        return true;
-    }
-    if (strcmp(k, "background") == 0) {
-        if (f->val.kind != T_PUNCT) {
-            err_at(r, f->val.loc, "'background' must be a list [model @ batch, ...]");
-            return false;
-        }
+    int k = ir_job_field_find(f->key);
+    char msg[256];
+    bool ok;
+    if (ir_job_fields[k].kind == JK_BACKGROUND && f->val.kind == T_PUNCT) {
         j->background = arena_alloc(r->a, sizeof *j->background * (size_t)(f->nbg ? f->nbg : 1));
+        ok = true;
         for (int b = 0; b < f->nbg; b++) {
-            int gid = ir_graph_find(r->m, f->bg_name[b]);
+            const struct bg_entry *e = &f->bg[b];
+            int gid = ir_graph_find(r->m, e->name);
+            r->line_error = false; /* every entry's problem */
             if (gid < 0) {
-                err_at(r, f->bg_loc[b], "unknown model '%s'", f->bg_name[b]);
-                return false;
+                err_at(r, e->name_loc, "unknown model '%s'", e->name);
+                ok = false;
+            } else if (!ir_job_background_batch_ok(e->batch, msg, sizeof msg)) {
+                err_at(r, e->batch_loc, "%s", msg);
+                ok = false;
+            } else {
+                j->background[j->nbackground++] = (ir_background){gid, e->batch};
             }
-            j->background[j->nbackground++] = (ir_background){gid, f->bg_batch[b]};
         }
-        return true;
+        return ok;
     }
-    double *dst = strcmp(k, "lr") == 0         ? &j->lr
-                  : strcmp(k, "momentum") == 0 ? &j->momentum
-                                               : &j->weight_decay;
-    return num(r, f, dst, false);
+    switch (f->val.kind) {
+    case T_INT: ok = ir_job_set_int(j, k, f->val.ival, msg, sizeof msg); break;
+    case T_REAL: ok = ir_job_set_real(j, k, f->val.rval, msg, sizeof msg); break;
+    case T_IDENT:
+    case T_STRING: ok = ir_job_set_name(r->m, j, k, f->str, msg, sizeof msg); break;
+    default: ok = ir_job_kind_error(k, msg, sizeof msg); break;
+    }
+    if (!ok)
+        err_at(r, f->val.loc, "%s", msg);
+    return ok;
 }
 
 static void parse_item(reader *r)
@@ -874,15 +835,14 @@ static void parse_item(reader *r)
         if (c.gpu >= 0)
             ir_cluster_add(r->m, &c);
     } else {
-        ir_job j = {.name = name,
-                    .loc = loc,
-                    .graph = -1,
-                    .cluster = -1,
-                    .iterations = 1,
-                    .data = "synthetic"};
-        parse_record(r, "job", &j, apply_job, &seen, job_keys);
-        if (r->d->nerrors == before && (j.graph < 0 || j.cluster < 0 || j.batch == 0))
-            err_at(r, loc, "job '%s' needs 'model', 'cluster' and 'batch'", name);
+        ir_job j = {.name = name, .loc = loc};
+        ir_job_defaults(&j);
+        parse_record(r, "job", &j, apply_job, &seen, job_keys());
+        bool given[IR_JOB_NFIELDS];
+        for (int k = 0; k < IR_JOB_NFIELDS; k++)
+            given[k] = seen & (1ull << k);
+        if (r->d->nerrors == before)
+            ir_job_check_required(&j, given, loc, r->d);
         if (j.graph >= 0 && j.cluster >= 0 && j.batch > 0)
             ir_job_add(r->m, &j);
     }

@@ -5,8 +5,9 @@
  * unique, every operand (and every op an attribute names) precedes its user,
  * its recorded type is the one inference gives (and
  * within the limits of ir.h), plan rank sets are ascending and inside the
- * job's cluster, and gpus, clusters and jobs are within the limits that the
- * front end and the reader enforce. Once a graph's communication is explicit
+ * job's cluster, gpus and clusters are within the limits that the front end
+ * and the reader enforce, and every job field keeps the job table's rules
+ * (job.c), with the front end's messages. Once a graph's communication is explicit
  * (it holds reshard or allreduce ops), the communication must be the program
  * (docs/ir.md): a reshard moves its operand from the operand's ranks to its
  * own, which are its users' ranks, and every layer with parameters on more
@@ -225,17 +226,8 @@ bool ir_verify(const ir_module *m, diag_ctx *d)
             cluster_gpus(c) > IR_MAX_GPUS)
             diag_error(d, c->loc, "cluster '%s' is malformed", c->name);
     }
-    for (int i = 0; i < m->njobs; i++) {
-        const ir_job *j = &m->jobs[i];
-        bool ok = j->graph >= 0 && j->graph < m->ngraphs && j->cluster >= 0 &&
-                  j->cluster < m->nclusters && j->batch >= 1 && j->batch <= IR_MAX_BATCH &&
-                  j->iterations >= 1 && j->iterations <= IR_MAX_ITERATIONS;
-        for (int b = 0; ok && b < j->nbackground; b++)
-            ok = j->background[b].graph >= 0 && j->background[b].graph < m->ngraphs &&
-                 j->background[b].batch >= 1 && j->background[b].batch <= IR_MAX_BATCH;
-        if (!ok)
-            diag_error(d, j->loc, "job '%s' is malformed", j->name);
-    }
+    for (int i = 0; i < m->njobs; i++)
+        ir_job_check(m, &m->jobs[i], d); /* job.c: the front end's and the reader's rules */
     arena_free(tmp);
     return d->nerrors == before;
 }

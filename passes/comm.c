@@ -16,16 +16,6 @@
 
 #include "passes.h"
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 static bool has_comm(const ir_graph *g)
 {
     for (int i = 0; i < g->nops; i++)
@@ -47,11 +37,11 @@ bool pass_comm(pass_ctx *ctx)
     if (has_comm(g))
         return true;
     ir_graph ng = {.name = g->name, .loc = g->loc};
-    int *map = xcalloc((size_t)g->nops, sizeof(int));
+    int *map = plan_xcalloc((size_t)g->nops, sizeof(int));
     bool ok = true;
     for (int i = 0; i < g->nops && ok; i++) {
         const ir_op *op = &g->ops[i];
-        int *ins = xcalloc((size_t)op->ninputs + 1, sizeof(int));
+        int *ins = plan_xcalloc((size_t)op->ninputs + 1, sizeof(int));
         for (int q = 0; q < op->ninputs; q++) {
             const ir_op *src = &g->ops[op->inputs[q]];
             ins[q] = map[op->inputs[q]];

@@ -106,15 +106,26 @@ double plan_reshard_time(const plan_cluster *c, const plan_reshard *r, double by
     return t;
 }
 
-double plan_allreduce_time(const plan_cluster *c, int first, int k, double bytes)
+plan_allreduce_algo plan_allreduce_choice(const plan_cluster *c, int first, int k, double bytes)
 {
+    plan_allreduce_algo a = {false, 0, 0, 0, 0, 0};
     if (k <= 1 || bytes <= 0)
-        return 0;
+        return a;
     int gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
     bool multi = first / gpn != (first + k - 1) / gpn;
-    double alpha = multi ? c->inter_alpha : c->intra_alpha;
-    double bw = multi ? fmin(c->inter_bw, c->intra_bw) : c->intra_bw;
-    double ring = 2.0 * (k - 1) / k * bytes / bw + 2.0 * (k - 1) * alpha;
-    double tree = 2.0 * ceil(log2((double)k)) * alpha + 2.0 * bytes / bw;
-    return ring < tree ? ring : tree;
+    a.alpha = multi ? c->inter_alpha : c->intra_alpha;
+    a.bw = multi ? fmin(c->inter_bw, c->intra_bw) : c->intra_bw;
+    double ring_bytes = 2.0 * (k - 1) / k * bytes, tree_bytes = 2.0 * bytes;
+    double ring = ring_bytes / a.bw + 2.0 * (k - 1) * a.alpha;
+    double tree = 2.0 * ceil(log2((double)k)) * a.alpha + tree_bytes / a.bw;
+    a.tree = !(ring < tree);
+    a.steps = a.tree ? 2 * (int)ceil(log2((double)k)) : 2 * (k - 1);
+    a.link_bytes = a.tree ? tree_bytes : ring_bytes;
+    a.time = a.tree ? tree : ring;
+    return a;
+}
+
+double plan_allreduce_time(const plan_cluster *c, int first, int k, double bytes)
+{
+    return plan_allreduce_choice(c, first, k, bytes).time;
 }

@@ -91,16 +91,6 @@ typedef struct dctx {
     bool failed;
 } dctx;
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 static int fail(dctx *c, const char *msg, int layer)
 {
     if (!c->failed) {
@@ -304,9 +294,10 @@ static int search_branch(dctx *c, int start)
     dlay *S = &c->L[start];
     int join = -1;
     int nc = c->nc;
-    double *bt = xcalloc((size_t)nc, sizeof(double)), *blt = xcalloc((size_t)nc, sizeof(double));
-    int *bsc = xcalloc((size_t)nc, sizeof(int)), *bpl = NULL;
-    bool *have = xcalloc((size_t)nc, sizeof(bool));
+    double *bt = plan_xcalloc((size_t)nc, sizeof(double)),
+           *blt = plan_xcalloc((size_t)nc, sizeof(double));
+    int *bsc = plan_xcalloc((size_t)nc, sizeof(int)), *bpl = NULL;
+    bool *have = plan_xcalloc((size_t)nc, sizeof(bool));
     int *pl = NULL;
     for (int sc = 0; sc < nc; sc++) {
         if (S->best >= 0 ? sc != S->best : isnan(S->lt[sc]))
@@ -329,8 +320,8 @@ static int search_branch(dctx *c, int start)
             goto out;
         }
         if (!bpl) {
-            bpl = xcalloc((size_t)nc * (size_t)J->nprev, sizeof(int));
-            pl = xcalloc((size_t)J->nprev, sizeof(int));
+            bpl = plan_xcalloc((size_t)nc * (size_t)J->nprev, sizeof(int));
+            pl = plan_xcalloc((size_t)J->nprev, sizeof(int));
         }
         for (int jc = 0; jc < nc; jc++) {
             double maxbest = 0, sumact = 0;
@@ -429,7 +420,7 @@ static walk backward_branch(dctx *c, int join, const int *plist)
     int start = J->start;
     double block_start = c->L[start].cum[c->L[start].best];
     walk r = {0, 0, 0, 0};
-    branch_time *bl = xcalloc((size_t)J->nprev, sizeof(branch_time));
+    branch_time *bl = plan_xcalloc((size_t)J->nprev, sizeof(branch_time));
     int total = 0;
     for (int q = 0; q < J->nprev; q++) {
         int pl = J->prev[q], pc = plist[q];
@@ -443,7 +434,7 @@ static walk backward_branch(dctx *c, int join, const int *plist)
     }
     qsort(bl, (size_t)J->nprev, sizeof *bl, branch_cmp);
     double maxt = bl[0].t;
-    double *ready = xcalloc((size_t)total + (size_t)J->nprev + 1, sizeof(double));
+    double *ready = plan_xcalloc((size_t)total + (size_t)J->nprev + 1, sizeof(double));
     int nready = 0;
     for (int i = 0; i < J->nprev; i++) {
         double t = bl[i].t, adj = bl[i].adj;
@@ -498,7 +489,7 @@ static walk backward_linear(dctx *c, int l, int cfg, int stop)
             return r;
         if (L->nprev > 1) {
             int sc = L->from[cfg];
-            int *plist = xcalloc((size_t)L->nprev, sizeof(int));
+            int *plist = plan_xcalloc((size_t)L->nprev, sizeof(int));
             memcpy(plist, &L->plist[(size_t)cfg * L->nprev], sizeof(int) * (size_t)L->nprev);
             int start = L->start;
             c->L[start].best = sc;
@@ -552,7 +543,7 @@ static void build_graph(dctx *c)
 {
     const plan_problem *p = c->p;
     int n = c->n;
-    int *first = xcalloc((size_t)n, sizeof(int));
+    int *first = plan_xcalloc((size_t)n, sizeof(int));
     for (int l = 0; l < n; l++)
         first[l] = -1;
     for (int e = 0; e < p->nedges; e++)
@@ -564,7 +555,8 @@ static void build_graph(dctx *c)
         if (p->layers[l].dp.kind == PDK_ABSENT && first[l] >= 0)
             L->rep = c->L[first[l]].rep;
     }
-    int *cnt_in = xcalloc((size_t)n, sizeof(int)), *cnt_out = xcalloc((size_t)n, sizeof(int));
+    int *cnt_in = plan_xcalloc((size_t)n, sizeof(int)),
+        *cnt_out = plan_xcalloc((size_t)n, sizeof(int));
     for (int e = 0; e < p->nedges; e++) {
         int v = p->edges[e].to;
         if (c->L[v].rep != v)
@@ -573,9 +565,9 @@ static void build_graph(dctx *c)
         cnt_out[c->L[p->edges[e].from].rep]++;
     }
     for (int l = 0; l < n; l++) {
-        c->L[l].prev = xcalloc((size_t)cnt_in[l], sizeof(int));
-        c->L[l].pelems = xcalloc((size_t)cnt_in[l], sizeof(double));
-        c->L[l].next = xcalloc((size_t)cnt_out[l], sizeof(int));
+        c->L[l].prev = plan_xcalloc((size_t)cnt_in[l], sizeof(int));
+        c->L[l].pelems = plan_xcalloc((size_t)cnt_in[l], sizeof(double));
+        c->L[l].next = plan_xcalloc((size_t)cnt_out[l], sizeof(int));
     }
     for (int e = 0; e < p->nedges; e++) {
         int v = p->edges[e].to, u = c->L[p->edges[e].from].rep;
@@ -641,18 +633,18 @@ static void ctx_free(dctx *c)
 static bool search(dctx *c, int *counts, double *own_t, double *own_g)
 {
     const plan_problem *p = c->p;
-    c->L = xcalloc((size_t)c->n, sizeof(dlay));
+    c->L = plan_xcalloc((size_t)c->n, sizeof(dlay));
     build_graph(c);
     int source = -1, nsources = 0;
     for (int l = 0; l < c->n; l++) {
         dlay *L = &c->L[l];
         L->best = -1;
         L->start = -1;
-        L->gpu = xcalloc((size_t)c->nc, sizeof(double));
-        L->sync = xcalloc((size_t)c->nc, sizeof(double));
-        L->cum = xcalloc((size_t)c->nc, sizeof(double));
-        L->lt = xcalloc((size_t)c->nc, sizeof(double));
-        L->from = xcalloc((size_t)c->nc, sizeof(int));
+        L->gpu = plan_xcalloc((size_t)c->nc, sizeof(double));
+        L->sync = plan_xcalloc((size_t)c->nc, sizeof(double));
+        L->cum = plan_xcalloc((size_t)c->nc, sizeof(double));
+        L->lt = plan_xcalloc((size_t)c->nc, sizeof(double));
+        L->from = plan_xcalloc((size_t)c->nc, sizeof(int));
         for (int i = 0; i < c->nc; i++) {
             L->gpu[i] = bench_us(c, &p->layers[l], c->b[i]);
             L->sync[i] = sync_us(c, L, &p->layers[l], c->b[i]);
@@ -723,8 +715,8 @@ bool plan_deeppool(const plan_problem *p, plan_result *out, char *err, size_t er
     int G = p->cluster.gpus, S = 0;
     while (S < 62 && (2LL << S) <= G)
         S++;
-    c.b = xcalloc((size_t)S + 1, sizeof(int64_t));
-    c.k = xcalloc((size_t)S + 1, sizeof(int));
+    c.b = plan_xcalloc((size_t)S + 1, sizeof(int64_t));
+    c.k = plan_xcalloc((size_t)S + 1, sizeof(int));
     for (int s = 0; s <= S; s++) {
         int64_t b = p->batch >> s;
         if (b < 1 || p->batch / b > G)
@@ -732,7 +724,7 @@ bool plan_deeppool(const plan_problem *p, plan_result *out, char *err, size_t er
         c.b[c.nc] = b;
         c.k[c.nc++] = (int)(p->batch / b);
     }
-    int *counts = xcalloc((size_t)c.n + 1, sizeof(int));
+    int *counts = plan_xcalloc((size_t)c.n + 1, sizeof(int));
     double own_t = 0, own_g = 0;
     bool ok = c.nc > 0;
     if (!ok)

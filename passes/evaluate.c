@@ -23,16 +23,6 @@
 
 enum { MAXB = PLAN_MAX_CONCURRENT };
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 /* A block whose branches may run concurrently: its branches and, per
  * branch, the layers inside it (for the rank sets). */
 typedef struct eblock {
@@ -78,31 +68,31 @@ static void compute_time(plan_evaluator *ev, int l, int k, double *f, double *b)
 
 plan_evaluator *plan_evaluator_new(const plan_problem *p)
 {
-    plan_evaluator *ev = xcalloc(1, sizeof *ev);
+    plan_evaluator *ev = plan_xcalloc(1, sizeof *ev);
     ev->p = p;
     ev->n = p->nlayers;
     ev->G = p->cluster.gpus;
     ev->kmax = (int64_t)ev->G < p->batch ? ev->G : (int)p->batch;
     plan_pricer_init(&ev->pr, p, NULL, 0);
-    ev->t1 = xcalloc((size_t)ev->n + 1, sizeof(double));
+    ev->t1 = plan_xcalloc((size_t)ev->n + 1, sizeof(double));
     for (int l = 0; l < ev->n; l++) {
         double f, b;
         plan_layer_time(p, &p->layers[l], p->batch, &f, &b);
         ev->t1[l] = f + b;
     }
-    ev->nt = xcalloc((size_t)ev->n + 2, sizeof(double));
-    ev->ng = xcalloc((size_t)ev->n + 2, sizeof(double));
-    ev->fw = xcalloc((size_t)ev->n + 2, sizeof(double));
-    ev->bw = xcalloc((size_t)ev->n + 2, sizeof(double));
-    ev->et = xcalloc((size_t)p->nedges + 1, sizeof(double));
-    ev->eg = xcalloc((size_t)p->nedges + 1, sizeof(double));
+    ev->nt = plan_xcalloc((size_t)ev->n + 2, sizeof(double));
+    ev->ng = plan_xcalloc((size_t)ev->n + 2, sizeof(double));
+    ev->fw = plan_xcalloc((size_t)ev->n + 2, sizeof(double));
+    ev->bw = plan_xcalloc((size_t)ev->n + 2, sizeof(double));
+    ev->et = plan_xcalloc((size_t)p->nedges + 1, sizeof(double));
+    ev->eg = plan_xcalloc((size_t)p->nedges + 1, sizeof(double));
     ev->is_sp = plan_sp_build(p, &ev->sp);
     if (!ev->is_sp)
         return ev;
     const plan_sp *sp = &ev->sp;
-    ev->vt = xcalloc((size_t)sp->ntn, sizeof(double));
-    ev->vg = xcalloc((size_t)sp->ntn, sizeof(double));
-    ev->block_of = xcalloc((size_t)sp->ntn, sizeof(int));
+    ev->vt = plan_xcalloc((size_t)sp->ntn, sizeof(double));
+    ev->vg = plan_xcalloc((size_t)sp->ntn, sizeof(double));
+    ev->block_of = plan_xcalloc((size_t)sp->ntn, sizeof(int));
     /* Blocks with 2..MAXB branches that have layers, and the layers of each
 	 * branch (walked with a stack: no recursion over the graph). */
     int nblk = 0;
@@ -116,9 +106,9 @@ plan_evaluator *plan_evaluator_new(const plan_problem *p)
         if (m >= 2 && m <= MAXB)
             ev->block_of[t] = nblk++;
     }
-    ev->blocks = xcalloc((size_t)nblk, sizeof(eblock));
-    int cap = 64, *stack = xcalloc((size_t)sp->ntn + 1, sizeof(int));
-    ev->blayers = xcalloc((size_t)cap, sizeof(int));
+    ev->blocks = plan_xcalloc((size_t)nblk, sizeof(eblock));
+    int cap = 64, *stack = plan_xcalloc((size_t)sp->ntn + 1, sizeof(int));
+    ev->blayers = plan_xcalloc((size_t)cap, sizeof(int));
     for (int t = 0; t < sp->ntn; t++) {
         if (ev->block_of[t] < 0)
             continue;
@@ -139,11 +129,7 @@ plan_evaluator *plan_evaluator_new(const plan_problem *p)
                 if (T->kind == PLAN_TN_SERIES) {
                     if (ev->nbl == cap) {
                         cap *= 2;
-                        ev->blayers = realloc(ev->blayers, (size_t)cap * sizeof(int));
-                        if (!ev->blayers) {
-                            fprintf(stderr, "burstc: out of memory\n");
-                            exit(2);
-                        }
+                        ev->blayers = plan_xrealloc(ev->blayers, (size_t)cap, sizeof(int));
                     }
                     ev->blayers[ev->nbl++] = T->mid;
                     stack[ns++] = T->a;
@@ -157,7 +143,7 @@ plan_evaluator *plan_evaluator_new(const plan_problem *p)
         B->lstart[B->nb] = ev->nbl;
     }
     free(stack);
-    ev->ivs = xcalloc(2 * (size_t)ev->nbl + 2, sizeof(int));
+    ev->ivs = plan_xcalloc(2 * (size_t)ev->nbl + 2, sizeof(int));
     return ev;
 }
 
@@ -277,8 +263,8 @@ bool plan_evaluator_run(plan_evaluator *ev, const int *k, const int *first, doub
     /* Evaluated more than once (a brute force): remember compute times. */
     if (++ev->runs == 2 && (double)ev->n * (ev->kmax + 1) <= 1e6) {
         size_t m = (size_t)ev->n * (ev->kmax + 1);
-        ev->cf = xcalloc(m, sizeof(double));
-        ev->cb = xcalloc(m, sizeof(double));
+        ev->cf = plan_xcalloc(m, sizeof(double));
+        ev->cb = plan_xcalloc(m, sizeof(double));
         for (size_t i = 0; i < m; i++)
             ev->cf[i] = -1;
     }
@@ -337,7 +323,7 @@ bool plan_evaluate(const plan_problem *p, const int *k, const int *first, plan_r
 {
     memset(out, 0, sizeof *out);
     int n = p->nlayers;
-    int *zero = first ? NULL : xcalloc((size_t)n + 1, sizeof(int));
+    int *zero = first ? NULL : plan_xcalloc((size_t)n + 1, sizeof(int));
     if (!first)
         first = zero;
     plan_evaluator *ev = plan_evaluator_new(p);
@@ -355,7 +341,7 @@ bool plan_evaluate(const plan_problem *p, const int *k, const int *first, plan_r
         return false;
     }
     out->nlayers = n;
-    out->layer = xcalloc((size_t)n + 1, sizeof(plan_layer_result));
+    out->layer = plan_xcalloc((size_t)n + 1, sizeof(plan_layer_result));
     out->exact = ev->is_sp;
     out->nconcurrent = ev->nconc;
     out->time = T;

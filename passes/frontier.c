@@ -157,11 +157,7 @@ int plan_frontier(const plan_problem *p, plan_point *pts, int maxpts)
     else
         return n;
     int cap = 16, ns = 0;
-    seg *stack = malloc((size_t)cap * sizeof(seg));
-    if (!stack) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
+    seg *stack = plan_xrealloc(NULL, (size_t)cap, sizeof(seg));
     stack[ns++] = (seg){fast, cheap};
     while (ns > 0 && n < maxpts) {
         seg sg = stack[--ns];
@@ -175,11 +171,7 @@ int plan_frontier(const plan_problem *p, plan_point *pts, int maxpts)
         pts[n++] = m;
         if (ns + 2 > cap) {
             cap *= 2;
-            stack = realloc(stack, (size_t)cap * sizeof(seg));
-            if (!stack) {
-                fprintf(stderr, "burstc: out of memory\n");
-                exit(2);
-            }
+            stack = plan_xrealloc(stack, (size_t)cap, sizeof(seg));
         }
         stack[ns++] = (seg){m, sg.b};
         stack[ns++] = (seg){sg.a, m};

@@ -16,10 +16,13 @@
 typedef struct pass_options {
     const char *job;      /* job name; NULL: the module's only (or first) job */
     const char *strategy; /* "burst" (default), "deeppool", "pow2" or "dp" */
-    double amplification; /* > 0: overrides the job's limit; 0: keep the job's */
     const char *profile;  /* measured profile table (--profile), or NULL */
-    int gpus;             /* > 0: overrides the cluster's GPU count */
-    int64_t batch;        /* > 0: overrides the job's global batch */
+    int gpus;             /* > 0: the job's cluster becomes one of this many GPUs */
+    /* Job fields given on the command line (--batch, --amplification), set
+     * through the job table (ir_job_set_text): job_given[k] says field k was. */
+    ir_job job_fields;
+    bool job_given[IR_JOB_NFIELDS];
+    bool overlap_allreduce; /* the planner assumes each all-reduce overlaps backward */
 } pass_options;
 
 typedef struct pass_ctx {
@@ -42,7 +45,13 @@ extern const pass pass_table[];
 extern const int pass_count;
 /* Returns the index of the pass called name, or -1. */
 int pass_find(const char *name);
-/* Picks ctx->job from opt->job (an error if the name is unknown). */
+/* Sets job field `key` of the overrides from text as the command line writes
+ * it, through the job table; false with the table's message in msg. */
+bool pass_options_job_field(pass_options *o, const char *key, const char *text, char *msg,
+                            size_t n);
+/* Picks ctx->job from opt->job (an error if the name is unknown) and writes
+ * the command line's overrides (opt->gpus, opt->job_fields) into that job,
+ * once: every later pass, every dump and the program see what is planned. */
 bool pass_select_job(pass_ctx *ctx);
 /* Runs the table in order up to and including stop_after (NULL: all),
  * printing the module to dump after the pass called dump_after ("all": after
@@ -62,8 +71,8 @@ typedef struct pass_plan_input {
     int nmeasured;     /* layers with a measured table */
 } pass_plan_input;
 
-/* Builds the planning problem of job (options override GPUs, batch,
- * amplification and add a profile); errors go through d. */
+/* Builds the planning problem of job as the module holds it (the options add
+ * a profile and the all-reduce assumption); errors go through d. */
 bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_input *in,
                      diag_ctx *d);
 void pass_plan_input_free(pass_plan_input *in);

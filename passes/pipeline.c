@@ -34,15 +34,28 @@ int pass_find(const char *name)
     return -1;
 }
 
-/* --gpus and --batch rewrite the job's cluster and batch in the module itself,
- * so that every later pass, the printed IR and the generated program agree on
- * them. A cluster of G GPUs keeps its nodes' size: G GPUs within one node
- * shrink the node; more must fill whole nodes. */
+bool pass_options_job_field(pass_options *o, const char *key, const char *text, char *msg, size_t n)
+{
+    int k = ir_job_field_find(key);
+    if (k < 0)
+        ice("no job field '%s'", key);
+    if (!ir_job_set_text(NULL, &o->job_fields, k, text, msg, n))
+        return false;
+    o->job_given[k] = true;
+    return true;
+}
+
+/* The command line's overrides are written into the module itself, once,
+ * so that every later pass, the printed IR and the generated program agree
+ * on them: job fields (--batch, --amplification) through the job table, and
+ * --gpus as a cluster of that many GPUs that keeps its nodes' size: G GPUs
+ * within one node shrink the node; more must fill whole nodes. */
 static bool apply_overrides(pass_ctx *ctx)
 {
     ir_job *j = &ctx->m->jobs[ctx->job];
-    if (ctx->opt->batch > 0)
-        j->batch = ctx->opt->batch;
+    for (int k = 0; k < IR_JOB_NFIELDS; k++)
+        if (ctx->opt->job_given[k])
+            ir_job_copy_field(j, &ctx->opt->job_fields, k);
     int g = ctx->opt->gpus;
     if (g <= 0)
         return true;

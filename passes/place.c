@@ -18,11 +18,7 @@ void plan_place(const plan_problem *p, plan_result *r)
 {
     int G = p->cluster.gpus, gpn = p->cluster.gpus_per_node > 0 ? p->cluster.gpus_per_node : 1;
     /* Per-rank memory as a difference array: linear in layers + ranks. */
-    double *mem = calloc((size_t)G + 1, sizeof(double));
-    if (!mem) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
+    double *mem = plan_xcalloc((size_t)G + 1, sizeof(double));
     r->cross_node_bytes = 0;
     for (int l = 0; l < r->nlayers; l++) {
         plan_layer_result *lr = &r->layer[l];

@@ -170,6 +170,17 @@ double plan_timing_at(const plan_timing *t, int64_t b);
 /* Seconds to all-reduce `bytes` among k ranks starting at rank `first`;
  * min of ring and tree. */
 double plan_allreduce_time(const plan_cluster *c, int first, int k, double bytes);
+/* The same choice spelled out (the simulator plays it over links): ring
+ * (2(k-1) steps, 2(k-1)/k x bytes over every link) or tree (2 ceil(log2 k)
+ * steps, 2 x bytes over every link); time = steps x alpha + link_bytes / bw,
+ * with the network's alpha and min(network, intra-node) bandwidth when the
+ * ranks span nodes. All zero for k <= 1 or no bytes. */
+typedef struct plan_allreduce_algo {
+    bool tree;
+    int steps;
+    double alpha, bw, link_bytes, time;
+} plan_allreduce_algo;
+plan_allreduce_algo plan_allreduce_choice(const plan_cluster *c, int first, int k, double bytes);
 /* Moving sample ranges of a batch B split over k1 ranks from r1 to k2 ranks
  * from r2 (uneven splits: the first B mod k shards get one more). */
 typedef struct plan_reshard {
@@ -326,6 +337,111 @@ typedef struct plan_sp {
 bool plan_sp_build(const plan_problem *p, plan_sp *sp);
 void plan_sp_free(plan_sp *sp);
 
+/* timeline.c: one iteration of a plan as every rank's program (the order
+ * the generated program runs it in), with the planner's durations and the
+ * ideal (contention-free) schedule. The simulator plays it; the interleave
+ * pass places background work in its idle windows. docs/sim.md. */
+
+typedef enum plan_tl_kind {
+    PTL_FWD,         /* a layer's forward on each of its ranks */
+    PTL_BWD,         /* its backward */
+    PTL_ALLREDUCE,   /* its gradient all-reduce among its ranks */
+    PTL_RESHARD_FWD, /* an edge's activations, producer's ranks -> consumer's */
+    PTL_RESHARD_BWD, /* their gradient, consumer's ranks -> producer's */
+    PTL_LOSS_SUM,    /* the loss summed over every rank (rt_world_sum) */
+} plan_tl_kind;
+
+/* One message of a reshard: `samples` samples from rank src to rank dst. */
+typedef struct plan_tl_pair {
+    int src, dst;
+    int64_t samples;
+} plan_tl_pair;
+
+typedef struct plan_tl_op {
+    plan_tl_kind kind;
+    int layer;         /* FWD, BWD, ALLREDUCE: the layer; RESHARD_*: the edge's consumer; else -1 */
+    int edge;          /* RESHARD_*: the problem's edge; else -1 */
+    int first, k;      /* FWD, BWD, ALLREDUCE: the layer's ranks; LOSS_SUM: 0, G */
+    double dur;        /* the cost model's seconds (compute: at the largest shard) */
+    double bytes;      /* RESHARD_*: bytes per sample; ALLREDUCE: gradient bytes; LOSS_SUM: 8 */
+    bool async;        /* ALLREDUCE with ar_overlap: the rank's compute does not wait for it */
+    int pair0, npairs; /* RESHARD_*: its messages, tl->pair[pair0 ..] */
+    int64_t part0;     /* the ranks that take part, tl->part[part0 .. part0 + nparts) */
+    int nparts;
+    double start, end; /* ideal schedule: first start and last end over its ranks */
+} plan_tl_op;
+
+/* One op of one rank's program. */
+typedef struct plan_tl_step {
+    int op;
+    double own;    /* compute: this rank's own shard's time, at most the op's dur (the
+                     evaluator's rule: the largest shard sets the time); else dur */
+    double arrive; /* ideal schedule: the rank reaches the op (its previous op is done) */
+    double start;  /* it starts (communication: when every rank taking part has arrived) */
+    double end;    /* the op is over for this rank (compute: start + dur, the largest shard) */
+} plan_tl_step;
+
+/* Why a rank's compute is idle in a window. */
+typedef enum plan_tl_wait {
+    PTW_PEER,  /* reached a communication op that has not started: a peer (or, outside
+                  the layer's rank set, the data) is not there yet */
+    PTW_COMM,  /* its own communication op is moving data */
+    PTW_SHARD, /* its shard is done, the layer's largest is not */
+    PTW_END,   /* done with the iteration, others are not */
+} plan_tl_wait;
+
+/* An interval in which a rank's compute is idle in the ideal schedule. Its
+ * anchor is the program point where it ends: step (an index into the rank's
+ * program) is the op the rank waits on or runs next; step == the program's
+ * length (op -1) is the end of the iteration. */
+typedef struct plan_tl_window {
+    int rank;
+    int step, op;
+    plan_tl_wait why;
+    double start, end;
+} plan_tl_window;
+
+typedef struct plan_timeline {
+    const plan_problem *p;
+    int G;
+    int nops;
+    plan_tl_op *op; /* in program order: forward, loss sum, backward */
+    int npairs;
+    plan_tl_pair *pair;
+    int64_t nparts;
+    int *part;
+    int64_t *prog0;     /* rank r's program: step[prog0[r] .. prog0[r + 1]) */
+    plan_tl_step *step; /* nsteps = prog0[G] */
+    double time;        /* the ideal schedule's iteration time */
+    int64_t nwin;
+    plan_tl_window *win; /* by rank, then time */
+    int64_t *win0;       /* rank r's windows: win[win0[r] .. win0[r + 1]) */
+} plan_timeline;
+
+/* The most steps (rank, op) a timeline may hold; a larger plan is refused. */
+#define PLAN_TL_MAX_STEPS (1LL << 26)
+
+/* Builds the timeline of a placed plan (r's counts and first ranks) and its
+ * ideal schedule. False with a message when a count or rank is out of range
+ * or the timeline would exceed PLAN_TL_MAX_STEPS. */
+bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timeline *tl, char *err,
+                         size_t errlen);
+/* Recomputes the ideal schedule (start, end, windows, time) from the ops'
+ * dur and the steps' own, after a caller changed them. */
+void plan_timeline_schedule(plan_timeline *tl);
+void plan_timeline_free(plan_timeline *tl);
+/* "conv1", "conv1.bwd", "conv1.allreduce", "pool2.to.f", "pool2.to.f.bwd",
+ * "loss.sum": the op's name in traces (reshards as the comm pass names them). */
+void plan_tl_op_name(const plan_timeline *tl, int op, char *buf, size_t n);
+const char *plan_tl_kind_name(plan_tl_kind k);
+const char *plan_tl_wait_name(plan_tl_wait w);
+/* The messages of a reshard of B samples from k1 ranks at r1 to k2 ranks at
+ * r2 under the runtime's shard rule (the first B mod k shards one sample
+ * larger): every intersection of a source and a destination shard on
+ * different ranks, in sample order. Writes them to pairs (NULL: only
+ * counts) and returns how many (fewer than k1 + k2). */
+int plan_reshard_pairs(int64_t B, int r1, int k1, int r2, int k2, plan_tl_pair *pairs);
+
 /* place.c */
 
 /* Fills cross_node_bytes and the peak memory of a plan whose layers have
@@ -333,9 +449,22 @@ void plan_sp_free(plan_sp *sp);
 void plan_place(const plan_problem *p, plan_result *r);
 
 /* plan_out.c */
+/* s as a JSON string (NULL as ""): what the plan's and the simulator's JSON and traces write. */
+void plan_json_string(FILE *out, const char *s);
 
-/* Writes the predicted per-GPU timeline as a Chrome trace (JSON). */
-bool plan_write_trace(const plan_problem *p, const plan_result *r, FILE *out);
+/* Writes the predicted per-rank timeline (the ideal schedule of
+ * plan_timeline_build) as a Chrome trace (JSON): per rank a compute, a
+ * communication and an idle track, for at most max_ranks ranks
+ * (plan_trace_ranks); *shown (may be NULL) gets how many. False with a
+ * message when the timeline cannot be built or a write failed. */
+bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks, int *shown,
+                      FILE *out, char *err, size_t errlen);
+/* How many ranks `burstc plan --trace` shows at most. */
+#define PLAN_TRACE_RANKS 256
+/* The ranks a trace of G ranks shows when it shows at most cap (>= 2): all
+ * when G <= cap, else the lowest cap/2 and the rest sampled evenly up to
+ * rank G - 1. Writes them ascending to ranks; returns how many. */
+int plan_trace_ranks(int G, int cap, int *ranks);
 /* Writes the plans as JSON (docs/plan.md has the fields). */
 bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nrs, FILE *out);
 
@@ -367,5 +496,10 @@ const plan_profile_entry *plan_profile_find(const plan_profile *pr, const char *
 bool plan_profile_attr(const plan_profile_entry *e, const char *key, int64_t *out);
 /* The same for an integer or a pair `[a,b]` (non-square kernels). */
 bool plan_profile_attr_pair(const plan_profile_entry *e, const char *key, int64_t out[2]);
+
+/* alloc.c: out of memory is "burstc: out of memory", exit 2; n * size is
+ * checked for overflow; a zero size still allocates. */
+void *plan_xcalloc(size_t n, size_t size); /* zero-filled */
+void *plan_xrealloc(void *p, size_t n, size_t size);
 
 #endif

@@ -15,16 +15,6 @@
 #include "passes.h"
 #include "plan.h"
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 /* How DeepPool's planner sees an op (the strategy deeppool, passes/deeppool.c):
  * its layer kind and the shapes its rules read. Dropout and the loss are not
  * layers of DeepPool's model descriptions. */
@@ -192,7 +182,7 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
     ir_graph *g = m->graphs[j->graph];
     in->graph = j->graph;
     plan_problem *p = &in->p;
-    p->cluster.gpus = opt && opt->gpus > 0 ? opt->gpus : cl->nodes * cl->gpus_per_node;
+    p->cluster.gpus = cl->nodes * cl->gpus_per_node;
     p->cluster.gpus_per_node = cl->gpus_per_node;
     p->cluster.intra_alpha = cl->intra.latency;
     p->cluster.intra_bw = cl->intra.bandwidth;
@@ -221,19 +211,18 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
         diag_error(d, j->loc, "cluster '%s' has no link between the GPUs of a node", cl->name);
         return false;
     }
-    p->batch = opt && opt->batch > 0 ? opt->batch : j->batch;
+    p->batch = j->batch;
     p->dtype_bytes = ir_dtype_size(j->dtype);
     p->optimizer_states = j->optimizer == OPT_ADAM ? 2 : j->momentum > 0 ? 1 : 0;
-    p->amp_limit = opt && opt->amplification > 0 ? opt->amplification
-                   : j->amplification > 0        ? j->amplification
-                                                 : 0;
+    p->amp_limit = j->amplification > 0 ? j->amplification : 0; /* auto: no limit here */
+    p->ar_overlap = opt && opt->overlap_allreduce;
     if (opt && opt->profile && !plan_profile_read(&in->prof, opt->profile, d->out)) {
         d->nerrors++;
         return false;
     }
-    in->layer_of_op = xcalloc((size_t)g->nops, sizeof(int));
-    in->op_of_layer = xcalloc((size_t)g->nops, sizeof(int));
-    p->layers = xcalloc((size_t)g->nops, sizeof(plan_layer));
+    in->layer_of_op = plan_xcalloc((size_t)g->nops, sizeof(int));
+    in->op_of_layer = plan_xcalloc((size_t)g->nops, sizeof(int));
+    p->layers = plan_xcalloc((size_t)g->nops, sizeof(plan_layer));
     int n = 0;
     for (int i = 0; i < g->nops; i++) {
         const ir_op *op = &g->ops[i];
@@ -255,7 +244,7 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
     int ne = 0, cap = 0;
     for (int i = 0; i < g->nops; i++)
         cap += g->ops[i].ninputs;
-    p->edges = xcalloc((size_t)cap, sizeof(plan_edge));
+    p->edges = plan_xcalloc((size_t)cap, sizeof(plan_edge));
     for (int i = 0; i < g->nops; i++) {
         const ir_op *op = &g->ops[i];
         int v = in->layer_of_op[i], first_of_op = ne;

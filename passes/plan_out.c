@@ -1,18 +1,21 @@
 /*
  * plan_out.c: a plan written out for people and tools: the JSON export
  * (`burstc plan --json`) and the predicted per-GPU timeline as a Chrome trace
- * (`burstc plan --trace`). Both read a finished, placed plan_result; nothing
- * here plans. tools/cmd_plan.c writes them atomically (temp file, rename).
+ * (`burstc plan --trace`, the ideal schedule of passes/timeline.c). Both
+ * read a finished, placed plan_result; nothing here plans. tools/cmd_plan.c
+ * writes them atomically (temp file, rename).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "plan.h"
 
-static void json_str(FILE *out, const char *s)
+/* A JSON string: s (NULL as empty) with quotes, backslashes and control
+ * characters escaped. */
+void plan_json_string(FILE *out, const char *s)
 {
     fputc('"', out);
-    for (; *s; s++) {
+    for (; s && *s; s++) {
         if (*s == '"' || *s == '\\')
             fprintf(out, "\\%c", *s);
         else if ((unsigned char)*s < 0x20)
@@ -23,114 +26,127 @@ static void json_str(FILE *out, const char *s)
     fputc('"', out);
 }
 
-static void event(FILE *out, bool *first, const char *name, const char *cat, int rank, double start,
-                  double dur)
+int plan_trace_ranks(int G, int cap, int *ranks)
+{
+    if (cap < 2 || G <= cap) {
+        int n = G < cap || cap < 2 ? G : cap;
+        for (int g = 0; g < n; g++)
+            ranks[g] = g;
+        return n;
+    }
+    /* The lowest ranks carry the layers on few GPUs; the rest are sampled
+	 * evenly (the last rank included). */
+    int head = cap / 2, n = 0;
+    for (int g = 0; g < head; g++)
+        ranks[n++] = g;
+    int rest = cap - head;
+    for (int i = 0; i < rest; i++) {
+        int g = head + (int)((double)(G - 1 - head) * (i + 1) / rest);
+        if (g > ranks[n - 1])
+            ranks[n++] = g;
+    }
+    return n;
+}
+
+static void event(FILE *out, bool *first, const char *name, const char *cat, int pid, int tid,
+                  double start, double dur, const char *args)
 {
     fprintf(out, "%s\n{\"name\":", *first ? "" : ",");
-    json_str(out, name);
-    fprintf(out, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":0,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}", cat,
-            rank, start * 1e6, dur * 1e6);
+    plan_json_string(out, name);
+    fprintf(out, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f%s%s}",
+            cat, pid, tid, start * 1e6, dur * 1e6, args ? ",\"args\":" : "", args ? args : "");
+    *first = false;
+}
+
+static void track_names(FILE *out, bool *first, int pid, const char *process, int ntids,
+                        const char *const *tids)
+{
+    fprintf(out, "%s\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":",
+            *first ? "" : ",", pid);
+    plan_json_string(out, process);
+    fprintf(
+        out,
+        "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"sort_index\":%d}}",
+        pid, pid);
+    for (int t = 0; t < ntids; t++)
+        fprintf(
+            out,
+            ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}",
+            pid, t, tids[t]);
     *first = false;
 }
 
 /*
- * The timeline is a list schedule: forward in topological order, each layer
- * starting when its inputs have been resharded to it and its ranks are free;
- * backward in reverse; each gradient all-reduce on a communication track of
- * its ranks as soon as the layer's backward is done. Edges are indexed by
- * their ends (CSR) so a long model is linear, not quadratic.
+ * The ideal schedule of the plan's timeline (timeline.c), one process per
+ * shown rank with three tracks: its compute (each op for its own shard's
+ * time), its communication (reshards, all-reduces, the loss sum, while they
+ * move data) and its idle windows (named by why, with their anchor).
  */
-bool plan_write_trace(const plan_problem *p, const plan_result *r, FILE *out)
+bool plan_write_trace(const plan_problem *p, const plan_result *r, int max_ranks, int *shown,
+                      FILE *out, char *err, size_t errlen)
 {
-    int n = r->nlayers, G = p->cluster.gpus;
-    double *busy = calloc((size_t)G, sizeof(double)), *comm = calloc((size_t)G, sizeof(double));
-    double *fend = calloc((size_t)n + 1, sizeof(double)),
-           *bend = calloc((size_t)n + 1, sizeof(double));
-    int *in0 = calloc((size_t)n + 2, sizeof(int)), *out0 = calloc((size_t)n + 2, sizeof(int));
-    int *ine = calloc((size_t)p->nedges + 1, sizeof(int)),
-        *oute = calloc((size_t)p->nedges + 1, sizeof(int));
-    bool ok = busy && comm && fend && bend && in0 && out0 && ine && oute;
-    if (ok) {
-        for (int e = 0; e < p->nedges; e++) {
-            in0[p->edges[e].to + 2]++;
-            out0[p->edges[e].from + 2]++;
-        }
-        for (int l = 0; l < n; l++) {
-            in0[l + 2] += in0[l + 1];
-            out0[l + 2] += out0[l + 1];
-        }
-        for (int e = 0; e < p->nedges; e++) {
-            ine[in0[p->edges[e].to + 1]++] = e;
-            oute[out0[p->edges[e].from + 1]++] = e;
-        }
+    plan_timeline tl;
+    if (!plan_timeline_build(p, r, &tl, err, errlen))
+        return false;
+    int G = tl.G;
+    int *ranks = malloc(sizeof(int) * (size_t)G);
+    if (!ranks) {
+        snprintf(err, errlen, "out of memory");
+        plan_timeline_free(&tl);
+        return false;
     }
+    int n = plan_trace_ranks(G, max_ranks, ranks);
+    if (shown)
+        *shown = n;
+    static const char *const tids[] = {"compute", "communication", "idle"};
     bool first = true;
-    if (ok)
-        fprintf(out, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
-    for (int g = 0; ok && g < G && g < 4096; g++) {
-        fprintf(
-            out,
-            "%s\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":\"rank %d\"}}",
-            first ? "" : ",", g, g);
-        first = false;
-    }
-    for (int l = 0; ok && l < n; l++) {
-        const plan_layer_result *lr = &r->layer[l];
-        double ready = 0;
-        for (int q = in0[l]; q < in0[l + 1]; q++)
-            if (fend[p->edges[ine[q]].from] > ready)
-                ready = fend[p->edges[ine[q]].from];
-        double rs = lr->reshard / 2;
-        for (int i = 0; i < lr->k; i++)
-            if (busy[lr->first + i] > ready - rs)
-                ready = busy[lr->first + i] + rs;
-        if (rs > 0)
-            for (int i = 0; i < lr->k; i++)
-                event(out, &first, "reshard", "comm", lr->first + i, ready - rs, rs);
-        for (int i = 0; i < lr->k; i++) {
-            event(out, &first, p->layers[l].name, "forward", lr->first + i, ready, lr->fwd);
-            busy[lr->first + i] = ready + lr->fwd;
-        }
-        fend[l] = ready + lr->fwd;
-    }
-    for (int l = n - 1; ok && l >= 0; l--) {
-        const plan_layer_result *lr = &r->layer[l];
-        double ready = 0;
-        for (int q = out0[l]; q < out0[l + 1]; q++) {
-            int to = p->edges[oute[q]].to;
-            if (bend[to] + r->layer[to].reshard / 2 > ready)
-                ready = bend[to] + r->layer[to].reshard / 2;
-        }
-        for (int i = 0; i < lr->k; i++)
-            if (busy[lr->first + i] > ready)
-                ready = busy[lr->first + i];
-        for (int i = 0; i < lr->k; i++) {
-            event(out, &first, p->layers[l].name, "backward", lr->first + i, ready, lr->bwd);
-            busy[lr->first + i] = ready + lr->bwd;
-        }
-        bend[l] = ready + lr->bwd;
-        if (lr->allreduce > 0) {
-            double s = bend[l];
-            for (int i = 0; i < lr->k; i++)
-                if (comm[lr->first + i] > s)
-                    s = comm[lr->first + i];
-            for (int i = 0; i < lr->k; i++) {
-                event(out, &first, "allreduce", "comm", G + lr->first + i, s, lr->allreduce);
-                comm[lr->first + i] = s + lr->allreduce;
+    fprintf(out,
+            "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"ranks\":%d,\"ranks_shown\":%d,"
+            "\"iteration_s\":%.9g},\"traceEvents\":[",
+            G, n, tl.time);
+    char name[512], args[128];
+    for (int i = 0; i < n; i++) {
+        int g = ranks[i];
+        snprintf(name, sizeof name, "rank %d", g);
+        track_names(out, &first, g, name, 3, tids);
+        for (int64_t j = tl.prog0[g]; j < tl.prog0[g + 1]; j++) {
+            const plan_tl_step *s = &tl.step[j];
+            const plan_tl_op *o = &tl.op[s->op];
+            plan_tl_op_name(&tl, s->op, name, sizeof name);
+            if (o->kind == PTL_FWD || o->kind == PTL_BWD) {
+                if (s->own > 0)
+                    event(out, &first, name, plan_tl_kind_name(o->kind), g, 0, s->start, s->own,
+                          NULL);
+            } else if (s->end > s->start) {
+                snprintf(args, sizeof args, "{\"bytes\":%.9g,\"ranks\":%d}",
+                         o->kind == PTL_RESHARD_FWD || o->kind == PTL_RESHARD_BWD
+                             ? o->bytes * (double)p->batch
+                             : o->bytes,
+                         o->nparts);
+                event(out, &first, name, plan_tl_kind_name(o->kind), g, 1, s->start,
+                      s->end - s->start, args);
             }
         }
+        for (int64_t w = tl.win0[g]; w < tl.win0[g + 1]; w++) {
+            const plan_tl_window *x = &tl.win[w];
+            if (x->op >= 0)
+                plan_tl_op_name(&tl, x->op, name, sizeof name);
+            else
+                snprintf(name, sizeof name, "iteration end");
+            snprintf(args, sizeof args, "{\"anchor_step\":%d}", x->step);
+            char label[600];
+            snprintf(label, sizeof label, "%s: %s", plan_tl_wait_name(x->why), name);
+            event(out, &first, label, "idle", g, 2, x->start, x->end - x->start, args);
+        }
     }
-    if (ok)
-        fprintf(out, "\n]}\n");
-    free(busy);
-    free(comm);
-    free(fend);
-    free(bend);
-    free(in0);
-    free(out0);
-    free(ine);
-    free(oute);
-    return ok && !ferror(out);
+    fprintf(out, "\n]}\n");
+    free(ranks);
+    plan_timeline_free(&tl);
+    if (ferror(out)) {
+        snprintf(err, errlen, "write error");
+        return false;
+    }
+    return true;
 }
 
 bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nrs, FILE *out)
@@ -148,7 +164,7 @@ bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nr
         for (int l = 0; l < r->nlayers; l++) {
             const plan_layer_result *lr = &r->layer[l];
             fprintf(out, "%s\n      {\"name\": ", l ? "," : "");
-            json_str(out, p->layers[l].name);
+            plan_json_string(out, p->layers[l].name);
             fprintf(
                 out,
                 ", \"gpus\": %d, \"first_rank\": %d, \"shard\": %lld, \"fwd_s\": %.9g, \"bwd_s\": %.9g, "

@@ -158,36 +158,6 @@ bool plan_strategy_lookup(const char *name, plan_strategy *out)
     return false;
 }
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
-static void *xmalloc(size_t n)
-{
-    void *q = malloc(n ? n : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
-static void *xrealloc(void *q, size_t n)
-{
-    q = realloc(q, n ? n : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 /* ---- candidates ---- */
 
 static double layer_mem(const plan_problem *p, const plan_layer *l, int64_t shard)
@@ -208,19 +178,19 @@ static bool allowed_count(plan_strategy s, int k, int kmax)
 static void lay_alloc(lay *L, int nc)
 {
     L->nc = nc;
-    L->k = xcalloc((size_t)nc, sizeof(int));
-    L->first = xcalloc((size_t)nc, sizeof(int));
-    L->tf = xcalloc((size_t)nc, sizeof(double));
-    L->tb = xcalloc((size_t)nc, sizeof(double));
-    L->amp = xcalloc((size_t)nc, sizeof(double));
-    L->mem = xcalloc((size_t)nc, sizeof(double));
+    L->k = plan_xcalloc((size_t)nc, sizeof(int));
+    L->first = plan_xcalloc((size_t)nc, sizeof(int));
+    L->tf = plan_xcalloc((size_t)nc, sizeof(double));
+    L->tb = plan_xcalloc((size_t)nc, sizeof(double));
+    L->amp = plan_xcalloc((size_t)nc, sizeof(double));
+    L->mem = plan_xcalloc((size_t)nc, sizeof(double));
 }
 
 static bool make_candidates(ctx *c, char *err, size_t errlen)
 {
     const plan_problem *p = c->p;
     int kmax = (int64_t)c->G < p->batch ? c->G : (int)p->batch;
-    int *tmp = xcalloc((size_t)kmax + 1, sizeof(int));
+    int *tmp = plan_xcalloc((size_t)kmax + 1, sizeof(int));
     for (int l = 0; l < c->n; l++) {
         const plan_layer *ly = &p->layers[l];
         double f1, b1;
@@ -328,10 +298,10 @@ static void table_alloc(ctx *c, table *tb, int nu, int nv, int maxarg)
 {
     /* every entry is written before it is read; no need to clear */
     size_t n = (size_t)nu * nv;
-    tb->s = xmalloc(sizeof(double) * n);
-    tb->t = c->need_t ? xmalloc(sizeof(double) * n) : tb->s;
+    tb->s = plan_xrealloc(NULL, n, sizeof(double));
+    tb->t = c->need_t ? plan_xrealloc(NULL, n, sizeof(double)) : tb->s;
     tb->argw = maxarg < 256 ? 1 : maxarg < 65536 ? 2 : 4;
-    tb->arg = maxarg > 0 ? xmalloc((size_t)tb->argw * n) : NULL;
+    tb->arg = maxarg > 0 ? plan_xrealloc(NULL, (size_t)tb->argw * n, 1) : NULL;
 }
 
 static void table_free_values(table *tb)
@@ -427,12 +397,12 @@ static int state_need(ctx *c, int t, int o, int w, int ou, int ov)
     }
     if (c->nst == c->capst) {
         c->capst *= 2;
-        c->st = xrealloc(c->st, (size_t)c->capst * sizeof(state));
+        c->st = plan_xrealloc(c->st, (size_t)c->capst, sizeof(state));
     }
     if (2 * (size_t)(c->nst + 1) > c->hmask) {
         size_t n = 2 * (c->hmask + 1);
         free(c->hval);
-        c->hval = xmalloc(n * sizeof(int));
+        c->hval = plan_xrealloc(NULL, n, sizeof(int));
         c->hmask = n - 1;
         for (size_t q = 0; q < n; q++)
             c->hval[q] = -1;
@@ -451,7 +421,7 @@ static void dep_push(ctx *c, int q)
 {
     if (c->ndeps == c->capdeps) {
         c->capdeps = c->capdeps ? 2 * c->capdeps : 256;
-        c->deps = xrealloc(c->deps, (size_t)c->capdeps * sizeof(int));
+        c->deps = plan_xrealloc(c->deps, (size_t)c->capdeps, sizeof(int));
     }
     c->deps[c->ndeps++] = q;
 }
@@ -526,7 +496,7 @@ static int entry_add(state *S, ekey k)
 {
     if (S->ne == S->cape) {
         S->cape = S->cape ? 2 * S->cape : 8;
-        S->e = xrealloc(S->e, (size_t)S->cape * sizeof(eentry));
+        S->e = plan_xrealloc(S->e, (size_t)S->cape, sizeof(eentry));
     }
     memset(&S->e[S->ne], 0, sizeof(eentry));
     S->e[S->ne].key = k;
@@ -685,11 +655,11 @@ static uint64_t edgekey_hash(const edgekey *k)
 /* Ids of equal candidate lists (counts, first ranks, backward times). */
 static void intern_lists(ctx *c)
 {
-    c->list_id = xcalloc((size_t)c->n + 2, sizeof(int));
+    c->list_id = plan_xcalloc((size_t)c->n + 2, sizeof(int));
     size_t cap = 64;
     while (cap < 2 * ((size_t)c->n + 2))
         cap *= 2;
-    int *slot = xmalloc(cap * sizeof(int));
+    int *slot = plan_xrealloc(NULL, cap, sizeof(int));
     for (size_t i = 0; i < cap; i++)
         slot[i] = -1;
     for (int l = 0; l < c->n + 2; l++) {
@@ -760,7 +730,7 @@ static table cached_edge(ctx *c, const plan_tnode *T, int ou, int ov)
     }
     if (2 * (c->nec + 1) > c->eccap) {
         size_t cap = c->eccap ? 2 * c->eccap : 256;
-        ecache *ne = xcalloc(cap, sizeof *ne);
+        ecache *ne = plan_xcalloc(cap, sizeof *ne);
         for (size_t i = 0; i < c->eccap; i++)
             if (c->ec[i].s) {
                 size_t j = (size_t)edgekey_hash(&c->ec[i].key) & (cap - 1);
@@ -782,7 +752,8 @@ static table cached_edge(ctx *c, const plan_tnode *T, int ou, int ov)
     if (c->ecbytes + bytes > EDGE_CACHE_BYTES)
         return (table){NULL, NULL, NULL, 0};
     c->ecbytes += bytes;
-    double *s = xmalloc(n * sizeof(double)), *t = c->need_t ? xmalloc(n * sizeof(double)) : s;
+    double *s = plan_xrealloc(NULL, n, sizeof(double)),
+           *t = c->need_t ? plan_xrealloc(NULL, n, sizeof(double)) : s;
     c->ec[j] = (ecache){k, s, t};
     c->nec++;
     return edge_values(c, T, ou, ov, s, t);
@@ -805,7 +776,7 @@ static table child(ctx *c, int t, int o, int w, int ou, int ov, int which)
     if (n > c->scrn[which]) {
         for (int q = 0; q < 2; q++) {
             free(c->scr[which][q]);
-            c->scr[which][q] = xmalloc(n * sizeof(double));
+            c->scr[which][q] = plan_xrealloc(NULL, n, sizeof(double));
         }
         c->scrn[which] = n;
     }
@@ -850,7 +821,8 @@ static void compute_series(ctx *c, int q)
     int nm = M->nc;
     table r;
     table_alloc(c, &r, nu, nv, nm);
-    double *nt = xmalloc((size_t)nm * sizeof(double)), *nb = xmalloc((size_t)nm * sizeof(double));
+    double *nt = plan_xrealloc(NULL, (size_t)nm, sizeof(double)),
+           *nb = plan_xrealloc(NULL, (size_t)nm, sizeof(double));
     for (int m = 0; m < nm; m++) {
         double g;
         node_cost(c, T->mid, m, k.o, &nt[m], &g);
@@ -859,8 +831,8 @@ static void compute_series(ctx *c, int q)
     /* Min-plus product through the middle layer: the objective and its
 	 * argmin in a tight loop, then the time of the argmin. */
     plan_min_plus_fn *mpr = plan_min_plus();
-    double *best = xmalloc((size_t)nv * sizeof(double)),
-           *bestm = xmalloc((size_t)nv * sizeof(double));
+    double *best = plan_xrealloc(NULL, (size_t)nv, sizeof(double)),
+           *bestm = plan_xrealloc(NULL, (size_t)nv, sizeof(double));
     for (int i = 0; i < nu; i++) {
         for (int j = 0; j < nv; j++) {
             best[j] = INFINITY;
@@ -935,16 +907,16 @@ static void compute_block(ctx *c, int q)
 static table *solve(ctx *c)
 {
     c->capst = 64;
-    c->st = xmalloc((size_t)c->capst * sizeof(state));
+    c->st = plan_xrealloc(NULL, (size_t)c->capst, sizeof(state));
     c->hmask = 127;
-    c->hval = xmalloc(128 * sizeof(int));
+    c->hval = plan_xrealloc(NULL, 128, sizeof(int));
     for (int i = 0; i < 128; i++)
         c->hval[i] = -1;
     state_need(c, c->root, 0, c->root_w, 0, 0);
     for (int q = 0; q < c->nst; q++)
         request(c, q);
-    int *start = xcalloc((size_t)c->ntn + 1, sizeof(int)),
-        *order = xcalloc((size_t)c->nst, sizeof(int));
+    int *start = plan_xcalloc((size_t)c->ntn + 1, sizeof(int)),
+        *order = plan_xcalloc((size_t)c->nst, sizeof(int));
     for (int q = 0; q < c->nst; q++)
         start[c->st[q].key.t + 1]++;
     for (int t = 0; t < c->ntn; t++)
@@ -983,7 +955,7 @@ static void fpush(fstack *s, frame f)
 {
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 64;
-        s->f = xrealloc(s->f, (size_t)s->cap * sizeof(frame));
+        s->f = plan_xrealloc(s->f, (size_t)s->cap, sizeof(frame));
     }
     s->f[s->n++] = f;
 }
@@ -1120,16 +1092,16 @@ static void heuristic(ctx *c)
 {
     const plan_problem *p = c->p;
     int n = c->n;
-    int *kc = xcalloc((size_t)n, sizeof(int)), *best = c->kc;
-    int *inc_start = xcalloc((size_t)n + 2, sizeof(int)),
-        *inc = xcalloc((size_t)p->nedges * 2 + 1, sizeof(int));
+    int *kc = plan_xcalloc((size_t)n, sizeof(int)), *best = c->kc;
+    int *inc_start = plan_xcalloc((size_t)n + 2, sizeof(int)),
+        *inc = plan_xcalloc((size_t)p->nedges * 2 + 1, sizeof(int));
     for (int e = 0; e < p->nedges; e++) {
         inc_start[p->edges[e].from + 1]++;
         inc_start[p->edges[e].to + 1]++;
     }
     for (int l = 0; l < n; l++)
         inc_start[l + 1] += inc_start[l];
-    int *fill = xcalloc((size_t)n + 1, sizeof(int));
+    int *fill = plan_xcalloc((size_t)n + 1, sizeof(int));
     for (int e = 0; e < p->nedges; e++) {
         int u = p->edges[e].from, v = p->edges[e].to;
         inc[inc_start[u] + fill[u]++] = e;
@@ -1138,15 +1110,15 @@ static void heuristic(ctx *c)
     free(fill);
     /* Edge tables (shared between equal edges) and node objectives, looked
 	 * up in every sweep of every start. */
-    double **etab = xcalloc((size_t)p->nedges + 1, sizeof(double *));
+    double **etab = plan_xcalloc((size_t)p->nedges + 1, sizeof(double *));
     for (int e = 0; e < p->nedges; e++) {
         plan_tnode T = {PLAN_TN_LEAF, p->edges[e].from, p->edges[e].to, e, -1, -1, -1, false};
         etab[e] = cached_edge(c, &T, 0, 0).s;
     }
-    c->nobj0 = xcalloc((size_t)n + 1, sizeof(int));
+    c->nobj0 = plan_xcalloc((size_t)n + 1, sizeof(int));
     for (int l = 0; l < n; l++)
         c->nobj0[l + 1] = c->nobj0[l] + c->L[l].nc;
-    double *nobj = xcalloc((size_t)c->nobj0[n] + 1, sizeof(double));
+    double *nobj = plan_xcalloc((size_t)c->nobj0[n] + 1, sizeof(double));
     for (int l = 0; l < n; l++)
         for (int ci = 0; ci < c->L[l].nc; ci++) {
             double a, b;
@@ -1154,8 +1126,8 @@ static void heuristic(ctx *c)
             nobj[c->nobj0[l] + ci] = obj(c, a, b);
         }
     /* the distinct counts of all candidates, ascending */
-    int ng = 0, *glist = xcalloc((size_t)c->G + 2, sizeof(int));
-    bool *seen = xcalloc((size_t)c->G + 2, sizeof(bool));
+    int ng = 0, *glist = plan_xcalloc((size_t)c->G + 2, sizeof(int));
+    bool *seen = plan_xcalloc((size_t)c->G + 2, sizeof(bool));
     for (int l = 0; l < n; l++)
         for (int i = 0; i < c->L[l].nc; i++)
             seen[c->L[l].k[i]] = true;
@@ -1305,9 +1277,9 @@ static bool ctx_init(ctx *c, const plan_problem *p, plan_strategy s, double alph
     c->G = p->cluster.gpus;
     c->gpn = p->cluster.gpus_per_node > 0 ? p->cluster.gpus_per_node : 1;
     c->concurrency = s == PS_BURST;
-    c->L = xcalloc((size_t)c->n + 2, sizeof(lay));
-    c->kc = xcalloc((size_t)c->n + 2, sizeof(int));
-    c->first = xcalloc((size_t)c->n + 2, sizeof(int));
+    c->L = plan_xcalloc((size_t)c->n + 2, sizeof(lay));
+    c->kc = plan_xcalloc((size_t)c->n + 2, sizeof(int));
+    c->first = plan_xcalloc((size_t)c->n + 2, sizeof(int));
     c->root_w = w;
     c->exact = exact;
     if (!make_candidates(c, err, errlen))
@@ -1316,8 +1288,8 @@ static bool ctx_init(ctx *c, const plan_problem *p, plan_strategy s, double alph
         snprintf(err, errlen, "a layer needs more than %d GPUs", w);
         return false;
     }
-    int nk = 0, *ks = xcalloc((size_t)c->G + 2, sizeof(int));
-    bool *seen = xcalloc((size_t)c->G + 2, sizeof(bool));
+    int nk = 0, *ks = plan_xcalloc((size_t)c->G + 2, sizeof(int));
+    bool *seen = plan_xcalloc((size_t)c->G + 2, sizeof(bool));
     for (int l = 0; l < c->n; l++)
         for (int i = 0; i < c->L[l].nc; i++)
             if (!seen[c->L[l].k[i]]) {
@@ -1329,16 +1301,16 @@ static bool ctx_init(ctx *c, const plan_problem *p, plan_strategy s, double alph
     int maxnc = 1;
     for (int l = 0; l < c->n; l++)
         maxnc = c->L[l].nc > maxnc ? c->L[l].nc : maxnc;
-    c->fscr[0] = xcalloc((size_t)maxnc, sizeof(int));
-    c->fscr[1] = xcalloc((size_t)maxnc, sizeof(int));
+    c->fscr[0] = plan_xcalloc((size_t)maxnc, sizeof(int));
+    c->fscr[1] = plan_xcalloc((size_t)maxnc, sizeof(int));
     intern_lists(c);
     free(seen);
     bool sp = plan_sp_build(p, &c->sp);
     c->tn = c->sp.tn;
     c->ntn = c->sp.ntn;
     c->root = sp ? c->sp.root : -1;
-    c->kmax_in = xcalloc((size_t)c->ntn + 1, sizeof(int));
-    c->conc_in = xcalloc((size_t)c->ntn + 1, sizeof(bool));
+    c->kmax_in = plan_xcalloc((size_t)c->ntn + 1, sizeof(int));
+    c->conc_in = plan_xcalloc((size_t)c->ntn + 1, sizeof(bool));
     for (int t = 0; t < c->ntn; t++) {
         const plan_tnode *T = &c->tn[t];
         if (T->kind == PLAN_TN_SERIES) {
@@ -1379,7 +1351,7 @@ static bool run(ctx *c)
 /* The plan in c as counts and first ranks, evaluated and placed. */
 static bool finish(ctx *c, plan_result *out, char *err, size_t errlen)
 {
-    int *k = xcalloc((size_t)c->n + 1, sizeof(int));
+    int *k = plan_xcalloc((size_t)c->n + 1, sizeof(int));
     for (int l = 0; l < c->n; l++)
         k[l] = c->L[l].k[c->kc[l]];
     bool ok = plan_evaluate(c->p, k, c->first, out, err, errlen);
@@ -1399,7 +1371,7 @@ static bool finish(ctx *c, plan_result *out, char *err, size_t errlen)
  */
 static double bound_within(ctx *c, int w)
 {
-    double *tmin = xcalloc((size_t)c->n + 2, sizeof(double)), gsum = 0;
+    double *tmin = plan_xcalloc((size_t)c->n + 2, sizeof(double)), gsum = 0;
     for (int l = 0; l < c->n; l++) {
         const lay *L = &c->L[l];
         double t = INFINITY, g = INFINITY;
@@ -1420,7 +1392,7 @@ static double bound_within(ctx *c, int w)
         for (int l = 0; l < c->n; l++)
             T += tmin[l];
     } else {
-        double *v = xcalloc((size_t)c->ntn + 1, sizeof(double));
+        double *v = plan_xcalloc((size_t)c->ntn + 1, sizeof(double));
         for (int t = 0; t < c->ntn; t++) {
             const plan_tnode *N = &c->tn[t];
             if (N->kind == PLAN_TN_SERIES) {

@@ -22,16 +22,6 @@
 
 #include "plan.h"
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 void plan_pricer_init(plan_pricer *pr, const plan_problem *p, const int *counts, int ncounts)
 {
     memset(pr, 0, sizeof *pr);
@@ -40,7 +30,7 @@ void plan_pricer_init(plan_pricer *pr, const plan_problem *p, const int *counts,
     pr->gpn = p->cluster.gpus_per_node > 0 ? p->cluster.gpus_per_node : 1;
     pr->kmax = (int64_t)pr->G < p->batch ? pr->G : (int)p->batch;
     int n = p->nlayers;
-    pr->nin = xcalloc((size_t)n + 2, sizeof(int));
+    pr->nin = plan_xcalloc((size_t)n + 2, sizeof(int));
     for (int e = 0; e < p->nedges; e++)
         pr->nin[p->edges[e].to]++;
     if (p->ar_overlap) {
@@ -48,8 +38,8 @@ void plan_pricer_init(plan_pricer *pr, const plan_problem *p, const int *counts,
 		 * all-reduce hides behind at least their backward at one sample per
 		 * GPU (a bound that does not depend on G, so more GPUs never make a
 		 * plan look worse). */
-        pr->bwd1 = xcalloc((size_t)n + 2, sizeof(double));
-        pr->hide = xcalloc((size_t)n + 2, sizeof(double));
+        pr->bwd1 = plan_xcalloc((size_t)n + 2, sizeof(double));
+        pr->hide = plan_xcalloc((size_t)n + 2, sizeof(double));
         for (int l = 0; l < n; l++) {
             double f, b;
             plan_layer_time(p, &p->layers[l], 1, &f, &b);
@@ -57,7 +47,7 @@ void plan_pricer_init(plan_pricer *pr, const plan_problem *p, const int *counts,
             pr->hide[l + 1] = pr->hide[l] + b;
         }
     }
-    pr->kidx = xcalloc((size_t)pr->kmax + 1, sizeof(int));
+    pr->kidx = plan_xcalloc((size_t)pr->kmax + 1, sizeof(int));
     for (int k = 0; k <= pr->kmax; k++)
         pr->kidx[k] = -1;
     for (int i = 0; i < ncounts; i++)
@@ -66,8 +56,8 @@ void plan_pricer_init(plan_pricer *pr, const plan_problem *p, const int *counts,
     for (int k = 1; k <= pr->kmax; k++)
         if (pr->kidx[k] == 0)
             pr->kidx[k] = pr->nk++;
-    pr->rs0 = xcalloc((size_t)pr->nk * pr->nk, sizeof(plan_reshard));
-    pr->rs0_done = xcalloc((size_t)pr->nk * pr->nk, 1);
+    pr->rs0 = plan_xcalloc((size_t)pr->nk * pr->nk, sizeof(plan_reshard));
+    pr->rs0_done = plan_xcalloc((size_t)pr->nk * pr->nk, 1);
 }
 
 void plan_pricer_free(plan_pricer *pr)
@@ -102,8 +92,8 @@ static const plan_reshard *reshard_hashed(plan_pricer *pr, int k1, int r1, int k
     plan_reshard_key key = {k1, k2, r1 - base, r2 - base};
     if (2 * (pr->hn + 1) > pr->hcap) {
         size_t cap = pr->hcap ? 2 * pr->hcap : 1024;
-        plan_reshard_key *nk = xcalloc(cap, sizeof *nk);
-        plan_reshard *nv = xcalloc(cap, sizeof *nv);
+        plan_reshard_key *nk = plan_xcalloc(cap, sizeof *nk);
+        plan_reshard *nv = plan_xcalloc(cap, sizeof *nv);
         for (size_t i = 0; i < pr->hcap; i++)
             if (pr->hkey[i].k1) {
                 size_t j = (size_t)key_hash(&pr->hkey[i]) & (cap - 1);
@@ -135,8 +125,8 @@ const plan_reshard *plan_price_reshard(plan_pricer *pr, int k1, int r1, int k2, 
 {
     if (k1 < SMALL && k2 < SMALL && r1 < SMALL && r2 < SMALL && r1 >= 0 && r2 >= 0) {
         if (!pr->small) {
-            pr->small = xcalloc((size_t)SMALL * SMALL * SMALL * SMALL, sizeof(plan_reshard));
-            pr->small_done = xcalloc((size_t)SMALL * SMALL * SMALL * SMALL, 1);
+            pr->small = plan_xcalloc((size_t)SMALL * SMALL * SMALL * SMALL, sizeof(plan_reshard));
+            pr->small_done = plan_xcalloc((size_t)SMALL * SMALL * SMALL * SMALL, 1);
         }
         size_t i = (((size_t)k1 * SMALL + (size_t)r1) * SMALL + (size_t)k2) * SMALL + (size_t)r2;
         if (!pr->small_done[i]) {

@@ -20,19 +20,9 @@
 #include "plan.h"
 #include "readfile.h"
 
-static void *xrealloc(void *q, size_t size)
-{
-    q = realloc(q, size);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 static char *xstrndup(const char *s, size_t n)
 {
-    char *d = xrealloc(NULL, n + 1);
+    char *d = plan_xrealloc(NULL, n + 1, 1);
     memcpy(d, s, n);
     d[n] = 0;
     return d;
@@ -42,7 +32,7 @@ static char *xstrndup(const char *s, size_t n)
  * not matter; whitespace outside strings is dropped. */
 static char *canon_attrs(const char *s, size_t n)
 {
-    char *flat = xrealloc(NULL, n + 1);
+    char *flat = plan_xrealloc(NULL, n + 1, 1);
     size_t m = 0;
     bool instr = false;
     for (size_t i = 0; i < n; i++) {
@@ -73,13 +63,13 @@ static char *canon_attrs(const char *s, size_t n)
         else if (ch == '}' || ch == ']')
             depth--;
         if ((ch == ',' && depth == 0) || i == m - 1) {
-            mem = xrealloc(mem, (size_t)(nm + 1) * sizeof(char *));
+            mem = plan_xrealloc(mem, (size_t)(nm + 1), sizeof(char *));
             mem[nm++] = xstrndup(flat + start, i - start);
             start = i + 1;
         }
     }
     if (start < m - 1) {
-        mem = xrealloc(mem, (size_t)(nm + 1) * sizeof(char *));
+        mem = plan_xrealloc(mem, (size_t)(nm + 1), sizeof(char *));
         mem[nm++] = xstrndup(flat + start, m - 1 - start);
     }
     for (int i = 1; i < nm; i++)
@@ -88,7 +78,7 @@ static char *canon_attrs(const char *s, size_t n)
             mem[j] = mem[j - 1];
             mem[j - 1] = t;
         }
-    char *out = xrealloc(NULL, m + 2);
+    char *out = plan_xrealloc(NULL, m + 2, 1);
     size_t o = 0;
     out[o++] = '{';
     for (int i = 0; i < nm; i++) {
@@ -144,7 +134,7 @@ static void add_sample(plan_profile *pr, const char *op, size_t oplen, char *att
     if (!e) {
         if (pr->n == pr->cap) {
             pr->cap = pr->cap ? 2 * pr->cap : 32;
-            pr->e = xrealloc(pr->e, (size_t)pr->cap * sizeof(plan_profile_entry));
+            pr->e = plan_xrealloc(pr->e, (size_t)pr->cap, sizeof(plan_profile_entry));
         }
         e = &pr->e[pr->n++];
         memset(e, 0, sizeof *e);
@@ -163,8 +153,8 @@ static void add_sample(plan_profile *pr, const char *op, size_t oplen, char *att
             t->seconds[i] = (t->seconds[i] + sec) / 2;
             return;
         }
-    t->batch = xrealloc(t->batch, (size_t)(t->n + 1) * sizeof(int64_t));
-    t->seconds = xrealloc(t->seconds, (size_t)(t->n + 1) * sizeof(double));
+    t->batch = plan_xrealloc(t->batch, (size_t)(t->n + 1), sizeof(int64_t));
+    t->seconds = plan_xrealloc(t->seconds, (size_t)(t->n + 1), sizeof(double));
     int i = t->n++;
     while (i > 0 && t->batch[i - 1] > batch) {
         t->batch[i] = t->batch[i - 1];

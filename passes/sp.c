@@ -23,26 +23,6 @@
 
 #include "plan.h"
 
-static void *xrealloc(void *q, size_t n)
-{
-    q = realloc(q, n ? n : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 typedef struct xedge {
     int u, v, tn;
     bool live;
@@ -71,7 +51,7 @@ static void elist_push(elist *l, int e)
 {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 2;
-        l->e = xrealloc(l->e, (size_t)l->cap * sizeof(int));
+        l->e = plan_xrealloc(l->e, (size_t)l->cap, sizeof(int));
     }
     l->e[l->n++] = e;
 }
@@ -80,7 +60,7 @@ static int tn_new(plan_sp *sp, plan_tnode t)
 {
     if (sp->ntn == sp->captn) {
         sp->captn = sp->captn ? 2 * sp->captn : 64;
-        sp->tn = xrealloc(sp->tn, (size_t)sp->captn * sizeof(plan_tnode));
+        sp->tn = plan_xrealloc(sp->tn, (size_t)sp->captn, sizeof(plan_tnode));
     }
     sp->tn[sp->ntn] = t;
     return sp->ntn++;
@@ -104,7 +84,7 @@ static void push_work(reducer *r, int m)
     r->queued[m] = true;
     if (r->nwork == r->capwork) {
         r->capwork = r->capwork ? 2 * r->capwork : 64;
-        r->work = xrealloc(r->work, (size_t)r->capwork * sizeof(int));
+        r->work = plan_xrealloc(r->work, (size_t)r->capwork, sizeof(int));
     }
     r->work[r->nwork++] = m;
 }
@@ -126,7 +106,7 @@ static void add_edge(reducer *r, int u, int v, int tn)
     }
     if (r->nx == r->capx) {
         r->capx *= 2;
-        r->x = xrealloc(r->x, (size_t)r->capx * sizeof(xedge));
+        r->x = plan_xrealloc(r->x, (size_t)r->capx, sizeof(xedge));
     }
     r->x[r->nx] = (xedge){u, v, tn, true};
     r->hval[s] = r->nx;
@@ -164,23 +144,24 @@ bool plan_sp_build(const plan_problem *p, plan_sp *sp)
     sp->root = -1;
     reducer r = {.sp = sp};
     r.capx = p->nedges + 2 * n + 4;
-    r.x = xcalloc((size_t)r.capx, sizeof(xedge));
-    r.in = xcalloc((size_t)nv, sizeof(elist));
-    r.out = xcalloc((size_t)nv, sizeof(elist));
-    r.nin = xcalloc((size_t)nv, sizeof(int));
-    r.nout = xcalloc((size_t)nv, sizeof(int));
-    r.queued = xcalloc((size_t)nv, sizeof(bool));
+    r.x = plan_xcalloc((size_t)r.capx, sizeof(xedge));
+    r.in = plan_xcalloc((size_t)nv, sizeof(elist));
+    r.out = plan_xcalloc((size_t)nv, sizeof(elist));
+    r.nin = plan_xcalloc((size_t)nv, sizeof(int));
+    r.nout = plan_xcalloc((size_t)nv, sizeof(int));
+    r.queued = plan_xcalloc((size_t)nv, sizeof(bool));
     size_t hs = 16;
     while (hs < 2 * ((size_t)p->nedges + 2 * (size_t)n + 4))
         hs *= 2;
     r.hmask = hs - 1;
-    r.hkey = xcalloc(hs, sizeof(int64_t));
-    r.hval = xcalloc(hs, sizeof(int));
+    r.hkey = plan_xcalloc(hs, sizeof(int64_t));
+    r.hval = plan_xcalloc(hs, sizeof(int));
     for (size_t i = 0; i < hs; i++) {
         r.hkey[i] = -1;
         r.hval[i] = -1;
     }
-    int *indeg = xcalloc((size_t)nv, sizeof(int)), *outdeg = xcalloc((size_t)nv, sizeof(int));
+    int *indeg = plan_xcalloc((size_t)nv, sizeof(int)),
+        *outdeg = plan_xcalloc((size_t)nv, sizeof(int));
     for (int e = 0; e < p->nedges; e++) {
         outdeg[p->edges[e].from]++;
         indeg[p->edges[e].to]++;
@@ -218,11 +199,11 @@ bool plan_sp_build(const plan_problem *p, plan_sp *sp)
     }
     /* Parallel nodes with the same ends form one block: its branches are
 	 * the non-parallel nodes below, in a list (concatenation is O(1)). */
-    sp->kid_head = xcalloc((size_t)sp->ntn, sizeof(int));
-    sp->kid_next = xcalloc((size_t)sp->ntn, sizeof(int));
-    sp->nkids = xcalloc((size_t)sp->ntn, sizeof(int));
-    sp->absorbed = xcalloc((size_t)sp->ntn, sizeof(bool));
-    int *tail = xcalloc((size_t)sp->ntn, sizeof(int));
+    sp->kid_head = plan_xcalloc((size_t)sp->ntn, sizeof(int));
+    sp->kid_next = plan_xcalloc((size_t)sp->ntn, sizeof(int));
+    sp->nkids = plan_xcalloc((size_t)sp->ntn, sizeof(int));
+    sp->absorbed = plan_xcalloc((size_t)sp->ntn, sizeof(bool));
+    int *tail = plan_xcalloc((size_t)sp->ntn, sizeof(int));
     for (int t = 0; t < sp->ntn; t++) {
         sp->kid_next[t] = -1;
         sp->kid_head[t] = tail[t] = -1;

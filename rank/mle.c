@@ -91,8 +91,9 @@ static void normalise(double *w, int32_t n)
 int rank_spectral_mle(const rank_graph *g, const rank_opts *o, double *score, rank_report *rep)
 {
     int32_t n = g->n;
-    if (rank_spectral(g, o, score, rep))
-        return -1;
+    int rc = rank_spectral(g, o, score, rep);
+    if (rc)
+        return rc;
     if (n < 2 || g->nnz == 0)
         return 0;
     double *cur = malloc((size_t)n * sizeof *cur); /* scores scaled to max 1 */
@@ -151,7 +152,7 @@ int rank_mle(const rank_graph *g, const rank_opts *o, double *score, rank_report
             wins[i] += g->wins[e];
         score[i] = 1.0 / n;
     }
-    double history[11] = {0};
+    double history[RANK_HISTORY] = {0};
     while (r.iterations < o->max_iter) {
         double diff = 0, wmax = 0, sum = 0;
         for (int32_t i = 0; i < n; i++) {
@@ -170,20 +171,10 @@ int rank_mle(const rank_graph *g, const rank_opts *o, double *score, rank_report
         if (sum > 0)
             for (int32_t i = 0; i < n; i++)
                 score[i] /= sum;
-        r.iterations++;
-        r.step = wmax > 0 ? diff / wmax : 0;
-        memmove(history, history + 1, 10 * sizeof history[0]);
-        history[10] = r.step;
-        if (r.step <= o->tol) {
-            r.converged = 1;
+        if (rank_track_step(&r, history, wmax > 0 ? diff / wmax : 0, o->tol))
             break;
-        }
     }
     normalise(score, n);
-    r.rate = 0;
-    if (r.iterations > 10 && history[0] > 0 && history[10] > 0)
-        r.rate = pow(history[10] / history[0], 0.1);
-    r.error_bound = r.rate < 1 ? r.step * r.rate / (1 - r.rate) : -1;
     if (rep)
         *rep = r;
     free(wins);

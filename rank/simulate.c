@@ -72,12 +72,12 @@ static int run_trial(sim *s, int64_t t, trial_out *out)
     rank_btl_scores(p->n, p->k, p->delta, &r, w);
     if (rank_btl_generate(w, p->n, p->p, p->L, &r, &d))
         goto done;
-    if (rank_graph_build(&g, &d, p->eps))
+    if (rank_graph_build(&g, &d, p->eps, 1))
         goto done;
     out->samples = g.comparisons;
     int32_t nc = rank_components(&g, comp, NULL);
     rank_strength st;
-    if (nc < 0 || rank_check_strength(&g, &st))
+    if (nc < 0 || rank_check_strength(&g, 1, &st))
         goto done;
     if (nc != 1 || !st.strongly_connected) {
         out->skipped = 1;
@@ -86,10 +86,12 @@ static int run_trial(sim *s, int64_t t, trial_out *out)
         rc = 0;
         goto done;
     }
+    rank_opts o = s->o;
+    o.strength = &st;
     for (int m = 0; m < RANK_NMETHODS; m++) {
         if (!s->methods[m])
             continue;
-        if (rank_run_method(m, &g, &s->o, est, NULL))
+        if (rank_run_method(m, &g, &o, est, NULL))
             goto done;
         int ok = rank_topk_success(est, w, p->n, p->k);
         if (ok < 0)

@@ -35,6 +35,62 @@ int rank_order(const double *score, int32_t n, int32_t *order)
     return 0;
 }
 
+/* Is a ranked before b: higher score, then smaller id. */
+static int before(const double *score, int32_t a, int32_t b)
+{
+    return score[a] > score[b] || (score[a] == score[b] && a < b);
+}
+
+/* Restores the heap below position i: the root is the last of the kept items. */
+static void sift_down(const double *score, int32_t *heap, int32_t m, int32_t i)
+{
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, last = i;
+        if (l < m && before(score, heap[last], heap[l]))
+            last = l;
+        if (r < m && before(score, heap[last], heap[r]))
+            last = r;
+        if (last == i)
+            return;
+        int32_t t = heap[i];
+        heap[i] = heap[last];
+        heap[last] = t;
+        i = last;
+    }
+}
+
+int rank_top(const double *score, int32_t n, int32_t count, int32_t *order)
+{
+    if (count >= n / 4)
+        return rank_order(score, n, order);
+    /* A heap of the best COUNT so far, the last of them at the root: O(n log count)
+     * instead of sorting all n scores. */
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (m < count) {
+            int32_t j = m++;
+            order[j] = i;
+            while (j > 0 && before(score, order[(j - 1) / 2], order[j])) {
+                int32_t t = order[j];
+                order[j] = order[(j - 1) / 2];
+                order[(j - 1) / 2] = t;
+                j = (j - 1) / 2;
+            }
+        } else if (m > 0 && before(score, i, order[0])) {
+            order[0] = i;
+            sift_down(score, order, m, 0);
+        }
+    }
+    /* Pop the last one to the end, repeatedly: a heapsort of the kept items. */
+    for (int32_t end = m - 1; end > 0; end--) {
+        int32_t t = order[0];
+        order[0] = order[end];
+        order[end] = t;
+        sift_down(score, order, end, 0);
+    }
+    return 0;
+}
+
 int rank_boundary_tie(const double *score, const int32_t *order, int32_t n, int32_t k)
 {
     if (k <= 0 || k >= n)

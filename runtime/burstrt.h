@@ -80,7 +80,9 @@ typedef struct rt_options {
     char checkpoint_dir[512]; /* --checkpoint-dir DIR ("" = off) */
     int64_t checkpoint_every; /* --checkpoint-every N (0 = never) */
     bool resume;              /* --resume */
-    int threads;              /* --threads N: BLAS threads per rank (default 1) */
+    int threads;              /* --threads N: threads per rank for oneDNN and BLAS (default
+                                 0 = auto: the rank's CPUs shared among the node's ranks;
+                                 rt_init writes the number chosen) */
     double step_timeout;      /* --step-timeout SEC: watchdog deadline per step (default 20;
                                   grows to 3x the slowest completed step; 0 = off) */
     int rank, world_size;     /* filled by rt_init */
@@ -255,6 +257,11 @@ void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
 /* GELU, tanh approximation (GPT-2). */
 void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y);
 void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
+/* tanh and the logistic sigmoid; the backward recomputes y from x. */
+void rt_tanh_fwd(const rt_tensor *x, rt_tensor *y);
+void rt_tanh_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
+void rt_sigmoid_fwd(const rt_tensor *x, rt_tensor *y);
+void rt_sigmoid_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
 
 typedef struct rt_pool2d_attrs {
     int kh, kw, sh, sw, ph, pw;

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 rt_options rt_opts_g = {
-    .iterations = 10, .seed = 1, .threads = 1, .step_timeout = 20.0, .world_size = 1};
+    .iterations = 10, .seed = 1, .threads = 0, .step_timeout = 20.0, .world_size = 1};
 static bool mpi_started;
 
 /* ---- errors ------------------------------------------------------------------- */

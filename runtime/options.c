@@ -1,5 +1,5 @@
 /* options.c: the command line every generated program shares (rt_init parses it):
- * iterations, data source, seed, trace, checkpoints, BLAS threads, the watchdog's step
+ * iterations, data source, seed, trace, checkpoints, threads per rank, the watchdog's step
  * timeout. Both "--opt V" and "--opt=V"; an unknown option or a bad value is a fatal error
  * naming it, and --help prints the usage on rank 0 and exits 0. */
 #include "internal.h"
@@ -31,7 +31,8 @@ static void usage(FILE *f, const char *program)
             "                        after the last iteration, and more with:\n"
             "  --checkpoint-every N  checkpoint every N iterations (needs --checkpoint-dir)\n"
             "  --resume              continue from the newest complete checkpoint in DIR\n"
-            "  --threads N           BLAS threads per rank (default 1)\n"
+            "  --threads N           threads per rank for oneDNN and BLAS (default: the\n"
+            "                        CPUs this rank may use, shared among the node's ranks)\n"
             "  --step-timeout SEC    end the job when a rank makes no progress for SEC seconds\n"
             "                        (default 20, or 3x the slowest step; 0: never)\n"
             "  --help                this text\n",

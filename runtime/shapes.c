@@ -134,8 +134,10 @@ int64_t rt_batchnorm_check(const char *op, const rt_comm *comm, const rt_tensor 
     if (saved)
         rt_check_f32(saved, 2 * C, op, "saved");
     rt_check_f32(y, x->numel, op, yname);
-    /* With a rank set, an empty shard is fine: the set's count is what divides. */
-    if (!comm && x->shape[0] * x->shape[2] * x->shape[3] == 0)
+    /* With a rank set, an empty shard is fine: the set's count is what divides; inference
+     * (no saved statistics) normalises with the running ones, and an empty shard is fine
+     * too. */
+    if (!comm && saved && x->shape[0] * x->shape[2] * x->shape[3] == 0)
         rt_fatal(op, "empty batch: batchnorm needs at least one sample");
     return C;
 }

@@ -30,8 +30,8 @@ static const char build_usage[] =
     "[--seed S] [--trace FILE] [--checkpoint-dir DIR] [--resume]` (PROG --help lists all).\n"
     "\n"
     "  -o PROG              the program to write (default: the job's name)\n"
-    "  --target=cpu|cuda    the runtime to link: the CPU backend (default: BLAS + MPI)\n"
-    "                       or the CUDA backend (cuBLAS + NCCL, one process per GPU)\n"
+    "  --target=cpu|cuda    the runtime to link: the CPU backend (default: oneDNN + MPI)\n"
+    "                       or the CUDA backend (cuBLAS, cuDNN if built with it, NCCL)\n"
     "  --codegen=llvm|c     how the program is generated: object code through LLVM with\n"
     "                       debug info that points at the .burst file (default), or C\n"
     "                       compiled by the MPI C compiler (BURSTC_CC)\n"
@@ -47,6 +47,8 @@ static const char build_usage[] =
     "  --gpus G             plan for G ranks instead of the cluster's size\n"
     "  --profile FILE       measured per-layer times for the planner\n"
     "  --batch B            plan for a global batch of B instead of the job's\n"
+    "  --slowdown X         the job's bound on its slowdown by background work (X >= 1)\n"
+    "  --overlap-allreduce  plan as if each gradient all-reduce overlaps backward\n"
     "  --help               show this help\n"
     "\n"
     "environment: BURSTC_CC (default mpicc) compiles the program; BURSTC_CFLAGS adds flags.\n";
@@ -110,11 +112,16 @@ static bool compile_program(const char *csrc, const char *output, bool cuda)
         argv[argc++] = "-lcudart";
         argv[argc++] = "-lcublas";
         argv[argc++] = "-lnccl";
+#ifdef BURSTRT_CUDA_CUDNN_LIB
+        argv[argc++] = BURSTRT_CUDA_CUDNN_LIB;
+#endif
         argv[argc++] = "-lstdc++";
     }
 #endif
     if (!cuda) {
         argv[argc++] = BURSTRT_LIBRARY;
+        argv[argc++] = BURSTRT_DNNL;
+        argv[argc++] = BURSTRT_OPENMP;
         argv[argc++] = BURSTRT_BLAS;
     }
     argv[argc++] = "-lz";

@@ -49,6 +49,7 @@ static const char plan_usage[] =
     "  --job NAME           the job to plan (default: the last in the file)\n"
     "  --gpus G             plan for G GPUs instead of the cluster's\n"
     "  --batch B            plan for a global batch of B instead of the job's\n"
+    "  --slowdown X         the job's bound on its slowdown by background work (X >= 1)\n"
     "  --help               show this help\n"
     "\n"
     "exit status: 0 success, 1 errors in the input or no plan fits, 2 internal error\n";
@@ -113,7 +114,7 @@ static void print_summary(FILE *out, const plan_problem *p, plan_result *const *
 int cmd_plan(int argc, char **argv)
 {
     const char *input = NULL, *strategy = NULL, *json = NULL, *trace = NULL;
-    bool frontier = false, overlap = false;
+    bool frontier = false;
     double gpu_budget = 0;
     pass_options popt = {.strategy = "burst"};
     for (int i = 1; i < argc; i++) {
@@ -125,8 +126,6 @@ int cmd_plan(int argc, char **argv)
             return 0;
         } else if (strcmp(argv[i], "--frontier") == 0) {
             frontier = true;
-        } else if (strcmp(argv[i], "--overlap-allreduce") == 0) {
-            overlap = true;
         } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--strategy"))) {
             strategy = v;
         } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--gpu-budget"))) {
@@ -192,7 +191,6 @@ int cmd_plan(int argc, char **argv)
     if (!ir_verify(m, &d) || !pass_plan_build(m, ctx.job, &popt, &in, &d))
         goto done;
     in.p.gpu_budget = gpu_budget;
-    in.p.ar_overlap = overlap;
     if (popt.profile)
         printf("profile %s: measured times for %d of %d layers\n\n", popt.profile, in.nmeasured,
                in.p.nlayers);
@@ -261,12 +259,18 @@ int cmd_plan(int argc, char **argv)
         out_file o;
         if (!out_open(&o, trace))
             goto done;
-        if (!plan_write_trace(&in.p, &res[shown], o.fp)) {
+        int ranks_shown;
+        if (!plan_write_trace(&in.p, &res[shown], PLAN_TRACE_RANKS, &ranks_shown, o.fp, err,
+                              sizeof err)) {
+            fprintf(stderr, "burstc plan: error: --trace: %s\n", err);
             out_abort(&o);
             goto done;
         }
         if (!out_commit(&o))
             goto done;
+        if (ranks_shown < in.p.cluster.gpus)
+            printf("(trace: %d of %d ranks, the lowest and an even sample of the rest)\n",
+                   ranks_shown, in.p.cluster.gpus);
     }
     status = 0;
 done:

@@ -3,12 +3,11 @@
  *
  * `burstc [options] FILE` compiles: it reads Burst source (or IR text, for a
  * `.ir` file), runs the pass pipeline and emits what --emit asks for.
- * Subcommands (`burstc stats`, `burstc plan`, `burstc rank`) live in their own
+ * Subcommands (`burstc stats`, `burstc plan`, `burstc rank`, `burstc import`) live in their own
  * files. Exit status: 0 on success, 1 on user errors, 2 on internal errors.
  */
 #include "frontend.h"
 #include "passes.h"
-#include "rank.h"
 #include "tools.h"
 
 #include <stdlib.h>
@@ -19,7 +18,9 @@ static const char usage[] =
     "       burstc stats [options] FILE      parameters, FLOPs and activations per layer (burstc stats --help)\n"
     "       burstc plan [options] JOB.burst  plan a job (burstc plan --help)\n"
     "       burstc build [options] JOB.burst -o PROG   build a job's training program (burstc build --help)\n"
+    "       burstc sim [options] JOB.burst   simulate a planned job on its cluster (burstc sim --help)\n"
     "       burstc rank [options] FILE       top-K ranking from comparisons (burstc rank --help)\n"
+    "       burstc import [options] MODEL.onnx   an ONNX model as Burst source (burstc import --help)\n"
     "\n"
     "options:\n"
     "  --emit=ast|ir|c      what to write: the parsed syntax tree, the IR (default), or the\n"
@@ -32,6 +33,8 @@ static const char usage[] =
     "  --profile FILE       measured per-layer times to use in place of the cost model\n"
     "  --gpus G             plan for G GPUs (whole nodes of the job's cluster) instead of its size\n"
     "  --batch B            plan for a global batch of B instead of the job's\n"
+    "  --slowdown X         the job's bound on its slowdown by background work (X >= 1)\n"
+    "  --overlap-allreduce  plan as if each gradient all-reduce overlaps backward\n"
     "  -o FILE              write the output to FILE (atomically; default: standard output)\n"
     "  --help               show this help and exit\n"
     "  --version            show the version and exit\n"
@@ -192,8 +195,12 @@ int main(int argc, char **argv)
             return cmd_plan(argc - 1, argv + 1);
         if (strcmp(argv[1], "build") == 0)
             return cmd_build(argc - 1, argv + 1);
+        if (strcmp(argv[1], "sim") == 0)
+            return cmd_sim(argc - 1, argv + 1);
         if (strcmp(argv[1], "rank") == 0)
-            return rank_cli_main(argc - 1, argv + 1);
+            return cmd_rank(argc - 1, argv + 1);
+        if (strcmp(argv[1], "import") == 0)
+            return cmd_import(argc - 1, argv + 1);
     }
     return compile_main(argc, argv);
 }

@@ -3,7 +3,9 @@
  *
  * `burstc`, `burstc plan` and `burstc build` all plan a job, so they take the
  * same planning options with the same spelling (`--gpus 8` or `--gpus=8`), the
- * same checks and the same messages, prefixed by the command's name.
+ * same checks and the same messages, prefixed by the command's name. Options
+ * that set a job's field go through the job table (ir/job.c); the pipeline
+ * writes them into the job (passes/pipeline.c), once.
  */
 #include "tools.h"
 
@@ -26,37 +28,47 @@ const char *tool_opt_value(const char *cmd, int argc, char **argv, int *i, const
     return argv[++*i];
 }
 
+/* Options that set a field of the job, through the job table (ir/job.c):
+ * the same conversions, rules and messages as the field in a .burst file. */
+static const struct {
+    const char *option, *field;
+} job_options[] = {
+    {"--batch", "batch"}, {"--amplification", "amplification"}, {"--slowdown", "slowdown"}};
+
 int tool_pass_option(const char *cmd, int argc, char **argv, int *i, pass_options *o)
 {
     const char *v;
     char *end;
+    if (strcmp(argv[*i], "--overlap-allreduce") == 0) {
+        o->overlap_allreduce = true;
+        return 1;
+    }
     if ((v = tool_opt_value(cmd, argc, argv, i, "--job"))) {
         o->job = v;
-    } else if ((v = tool_opt_value(cmd, argc, argv, i, "--profile"))) {
+        return 1;
+    }
+    if ((v = tool_opt_value(cmd, argc, argv, i, "--profile"))) {
         o->profile = v;
-    } else if ((v = tool_opt_value(cmd, argc, argv, i, "--amplification"))) {
-        o->amplification = strtod(v, &end);
-        if (*end || !(o->amplification >= 1)) {
-            fprintf(stderr, "%s: error: --amplification must be a number >= 1, got '%s'\n", cmd, v);
-            return -1;
-        }
-    } else if ((v = tool_opt_value(cmd, argc, argv, i, "--gpus"))) {
+        return 1;
+    }
+    if ((v = tool_opt_value(cmd, argc, argv, i, "--gpus"))) {
         long g = strtol(v, &end, 10);
-        if (*end || g < 1 || g > (1L << 20)) {
+        if (*end || g < 1 || g > IR_MAX_GPUS) {
             fprintf(stderr, "%s: error: --gpus must be a positive integer, got '%s'\n", cmd, v);
             return -1;
         }
         o->gpus = (int)g;
-    } else if ((v = tool_opt_value(cmd, argc, argv, i, "--batch"))) {
-        long long b = strtoll(v, &end, 10);
-        if (*end || b < 1 || b > IR_MAX_BATCH) {
-            fprintf(stderr, "%s: error: --batch must be an integer from 1 to 2^31, got '%s'\n", cmd,
-                    v);
+        return 1;
+    }
+    for (size_t n = 0; n < sizeof job_options / sizeof *job_options; n++) {
+        if (!(v = tool_opt_value(cmd, argc, argv, i, job_options[n].option)))
+            continue;
+        char msg[256];
+        if (!pass_options_job_field(o, job_options[n].field, v, msg, sizeof msg)) {
+            fprintf(stderr, "%s: error: %s %s: %s\n", cmd, job_options[n].option, v, msg);
             return -1;
         }
-        o->batch = b;
-    } else {
-        return 0;
+        return 1;
     }
-    return 1;
+    return 0;
 }

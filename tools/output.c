@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 bool out_open(out_file *o, const char *path)
@@ -35,6 +36,11 @@ bool out_open(out_file *o, const char *path)
         o->tmp = NULL;
         return false;
     }
+    /* mkstemp makes the file 0600; an output is made as any other file the
+     * user creates, with the permissions the umask leaves. */
+    mode_t mask = umask(0);
+    umask(mask);
+    (void)fchmod(fd, 0666 & ~mask);
     o->fp = fdopen(fd, "w");
     if (!o->fp) {
         fprintf(stderr, "burstc: error: cannot write '%s': %s\n", path, strerror(errno));

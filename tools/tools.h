@@ -44,13 +44,17 @@ bool out_write_llvm_program(const char *path, const ir_module *m, int job,
 /* Matches --name=value or --name value at argv[*i], advancing *i past what it
  * used; NULL if argv[*i] is another option. A missing value exits with status 1. */
 const char *tool_opt_value(const char *cmd, int argc, char **argv, int *i, const char *name);
-/* The planning options: --job, --profile, --amplification, --gpus, --batch. Returns 1
- * if argv[*i] was one of them, 0 if not, -1 on a bad value (reported, as CMD: error). */
+/* The planning options: --job, --profile, --gpus, --overlap-allreduce, and the
+ * job fields --batch, --amplification and --slowdown. Returns 1 if argv[*i] was one of them,
+ * 0 if not, -1 on a bad value (reported, as CMD: error). */
 int tool_pass_option(const char *cmd, int argc, char **argv, int *i, pass_options *o);
 
 /* Subcommands: argv[0] is the subcommand's name. Each returns the exit status. */
 int cmd_stats(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_build(int argc, char **argv);
+int cmd_import(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
+int cmd_rank(int argc, char **argv);
 
 #endif

@@ -1,16 +1,35 @@
 /* comm_mpi.c: the CPU backend's transport (device.h) over MPI. Gradients are
- * sum-all-reduced on each rank set's MPI communicator (rankset.c makes it); a reshard
+ * sum-all-reduced on each rank set's MPI communicator (rankset.c makes it): the
+ * all-reduces of one group (rt_params_allreduce_grads brackets the step's gradients) go
+ * out as one MPI_Allreduce per rank set over the gradients packed side by side, so a step
+ * pays the latency of a collective once per set instead of once per parameter (DDP's
+ * buckets; ranks time-sharing cores pay it dearly); a reshard
  * plan (rt_reshard_plan) is carried out with non-blocking point-to-point calls on a
  * private duplicate of MPI_COMM_WORLD, so it never matches other traffic, and local
  * ranges are copied. MPI errors return to us (MPI_ERRORS_RETURN) and become fatal
  * errors that name the rank, the op and the MPI error string. */
 #include "../mpi_glue.h"
+#include "cpu.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static MPI_Comm reshard_comm = MPI_COMM_NULL;
+
+/* The f32 all-reduces deferred inside a group, in call order. */
+typedef struct deferred {
+    const rt_comm *c;
+    float *data;
+    int64_t n;
+    bool done;
+} deferred;
+static bool grouping;
+static deferred *defs;
+static int ndefs, capdefs;
+static float *bucket;
+static int64_t bucket_cap;
 
 static void mpi_start(void)
 {
@@ -21,6 +40,12 @@ static void mpi_stop(void)
 {
     if (reshard_comm != MPI_COMM_NULL)
         MPI_Comm_free(&reshard_comm);
+    free(defs);
+    free(bucket);
+    defs = NULL;
+    bucket = NULL;
+    ndefs = capdefs = 0;
+    bucket_cap = 0;
 }
 
 /* A rank set's MPI communicator (rankset.c) is all this transport needs. */
@@ -34,15 +59,94 @@ static void mpi_close(rt_comm *c)
     (void)c;
 }
 
-static void mpi_allreduce(const rt_comm *c, void *data, int64_t n, bool f64, const char *op)
+/* Waits for n requests. MPI's own wait polls without pause, which is right while every
+ * rank has a CPU of its own; when the node's ranks outnumber its CPUs, a polling rank
+ * takes CPU time from the rank it waits for, so it polls a few times and then sleeps
+ * between polls (1 us, doubling up to 100 us). */
+static void wait_requests(int n, MPI_Request *req, const char *op)
+{
+    if (!rt_cpu_oversubscribed) {
+        rt_mpi_check(MPI_Waitall(n, req, MPI_STATUSES_IGNORE), op);
+        return;
+    }
+    long pause = 1000;
+    for (int polls = 0;; polls++) {
+        int done = 0;
+        rt_mpi_check(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE), op);
+        if (done)
+            return;
+        if (polls < 64)
+            continue;
+        struct timespec ts = {0, pause};
+        nanosleep(&ts, NULL);
+        pause = pause < 100000 ? 2 * pause : 100000;
+    }
+}
+
+static void allreduce_now(const rt_comm *c, void *data, int64_t n, bool f64, const char *op)
 {
     const size_t size = f64 ? 8 : 4;
     for (int64_t off = 0; off < n; off += INT_MAX / 2) {
         int64_t chunk = n - off < INT_MAX / 2 ? n - off : INT_MAX / 2;
-        rt_mpi_check(MPI_Allreduce(MPI_IN_PLACE, (char *)data + (size_t)off * size, (int)chunk,
-                                   f64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM, rt_comm_mpi(c)),
+        MPI_Request req;
+        rt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, (char *)data + (size_t)off * size, (int)chunk,
+                                    f64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM, rt_comm_mpi(c), &req),
                      op);
+        wait_requests(1, &req, op);
     }
+}
+
+static void mpi_allreduce(const rt_comm *c, void *data, int64_t n, bool f64, const char *op)
+{
+    if (!grouping || f64) {
+        allreduce_now(c, data, n, f64, op);
+        return;
+    }
+    if (ndefs == capdefs) {
+        capdefs = capdefs ? 2 * capdefs : 64;
+        deferred *d = realloc(defs, (size_t)capdefs * sizeof *d);
+        if (!d)
+            rt_fatal(op, "out of memory");
+        defs = d;
+    }
+    defs[ndefs++] = (deferred){c, data, n, false};
+}
+
+/* One all-reduce per rank set, the sets in the order of their first all-reduce: every
+ * member lists the set's parameters in the same order (they register them so), and the
+ * order of first appearance is the program's, so no two ranks wait for each other in
+ * different orders. */
+static void flush(void)
+{
+    for (int i = 0; i < ndefs; i++) {
+        if (defs[i].done)
+            continue;
+        const rt_comm *c = defs[i].c;
+        int64_t total = 0;
+        for (int j = i; j < ndefs; j++)
+            if (defs[j].c == c)
+                total += defs[j].n;
+        if (total > bucket_cap) {
+            free(bucket);
+            bucket = rt_xmalloc((size_t)total * sizeof(float), "grad_allreduce");
+            bucket_cap = total;
+        }
+        int64_t at = 0;
+        for (int j = i; j < ndefs; j++)
+            if (defs[j].c == c) {
+                memcpy(bucket + at, defs[j].data, (size_t)defs[j].n * sizeof(float));
+                at += defs[j].n;
+            }
+        allreduce_now(c, bucket, total, false, "grad_allreduce");
+        at = 0;
+        for (int j = i; j < ndefs; j++)
+            if (defs[j].c == c) {
+                memcpy(defs[j].data, bucket + at, (size_t)defs[j].n * sizeof(float));
+                at += defs[j].n;
+                defs[j].done = true;
+            }
+    }
+    ndefs = 0;
 }
 
 /* Outstanding requests of one reshard. Messages over 1 GiB are split into 1 GiB pieces
@@ -91,13 +195,18 @@ static void mpi_exchange(const rt_transfers *t, const void *src, void *dst, size
             memmove(to, from, bytes);
     }
     if (rq.n > 0)
-        rt_mpi_check(MPI_Waitall(rq.n, rq.req, MPI_STATUSES_IGNORE), "reshard");
+        wait_requests(rq.n, rq.req, "reshard");
     free(rq.req);
 }
 
 static void mpi_group(bool begin)
 {
-    (void)begin; /* each all-reduce goes out on its own */
+    grouping = begin;
+    if (begin || ndefs == 0)
+        return;
+    rt_wait_begin("allreduce");
+    flush();
+    rt_wait_end();
 }
 
 const rt_transport rt_net = {

@@ -1,10 +1,17 @@
 /* device.c: the CPU backend's device (device.h): host memory, one stream, nothing to
  * wait for. Tensors are one aligned allocation each (so the sanitizers and valgrind see
- * every tensor's bounds), copies are memcpy, graph segments always run their body. The
- * backend's one piece of set-up is OpenBLAS: the thread count per rank (--threads) and,
- * before MPI starts, its kernels (see cpu_start). */
-#include "cpu.h"
+ * every tensor's bounds), copies are memcpy, graph segments always run their body. Set-up:
+ * the threads of a rank (oneDNN through OpenMP, the runtime's OpenMP loops and OpenBLAS
+ * all use --threads of them, by default the rank's share of its CPUs, see auto_threads)
+ * and, before MPI starts, OpenBLAS's kernels (see cpu_start); the oneDNN state
+ * (onednn.c) is released at the end. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT, malloc_usable_size */
+#include "../mpi_glue.h"
+#include "onednn.h"
 
+#include <malloc.h>
+#include <omp.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -41,13 +48,59 @@ static void cpu_start(char **argv)
     /* Not re-executed (no /proc?): carry on with the generic kernels. */
 }
 
+bool rt_cpu_oversubscribed;
+
+/* The CPUs this rank may use without oversubscribing the other ranks of its node: each
+ * CPU of its affinity mask counts 1/k, k the number of the node's ranks whose masks hold
+ * it (so 4 unbound ranks on 2 cores get half a CPU each, one rank 2, ranks bound to cores
+ * of their own 1 each). Collective over the world. */
+static double cpu_share(void)
+{
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) {
+        CPU_ZERO(&mine);
+        CPU_SET(0, &mine);
+    }
+    MPI_Comm node;
+    int n = 1;
+    rt_mpi_check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+                 "threads");
+    rt_mpi_check(MPI_Comm_size(node, &n), "threads");
+    cpu_set_t *all = rt_xcalloc((size_t)n, sizeof *all, "threads");
+    rt_mpi_check(
+        MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, node),
+        "threads");
+    MPI_Comm_free(&node);
+    double share = 0.0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &mine))
+            continue;
+        int users = 0;
+        for (int r = 0; r < n; r++)
+            users += CPU_ISSET(cpu, &all[r]) != 0;
+        share += 1.0 / users;
+    }
+    free(all);
+    return share;
+}
+
+/* --threads, or the rank's share of CPUs rounded down (at least 1). When the threads of the
+ * node's ranks outnumber its CPUs, waits for other ranks sleep instead of spinning
+ * (comm_mpi.c), so that the rank being waited for gets the CPU. */
 static void cpu_init(const rt_options *o)
 {
-    openblas_set_num_threads(o->threads);
+    const double share = cpu_share();
+    const int threads = o->threads > 0 ? o->threads : share < 1.0 ? 1 : (int)(share + 1e-9);
+    rt_cpu_oversubscribed = threads > share + 1e-9;
+    rt_opts_g.threads = threads;
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
 }
 
 static void cpu_finalize(void)
 {
+    rt_dnnl_finalize();
 }
 
 static void *cpu_alloc(size_t bytes, const char *op)
@@ -62,6 +115,9 @@ static void *cpu_alloc(size_t bytes, const char *op)
 
 static void cpu_free(void *p)
 {
+    if (!p)
+        return;
+    rt_dnnl_forget(p, malloc_usable_size(p)); /* what forwards kept for this memory */
     free(p);
 }
 

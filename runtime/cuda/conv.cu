@@ -1,4 +1,6 @@
-/* conv.cu: conv2d on the GPU as an explicit im2col lowering onto cuBLAS. For a chunk of
+/* conv.cu: the CUDA backend's own conv2d (rt_cuda_own_*, own.h: the reference of the cuDNN
+ * path in dnn.c, and what runs where cuDNN is absent or declines a shape), an explicit
+ * im2col lowering onto cuBLAS. For a chunk of
  * samples, im2col writes the columns [nb, C*kh*kw, OH*OW]; one strided-batched GEMM per
  * group multiplies the weights [K/g, C/g*kh*kw] (stride 0: shared by all samples) with
  * each sample's columns straight into y [N, K, OH*OW], so no transpose is needed. 1x1
@@ -124,8 +126,8 @@ static const float *columns(const char *op, const conv_dims &d, const float *x, 
     return col;
 }
 
-extern "C" void rt_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w,
-                              const rt_tensor *b, const rt_conv2d_attrs *a, rt_tensor *y)
+extern "C" void rt_cuda_own_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w,
+                                       const rt_tensor *b, const rt_conv2d_attrs *a, rt_tensor *y)
 {
     (void)pool;
     const char *op = "conv2d_fwd";
@@ -148,9 +150,9 @@ extern "C" void rt_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor
     }
 }
 
-extern "C" void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w,
-                              const rt_tensor *dy, const rt_conv2d_attrs *a, rt_tensor *dx,
-                              rt_tensor *dw, rt_tensor *db)
+extern "C" void rt_cuda_own_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w,
+                                       const rt_tensor *dy, const rt_conv2d_attrs *a, rt_tensor *dx,
+                                       rt_tensor *dw, rt_tensor *db)
 {
     (void)pool;
     const char *op = "conv2d_bwd";

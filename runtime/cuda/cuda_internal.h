@@ -20,6 +20,7 @@ extern "C" {
 #endif
 
 #include "internal.h"
+#include "own.h"
 
 /* ---- device.c ------------------------------------------------------------------ */
 
@@ -53,10 +54,21 @@ void rt_cuda_not_capturing(const char *op);
 void rt_cuda_sync(const char *op);
 /* Device scratch buffers kept by the runtime (not a pool), one per slot, grown on
  * demand; valid until the next request of the same slot. */
-enum { RT_SCRATCH_A, RT_SCRATCH_B, RT_SCRATCH_C, RT_SCRATCH_RED, RT_SCRATCH_COUNT };
+enum {
+    RT_SCRATCH_A,
+    RT_SCRATCH_B,
+    RT_SCRATCH_C,
+    RT_SCRATCH_RED,
+    RT_SCRATCH_DNN,  /* cuDNN's workspaces (dnn.c) */
+    RT_SCRATCH_DNN2, /* dnn.c's temporaries (a max-pool output, unwanted gradients) */
+    RT_SCRATCH_COUNT
+};
 void *rt_cuda_scratch(int slot, size_t bytes, const char *op);
 /* Pinned host staging buffer of at least `bytes` (the loss read back per row). */
 void *rt_cuda_host_staging(size_t bytes, const char *op);
+
+/* dnn.c: releases the cuDNN handle and descriptors (cuda_finalize calls it). */
+void rt_cuda_dnn_finalize(void);
 
 /* Number of visible CUDA devices, 0 when none or when the driver is missing (never
  * fatal: the GPU tests use it to skip). */

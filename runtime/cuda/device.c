@@ -351,6 +351,7 @@ static void cuda_finalize(void)
     staging.p = NULL;
     staging.bytes = 0;
     if (rt_cuda_g.ready) {
+        rt_cuda_dnn_finalize();
         cublasDestroy(rt_cuda_g.blas);
         cudaFree(rt_cuda_g.blas_workspace);
         cudaFree(rt_cuda_g.d_step);

@@ -1,5 +1,5 @@
 /* elementwise.cu: the memory-bound ops of the CUDA backend: relu, gelu (tanh
- * approximation), add and gradient accumulation, dropout, concat, transpose, softmax
+ * approximation), tanh, sigmoid, add and gradient accumulation, dropout, concat, transpose, softmax
  * along an axis, and the optimizers' per-element updates. One thread per element
  * (grid-stride), f32 in and out; every result equals the CPU backend's up to float
  * rounding of the transcendental functions. Dropout keys its mask exactly as the CPU
@@ -38,6 +38,38 @@ __global__ void gelu_bwd_k(const float *x, const float *dy, float *dx, int64_t n
         dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * dt);
     }
 }
+__global__ void tanh_fwd_k(const float *x, float *y, int64_t n)
+{
+    RT_FOR(i, n) y[i] = tanhf(x[i]);
+}
+__global__ void tanh_bwd_k(const float *x, const float *dy, float *dx, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        float t = tanhf(x[i]);
+        dx[i] = dy[i] * (1.0f - t * t);
+    }
+}
+/* 1 / (1 + e^-x), written so that neither branch overflows (as the CPU backend). */
+__device__ float sigmoid_d(float v)
+{
+    if (v >= 0.0f)
+        return 1.0f / (1.0f + expf(-v));
+    float e = expf(v);
+    return e / (1.0f + e);
+}
+__global__ void sigmoid_fwd_k(const float *x, float *y, int64_t n)
+{
+    RT_FOR(i, n) y[i] = sigmoid_d(x[i]);
+}
+__global__ void sigmoid_bwd_k(const float *x, const float *dy, float *dx, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        float s = sigmoid_d(x[i]);
+        dx[i] = dy[i] * s * (1.0f - s);
+    }
+}
 __global__ void add_k(const float *a, const float *b, float *y, int64_t n)
 {
     RT_FOR(i, n) y[i] = a[i] + b[i];
@@ -55,12 +87,12 @@ __global__ void acc_k(float *d, const float *s, int64_t n)
         }                                                              \
     } while (0)
 
-extern "C" void rt_relu_fwd(const rt_tensor *x, rt_tensor *y)
+extern "C" void rt_cuda_own_relu_fwd(const rt_tensor *x, rt_tensor *y)
 {
     rt_same_numel("relu_fwd", x, "input", y, "output");
     LAUNCH("relu_fwd", relu_fwd_k, x->numel, rt_f32(x), rt_f32(y), x->numel);
 }
-extern "C" void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+extern "C" void rt_cuda_own_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 {
     rt_same_numel("relu_bwd", x, "input", dy, "output gradient");
     rt_same_numel("relu_bwd", x, "input", dx, "input gradient");
@@ -76,6 +108,28 @@ extern "C" void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *
     rt_same_numel("gelu_bwd", x, "input", dy, "output gradient");
     rt_same_numel("gelu_bwd", x, "input", dx, "input gradient");
     LAUNCH("gelu_bwd", gelu_bwd_k, x->numel, rt_f32(x), rt_f32(dy), rt_f32(dx), x->numel);
+}
+extern "C" void rt_tanh_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    rt_same_numel("tanh_fwd", x, "input", y, "output");
+    LAUNCH("tanh_fwd", tanh_fwd_k, x->numel, rt_f32(x), rt_f32(y), x->numel);
+}
+extern "C" void rt_tanh_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    rt_same_numel("tanh_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("tanh_bwd", x, "input", dx, "input gradient");
+    LAUNCH("tanh_bwd", tanh_bwd_k, x->numel, rt_f32(x), rt_f32(dy), rt_f32(dx), x->numel);
+}
+extern "C" void rt_sigmoid_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    rt_same_numel("sigmoid_fwd", x, "input", y, "output");
+    LAUNCH("sigmoid_fwd", sigmoid_fwd_k, x->numel, rt_f32(x), rt_f32(y), x->numel);
+}
+extern "C" void rt_sigmoid_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    rt_same_numel("sigmoid_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("sigmoid_bwd", x, "input", dx, "input gradient");
+    LAUNCH("sigmoid_bwd", sigmoid_bwd_k, x->numel, rt_f32(x), rt_f32(dy), rt_f32(dx), x->numel);
 }
 extern "C" void rt_add_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *y)
 {

@@ -1,5 +1,7 @@
 /* nn.cu: the remaining layer kernels of the CUDA backend: max/average/global pooling,
- * batchnorm (training mode, statistics over this shard's N,H,W or, SyncBN, over the
+ * batchnorm (max/average pooling and batchnorm as rt_cuda_own_*, own.h: the reference of
+ * the cuDNN paths in dnn.c, and what runs where cuDNN is absent or declines; SyncBN over
+ * several ranks always runs here) (training mode, statistics over this shard's N,H,W or, SyncBN, over the
  * layer's rank set; running statistics as PyTorch), layernorm over the last dimension, token + positional embedding, the
  * cross-entropy loss (divided by the GLOBAL row count, as the CPU backend) and the
  * argmax hit count. Reductions run one block per channel or row, with the two-pass
@@ -159,15 +161,16 @@ __global__ void avgpool_bwd_k(const float *dy, float *dx, pool_dims d, int64_t n
     }
 }
 
-extern "C" void rt_maxpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y)
+extern "C" void rt_cuda_own_maxpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a,
+                                          rt_tensor *y)
 {
     pool_dims d = pool_check("maxpool2d_fwd", x, a, y, "output");
     LAUNCH("maxpool2d_fwd", maxpool_fwd_k, rt_cuda_blocks(y->numel), 256, rt_f32(x), rt_f32(y), d,
            y->numel);
 }
 
-extern "C" void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy, const rt_pool2d_attrs *a,
-                                 rt_tensor *dx)
+extern "C" void rt_cuda_own_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy,
+                                          const rt_pool2d_attrs *a, rt_tensor *dx)
 {
     pool_dims d = pool_check("maxpool2d_bwd", x, a, dy, "output gradient");
     rt_check_f32(dx, x->numel, "maxpool2d_bwd", "input gradient");
@@ -176,14 +179,16 @@ extern "C" void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy, const 
            rt_f32(dx), d, dy->numel);
 }
 
-extern "C" void rt_avgpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y)
+extern "C" void rt_cuda_own_avgpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a,
+                                          rt_tensor *y)
 {
     pool_dims d = pool_check("avgpool2d_fwd", x, a, y, "output");
     LAUNCH("avgpool2d_fwd", avgpool_fwd_k, rt_cuda_blocks(y->numel), 256, rt_f32(x), rt_f32(y), d,
            y->numel);
 }
 
-extern "C" void rt_avgpool2d_bwd(const rt_tensor *dy, const rt_pool2d_attrs *a, rt_tensor *dx)
+extern "C" void rt_cuda_own_avgpool2d_bwd(const rt_tensor *dy, const rt_pool2d_attrs *a,
+                                          rt_tensor *dx)
 {
     pool_dims d = pool_check("avgpool2d_bwd", dx, a, dy, "output gradient");
     rt_tensor_zero(dx);
@@ -393,33 +398,34 @@ static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
     }
 }
 
-extern "C" void rt_batchnorm2d_fwd(const rt_tensor *x, const rt_tensor *gamma,
-                                   const rt_tensor *beta, rt_tensor *running_mean,
-                                   rt_tensor *running_var, float momentum, float eps,
-                                   rt_tensor *saved, rt_tensor *y)
+extern "C" void rt_cuda_own_batchnorm2d_fwd(const rt_tensor *x, const rt_tensor *gamma,
+                                            const rt_tensor *beta, rt_tensor *running_mean,
+                                            rt_tensor *running_var, float momentum, float eps,
+                                            rt_tensor *saved, rt_tensor *y)
 {
     batchnorm_fwd(NULL, x, gamma, beta, running_mean, running_var, momentum, eps, saved, y);
 }
 
-extern "C" void rt_batchnorm2d_bwd(const rt_tensor *x, const rt_tensor *gamma,
-                                   const rt_tensor *saved, const rt_tensor *dy, rt_tensor *dx,
-                                   rt_tensor *dgamma, rt_tensor *dbeta)
+extern "C" void rt_cuda_own_batchnorm2d_bwd(const rt_tensor *x, const rt_tensor *gamma,
+                                            const rt_tensor *saved, const rt_tensor *dy,
+                                            rt_tensor *dx, rt_tensor *dgamma, rt_tensor *dbeta)
 {
     batchnorm_bwd(NULL, x, gamma, saved, dy, dx, dgamma, dbeta);
 }
 
-extern "C" void rt_batchnorm2d_sync_fwd(const rt_comm *comm, const rt_tensor *x,
-                                        const rt_tensor *gamma, const rt_tensor *beta,
-                                        rt_tensor *running_mean, rt_tensor *running_var,
-                                        float momentum, float eps, rt_tensor *saved, rt_tensor *y)
+extern "C" void rt_cuda_own_batchnorm2d_sync_fwd(const rt_comm *comm, const rt_tensor *x,
+                                                 const rt_tensor *gamma, const rt_tensor *beta,
+                                                 rt_tensor *running_mean, rt_tensor *running_var,
+                                                 float momentum, float eps, rt_tensor *saved,
+                                                 rt_tensor *y)
 {
     batchnorm_fwd(comm, x, gamma, beta, running_mean, running_var, momentum, eps, saved, y);
 }
 
-extern "C" void rt_batchnorm2d_sync_bwd(const rt_comm *comm, const rt_tensor *x,
-                                        const rt_tensor *gamma, const rt_tensor *saved,
-                                        const rt_tensor *dy, rt_tensor *dx, rt_tensor *dgamma,
-                                        rt_tensor *dbeta)
+extern "C" void rt_cuda_own_batchnorm2d_sync_bwd(const rt_comm *comm, const rt_tensor *x,
+                                                 const rt_tensor *gamma, const rt_tensor *saved,
+                                                 const rt_tensor *dy, rt_tensor *dx,
+                                                 rt_tensor *dgamma, rt_tensor *dbeta)
 {
     batchnorm_bwd(comm, x, gamma, saved, dy, dx, dgamma, dbeta);
 }
@@ -434,9 +440,9 @@ __global__ void bn_infer_k(const float *x, const float *rm, const float *rv, con
     }
 }
 
-extern "C" void rt_batchnorm2d_infer(const rt_tensor *x, const rt_tensor *gamma,
-                                     const rt_tensor *beta, const rt_tensor *running_mean,
-                                     const rt_tensor *running_var, float eps, rt_tensor *y)
+extern "C" void rt_cuda_own_batchnorm2d_infer(const rt_tensor *x, const rt_tensor *gamma,
+                                              const rt_tensor *beta, const rt_tensor *running_mean,
+                                              const rt_tensor *running_var, float eps, rt_tensor *y)
 {
     const char *op = "batchnorm2d_infer";
     const int64_t C =

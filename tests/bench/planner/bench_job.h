@@ -55,7 +55,8 @@ static int bench_job(arena *a, ir_module **mp, const char *root, const char *mod
                 .lr = 0.01,
                 .momentum = 0.9,
                 .iterations = 1,
-                .data = "synthetic"};
+                .data = "synthetic",
+                .slowdown = IR_SLOWDOWN_DEFAULT};
     if (j.graph < 0) {
         fprintf(stderr, "no model '%s' in %s\n", model, path);
         return -1;

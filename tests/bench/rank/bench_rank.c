@@ -3,12 +3,14 @@
  *   bench_rank gen FILE N PAIRS L SEED   write a BTL comparison file: an Erdos-Renyi
  *                                        graph with about PAIRS pairs, L games each,
  *                                        one line "winner,loser,count" per direction
- *   bench_rank run FILE K [RUNS [EPS]]   parse FILE, build the graph (EPS pseudo-wins
- *                                        each way per pair, default 0), then rank it
- *                                        with the spectral method on 1 and 2 threads
+ *   bench_rank run FILE K [RUNS [EPS [THREADS]]]
+ *                                        read FILE, build the graph (EPS pseudo-wins
+ *                                        each way per pair, default 0) and check it on
+ *                                        THREADS threads (default 2), then rank it with
+ *                                        the spectral method on 1 and 2 threads
  *
  * `run` prints a table: median and min of RUNS spectral solves per thread count, the
- * ratio against the 1-thread median, and the parse and build times once.  Peak memory
+ * ratio against the 1-thread median, and the read, build and check times once.  Peak memory
  * is the process's maximum resident set size (getrusage), so run `gen` and `run` as
  * separate processes: the number then covers parse + graph + solve only. */
 #include "rank.h"
@@ -17,6 +19,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now(void)
 {
@@ -74,9 +77,10 @@ static int gen(const char *file, int32_t n, double pairs, int64_t L, uint64_t se
     for (size_t i = 0; i < d.m; i++) {
         if (d.a_wins[i])
             fprintf(f, "i%ld,i%ld,%lld\n", (long)d.a[i], (long)d.b[i], (long long)d.a_wins[i]);
-        if (d.b_wins[i])
-            fprintf(f, "i%ld,i%ld,%lld\n", (long)d.b[i], (long)d.a[i], (long long)d.b_wins[i]);
-        comparisons += d.a_wins[i] + d.b_wins[i];
+        if (rank_data_b_wins(&d, i))
+            fprintf(f, "i%ld,i%ld,%lld\n", (long)d.b[i], (long)d.a[i],
+                    (long long)rank_data_b_wins(&d, i));
+        comparisons += d.a_wins[i] + rank_data_b_wins(&d, i);
     }
     if (fclose(f)) {
         perror(file);
@@ -98,37 +102,39 @@ static int gen(const char *file, int32_t n, double pairs, int64_t L, uint64_t se
     return 0;
 }
 
-static int run(const char *file, int32_t k, int runs, double eps)
+static int run(const char *file, int32_t k, int runs, double eps, int threads)
 {
-    FILE *f = fopen(file, "r");
-    if (!f) {
-        perror(file);
+    int fd = rank_open_input(file, RANK_FIFO_WAIT_MS, stderr);
+    if (fd < 0)
         return 1;
-    }
     rank_data d;
     rank_data_init(&d);
+    rank_read_opts ro;
+    rank_read_opts_default(&ro, stderr);
+    ro.threads = threads;
     double t0 = now(), c0 = cpu_now();
-    int64_t errors = rank_parse(f, file, &d, stderr);
-    fclose(f);
+    int64_t errors = rank_read_fd(fd, file, &d, &ro, NULL);
+    close(fd);
     double t1 = now(), c1 = cpu_now();
     if (errors)
         return 1;
     rank_graph g;
-    if (rank_graph_build(&g, &d, eps))
+    if (rank_graph_build(&g, &d, eps, threads))
         return 1;
     double t2 = now(), c2 = cpu_now();
     int32_t *comp = malloc((size_t)g.n * sizeof *comp);
     int32_t nc = comp ? rank_components(&g, comp, NULL) : -1;
     rank_strength st;
-    rank_check_strength(&g, &st);
+    rank_check_strength(&g, threads, &st);
     double t3 = now(), c3 = cpu_now();
     printf(
         "file %s (eps %g): %ld items, %.0f comparisons, %lld CSR entries, d_max %ld, %ld component(s), "
         "%s\n",
         file, eps, (long)g.n, g.comparisons, (long long)g.nnz, (long)g.max_degree, (long)nc,
         st.strongly_connected ? "strongly connected" : "NOT strongly connected");
-    printf("wall: parse %.2f s   build CSR %.2f s   checks %.2f s\n", t1 - t0, t2 - t1, t3 - t2);
-    printf("cpu:  parse %.2f s   build CSR %.2f s   checks %.2f s\n", c1 - c0, c2 - c1, c3 - c2);
+    printf("%d thread%s: wall: read %.2f s   build CSR %.2f s   checks %.2f s\n", threads,
+           threads == 1 ? "" : "s", t1 - t0, t2 - t1, t3 - t2);
+    printf("cpu:  read %.2f s   build CSR %.2f s   checks %.2f s\n", c1 - c0, c2 - c1, c3 - c2);
     double *score = malloc((size_t)g.n * sizeof *score);
     int32_t *order = malloc((size_t)g.n * sizeof *order);
     double *times = malloc((size_t)runs * sizeof *times);
@@ -145,9 +151,13 @@ static int run(const char *file, int32_t k, int runs, double eps)
         double tk = 0, cpu = 0;
         for (int r = 0; r < runs; r++) {
             double a = now(), ca = cpu_now();
-            rank_spectral(&g, &o, score, &rep);
+            o.strength = &st;
+            if (rank_spectral(&g, &o, score, &rep) != 0) {
+                fprintf(stderr, "%s: the spectral scores are not unique (use EPS > 0)\n", file);
+                return 1;
+            }
             double b = now();
-            rank_order(score, g.n, order);
+            rank_top(score, g.n, k + 1 < g.n ? k + 1 : g.n, order);
             tk = now() - b;
             times[r] = b - a + tk;
             cpu += cpu_now() - ca;
@@ -187,8 +197,9 @@ int main(int argc, char **argv)
                    (uint64_t)atoll(argv[6]));
     if (argc >= 4 && strcmp(argv[1], "run") == 0)
         return run(argv[2], (int32_t)atol(argv[3]), argc >= 5 ? atoi(argv[4]) : 3,
-                   argc >= 6 ? atof(argv[5]) : 0);
-    fprintf(stderr,
-            "usage: bench_rank gen FILE N PAIRS L SEED | bench_rank run FILE K [RUNS [EPS]]\n");
+                   argc >= 6 ? atof(argv[5]) : 0, argc >= 7 ? atoi(argv[6]) : 2);
+    fprintf(
+        stderr,
+        "usage: bench_rank gen FILE N PAIRS L SEED | bench_rank run FILE K [RUNS [EPS [THREADS]]]\n");
     return 2;
 }

@@ -1,21 +1,21 @@
-/* bench_conv.c: how much the im2col lowering of conv2d costs over the GEMMs it feeds.
- * For each distinct conv layer of VGG-16 on 56x56 inputs (3x3, stride 1, pad 1; spatial
- * size halves after each block) and batch 1, 2, 4, 8, it times rt_conv2d_fwd +
- * rt_conv2d_bwd (dx, dw, db) against bare cblas_sgemm calls of exactly the GEMM shapes
- * the lowering uses (per chunk of rt_conv2d_chunk() samples, columns c = samples*OH*OW:
- * y[K,c] = W col, dW += dy col^T, dcol = W^T dy), median (and minimum) of
- * several interleaved runs, one BLAS thread, and prints the ratio (spg: samples per GEMM).
- * Times are the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), which OpenBLAS with
- * one thread runs entirely on, so other load on the machine disturbs them much less
- * than wall time. Not a test: run it by hand.
+/* bench_conv.c: conv2d forward + backward (dx, dw, db) of the CPU backend, oneDNN's direct
+ * convolutions (rt_conv2d_*, what programs run) against the reference im2col + OpenBLAS
+ * lowering it replaced (rt_ref_conv2d_*), in GFLOP/s (3 x 2*N*K*C/g*kh*kw*OH*OW per
+ * forward+backward). Layers: the two networks the CPU benchmarks train (the Fashion-MNIST
+ * CNN at batch 64, the small ResNet at batch 32) and the VGG-16 conv layers on a 56x56
+ * input at batch 1, 2, 4, 8. One thread; times are the calling thread's CPU time
+ * (CLOCK_THREAD_CPUTIME_ID: oneDNN and OpenBLAS with one thread run on it), so other load
+ * on a shared machine disturbs them much less than wall time; median and minimum of
+ * interleaved runs after one warm-up. Not a test: run it by hand.
  *   usage: bench_conv [repeats]   (default 5) */
 #include "burstrt.h"
-#include "cpu/cpu.h" /* rt_conv2d_chunk: how many samples the lowering puts in one GEMM */
+#include "cpu/ref.h"
 
-#include <cblas.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 void openblas_set_num_threads(int num_threads);
 
@@ -49,84 +49,104 @@ static double median(double *v, int n)
     return v[n / 2];
 }
 
+typedef void (*conv_fn)(rt_pool *, const rt_tensor *, const rt_tensor *, const rt_tensor *,
+                        const rt_conv2d_attrs *, rt_tensor *);
+typedef void (*conv_bwd_fn)(rt_pool *, const rt_tensor *, const rt_tensor *, const rt_tensor *,
+                            const rt_conv2d_attrs *, rt_tensor *, rt_tensor *, rt_tensor *);
+
+/* Median and minimum seconds of fwd+bwd of one layer with the production kernels and with
+ * the reference, interleaved. */
+static void time_layer(rt_pool *P, int N, int C, int K, int HW, int k, int reps, double *dnn,
+                       double *dnn_min, double *ref, double *ref_min)
+{
+    rt_conv2d_attrs a = {k, k, 1, 1, k / 2, k / 2, 1, 1, 1};
+    rt_tensor *x = rt_tensor_new(P, RT_F32, 4, (int64_t[]){N, C, HW, HW});
+    rt_tensor *w = rt_tensor_new(P, RT_F32, 4, (int64_t[]){K, C, k, k});
+    rt_tensor *b = rt_tensor_new(P, RT_F32, 1, (int64_t[]){K});
+    rt_tensor *y = rt_tensor_new(P, RT_F32, 4, (int64_t[]){N, K, HW, HW});
+    rt_tensor *dx = rt_tensor_new(P, RT_F32, 4, (int64_t[]){N, C, HW, HW});
+    rt_tensor *dw = rt_tensor_new(P, RT_F32, 4, (int64_t[]){K, C, k, k});
+    rt_tensor *db = rt_tensor_new(P, RT_F32, 1, (int64_t[]){K});
+    rt_init_uniform(x, 1.0f, 1, 0, 0);
+    rt_init_uniform(w, 0.1f, 1, 1, 0);
+    rt_init_uniform(y, 1.0f, 1, 2, 0); /* doubles as dy */
+    conv_fn fwd[2] = {rt_conv2d_fwd, rt_ref_conv2d_fwd};
+    conv_bwd_fn bwd[2] = {rt_conv2d_bwd, rt_ref_conv2d_bwd};
+    double t[2][64];
+    for (int r = -1; r < reps && r < 64; r++)
+        for (int i = 0; i < 2; i++) {
+            double t0 = cpu_now();
+            fwd[i](P, x, w, b, &a, y);
+            bwd[i](P, x, w, y, &a, dx, dw, db);
+            if (r >= 0)
+                t[i][r] = cpu_now() - t0;
+        }
+    int nr = reps < 64 ? reps : 64;
+    *dnn = median(t[0], nr);
+    *dnn_min = t[0][0]; /* sorted by median() */
+    *ref = median(t[1], nr);
+    *ref_min = t[1][0];
+}
+
+static double gflops(int N, int C, int K, int HW, int k, double s)
+{
+    return 3.0 * 2.0 * N * K * (double)C * k * k * HW * HW / s / 1e9;
+}
+
 int main(int argc, char **argv)
 {
+    /* The reference's OpenBLAS with the kernels of this CPU, as rt_init arranges for
+     * programs (virtual machines that hide the CPU model otherwise get generic ones). */
+    __builtin_cpu_init();
+    if (!getenv("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx2")) {
+        setenv("OPENBLAS_CORETYPE", __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell", 1);
+        execv("/proc/self/exe", argv);
+    }
     int reps = argc > 1 ? atoi(argv[1]) : 5;
     if (reps < 1)
         reps = 1;
     openblas_set_num_threads(1);
+    omp_set_num_threads(1);
     rt_pool *P = rt_pool_new();
-    rt_conv2d_attrs a = {3, 3, 1, 1, 1, 1, 1, 1, 1};
-    const int batches[4] = {1, 2, 4, 8};
-    double sum_conv[4] = {0}, sum_gemm[4] = {0}, min_conv[4] = {0}, min_gemm[4] = {0};
-    printf("conv2d fwd+bwd (im2col + sgemm) vs bare sgemm of the same shapes, 1 thread, "
+    printf("conv2d fwd+bwd: oneDNN (production) vs im2col + OpenBLAS (reference), 1 thread, "
            "thread CPU time, median of %d\n",
            reps);
-    printf("%-12s %5s %5s %4s %3s %3s | %10s %10s %8s | %8s\n", "layer", "C", "K", "HW", "N", "spg",
-           "conv ms", "gemm ms", "overhead", "min-ovh");
+    printf("%-12s %5s %5s %4s %2s %3s | %10s %8s %10s %8s | %7s\n", "layer", "C", "K", "HW", "k",
+           "N", "oneDNN ms", "GFLOP/s", "ref ms", "GFLOP/s", "speedup");
+    static const struct {
+        const char *name;
+        int C, K, HW, k, N;
+    } nets[] = {{"fmnist.conv1", 1, 32, 28, 3, 64}, {"fmnist.conv2", 32, 64, 14, 3, 64},
+                {"resnet.stem", 1, 32, 28, 3, 32},  {"resnet.3x3", 32, 32, 28, 3, 32},
+                {"resnet.5x5", 32, 32, 28, 5, 32},  {"resnet.r", 64, 64, 14, 3, 32}};
+    double d, dm, rf, rm;
+    for (size_t l = 0; l < sizeof nets / sizeof *nets; l++) {
+        time_layer(P, nets[l].N, nets[l].C, nets[l].K, nets[l].HW, nets[l].k, reps, &d, &dm, &rf,
+                   &rm);
+        printf("%-12s %5d %5d %4d %2d %3d | %10.3f %8.1f %10.3f %8.1f | %6.2fx\n", nets[l].name,
+               nets[l].C, nets[l].K, nets[l].HW, nets[l].k, nets[l].N, 1e3 * d,
+               gflops(nets[l].N, nets[l].C, nets[l].K, nets[l].HW, nets[l].k, d), 1e3 * rf,
+               gflops(nets[l].N, nets[l].C, nets[l].K, nets[l].HW, nets[l].k, rf), rf / d);
+    }
+    const int batches[4] = {1, 2, 4, 8};
+    double sum_dnn[4] = {0}, sum_ref[4] = {0};
     for (size_t l = 0; l < sizeof layers / sizeof *layers; l++) {
         const layer *L = &layers[l];
         for (int bi = 0; bi < 4; bi++) {
-            int N = batches[bi], HW = L->HW, ckk = L->C * 9, ohw = HW * HW;
-            rt_tensor *x = rt_tensor_new(P, RT_F32, 4, (int64_t[]){N, L->C, HW, HW});
-            rt_tensor *w = rt_tensor_new(P, RT_F32, 4, (int64_t[]){L->K, L->C, 3, 3});
-            rt_tensor *b = rt_tensor_new(P, RT_F32, 1, (int64_t[]){L->K});
-            rt_tensor *y = rt_tensor_new(P, RT_F32, 4, (int64_t[]){N, L->K, HW, HW});
-            rt_tensor *dx = rt_tensor_new(P, RT_F32, 4, (int64_t[]){N, L->C, HW, HW});
-            rt_tensor *dw = rt_tensor_new(P, RT_F32, 4, (int64_t[]){L->K, L->C, 3, 3});
-            rt_tensor *db = rt_tensor_new(P, RT_F32, 1, (int64_t[]){L->K});
-            rt_init_uniform(x, 1.0f, 1, 0, 0);
-            rt_init_uniform(w, 0.1f, 1, 1, 0);
-            rt_init_uniform(y, 1.0f, 1, 2, 0); /* doubles as dy */
-            const int64_t nc = rt_conv2d_chunk(N, ohw);
-            const size_t cols = (size_t)nc * (size_t)ohw;
-            float *col = malloc((size_t)ckk * cols * sizeof(float));
-            float *dcol = malloc((size_t)ckk * cols * sizeof(float));
-            float *ytmp = malloc((size_t)L->K * cols * sizeof(float));
-            for (size_t i = 0; i < (size_t)ckk * cols; i++)
-                col[i] = (float)(i % 7) * 0.1f;
-            for (size_t i = 0; i < (size_t)L->K * cols; i++)
-                ytmp[i] = (float)(i % 5) * 0.1f;
-            double tc[64], tg[64];
-            for (int r = 0; r < reps && r < 64; r++) {
-                double t0 = cpu_now();
-                rt_conv2d_fwd(P, x, w, b, &a, y);
-                rt_conv2d_bwd(P, x, w, y, &a, dx, dw, db);
-                double t1 = cpu_now();
-                for (int n0 = 0; n0 < N; n0 += (int)nc) {
-                    int m = N - n0 < nc ? N - n0 : (int)nc, mc = m * ohw;
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L->K, mc, ckk, 1.0f,
-                                rt_f32(w), ckk, col, mc, 0.0f, ytmp, mc);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L->K, ckk, mc, 1.0f, ytmp,
-                                mc, col, mc, 1.0f, rt_f32(dw), ckk);
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ckk, mc, L->K, 1.0f,
-                                rt_f32(w), ckk, ytmp, mc, 0.0f, dcol, mc);
-                }
-                double t2 = cpu_now();
-                tc[r] = t1 - t0;
-                tg[r] = t2 - t1;
-            }
-            int nr = reps < 64 ? reps : 64;
-            double mc = median(tc, nr), mg = median(tg, nr);
-            double lc = tc[0], lg = tg[0]; /* sorted by median() */
-            sum_conv[bi] += mc * L->count;
-            sum_gemm[bi] += mg * L->count;
-            min_conv[bi] += lc * L->count;
-            min_gemm[bi] += lg * L->count;
-            printf("%-12s %5d %5d %4d %3d %3lld | %10.3f %10.3f %7.1f%% | %7.1f%%\n", L->name, L->C,
-                   L->K, HW, N, (long long)nc, 1e3 * mc, 1e3 * mg, 100.0 * (mc / mg - 1.0),
-                   100.0 * (lc / lg - 1.0));
-            free(col);
-            free(dcol);
-            free(ytmp);
+            time_layer(P, batches[bi], L->C, L->K, L->HW, 3, reps, &d, &dm, &rf, &rm);
+            sum_dnn[bi] += d * L->count;
+            sum_ref[bi] += rf * L->count;
+            printf("%-12s %5d %5d %4d %2d %3d | %10.3f %8.1f %10.3f %8.1f | %6.2fx\n", L->name,
+                   L->C, L->K, L->HW, 3, batches[bi], 1e3 * d,
+                   gflops(batches[bi], L->C, L->K, L->HW, 3, d), 1e3 * rf,
+                   gflops(batches[bi], L->C, L->K, L->HW, 3, rf), rf / d);
         }
     }
     printf("\nwhole VGG-16 conv stack (13 layers, 56x56 input)\n");
     for (int bi = 0; bi < 4; bi++)
-        printf("batch %d: conv %.1f ms, gemm %.1f ms, overhead %.1f%% (of the minima: %.1f%%)\n",
-               batches[bi], 1e3 * sum_conv[bi], 1e3 * sum_gemm[bi],
-               100.0 * (sum_conv[bi] / sum_gemm[bi] - 1.0),
-               100.0 * (min_conv[bi] / min_gemm[bi] - 1.0));
+        printf("batch %d: oneDNN %.1f ms, reference %.1f ms, speedup %.2fx\n", batches[bi],
+               1e3 * sum_dnn[bi], 1e3 * sum_ref[bi], sum_ref[bi] / sum_dnn[bi]);
     rt_pool_free(P);
+    rt_finalize();
     return 0;
 }

@@ -236,6 +236,14 @@ static void elementwise_cases(void)
     check("gelu.y", y, false);
     rt_gelu_bwd(x, dy, dx);
     check("gelu.dx", dx, false);
+    rt_tanh_fwd(x, y);
+    check("tanh.y", y, false);
+    rt_tanh_bwd(x, dy, dx);
+    check("tanh.dx", dx, false);
+    rt_sigmoid_fwd(x, y);
+    check("sigmoid.y", y, false);
+    rt_sigmoid_bwd(x, dy, dx);
+    check("sigmoid.dx", dx, false);
     rt_add_fwd(x, dy, y);
     check("add.y", y, false);
     rt_accumulate(y, x);

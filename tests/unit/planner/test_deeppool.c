@@ -56,8 +56,12 @@ static bool plan_job(const char *file, const char *profile, int G, int64_t B, do
         check_failures++;
         return false;
     }
-    pass_options opt = {.profile = profile, .gpus = G, .batch = B};
-    if (!pass_plan_build(m, m->njobs - 1, &opt, in, &d)) {
+    pass_options opt = {.profile = profile, .gpus = G};
+    char text[32], msg[256];
+    snprintf(text, sizeof text, "%lld", (long long)B);
+    pass_ctx ctx = {.m = m, .opt = &opt, .d = &d};
+    if (!pass_options_job_field(&opt, "batch", text, msg, sizeof msg) || !pass_select_job(&ctx) ||
+        !pass_plan_build(m, ctx.job, &opt, in, &d)) {
         check_failures++;
         return false;
     }
@@ -160,7 +164,8 @@ static int golden(const char *table, const char *file, const char *profile, int6
         CHECK(r.strategy == PS_DEEPPOOL);
         if (plan_evaluate(&in.p, k, NULL, &e, err, sizeof err)) {
             CHECK(e.time == r.time && e.gpu_seconds == r.gpu_seconds);
-            CHECK(r.layer[0].first == 0);
+            for (int l = 0; l < r.nlayers; l++)
+                CHECK(r.layer[l].first == 0);
             plan_result_free(&e);
         } else {
             check_failures++;

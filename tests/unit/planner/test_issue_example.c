@@ -32,11 +32,15 @@ static bool build(const char *job, int gpus, double amp, bool overlap, arena **a
     if (!m || d.nerrors)
         return false;
     pass_options opt = {
-        .job = job, .strategy = "burst", .gpus = gpus, .batch = 16, .amplification = amp};
+        .job = job, .strategy = "burst", .gpus = gpus, .overlap_allreduce = overlap};
+    char text[64], msg[256];
+    snprintf(text, sizeof text, "%.17g", amp);
+    if (!pass_options_job_field(&opt, "batch", "16", msg, sizeof msg) ||
+        (amp > 0 && !pass_options_job_field(&opt, "amplification", text, msg, sizeof msg)))
+        return false;
     pass_ctx ctx = {.m = m, .opt = &opt, .d = &d};
     if (!pass_select_job(&ctx) || !pass_plan_build(m, ctx.job, &opt, in, &d))
         return false;
-    in->p.ar_overlap = overlap;
     return true;
 }
 

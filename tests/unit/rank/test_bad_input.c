@@ -34,7 +34,7 @@ int main(void)
     CHECK(diag[0] == '\0');
     CHECK(d.n == 4 && d.m == 3);
     CHECK(strcmp(d.names[3], "mr x") == 0);
-    CHECK(d.a_wins[1] == 3 && d.b_wins[1] == 0);
+    CHECK(d.a_wins[1] == 3 && rank_data_b_wins(&d, 1) == 0);
     rank_data_free(&d);
 
     /* Every kind of malformed line, each reported with its line number. */
@@ -74,9 +74,9 @@ int main(void)
         rank_data_add(&d, 1, 2, 4, 0);
         rank_data_add(&d, 0, 2, 5, 0);
         rank_graph g;
-        CHECK(rank_graph_build(&g, &d, 0) == 0);
+        CHECK(rank_graph_build(&g, &d, 0, 1) == 0);
         rank_strength st;
-        CHECK(rank_check_strength(&g, &st) == 0);
+        CHECK(rank_check_strength(&g, 1, &st) == 0);
         CHECK(!st.strongly_connected && st.never_win == 1 && st.first_never_win == 2);
         rank_opts o;
         rank_opts_default(&o);
@@ -88,8 +88,8 @@ int main(void)
         CHECK_NEAR(s[0] / s[1], 1.5, 1e-9);
         rank_graph_free(&g);
 
-        CHECK(rank_graph_build(&g, &d, 0.5) == 0);
-        CHECK(rank_check_strength(&g, &st) == 0);
+        CHECK(rank_graph_build(&g, &d, 0.5, 1) == 0);
+        CHECK(rank_check_strength(&g, 1, &st) == 0);
         CHECK(st.strongly_connected);
         CHECK(rank_spectral(&g, &o, s, &rep) == 0);
         CHECK(s[2] > 0 && s[2] < s[1] && s[1] < s[0]);

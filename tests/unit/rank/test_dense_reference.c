@@ -20,7 +20,7 @@ static void dense_stationary(const rank_data *d, double eps, double *pi)
     for (size_t r = 0; r < d->m; r++) {
         int32_t a = d->a[r], b = d->b[r];
         wins[(size_t)a * n + b] += (double)d->a_wins[r];
-        wins[(size_t)b * n + a] += (double)d->b_wins[r];
+        wins[(size_t)b * n + a] += (double)rank_data_b_wins(d, r);
         met[(size_t)a * n + b] = met[(size_t)b * n + a] = 1;
     }
     int dmax = 0;
@@ -120,7 +120,7 @@ int main(void)
             int32_t *o1 = malloc((size_t)n * sizeof *o1), *o2 = malloc((size_t)n * sizeof *o2);
             dense_stationary(&d, eps, ref);
             rank_graph g;
-            CHECK(rank_graph_build(&g, &d, eps) == 0);
+            CHECK(rank_graph_build(&g, &d, eps, 1) == 0);
             for (int threads = 1; threads <= 2; threads++) {
                 rank_opts o;
                 rank_opts_default(&o);

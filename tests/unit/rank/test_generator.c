@@ -50,7 +50,7 @@ int main(void)
         CHECK(d.n == n);
         int ok = 1;
         for (size_t i = 0; i < d.m; i++) {
-            ok &= d.a[i] < d.b[i] && d.a_wins[i] + d.b_wins[i] == 3;
+            ok &= d.a[i] < d.b[i] && d.a_wins[i] + rank_data_b_wins(&d, i) == 3;
             if (i)
                 ok &= d.a[i - 1] < d.a[i] || (d.a[i - 1] == d.a[i] && d.b[i - 1] < d.b[i]);
         }

@@ -58,7 +58,7 @@ int main(void)
         rank_data_add(&d, 2, 0, 1, 0);
         rank_data_add(&d, 3, 3, 9, 9); /* a self-record carries nothing and is dropped */
         rank_graph g;
-        CHECK(rank_graph_build(&g, &d, 0) == 0);
+        CHECK(rank_graph_build(&g, &d, 0, 1) == 0);
         CHECK(g.nnz == 4);
         CHECK(g.max_degree == 2);
         CHECK_NEAR(g.comparisons, 10, 0);
@@ -74,7 +74,7 @@ int main(void)
         rank_graph_free(&g);
 
         /* Regularisation adds eps to each direction of every compared pair only. */
-        CHECK(rank_graph_build(&g, &d, 0.5) == 0);
+        CHECK(rank_graph_build(&g, &d, 0.5, 1) == 0);
         e01 = entry(&g, 0, 1);
         CHECK(e01 >= 0);
         if (e01 >= 0) {
@@ -98,7 +98,7 @@ int main(void)
         rank_data_add(&d, 2, 3, 1, 0);
         rank_data_add(&d, 4, 3, 1, 1);
         rank_graph g;
-        CHECK(rank_graph_build(&g, &d, 0) == 0);
+        CHECK(rank_graph_build(&g, &d, 0, 1) == 0);
         int32_t comp[6];
         int64_t *sizes = NULL;
         CHECK(rank_components(&g, comp, &sizes) == 3);
@@ -119,17 +119,17 @@ int main(void)
         /* Within {c, d, e}: c beat d once, d and e split two games.  c never loses; every
      * item has a win. */
         rank_graph sg;
-        CHECK(rank_graph_build(&sg, &sub, 0) == 0);
+        CHECK(rank_graph_build(&sg, &sub, 0, 1) == 0);
         rank_strength st;
-        CHECK(rank_check_strength(&sg, &st) == 0);
+        CHECK(rank_check_strength(&sg, 1, &st) == 0);
         CHECK(!st.strongly_connected);
         CHECK(st.never_lose == 1 && st.first_never_lose == 0);
         CHECK(st.never_win == 0 && st.first_never_win == -1);
         rank_graph_free(&sg);
 
         /* With a prior every pair has wins both ways. */
-        CHECK(rank_graph_build(&sg, &sub, 0.1) == 0);
-        CHECK(rank_check_strength(&sg, &st) == 0);
+        CHECK(rank_graph_build(&sg, &sub, 0.1, 1) == 0);
+        CHECK(rank_check_strength(&sg, 1, &st) == 0);
         CHECK(st.strongly_connected && st.never_lose == 0 && st.never_win == 0);
         rank_graph_free(&sg);
         rank_data_free(&sub);
@@ -147,11 +147,127 @@ int main(void)
         rank_data_add(&d, 2, 3, 1, 1);
         rank_data_add(&d, 0, 2, 4, 0);
         rank_graph g;
-        CHECK(rank_graph_build(&g, &d, 0) == 0);
+        CHECK(rank_graph_build(&g, &d, 0, 1) == 0);
         rank_strength st;
-        CHECK(rank_check_strength(&g, &st) == 0);
+        CHECK(rank_check_strength(&g, 1, &st) == 0);
         CHECK(!st.strongly_connected && st.never_win == 0 && st.never_lose == 0);
+        /* {0, 1} never loses to {2, 3}: one closed group of 2, the first member 0. */
+        CHECK(st.groups == 1 && st.in_groups == 2 && st.groups_not_single);
+        CHECK(st.group_first[0] == 0 && st.group_size[0] == 2);
         rank_graph_free(&g);
+        rank_data_free(&d);
+    }
+
+    /* Closed groups: two items that never lose (0 and 1) above a cycle {2, 3, 4};
+     * then a group {5, 6} that never loses to the cycle either. */
+    {
+        rank_data d;
+        rank_data_init(&d);
+        d.n = 7;
+        rank_data_add(&d, 2, 3, 1, 0); /* 2 beat 3, 3 beat 4, 4 beat 2 */
+        rank_data_add(&d, 3, 4, 1, 0);
+        rank_data_add(&d, 4, 2, 1, 0);
+        rank_data_add(&d, 0, 2, 2, 0);
+        rank_data_add(&d, 1, 3, 1, 0);
+        rank_graph g;
+        CHECK(rank_graph_build(&g, &d, 0, 1) == 0);
+        int32_t cls[7];
+        char *closed = NULL;
+        CHECK(rank_win_components(&g, cls, &closed) == 5); /* 0, 1, {2,3,4}, 5, 6 */
+        CHECK(cls[2] == cls[3] && cls[3] == cls[4] && cls[0] != cls[1] && cls[0] != cls[2]);
+        CHECK(closed && closed[cls[0]] && closed[cls[1]] && !closed[cls[2]]);
+        free(closed);
+        rank_strength st;
+        CHECK(rank_check_strength(&g, 2, &st) == 0);
+        /* 5 and 6 were never compared: each is a component, and a closed group. */
+        CHECK(!st.strongly_connected && st.groups == 4 && !st.groups_not_single);
+        CHECK(st.group_first[0] == 0 && st.group_first[1] == 1 && st.group_first[2] == 5);
+        CHECK(st.never_lose == 4 && st.first_never_lose == 0);
+        CHECK(st.never_win == 2 && st.first_never_win == 5);
+        rank_graph_free(&g);
+        rank_data_add(&d, 5, 6, 1, 1);
+        rank_data_add(&d, 5, 2, 1, 0);
+        CHECK(rank_graph_build(&g, &d, 0, 1) == 0);
+        CHECK(rank_check_strength(&g, 1, &st) == 0);
+        CHECK(st.groups == 3 && st.groups_not_single && st.in_groups == 4);
+        CHECK(st.group_first[2] == 5 && st.group_size[2] == 2 && st.group_size[0] == 1);
+        rank_graph_free(&g);
+        rank_data_free(&d);
+    }
+
+    /* A path of 10^6 items, each beaten by the next: 10^6 components, found without
+     * recursion (a recursive search would need a million stack frames). */
+    {
+        int32_t n = 1000000;
+        rank_data d;
+        rank_data_init(&d);
+        d.n = n;
+        for (int32_t i = 0; i + 1 < n; i++)
+            rank_data_add(&d, i + 1, i, 1, 0);
+        rank_graph g;
+        CHECK(rank_graph_build(&g, &d, 0, 2) == 0);
+        int32_t *cls = malloc((size_t)n * sizeof *cls);
+        char *closed = NULL;
+        CHECK(cls && rank_win_components(&g, cls, &closed) == n);
+        int ok = 1;
+        for (int32_t i = 0; cls && closed && i < n; i++)
+            ok &= closed[cls[i]] == (i == n - 1);
+        CHECK(ok);
+        free(cls);
+        free(closed);
+        rank_strength st;
+        CHECK(rank_check_strength(&g, 2, &st) == 0);
+        CHECK(st.groups == 1 && st.group_first[0] == n - 1 && st.in_groups == 1);
+        rank_graph_free(&g);
+        /* Back edges make it one component: strongly connected. */
+        for (int32_t i = 0; i + 1 < n; i++)
+            rank_data_add(&d, i, i + 1, 1, 0);
+        CHECK(rank_graph_build(&g, &d, 0, 2) == 0);
+        CHECK(rank_check_strength(&g, 2, &st) == 0);
+        CHECK(st.strongly_connected && st.groups == 1 && st.in_groups == n);
+        rank_graph_free(&g);
+        rank_data_free(&d);
+    }
+
+    /* Building in parts gives the same graph, entry for entry, on any thread count. */
+    {
+        rank_rng r;
+        rank_rng_seed(&r, 99);
+        rank_data d;
+        rank_data_init(&d);
+        d.n = 30000;
+        for (int k = 0; k < 700000; k++) {
+            int32_t a = (int32_t)(rank_rng_next(&r) % 30000),
+                    b = (int32_t)(rank_rng_next(&r) % 30000);
+            rank_data_add(&d, a, b, (int64_t)(rank_rng_next(&r) % 5),
+                          (int64_t)(rank_rng_next(&r) % 3));
+        }
+        rank_graph g1, g;
+        CHECK(rank_graph_build(&g1, &d, 0.25, 1) == 0);
+        for (int threads = 2; threads <= 5; threads++) {
+            CHECK(rank_graph_build(&g, &d, 0.25, threads) == 0);
+            CHECK(g.nnz == g1.nnz && g.max_degree == g1.max_degree &&
+                  g.comparisons == g1.comparisons);
+            CHECK(memcmp(g.row, g1.row, ((size_t)g.n + 1) * sizeof *g.row) == 0);
+            CHECK(memcmp(g.col, g1.col, (size_t)g.nnz * sizeof *g.col) == 0);
+            CHECK(memcmp(g.wins, g1.wins, (size_t)g.nnz * sizeof *g.wins) == 0);
+            CHECK(memcmp(g.games, g1.games, (size_t)g.nnz * sizeof *g.games) == 0);
+            rank_graph_free(&g);
+        }
+        /* And every entry is right: wins and games summed over the records. */
+        double wins = 0, games = 0;
+        for (int64_t e = 0; e < g1.nnz; e++) {
+            wins += g1.wins[e] - 0.25;
+            games += g1.games[e] - 0.5;
+        }
+        double total = 0;
+        for (size_t k = 0; k < d.m; k++)
+            if (d.a[k] != d.b[k])
+                total += (double)(d.a_wins[k] + rank_data_b_wins(&d, k));
+        CHECK_NEAR(wins, total, 1e-3);
+        CHECK_NEAR(games, 2 * total, 1e-3);
+        CHECK_NEAR(g1.comparisons, total, 0);
+        rank_graph_free(&g1);
         rank_data_free(&d);
     }
     return check_done("test_graph");

@@ -20,7 +20,7 @@ int main(void)
             for (int j = i + 1; j < 4; j++)
                 rank_data_add(&d, i, j, w[i], w[j]);
         rank_graph g;
-        CHECK(rank_graph_build(&g, &d, 0) == 0);
+        CHECK(rank_graph_build(&g, &d, 0, 1) == 0);
         rank_opts o;
         rank_opts_default(&o);
         o.tol = 1e-14;
@@ -48,9 +48,9 @@ int main(void)
         rank_data_init(&d);
         CHECK(rank_btl_generate(w, n, 0.3, 10, &r, &d) == 0);
         rank_graph g;
-        CHECK(rank_graph_build(&g, &d, 0) == 0);
+        CHECK(rank_graph_build(&g, &d, 0, 1) == 0);
         rank_strength st;
-        CHECK(rank_check_strength(&g, &st) == 0);
+        CHECK(rank_check_strength(&g, 1, &st) == 0);
         CHECK(st.strongly_connected);
         rank_opts o;
         rank_opts_default(&o);

@@ -23,7 +23,7 @@ static void solve(int32_t n, const rec *r, size_t m, int threads, double *pi, ra
     for (size_t i = 0; i < m; i++)
         rank_data_add(&d, r[i].a, r[i].b, r[i].aw, r[i].bw);
     rank_graph g;
-    CHECK(rank_graph_build(&g, &d, 0) == 0);
+    CHECK(rank_graph_build(&g, &d, 0, 1) == 0);
     rank_opts o;
     rank_opts_default(&o);
     o.tol = 1e-15;
@@ -98,7 +98,7 @@ int main(void)
         rank_data_init(&d);
         d.n = 1;
         rank_graph g;
-        CHECK(rank_graph_build(&g, &d, 0) == 0);
+        CHECK(rank_graph_build(&g, &d, 0, 1) == 0);
         rank_opts o;
         rank_opts_default(&o);
         double pi[1] = {0};
@@ -117,7 +117,7 @@ int main(void)
         rank_data_add(&d, 0, 1, 3, 1);
         rank_data_add(&d, 1, 2, 1, 4);
         rank_graph g;
-        CHECK(rank_graph_build(&g, &d, 0) == 0);
+        CHECK(rank_graph_build(&g, &d, 0, 1) == 0);
         rank_opts o;
         rank_opts_default(&o);
         o.max_iter = 3;
@@ -129,6 +129,102 @@ int main(void)
         CHECK_NEAR(pi[0] + pi[1] + pi[2], 1, 1e-15);
         rank_graph_free(&g);
         rank_data_free(&d);
+    }
+    /* One closed group {0, 1} (they never lose to 2 or 3): unique, 0 outside it, and
+     * inside it the two-item answer. */
+    rec closed_pair[] = {{0, 1, 3, 1}, {0, 2, 1, 0}, {1, 3, 2, 0}, {2, 3, 1, 1}};
+    expect(4, closed_pair, 4, (double[]){3, 1, 0, 0});
+    {
+        double pi[4];
+        rank_report rep;
+        solve(4, closed_pair, 4, 2, pi, &rep);
+        CHECK(pi[2] == 0 && pi[3] == 0); /* exactly: those rows are not iterated */
+    }
+
+    /* A closed group of one: all the weight, exactly, without iterating. */
+    {
+        rec champ[] = {{0, 1, 2, 0}, {1, 2, 1, 1}, {0, 2, 1, 0}};
+        double pi[3];
+        rank_report rep;
+        solve(3, champ, 3, 2, pi, &rep);
+        CHECK(pi[0] == 1 && pi[1] == 0 && pi[2] == 0);
+        CHECK(rep.converged && rep.iterations == 0);
+    }
+
+    /* Two closed groups: no unique answer, and rank_spectral says so (with or without
+     * the caller's check). */
+    {
+        rank_data d;
+        rank_data_init(&d);
+        d.n = 4;
+        rank_data_add(&d, 0, 2, 1, 0);
+        rank_data_add(&d, 1, 3, 1, 0);
+        rank_data_add(&d, 2, 3, 1, 1);
+        rank_graph g;
+        CHECK(rank_graph_build(&g, &d, 0, 1) == 0);
+        rank_opts o;
+        rank_opts_default(&o);
+        double pi[4];
+        CHECK(rank_spectral(&g, &o, pi, NULL) == RANK_NOT_UNIQUE);
+        rank_strength st;
+        CHECK(rank_check_strength(&g, 1, &st) == 0 && st.groups == 2);
+        o.strength = &st;
+        CHECK(rank_spectral(&g, &o, pi, NULL) == RANK_NOT_UNIQUE);
+        CHECK(rank_spectral_mle(&g, &o, pi, NULL) == RANK_NOT_UNIQUE);
+        rank_graph_free(&g);
+        rank_data_free(&d);
+    }
+
+    /* "Converged" means within tol: on a slowly mixing path (each item beats the next
+     * 3 times in 5, so pi_i is proportional to (2/3)^i) the error against the closed
+     * form is within the tolerance, not just the last step. */
+    {
+        enum { N = 60 };
+        rec path60[N - 1];
+        double want60[N], pi[N];
+        for (int32_t i = 0; i + 1 < N; i++)
+            path60[i] = (rec){i, i + 1, 3, 2};
+        double w = 1, sum = 0;
+        for (int32_t i = 0; i < N; i++, w *= 2.0 / 3)
+            sum += want60[i] = w;
+        for (int threads = 1; threads <= 2; threads++) {
+            rank_data d;
+            rank_data_init(&d);
+            d.n = N;
+            for (int32_t i = 0; i + 1 < N; i++)
+                rank_data_add(&d, path60[i].a, path60[i].b, path60[i].aw, path60[i].bw);
+            rank_graph g;
+            CHECK(rank_graph_build(&g, &d, 0, 1) == 0);
+            rank_opts o;
+            rank_opts_default(&o);
+            o.threads = threads;
+            rank_report rep;
+            CHECK(rank_spectral(&g, &o, pi, &rep) == 0);
+            CHECK(rep.converged && rep.error_bound >= 0 && rep.error_bound <= o.tol);
+            CHECK(rep.iterations > 100); /* slow indeed */
+            double err = 0;
+            for (int32_t i = 0; i < N; i++)
+                if (fabs(pi[i] - want60[i] / sum) > err)
+                    err = fabs(pi[i] - want60[i] / sum);
+            CHECK(err <= 2 * o.tol * want60[0] / sum);
+            rank_graph_free(&g);
+            rank_data_free(&d);
+        }
+    }
+    /* The default iteration limit bounds the work on large graphs only. */
+    {
+        rank_graph g;
+        memset(&g, 0, sizeof g);
+        g.n = 500;
+        g.nnz = 60000;
+        CHECK(rank_default_max_iter(&g) == RANK_MAX_ITER);
+        g.n = 1000000;
+        g.nnz = 1999998; /* a path: ~10^12 iterations to mix */
+        CHECK(rank_default_max_iter(&g) == 3333);
+        g.nnz = 20002330; /* the benchmark graph: 27 iterations needed */
+        CHECK(rank_default_max_iter(&g) == 476);
+        g.nnz = (int64_t)1e12;
+        CHECK(rank_default_max_iter(&g) == 100);
     }
     return check_done("test_stationary");
 }

@@ -7,6 +7,7 @@
 #include "rank.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int main(void)
 {
@@ -21,6 +22,24 @@ int main(void)
         CHECK(!rank_boundary_tie(s, o, 5, 3));
         CHECK(rank_boundary_tie(s, o, 5, 4));
         CHECK(!rank_boundary_tie(s, o, 5, 5)); /* nothing beyond all items */
+    }
+
+    /* The top of the order without sorting everything: the same prefix, ties by id,
+     * for every count (the heap for small counts, the sort for large ones). */
+    {
+        enum { N = 5000 };
+        static double s[N];
+        static int32_t full[N], top[N];
+        rank_rng r;
+        rank_rng_seed(&r, 5);
+        for (int32_t i = 0; i < N; i++)
+            s[i] = (double)(rank_rng_next(&r) % 700); /* many ties */
+        CHECK(rank_order(s, N, full) == 0);
+        int32_t counts[] = {1, 2, 3, 10, 101, 1000, 1249, 1250, 4999, 5000};
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            CHECK(rank_top(s, N, counts[c], top) == 0);
+            CHECK(memcmp(top, full, (size_t)counts[c] * sizeof *top) == 0);
+        }
     }
 
     /* Success: same set (order inside does not matter), no tie at the boundary. */
@@ -59,7 +78,7 @@ int main(void)
         rank_data_init(&d);
         CHECK(rank_btl_generate(w, n, 0.5, 20000, &r, &d) == 0);
         rank_graph g;
-        CHECK(rank_graph_build(&g, &d, 0) == 0);
+        CHECK(rank_graph_build(&g, &d, 0, 1) == 0);
         rank_opts o;
         rank_opts_default(&o);
         for (int m = 0; m < RANK_NMETHODS; m++) {

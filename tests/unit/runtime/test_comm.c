@@ -1,10 +1,15 @@
-/* test_comm.c (mpirun -np 4): the shard rule, the common option parser, all-reduce within
- * rank sets, the world sum and resharding between rank sets of every kind (grow,
+/* test_comm.c (mpirun -np 4): the shard rule, the common option parser (and the default
+ * thread count: the node's ranks together take no more threads than it has CPUs), all-reduce
+ * within rank sets, the world sum, resharding between rank sets of every kind (grow,
  * shrink, disjoint, overlapping, unordered, i32), checking that every consumer ends with
- * exactly the samples of its shard. */
+ * exactly the samples of its shard, and SyncBN over rank sets (uneven and empty shards, a
+ * large offset) against the reference batchnorm of the whole batch on one rank. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "check.h"
+#include "cpu/ref.h"
 
 #include <mpi.h>
+#include <sched.h>
 
 static rt_pool *P;
 
@@ -50,14 +55,100 @@ static void check_reshard(int nf, const int *from_ranks, int nt, const int *to_r
     }
 }
 
+/* Largest |a - b| / (1e-5 + 1e-4 |b|) over n values. */
+static double worst(const float *a, const float *b, int64_t n)
+{
+    double w = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double r = fabs((double)a[i] - b[i]) / (1e-5 + 1e-4 * fabs(b[i]));
+        if (!(r <= w))
+            w = r;
+    }
+    return w;
+}
+
+/* SyncBN of a batch of B samples over the k ranks of `ranks`: every member's output and
+ * input gradient equal its rows of batchnorm of the whole batch on one rank, its saved and
+ * running statistics equal the reference's (cpu/ref.h, double sums), and the parameter
+ * gradients summed over the set equal the whole batch's. (The output is compared with the
+ * one-rank kernel, test_onednn compares that with a double computation: the reference's
+ * x*a + b form loses digits to cancellation at a large offset.) */
+static void check_syncbn(int k, const int *ranks, int64_t B, float offset)
+{
+    const int64_t C = 3, H = 5, W = 4, per = C * H * W;
+    rt_comm *c = rt_comm_new(k, ranks);
+    int64_t s0, s1;
+    rt_comm_shard(c, B, &s0, &s1);
+    rt_tensor *x = rt_tensor_new(P, RT_F32, 4, (int64_t[]){B, C, H, W});
+    rt_tensor *dy = rt_tensor_new(P, RT_F32, 4, (int64_t[]){B, C, H, W});
+    for (int64_t i = 0; i < x->numel; i++) {
+        rt_f32(x)[i] = offset + (float)((i * 7919) % 101) / 37.0f;
+        rt_f32(dy)[i] = (float)((i * 104729) % 89) / 50.0f - 0.8f;
+    }
+    rt_tensor *g = rt_tensor_new(P, RT_F32, 1, &C), *b = rt_tensor_new(P, RT_F32, 1, &C);
+    for (int64_t i = 0; i < C; i++) {
+        rt_f32(g)[i] = 1.0f + 0.25f * (float)i;
+        rt_f32(b)[i] = 0.5f - 0.5f * (float)i;
+    }
+    /* The reference: one rank, the whole batch. */
+    rt_tensor *y_ref = rt_tensor_new(P, RT_F32, 4, x->shape),
+              *dx_ref = rt_tensor_new(P, RT_F32, 4, x->shape);
+    rt_tensor *rm_ref = rt_tensor_new(P, RT_F32, 1, &C), *rv_ref = rt_tensor_new(P, RT_F32, 1, &C);
+    rt_tensor *saved_ref = rt_tensor_new(P, RT_F32, 1, (int64_t[]){2 * C});
+    rt_tensor *dg_ref = rt_tensor_new(P, RT_F32, 1, &C), *db_ref = rt_tensor_new(P, RT_F32, 1, &C);
+    rt_init_const(rv_ref, 1.0f);
+    rt_ref_batchnorm2d_fwd(NULL, x, g, b, rm_ref, rv_ref, 0.1f, 1e-5f, saved_ref, y_ref);
+    rt_ref_batchnorm2d_bwd(NULL, x, g, saved_ref, dy, dx_ref, dg_ref, db_ref);
+    rt_tensor *rm1 = rt_tensor_new(P, RT_F32, 1, &C), *rv1 = rt_tensor_new(P, RT_F32, 1, &C);
+    rt_tensor *saved1 = rt_tensor_new(P, RT_F32, 1, (int64_t[]){2 * C});
+    rt_batchnorm2d_fwd(x, g, b, rm1, rv1, 0.1f, 1e-5f, saved1, y_ref);
+    rt_batchnorm2d_bwd(x, g, saved1, dy, dx_ref, NULL, NULL);
+    float dg[3] = {0}, db[3] = {0};
+    if (rt_comm_member(c)) {
+        rt_tensor *xs = rt_tensor_slice(P, x, s0, s1), *dys = rt_tensor_slice(P, dy, s0, s1);
+        rt_tensor *ys = rt_tensor_new(P, RT_F32, 4, xs->shape),
+                  *dxs = rt_tensor_new(P, RT_F32, 4, xs->shape);
+        rt_tensor *rm = rt_tensor_new(P, RT_F32, 1, &C), *rv = rt_tensor_new(P, RT_F32, 1, &C);
+        rt_tensor *saved = rt_tensor_new(P, RT_F32, 1, (int64_t[]){2 * C});
+        rt_tensor *tdg = rt_tensor_new(P, RT_F32, 1, &C), *tdb = rt_tensor_new(P, RT_F32, 1, &C);
+        rt_init_const(rv, 1.0f);
+        rt_batchnorm2d_sync_fwd(c, xs, g, b, rm, rv, 0.1f, 1e-5f, saved, ys);
+        rt_batchnorm2d_sync_bwd(c, xs, g, saved, dys, dxs, tdg, tdb);
+        const double wy = worst(rt_f32(ys), rt_f32(y_ref) + s0 * per, ys->numel);
+        const double wdx = worst(rt_f32(dxs), rt_f32(dx_ref) + s0 * per, dxs->numel);
+        const double ws = worst(rt_f32(saved), rt_f32(saved_ref), 2 * C);
+        const double wr =
+            worst(rt_f32(rm), rt_f32(rm_ref), C) + worst(rt_f32(rv), rt_f32(rv_ref), C);
+        CHECK(wy <= 1 && wdx <= 1 && ws <= 1 && wr <= 1,
+              "rank %d: SyncBN on %d ranks, B=%lld, offset %g differs from one rank: output %.3g, "
+              "input gradient %.3g, statistics %.3g, running %.3g",
+              rt_rank(), k, (long long)B, (double)offset, wy, wdx, ws, wr);
+        memcpy(dg, rt_f32(tdg), sizeof dg);
+        memcpy(db, rt_f32(tdb), sizeof db);
+        rt_allreduce_sum(c, dg, C);
+        rt_allreduce_sum(c, db, C);
+        CHECK(worst(dg, rt_f32(dg_ref), C) <= 1 && worst(db, rt_f32(db_ref), C) <= 1,
+              "rank %d: SyncBN parameter gradients summed over %d ranks differ from one rank's",
+              rt_rank(), k);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const rt_options *o = rt_init(&argc, &argv, "test_comm");
     rt_check_world_size(4);
     P = rt_pool_new();
-    CHECK(o->iterations == 3 && o->seed == 5 && o->threads == 1,
-          "options: iterations %lld seed %llu", (long long)o->iterations,
-          (unsigned long long)o->seed);
+    CHECK(o->iterations == 3 && o->seed == 5, "options: iterations %lld seed %llu",
+          (long long)o->iterations, (unsigned long long)o->seed);
+    /* The default threads: at least one each, and the ranks together no more than the CPUs
+     * they may run on (or one each where there are fewer CPUs than ranks). */
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    sched_getaffinity(0, sizeof cpus, &cpus);
+    double threads = rt_world_sum(o->threads), ncpu = CPU_COUNT(&cpus);
+    CHECK(o->threads >= 1 && threads <= (ncpu > 4 ? ncpu : 4),
+          "rank %d: %d threads, %g on the node's 4 ranks with %g CPUs", rt_rank(), o->threads,
+          threads, ncpu);
 
     /* The shard rule: 10 over 4 is 3,3,2,2; 3 over 4 leaves the last rank empty. */
     int64_t expect[4][2] = {{0, 3}, {3, 6}, {6, 8}, {8, 10}};
@@ -97,6 +188,11 @@ int main(int argc, char **argv)
     check_reshard(4, all, 4, (int[]){3, 2, 1, 0}, 6, 1, RT_I32);         /* reversed, labels */
     check_reshard(3, (int[]){0, 1, 2}, 4, all, 2, 6, RT_F32); /* fewer samples than ranks */
     check_reshard(4, all, 1, (int[]){0}, 13, 3, RT_F32);      /* gather to one */
+
+    check_syncbn(4, all, 10, 0.0f);             /* shards of 3, 3, 2, 2 */
+    check_syncbn(3, (int[]){2, 0, 3}, 2, 0.0f); /* one shard empty */
+    check_syncbn(2, (int[]){1, 3}, 7, 1000.0f); /* a large offset */
+    check_syncbn(1, (int[]){2}, 5, 0.0f);       /* one rank */
 
     rt_pool_free(P);
     int failed = (int)rt_world_sum(check_failures);

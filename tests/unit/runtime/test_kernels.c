@@ -175,22 +175,27 @@ static void test_matmul(void)
 
 typedef struct {
     rt_tensor *x, *y, *dy, *dx;
-    int which; /* 0 relu, 1 gelu */
+    int which; /* 0 relu, 1 gelu, 2 tanh, 3 sigmoid */
 } act_ctx;
+static void (*const act_fwd[])(const rt_tensor *, rt_tensor *) = {rt_relu_fwd, rt_gelu_fwd,
+                                                                  rt_tanh_fwd, rt_sigmoid_fwd};
+static void (*const act_bwd[])(const rt_tensor *, const rt_tensor *, rt_tensor *) = {
+    rt_relu_bwd, rt_gelu_bwd, rt_tanh_bwd, rt_sigmoid_bwd};
+static const char *const act_name[] = {"relu", "gelu", "tanh", "sigmoid"};
 static void act_f(void *p)
 {
     act_ctx *c = p;
-    (c->which ? rt_gelu_fwd : rt_relu_fwd)(c->x, c->y);
+    act_fwd[c->which](c->x, c->y);
 }
 static void act_b(void *p)
 {
     act_ctx *c = p;
-    (c->which ? rt_gelu_bwd : rt_relu_bwd)(c->x, c->dy, c->dx);
+    act_bwd[c->which](c->x, c->dy, c->dx);
 }
 
 static void test_activations(void)
 {
-    for (int which = 0; which < 2; which++) {
+    for (int which = 0; which < 4; which++) {
         act_ctx c = {.which = which};
         c.x = T(2, 4, 25, 0, 0);
         fill(c.x);
@@ -203,16 +208,18 @@ static void test_activations(void)
         for (int i = 0; i < 100; i++) {
             double v = rt_f32(c.x)[i];
             ref[i] =
-                which
+                which == 1
                     ? 0.5 * v *
                           (1 + tanh(sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)))
-                    : (v > 0 ? v : 0);
+                : which == 2 ? tanh(v)
+                : which == 3 ? 1 / (1 + exp(-v))
+                             : (v > 0 ? v : 0);
         }
-        CHECK_CLOSE(which ? "gelu_fwd" : "relu_fwd", rt_f32(c.y), ref, 100, 1e-6, 1e-5);
+        CHECK_CLOSE(act_name[which], rt_f32(c.y), ref, 100, 1e-6, 1e-5);
         c.dy = like(c.y);
         c.dx = like(c.x);
         gvar v[1] = {{c.x, c.dx, "x"}};
-        gradcheck(which ? "gelu" : "relu", act_f, act_b, &c, c.y, c.dy, v, 1);
+        gradcheck(act_name[which], act_f, act_b, &c, c.y, c.dy, v, 1);
     }
 }
 
@@ -303,6 +310,30 @@ static void test_pools(rt_pool2d_attrs a)
 }
 
 /* ---- normalisation ----------------------------------------------------------------------- */
+
+/* Test-time batchnorm by hand: one training step over x = {1, 2, 3, 6} (one channel) moves
+ * the running statistics from (0, 1) by momentum 0.1 towards the batch's mean 3 and
+ * unbiased variance 14/3: (0.3, 1.3666667). Inference then normalises a test batch with
+ * those, not with its own statistics: y = (x - 0.3) / sqrt(1.3666667 + 1e-5) * 2 + 0.5. */
+static void test_batchnorm_eval(void)
+{
+    rt_tensor *x = T(4, 4, 1, 1, 1), *y = like(x), *g = T(1, 1, 0, 0, 0), *b = like(g);
+    rt_tensor *rm = like(g), *rv = like(g), *saved = T(1, 2, 0, 0, 0);
+    const float train[4] = {1, 2, 3, 6}, test[4] = {0.3f, 1.3f, -0.7f, 2.3f};
+    rt_f32(g)[0] = 2.0f;
+    rt_f32(b)[0] = 0.5f;
+    rt_f32(rm)[0] = 0.0f;
+    rt_f32(rv)[0] = 1.0f;
+    memcpy(rt_f32(x), train, sizeof train);
+    rt_batchnorm2d_fwd(x, g, b, rm, rv, 0.1f, 1e-5f, saved, y);
+    CHECK(fabs(rt_f32(rm)[0] - 0.3) < 1e-6 && fabs(rt_f32(rv)[0] - 1.3666667) < 1e-6,
+          "batchnorm running statistics %.7g %.7g, expected 0.3 1.3666667", rt_f32(rm)[0],
+          rt_f32(rv)[0]);
+    memcpy(rt_f32(x), test, sizeof test);
+    rt_batchnorm2d_infer(x, g, b, rm, rv, 1e-5f, y);
+    const double want[4] = {0.5, 2.2107915865544427, -1.210791586554443, 3.921583173108886};
+    CHECK_CLOSE("batchnorm2d_infer by hand", rt_f32(y), want, 4, 1e-6, 1e-6);
+}
 
 typedef struct {
     rt_tensor *x, *g, *b, *saved, *y, *dy, *dx, *dg, *db;
@@ -746,6 +777,7 @@ int main(void)
     test_pools((rt_pool2d_attrs){3, 2, 2, 2, 1, 1, .ceil_mode = 0, .exclude_pad = 1});
     test_pools((rt_pool2d_attrs){3, 3, 2, 2, 1, 0, .ceil_mode = 1, .exclude_pad = 1});
     test_norms();
+    test_batchnorm_eval();
     test_dropout();
     test_shape_ops();
     test_embedding();

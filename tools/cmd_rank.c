@@ -1,4 +1,5 @@
-/* cli.c: the `burstc rank` subcommand.
+/* cmd_rank.c: the `burstc rank` subcommand, the command-line face of the ranking
+ * library in rank/.
  *
  *   burstc rank FILE -k K [--method spectral|spectral-mle|mle] [--all] [--json|--csv]
  *   burstc rank --simulate n=500,k=10,delta=0.1,p=0.25,L=20 --trials T --seed S
@@ -8,12 +9,16 @@
  * with options are "burstc rank: error: ...", problems with the data name the file;
  * both exit with status 1.  docs/rank.md documents every option. */
 #include "rank.h"
+#include "tools.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { FMT_TEXT, FMT_JSON, FMT_CSV };
 
@@ -21,7 +26,7 @@ typedef struct cli {
     const char *file;
     int64_t k; /* 0 = not given */
     int method;
-    int all, format, largest, quiet;
+    int all, format, largest, quiet, verbose, max_iter_given;
     double eps;
     rank_opts o;
     const char *simulate;
@@ -54,11 +59,13 @@ static void print_help(void)
          "  --regularize EPS      add EPS pseudo-wins each way to every compared pair\n"
          "  --largest-component   rank within the largest connected component\n"
          "  --tol T               convergence tolerance (default 1e-10)\n"
-         "  --max-iter N          iteration limit (default 100000)\n"
+         "  --max-iter N          iteration limit (default 100000, fewer on graphs with\n"
+         "                        over 10^5 entries: about a minute of work at most)\n"
          "  --rounds R            Spectral MLE refinement rounds (default ceil(log2 n))\n"
          "  --xi C                Spectral MLE threshold constant (default 0.1)\n"
          "  --threads N           threads (default 2)\n"
          "  --quiet               no convergence report, no warnings\n"
+         "  --verbose             time and size of each phase, on standard error\n"
          "  --simulate SPEC       Monte Carlo trials on generated BTL data\n"
          "  --trials T            number of trials (default 100)\n"
          "  --seed S              random seed (default 1)\n"
@@ -162,6 +169,8 @@ static int parse_args(cli *c, int argc, char **argv)
             c->largest = 1;
         } else if (strcmp(a, "--quiet") == 0) {
             c->quiet = 1;
+        } else if (strcmp(a, "--verbose") == 0) {
+            c->verbose = 1;
         } else if (option_value(argc, argv, &i, "-k", &v, &missing) ||
                    option_value(argc, argv, &i, "--top", &v, &missing)) {
             if (missing)
@@ -197,6 +206,7 @@ static int parse_args(cli *c, int argc, char **argv)
                 return usage_error("%s needs a value", a);
             if (parse_i64(v, 1, INT64_MAX, &c->o.max_iter))
                 return usage_error("--max-iter '%s' is not a positive integer", v);
+            c->max_iter_given = 1;
         } else if (option_value(argc, argv, &i, "--rounds", &v, &missing)) {
             if (missing)
                 return usage_error("%s needs a value", a);
@@ -249,21 +259,73 @@ static int parse_args(cli *c, int argc, char **argv)
     return 0;
 }
 
+/* ---- messages ---- */
+
+/* Names and file names come from the user's data: in messages they are escaped, so a
+ * name cannot drive the terminal, and cut short when very long. */
+static void say(const char *fname, const char *kind)
+{
+    rank_put_escaped(stderr, fname, strlen(fname), 0);
+    fprintf(stderr, ": %s: ", kind);
+}
+
+static void say_name(const rank_data *d, int32_t id)
+{
+    char buf[32];
+    const char *s = rank_item_name(d, id, buf, sizeof buf);
+    fputc('\'', stderr);
+    rank_put_escaped(stderr, s, strlen(s), RANK_NAME_SHOWN);
+    fputc('\'', stderr);
+}
+
+/* --verbose: where the time goes: wall and CPU time, and memory first touched (page
+ * faults, which on a fresh process are a large part of the cost). */
+typedef struct clock_pair {
+    double wall, cpu;
+    long faults;
+} clock_pair;
+
+static clock_pair clock_now(void)
+{
+    struct timespec w, c;
+    clock_gettime(CLOCK_MONOTONIC, &w);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (clock_pair){(double)w.tv_sec + 1e-9 * (double)w.tv_nsec,
+                        (double)c.tv_sec + 1e-9 * (double)c.tv_nsec, ru.ru_minflt + ru.ru_majflt};
+}
+
+/* Prints one phase: "burstc rank: PHASE  1.23 s (cpu 2.34 s, +120 MiB)  what it did". */
+static void phase(const cli *c, clock_pair *since, const char *name, const char *fmt, ...)
+{
+    clock_pair now = clock_now();
+    if (c->verbose) {
+        double mib = (double)(now.faults - since->faults) * (double)sysconf(_SC_PAGESIZE) / 1048576;
+        fprintf(stderr, "burstc rank: %-6s %6.2f s (cpu %6.2f s, +%4.0f MiB)  ", name,
+                now.wall - since->wall, now.cpu - since->cpu, mib);
+        va_list ap;
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+    }
+    *since = now;
+}
+
 /* ---- output ---- */
 
-static void json_string(FILE *f, const char *s)
+/* The shortest decimal that reads back as the same double: scores are rounded to a
+ * decimal grid, so this prints 0.3680555556, not 0.36805555559999997. */
+static void print_score(double v)
 {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(f, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(f, "\\u%04x", ch);
-        else
-            fputc(ch, f);
+    char buf[40];
+    for (int digits = 15; digits <= 17; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            break;
     }
-    fputc('"', f);
+    fputs(buf, stdout);
 }
 
 static void csv_field(FILE *f, const char *s)
@@ -281,15 +343,20 @@ static void csv_field(FILE *f, const char *s)
     fputc('"', f);
 }
 
-/* Writes a convergence report in words, for the text header and for warnings. */
+/* Writes a convergence report in words, for the text header. */
 static void describe_report(char *buf, size_t len, int method, const rank_report *r)
 {
-    int n = snprintf(buf, len, "%s after %lld iteration%s (step %.2e",
+    int n;
+    if (r->stalled)
+        n = snprintf(buf, len, "NOT converged: stalled after %lld iterations (step %.2e",
+                     (long long)r->iterations, r->step);
+    else
+        n = snprintf(buf, len, "%s after %lld iteration%s (step %.2e",
                      r->converged ? "converged" : "NOT converged", (long long)r->iterations,
                      r->iterations == 1 ? "" : "s", r->step);
     if (n < 0 || (size_t)n >= len)
         return;
-    if (r->error_bound >= 0 && r->iterations > 10)
+    if (r->error_bound >= 0 && r->step > 0)
         n += snprintf(buf + n, len - (size_t)n, ", estimated error %.2e)", r->error_bound);
     else
         n += snprintf(buf + n, len - (size_t)n, ")");
@@ -309,28 +376,36 @@ static void print_ranking(const cli *c, const rank_data *d, const rank_graph *g,
             printf("# %s: %ld items, %.0f comparisons; %s\n", mname, (long)g->n, g->comparisons,
                    words);
         printf("%-6s %-16s %s\n", "rank", "score", "item");
-        for (int32_t r = 0; r < count; r++)
-            printf("%-6ld %-16.10g %s\n", (long)r + 1, score[order[r]],
-                   rank_item_name(d, order[r], buf, sizeof buf));
+        for (int32_t r = 0; r < count; r++) {
+            printf("%-6ld %-16.10g ", (long)r + 1, score[order[r]]);
+            const char *name = rank_item_name(d, order[r], buf, sizeof buf);
+            rank_put_escaped(stdout, name, strlen(name), 0);
+            putchar('\n');
+        }
     } else if (c->format == FMT_CSV) {
         printf("rank,item,score\n");
         for (int32_t r = 0; r < count; r++) {
             printf("%ld,", (long)r + 1);
             csv_field(stdout, rank_item_name(d, order[r], buf, sizeof buf));
-            printf(",%.17g\n", score[order[r]]);
+            putchar(',');
+            print_score(score[order[r]]);
+            putchar('\n');
         }
     } else {
         printf("{\n  \"method\": \"%s\",\n  \"items\": %ld,\n  \"comparisons\": %.0f,\n", mname,
                (long)g->n, g->comparisons);
         printf("  \"convergence\": {\"iterations\": %lld, \"step\": %.6g, \"converged\": %s",
                (long long)rep->iterations, rep->step, rep->converged ? "true" : "false");
-        if (rep->error_bound >= 0 && rep->iterations > 10)
+        if (rep->error_bound >= 0)
             printf(", \"error_bound\": %.6g", rep->error_bound);
         printf("},\n  \"ranking\": [");
         for (int32_t r = 0; r < count; r++) {
             printf("%s\n    {\"rank\": %ld, \"item\": ", r ? "," : "", (long)r + 1);
-            json_string(stdout, rank_item_name(d, order[r], buf, sizeof buf));
-            printf(", \"score\": %.17g}", score[order[r]]);
+            const char *name = rank_item_name(d, order[r], buf, sizeof buf);
+            rank_put_json(stdout, name, strlen(name));
+            printf(", \"score\": ");
+            print_score(score[order[r]]);
+            putchar('}');
         }
         printf("\n  ]\n}\n");
     }
@@ -340,9 +415,8 @@ static void print_ranking(const cli *c, const rank_data *d, const rank_graph *g,
 static void report_components(const rank_data *d, const char *fname, int32_t nc,
                               const int32_t *comp, const int64_t *sizes)
 {
-    char buf[32];
-    fprintf(stderr, "%s: error: the comparison graph is not connected: %ld components\n", fname,
-            (long)nc);
+    say(fname, "error");
+    fprintf(stderr, "the comparison graph is not connected: %ld components\n", (long)nc);
     int32_t shown = nc < 10 ? nc : 10;
     for (int32_t c = 0; c < shown; c++) {
         fprintf(stderr, "  component %ld: %lld item%s (", (long)c + 1, (long long)sizes[c],
@@ -351,23 +425,103 @@ static void report_components(const rank_data *d, const char *fname, int32_t nc,
         for (int32_t i = 0; i < d->n && listed < 5; i++) {
             if (comp[i] != c)
                 continue;
-            fprintf(stderr, "%s'%s'", listed ? ", " : "", rank_item_name(d, i, buf, sizeof buf));
+            if (listed)
+                fputs(", ", stderr);
+            say_name(d, i);
             listed++;
         }
         fprintf(stderr, "%s)\n", sizes[c] > 5 ? ", ..." : "");
     }
     if (nc > shown)
         fprintf(stderr, "  ... and %ld more components\n", (long)(nc - shown));
-    fprintf(stderr,
-            "%s: note: items in different components cannot be compared; use "
-            "--largest-component to rank within the largest\n",
-            fname);
+    say(fname, "note");
+    fputs("items in different components cannot be compared; use --largest-component to rank "
+          "within the largest\n",
+          stderr);
 }
 
-/* Rounds scores to 10 x tol of the largest: the iteration only pins them down that
- * far, so digits beyond it are noise, and items equal to that accuracy should tie
- * (and be ordered by first appearance) rather than be ordered by rounding error.
- * A loose --tol must not erase the output's resolution, hence the cap. */
+/* Explains a graph that is connected but not strongly connected.  Returns 1 when
+ * that stops the ranking: maximum likelihood needs strong connectivity, and the
+ * spectral scores are not unique with several closed groups. */
+static int report_strength(const cli *c, const rank_data *d, const rank_graph *g, const char *fname,
+                           const rank_strength *st)
+{
+    int mle = c->method != RANK_SPECTRAL;
+    if (!mle && st->groups > 1) {
+        say(fname, "error");
+        if (!st->groups_not_single)
+            fprintf(stderr, "the ranking is not unique: %lld items never lose (e.g. ",
+                    (long long)st->groups);
+        else
+            fprintf(stderr,
+                    "the ranking is not unique: %lld groups of items never lose to an item "
+                    "outside their group (e.g. ",
+                    (long long)st->groups);
+        for (int k = 0; k < RANK_GROUPS_SHOWN && k < st->groups; k++) {
+            if (k)
+                fputs(", ", stderr);
+            say_name(d, st->group_first[k]);
+            if (st->groups_not_single)
+                fprintf(stderr, " in a group of %lld", (long long)st->group_size[k]);
+        }
+        fputs(")\n", stderr);
+        say(fname, "note");
+        fputs("nothing in the data says how these compare with each other; use --regularize EPS "
+              "(e.g. 0.5) to add EPS pseudo-wins each way to every compared pair\n",
+              stderr);
+        return 1;
+    }
+    if (!mle && c->quiet)
+        return 0;
+    const char *kind = mle ? "error" : "warning";
+    if (st->never_win) {
+        say(fname, kind);
+        fprintf(stderr, "%lld item%s never win%s (e.g. ", (long long)st->never_win,
+                st->never_win == 1 ? "" : "s", st->never_win == 1 ? "s" : "");
+        say_name(d, st->first_never_win);
+        fputs(")\n", stderr);
+    }
+    if (st->never_lose) {
+        say(fname, kind);
+        fprintf(stderr, "%lld item%s never lose%s (e.g. ", (long long)st->never_lose,
+                st->never_lose == 1 ? "" : "s", st->never_lose == 1 ? "s" : "");
+        say_name(d, st->first_never_lose);
+        fputs(")\n", stderr);
+    }
+    if (!st->never_win && !st->never_lose) {
+        say(fname, kind);
+        fputs("some group of items never beats the others\n", stderr);
+    }
+    say(fname, "note");
+    if (mle) {
+        fputs("maximum-likelihood scores do not exist for such data; use --regularize EPS (e.g. "
+              "0.5) or --method spectral\n",
+              stderr);
+        return 1;
+    }
+    int64_t rest = (int64_t)g->n - st->in_groups;
+    if (st->in_groups == 1) {
+        say_name(d, st->group_first[0]);
+        fprintf(stderr, " never loses, so it gets all the weight and the other %lld item%s 0",
+                (long long)rest, rest == 1 ? " scores" : "s score");
+    } else {
+        fprintf(stderr,
+                "only the %lld items of the one group that never loses to the others (e.g. ",
+                (long long)st->in_groups);
+        say_name(d, st->group_first[0]);
+        fprintf(stderr, ") get a positive score; the other %lld item%s 0", (long long)rest,
+                rest == 1 ? " scores" : "s score");
+    }
+    fputs("; use --regularize EPS (e.g. 0.5) to give every pair a prior\n", stderr);
+    return 0;
+}
+
+/* Rounds scores to the solver's accuracy, on a decimal grid: the largest power of
+ * ten not above 10 x tol x the largest score.  The iteration pins scores down only
+ * that far, so digits beyond it are noise, and items equal to that accuracy should
+ * tie (and be ordered by first appearance) rather than be ordered by rounding error;
+ * a decimal grid makes the printed digits those of the exact scores.  A loose --tol
+ * must not erase the output's resolution, hence the cap on tol. */
 static void snap_scores(double *score, int32_t n, double tol)
 {
     double max = 0;
@@ -375,23 +529,24 @@ static void snap_scores(double *score, int32_t n, double tol)
         if (score[i] > max)
             max = score[i];
     double q = 10 * (tol < 1e-7 ? tol : 1e-7) * max;
-    if (!(q > 0))
+    if (!(q > 0) || !(q >= 1e-300))
+        return;
+    /* k / 10^e rather than k x 10^-e: 10^e is exact, so the result is the double
+     * nearest the decimal. */
+    double e = -floor(log10(q)), scale = pow(10, e);
+    if (!isfinite(scale))
         return;
     for (int32_t i = 0; i < n; i++)
-        score[i] = nearbyint(score[i] / q) * q;
+        score[i] = nearbyint(score[i] * scale) / scale;
 }
 
 static int run_file(cli *c)
 {
-    FILE *f = stdin;
+    clock_pair start = clock_now(), t = start;
     const char *fname = strcmp(c->file, "-") == 0 ? "<stdin>" : c->file;
-    if (f != NULL && strcmp(c->file, "-") != 0) {
-        f = fopen(c->file, "r");
-        if (!f) {
-            fprintf(stderr, "burstc rank: error: cannot open '%s': %s\n", c->file, strerror(errno));
-            return 1;
-        }
-    }
+    int fd = rank_open_input(c->file, RANK_FIFO_WAIT_MS, stderr);
+    if (fd < 0)
+        return 1;
     rank_data d, sub;
     rank_data_init(&d);
     rank_data_init(&sub);
@@ -401,82 +556,78 @@ static int run_file(cli *c)
     int64_t *sizes = NULL;
     double *score = NULL;
     int status = 1;
-    int64_t errors = rank_parse(f, fname, &d, stderr);
-    if (f != stdin)
-        fclose(f);
+    rank_read_opts ro;
+    rank_read_opts_default(&ro, stderr);
+    ro.quiet = c->quiet;
+    ro.threads = c->o.threads;
+    rank_read_stats rs;
+    int64_t errors = rank_read_fd(fd, fname, &d, &ro, &rs);
+    if (fd != 0)
+        close(fd);
+    phase(c, &t, "read", "%lld bytes, %lld lines: %ld items, %zu comparison lines",
+          (long long)rs.bytes, (long long)rs.lines, (long)d.n, d.m);
     if (errors) {
-        if (errors > 0)
-            fprintf(stderr, "%s: %lld error%s; nothing ranked\n", fname, (long long)errors,
+        if (errors > 0) {
+            rank_put_escaped(stderr, fname, strlen(fname), 0);
+            fprintf(stderr, ": %lld error%s; nothing ranked\n", (long long)errors,
                     errors == 1 ? "" : "s");
+        }
         goto done;
     }
     if (d.m == 0) {
-        fprintf(stderr, "%s: error: no comparisons\n", fname);
+        say(fname, "error");
+        fputs("no comparisons\n", stderr);
         goto done;
     }
-    if (rank_graph_build(&g, &d, c->eps))
+    if (rank_graph_build(&g, &d, c->eps, c->o.threads))
         goto oom;
-    comp = malloc((size_t)d.n * sizeof *comp);
-    if (!comp)
-        goto oom;
-    int32_t nc = rank_components(&g, comp, &sizes);
-    if (nc < 0)
+    phase(c, &t, "graph", "%lld entries (%lld pairs), d_max %ld", (long long)g.nnz,
+          (long long)g.nnz / 2, (long)g.max_degree);
+    rank_strength st;
+    if (rank_check_strength(&g, c->o.threads, &st))
         goto oom;
     rank_data *use = &d;
+    int32_t nc = 1;
+    if (!st.strongly_connected) {
+        /* Only then can the graph be disconnected. */
+        comp = malloc((size_t)d.n * sizeof *comp);
+        if (!comp)
+            goto oom;
+        nc = rank_components(&g, comp, &sizes);
+        if (nc < 0)
+            goto oom;
+    }
     if (nc > 1) {
         if (!c->largest) {
             report_components(&d, fname, nc, comp, sizes);
             goto done;
         }
-        if (!c->quiet)
+        if (!c->quiet) {
+            say(fname, "warning");
             fprintf(stderr,
-                    "%s: warning: the comparison graph has %ld components; ranking the "
-                    "largest (%lld of %ld items)\n",
-                    fname, (long)nc, (long long)sizes[0], (long)d.n);
+                    "the comparison graph has %ld components; ranking the largest (%lld of %ld "
+                    "items)\n",
+                    (long)nc, (long long)sizes[0], (long)d.n);
+        }
         if (rank_data_restrict(&d, comp, 0, &sub, NULL))
             goto oom;
         rank_graph_free(&g);
-        if (rank_graph_build(&g, &sub, c->eps))
+        if (rank_graph_build(&g, &sub, c->eps, c->o.threads) ||
+            rank_check_strength(&g, c->o.threads, &st))
             goto oom;
         use = &sub;
     }
-    rank_strength st;
-    if (rank_check_strength(&g, &st))
-        goto oom;
-    if (!st.strongly_connected) {
-        char b1[32], b2[32];
-        int fatal = c->method != RANK_SPECTRAL;
-        const char *kind = fatal ? "error" : "warning";
-        if (st.never_win)
-            fprintf(stderr, "%s: %s: %lld item%s never win%s (e.g. '%s')\n", fname, kind,
-                    (long long)st.never_win, st.never_win == 1 ? "" : "s",
-                    st.never_win == 1 ? "s" : "",
-                    rank_item_name(use, st.first_never_win, b1, sizeof b1));
-        if (st.never_lose)
-            fprintf(stderr, "%s: %s: %lld item%s never lose%s (e.g. '%s')\n", fname, kind,
-                    (long long)st.never_lose, st.never_lose == 1 ? "" : "s",
-                    st.never_lose == 1 ? "s" : "",
-                    rank_item_name(use, st.first_never_lose, b2, sizeof b2));
-        if (!st.never_win && !st.never_lose)
-            fprintf(stderr, "%s: %s: some group of items never beats the others\n", fname, kind);
-        if (fatal) {
-            fprintf(stderr,
-                    "%s: note: maximum-likelihood scores do not exist for such data; use "
-                    "--regularize EPS (e.g. 0.5) or --method spectral\n",
-                    fname);
-            goto done;
-        }
-        if (!c->quiet)
-            fprintf(
-                stderr,
-                "%s: note: the spectral scores put all weight on the items that the "
-                "others never beat; use --regularize EPS (e.g. 0.5) to give every pair a prior\n",
-                fname);
-    }
+    phase(c, &t, "check", "%ld component%s, %s", (long)nc, nc == 1 ? "" : "s",
+          st.strongly_connected ? "strongly connected"
+          : st.groups > 1       ? "several closed groups"
+                                : "one closed group");
+    if (!st.strongly_connected && report_strength(c, use, &g, fname, &st))
+        goto done;
     int32_t n = g.n;
     if (!c->all && c->k > n) {
-        fprintf(stderr, "%s: error: -k %lld is larger than the number of items (%ld)\n", fname,
-                (long long)c->k, (long)n);
+        say(fname, "error");
+        fprintf(stderr, "-k %lld is larger than the number of items (%ld)\n", (long long)c->k,
+                (long)n);
         goto done;
     }
     score = malloc((size_t)n * sizeof *score);
@@ -484,27 +635,52 @@ static int run_file(cli *c)
     if (!score || !order)
         goto oom;
     rank_report rep;
-    if (rank_run_method(c->method, &g, &c->o, score, &rep))
+    c->o.strength = &st;
+    if (!c->max_iter_given)
+        c->o.max_iter = rank_default_max_iter(&g);
+    int rc = rank_run_method(c->method, &g, &c->o, score, &rep);
+    if (rc == RANK_NOT_UNIQUE)
+        ice("rank_spectral: several closed groups after the check found at most one");
+    if (rc)
         goto oom;
+    phase(c, &t, "solve", "%s, %lld iterations on %d thread%s", rank_method_names[c->method],
+          (long long)rep.iterations, c->o.threads, c->o.threads == 1 ? "" : "s");
     snap_scores(score, n, c->o.tol);
-    if (rank_order(score, n, order))
-        goto oom;
-    if (!rep.converged && !c->quiet)
-        fprintf(stderr,
-                "%s: warning: %s did not converge in %lld iterations (step %.2e > tol %.2e); "
-                "raise --max-iter or --tol\n",
-                fname, rank_method_names[c->method], (long long)rep.iterations, rep.step, c->o.tol);
     int32_t count = c->all ? n : (int32_t)c->k;
+    /* One more than printed, to see a tie at the boundary. */
+    if (rank_top(score, n, count < n ? count + 1 : n, order))
+        goto oom;
+    phase(c, &t, "order", "top %ld of %ld", (long)count, (long)n);
+    if (!rep.converged && !c->quiet) {
+        say(fname, "warning");
+        if (rep.stalled)
+            fprintf(stderr,
+                    "%s stopped at step %.2e, the limit of double precision, above tol %.2e; "
+                    "raise --tol\n",
+                    rank_method_names[c->method], rep.step, c->o.tol);
+        else
+            fprintf(stderr,
+                    "%s did not converge in %lld iterations (step %.2e, tol %.2e); raise "
+                    "--max-iter or --tol\n",
+                    rank_method_names[c->method], (long long)rep.iterations, rep.step, c->o.tol);
+    }
     if (!c->all && !c->quiet && rank_boundary_tie(score, order, n, count)) {
-        char b1[32], b2[32];
-        fprintf(stderr,
-                "%s: warning: '%s' and '%s' tie at rank %ld (score %.10g); the top %ld "
-                "is not unique\n",
-                fname, rank_item_name(use, order[count - 1], b1, sizeof b1),
-                rank_item_name(use, order[count], b2, sizeof b2), (long)count, score[order[count]],
-                (long)count);
+        say(fname, "warning");
+        say_name(use, order[count - 1]);
+        fputs(" and ", stderr);
+        say_name(use, order[count]);
+        fprintf(stderr, " tie at rank %ld (score %.10g); the top %ld is not unique\n", (long)count,
+                score[order[count]], (long)count);
     }
     print_ranking(c, use, &g, score, order, count, &rep);
+    phase(c, &t, "print", "%ld line%s", (long)count, count == 1 ? "" : "s");
+    if (c->verbose) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        clock_pair end = clock_now();
+        fprintf(stderr, "burstc rank: total  %6.2f s (cpu %6.2f s)  peak memory %.0f MiB\n",
+                end.wall - start.wall, end.cpu - start.cpu, (double)ru.ru_maxrss / 1024);
+    }
     status = 0;
     goto done;
 oom:
@@ -669,7 +845,7 @@ static int run_simulate(cli *c)
     return 0;
 }
 
-int rank_cli_main(int argc, char **argv)
+int cmd_rank(int argc, char **argv)
 {
     cli c;
     int rc = parse_args(&c, argc, argv);

@@ -1,0 +1,419 @@
+/*
+ * timeline.c: one training iteration of a placed plan as every rank's
+ * program, with the planner's durations, and its ideal schedule.
+ *
+ * The generated program (codegen/emit_c.c, docs/runtime.md) runs on every
+ * rank: the forward of every layer in order, each preceded by the reshards
+ * of its inputs that come from other ranks; the sum of the loss over all
+ * ranks; the backward in reverse order, each layer's gradient all-reduce
+ * right after its backward, then the reshards of its inputs' gradients
+ * back. A rank runs the layers it is in, takes part in the reshards it
+ * sends or receives samples in, and skips the rest. That sequence is the
+ * rank's program here, built from the planning problem and the plan's
+ * counts and first ranks (not from the IR's communication ops), with every
+ * duration from the planner's cost model: compute from costmodel.c at the
+ * largest shard (and each rank's own shard recorded beside it), reshards
+ * and all-reduces from commcost.c, exactly the numbers evaluate.c adds up.
+ *
+ * The ideal schedule (no contention) walks the ops in program order: a
+ * compute op starts on a rank when the rank's previous op is done and takes
+ * the layer's time; a communication op starts when every rank taking part
+ * has reached it (and its communication stream is free: with ar_overlap an
+ * all-reduce runs beside the rank's compute); the sum of the loss takes no
+ * time (the planner does not price it). One pass, linear in the steps.
+ * From it come every rank's idle windows, each anchored at the program
+ * point where it ends. The simulator (sim/) plays the same programs; the
+ * interleave pass puts background work into the windows. docs/sim.md has
+ * how this schedule relates to plan_evaluate's time.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+int plan_reshard_pairs(int64_t B, int r1, int k1, int r2, int k2, plan_tl_pair *pairs)
+{
+    /* The walk of plan_reshard_count (commcost.c) over the merged shard
+	 * boundaries of both splits. */
+    int64_t q1 = B / k1, m1 = B % k1, q2 = B / k2, m2 = B % k2;
+    int i = 0, j = 0, n = 0;
+    int64_t pos = 0, e1 = q1 + (m1 > 0), e2 = q2 + (m2 > 0);
+    while (pos < B) {
+        int64_t end = e1 < e2 ? e1 : e2;
+        if (end > pos && r1 + i != r2 + j) {
+            if (pairs)
+                pairs[n] = (plan_tl_pair){r1 + i, r2 + j, end - pos};
+            n++;
+        }
+        pos = end;
+        if (end == e1) {
+            i++;
+            e1 += q1 + (i < m1);
+        }
+        if (end == e2) {
+            j++;
+            e2 += q2 + (j < m2);
+        }
+    }
+    return n;
+}
+
+const char *plan_tl_kind_name(plan_tl_kind k)
+{
+    switch (k) {
+    case PTL_FWD: return "forward";
+    case PTL_BWD: return "backward";
+    case PTL_ALLREDUCE: return "allreduce";
+    case PTL_RESHARD_FWD: return "reshard";
+    case PTL_RESHARD_BWD: return "reshard.bwd";
+    case PTL_LOSS_SUM: return "loss.sum";
+    }
+    return "?";
+}
+
+const char *plan_tl_wait_name(plan_tl_wait w)
+{
+    switch (w) {
+    case PTW_PEER: return "peer";
+    case PTW_COMM: return "comm";
+    case PTW_SHARD: return "shard";
+    case PTW_END: return "end";
+    }
+    return "?";
+}
+
+void plan_tl_op_name(const plan_timeline *tl, int op, char *buf, size_t n)
+{
+    const plan_tl_op *o = &tl->op[op];
+    const plan_problem *p = tl->p;
+    switch (o->kind) {
+    case PTL_FWD: snprintf(buf, n, "%s", p->layers[o->layer].name); break;
+    case PTL_BWD: snprintf(buf, n, "%s.bwd", p->layers[o->layer].name); break;
+    case PTL_ALLREDUCE: snprintf(buf, n, "%s.allreduce", p->layers[o->layer].name); break;
+    case PTL_RESHARD_FWD:
+    case PTL_RESHARD_BWD:
+        snprintf(buf, n, "%s.to.%s%s", p->layers[p->edges[o->edge].from].name,
+                 p->layers[o->layer].name, o->kind == PTL_RESHARD_BWD ? ".bwd" : "");
+        break;
+    case PTL_LOSS_SUM: snprintf(buf, n, "loss.sum"); break;
+    }
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+static bool is_compute(plan_tl_kind k)
+{
+    return k == PTL_FWD || k == PTL_BWD;
+}
+
+void plan_timeline_free(plan_timeline *tl)
+{
+    free(tl->op);
+    free(tl->pair);
+    free(tl->part);
+    free(tl->prog0);
+    free(tl->step);
+    free(tl->win);
+    free(tl->win0);
+    memset(tl, 0, sizeof *tl);
+}
+
+/* The ops in program order (docs/runtime.md): per layer the reshards of its
+ * inputs from other ranks, in input order, then its forward; the loss sum;
+ * per layer in reverse its backward, its all-reduce, the reshards of its
+ * inputs' gradients in reverse input order. */
+static void make_ops(plan_timeline *tl, const plan_result *r, const int64_t *in0, const int *ine)
+{
+    const plan_problem *p = tl->p;
+    int n = p->nlayers, no = 0;
+    for (int v = 0; v < n; v++) {
+        const plan_layer_result *lv = &r->layer[v];
+        for (int64_t q = in0[v]; q < in0[v + 1]; q++) {
+            int e = ine[q], u = p->edges[e].from;
+            if (r->layer[u].k == lv->k && r->layer[u].first == lv->first)
+                continue;
+            tl->op[no++] = (plan_tl_op){.kind = PTL_RESHARD_FWD, .layer = v, .edge = e};
+        }
+        tl->op[no++] = (plan_tl_op){.kind = PTL_FWD, .layer = v, .edge = -1};
+    }
+    tl->op[no++] = (plan_tl_op){.kind = PTL_LOSS_SUM, .layer = -1, .edge = -1};
+    for (int v = n - 1; v >= 0; v--) {
+        const plan_layer_result *lv = &r->layer[v];
+        tl->op[no++] = (plan_tl_op){.kind = PTL_BWD, .layer = v, .edge = -1};
+        if (lv->k > 1 && p->layers[v].params > 0)
+            tl->op[no++] = (plan_tl_op){.kind = PTL_ALLREDUCE, .layer = v, .edge = -1};
+        for (int64_t q = in0[v + 1] - 1; q >= in0[v]; q--) {
+            int e = ine[q], u = p->edges[e].from;
+            if (r->layer[u].k == lv->k && r->layer[u].first == lv->first)
+                continue;
+            tl->op[no++] = (plan_tl_op){.kind = PTL_RESHARD_BWD, .layer = v, .edge = e};
+        }
+    }
+    tl->nops = no;
+}
+
+bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timeline *tl, char *err,
+                         size_t errlen)
+{
+    memset(tl, 0, sizeof *tl);
+    tl->p = p;
+    int n = p->nlayers, G = p->cluster.gpus;
+    int64_t kmax = (int64_t)G < p->batch ? G : p->batch;
+    tl->G = G;
+    if (G < 1 || r->nlayers != n) {
+        snprintf(err, errlen, "the plan has %d layers, the problem %d", r->nlayers, n);
+        return false;
+    }
+    for (int l = 0; l < n; l++) {
+        const plan_layer_result *lr = &r->layer[l];
+        if (lr->k < 1 || lr->k > kmax || lr->first < 0 || lr->first > G - lr->k) {
+            snprintf(err, errlen,
+                     "layer '%s': %d GPUs from rank %d do not fit %d GPUs and batch %lld",
+                     p->layers[l].name, lr->k, lr->first, G, (long long)p->batch);
+            return false;
+        }
+    }
+    /* Each layer's input edges in edge order (the IR's input order). */
+    int64_t *in0 = plan_xcalloc((size_t)n + 2, sizeof(int64_t));
+    int *ine = plan_xcalloc((size_t)p->nedges + 1, sizeof(int));
+    for (int e = 0; e < p->nedges; e++)
+        in0[p->edges[e].to + 2]++;
+    for (int l = 0; l < n; l++)
+        in0[l + 2] += in0[l + 1];
+    for (int e = 0; e < p->nedges; e++)
+        ine[in0[p->edges[e].to + 1]++] = e;
+
+    /* Count ops, messages and steps before allocating any of them. */
+    int64_t nops = 1, npairs = 0, nsteps = G;
+    for (int v = 0; v < n; v++) {
+        const plan_layer_result *lv = &r->layer[v];
+        nops += 2;
+        nsteps += 2 * (int64_t)lv->k;
+        if (lv->k > 1 && p->layers[v].params > 0) {
+            nops++;
+            nsteps += lv->k;
+        }
+        for (int64_t q = in0[v]; q < in0[v + 1]; q++) {
+            const plan_layer_result *lu = &r->layer[p->edges[ine[q]].from];
+            if (lu->k == lv->k && lu->first == lv->first)
+                continue;
+            nops += 2;
+            npairs +=
+                2 * (int64_t)plan_reshard_pairs(p->batch, lu->first, lu->k, lv->first, lv->k, NULL);
+            nsteps += 2 * (int64_t)(lu->k + lv->k); /* at most */
+        }
+    }
+    if (nsteps > PLAN_TL_MAX_STEPS || nops > (1 << 30) || npairs > (1 << 30)) {
+        snprintf(err, errlen,
+                 "the timeline of this plan has up to %lld (rank, op) steps, more than the %lld "
+                 "the simulator holds",
+                 (long long)nsteps, (long long)PLAN_TL_MAX_STEPS);
+        free(in0);
+        free(ine);
+        return false;
+    }
+    tl->op = plan_xcalloc((size_t)nops, sizeof(plan_tl_op));
+    tl->pair = plan_xcalloc((size_t)npairs, sizeof(plan_tl_pair));
+    tl->part = plan_xcalloc((size_t)nsteps, sizeof(int));
+    make_ops(tl, r, in0, ine);
+    free(in0);
+    free(ine);
+
+    /* Durations, messages and the ranks taking part, op by op. */
+    int *mark = plan_xcalloc((size_t)G, sizeof(int));
+    for (int g = 0; g < G; g++)
+        mark[g] = -1;
+    int64_t np = 0;
+    const plan_cluster *c = &p->cluster;
+    for (int x = 0; x < tl->nops; x++) {
+        plan_tl_op *o = &tl->op[x];
+        o->part0 = np;
+        if (o->kind == PTL_LOSS_SUM) {
+            o->first = 0;
+            o->k = G;
+            o->bytes = 8;
+            for (int g = 0; g < G; g++)
+                tl->part[np++] = g;
+        } else if (o->kind == PTL_RESHARD_FWD || o->kind == PTL_RESHARD_BWD) {
+            const plan_edge *pe = &p->edges[o->edge];
+            const plan_layer_result *lu = &r->layer[pe->from], *lv = &r->layer[pe->to];
+            o->bytes = pe->elems * p->dtype_bytes;
+            plan_reshard rs =
+                plan_reshard_count(p->batch, c->gpus_per_node, lu->first, lu->k, lv->first, lv->k);
+            o->dur = plan_reshard_time(c, &rs, o->bytes);
+            o->pair0 = tl->npairs;
+            o->npairs = plan_reshard_pairs(p->batch, lu->first, lu->k, lv->first, lv->k,
+                                           &tl->pair[tl->npairs]);
+            tl->npairs += o->npairs;
+            for (int i = 0; i < o->npairs; i++) {
+                plan_tl_pair *pr = &tl->pair[o->pair0 + i];
+                if (o->kind == PTL_RESHARD_BWD) {
+                    int t = pr->src;
+                    pr->src = pr->dst;
+                    pr->dst = t;
+                }
+                int ends[2] = {pr->src, pr->dst};
+                for (int q = 0; q < 2; q++)
+                    if (mark[ends[q]] != x) {
+                        mark[ends[q]] = x;
+                        tl->part[np++] = ends[q];
+                    }
+            }
+            /* Any order would do (every rank runs the ops in program
+			 * order); ascending reads best in traces and tests. */
+            qsort(&tl->part[o->part0], (size_t)(np - o->part0), sizeof(int), cmp_int);
+        } else {
+            const plan_layer_result *lr = &r->layer[o->layer];
+            o->first = lr->first;
+            o->k = lr->k;
+            if (o->kind == PTL_FWD)
+                o->dur = lr->fwd;
+            else if (o->kind == PTL_BWD)
+                o->dur = lr->bwd;
+            else {
+                o->bytes = p->layers[o->layer].params * p->dtype_bytes;
+                o->dur = plan_allreduce_time(c, lr->first, lr->k, o->bytes);
+                o->async = p->ar_overlap;
+            }
+            for (int i = 0; i < lr->k; i++)
+                tl->part[np++] = lr->first + i;
+        }
+        o->nparts = (int)(np - o->part0);
+    }
+    tl->nparts = np;
+    free(mark);
+
+    /* Every rank's program: the ops it takes part in, in order. */
+    tl->prog0 = plan_xcalloc((size_t)G + 2, sizeof(int64_t));
+    for (int64_t i = 0; i < np; i++)
+        tl->prog0[tl->part[i] + 2]++;
+    for (int g = 0; g < G; g++)
+        tl->prog0[g + 2] += tl->prog0[g + 1];
+    tl->step = plan_xcalloc((size_t)np, sizeof(plan_tl_step));
+    for (int x = 0; x < tl->nops; x++) {
+        const plan_tl_op *o = &tl->op[x];
+        /* Own shard times: shard i of a split over k has q + 1 samples for
+		 * i < B mod k, else q; the ranks of a compute op are listed in
+		 * shard order. */
+        int m = is_compute(o->kind) ? (int)(p->batch % o->k) : 0;
+        double small = o->dur;
+        if (m > 0) {
+            double f, b;
+            plan_layer_time(p, &p->layers[o->layer], p->batch / o->k, &f, &b);
+            /* The analytic curve is not monotone in the batch at tiny work
+			 * for every class (gamma > 1); the evaluator's rule, the
+			 * largest shard sets the time, bounds every shard. */
+            small = fmin(o->kind == PTL_FWD ? f : b, o->dur);
+        }
+        for (int i = 0; i < o->nparts; i++) {
+            plan_tl_step *s = &tl->step[tl->prog0[tl->part[o->part0 + i] + 1]++];
+            s->op = x;
+            s->own = m > 0 && i >= m ? small : o->dur;
+        }
+    }
+    plan_timeline_schedule(tl);
+    return true;
+}
+
+/* A rank's idle windows from its scheduled steps (see plan_tl_window). */
+static int64_t rank_windows(const plan_timeline *tl, int g, plan_tl_window *w)
+{
+    int64_t n = 0, s0 = tl->prog0[g], s1 = tl->prog0[g + 1];
+    double t = 0; /* the rank's compute is busy until t */
+#define WIN(st, a, b, y)                                                                        \
+    do {                                                                                        \
+        if ((b) > (a)) {                                                                        \
+            if (w)                                                                              \
+                w[n] = (plan_tl_window){                                                        \
+                    g, (int)(st), (st) < s1 - s0 ? tl->step[s0 + (st)].op : -1, (y), (a), (b)}; \
+            n++;                                                                                \
+        }                                                                                       \
+    } while (0)
+    for (int64_t j = 0; j < s1 - s0; j++) {
+        const plan_tl_step *s = &tl->step[s0 + j];
+        const plan_tl_op *o = &tl->op[s->op];
+        if (is_compute(o->kind)) {
+            WIN(j, t, s->start, PTW_PEER);
+            WIN(j + 1, s->start + s->own, s->end, PTW_SHARD);
+            t = s->end;
+        } else if (!o->async) {
+            WIN(j, t, s->start, PTW_PEER);
+            WIN(j, s->start, s->end, PTW_COMM);
+            t = s->end;
+        }
+    }
+    WIN(s1 - s0, t, tl->time, PTW_END);
+#undef WIN
+    return n;
+}
+
+void plan_timeline_schedule(plan_timeline *tl)
+{
+    int G = tl->G;
+    double *cpu = plan_xcalloc((size_t)G, sizeof(double)); /* the rank's program may go on */
+    double *cs = plan_xcalloc((size_t)G, sizeof(double));  /* its communication stream is free */
+    int64_t *cur = plan_xcalloc((size_t)G, sizeof(int64_t));
+    for (int g = 0; g < G; g++)
+        cur[g] = tl->prog0[g];
+    for (int x = 0; x < tl->nops; x++) {
+        plan_tl_op *o = &tl->op[x];
+        const int *pp = &tl->part[o->part0];
+        if (is_compute(o->kind)) {
+            o->start = INFINITY;
+            o->end = 0;
+            for (int i = 0; i < o->nparts; i++) {
+                int g = pp[i];
+                plan_tl_step *s = &tl->step[cur[g]++];
+                s->arrive = s->start = cpu[g];
+                s->end = cpu[g] + o->dur;
+                cpu[g] = s->end;
+                o->start = fmin(o->start, s->start);
+                o->end = fmax(o->end, s->end);
+            }
+            if (o->nparts == 0)
+                o->start = 0;
+            continue;
+        }
+        /* Communication: once every rank taking part is there and its
+		 * communication stream is free. */
+        double t = 0;
+        for (int i = 0; i < o->nparts; i++) {
+            int g = pp[i];
+            tl->step[cur[g]].arrive = cpu[g];
+            t = fmax(t, fmax(cpu[g], cs[g]));
+        }
+        o->start = t;
+        o->end = t + o->dur;
+        for (int i = 0; i < o->nparts; i++) {
+            int g = pp[i];
+            plan_tl_step *s = &tl->step[cur[g]++];
+            s->start = o->start;
+            s->end = o->end;
+            cs[g] = o->end;
+            if (!o->async)
+                cpu[g] = o->end;
+        }
+    }
+    double T = 0;
+    for (int g = 0; g < G; g++)
+        T = fmax(T, fmax(cpu[g], cs[g]));
+    tl->time = T;
+    free(cpu);
+    free(cs);
+    free(cur);
+
+    free(tl->win);
+    free(tl->win0);
+    tl->win0 = plan_xcalloc((size_t)G + 1, sizeof(int64_t));
+    for (int g = 0; g < G; g++)
+        tl->win0[g + 1] = tl->win0[g] + rank_windows(tl, g, NULL);
+    tl->nwin = tl->win0[G];
+    tl->win = plan_xcalloc((size_t)tl->nwin, sizeof(plan_tl_window));
+    for (int g = 0; g < G; g++)
+        rank_windows(tl, g, &tl->win[tl->win0[g]]);
+}

@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""Fidelity of the cluster simulator against the CPU backend on this machine.
+
+For the Fashion-MNIST and residual CPU jobs (examples/jobs/fmnist_cpu.burst,
+resnet_small_cpu.burst) on 1, 2 and 4 ranks with the calibrated `cpu` device,
+dp and burst plans: builds the real generated program (`burstc build`), trains
+it under mpirun with --trace, and sets the measured iteration time (median over
+the steps after the warm-up of the time between the last rank's ends of two
+consecutive steps, the simulator's definition) next to `burstc sim`'s (mean of
+20 simulated iterations) and the planner's. Then per layer: the measured
+forward+backward time of the slowest rank (mean over the measured steps)
+against the cost model's (`burstc plan --json`, the largest shard), and the
+same for reshards and all-reduces. Prints the load average around every run:
+the machine is shared and has 2 cores, so 4 ranks run 2 per core.
+
+Not a test: a benchmark to rerun when the CPU kernels or the cost model change.
+
+    /usr/bin/python3 tests/bench/sim/fidelity.py [--burstc build/release/tools/burstc]
+        [--jobs fmnist_cpu,resnet_small_cpu] [--ranks 1,2,4] [--strategies dp,burst]
+        [--iterations 30] [--warmup 5] [--layers]
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_mpi_yield_when_idle="1")
+
+
+def cpu_busy():
+    """Seconds of CPU time the whole machine has spent busy, and our children's."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    busy = (sum(v) - v[3] - v[4]) / hz  # all but idle and iowait
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return busy, ru.ru_utime + ru.ru_stime, time.time()
+
+
+def others(before, after):
+    """Cores kept busy by other processes during a run (ours subtracted)."""
+    wall = after[2] - before[2]
+    return max(0.0, ((after[0] - before[0]) - (after[1] - before[1])) / wall) if wall > 0 else 0.0
+
+
+def measure(burstc, job, ranks, strategy, iters, warmup, tmp):
+    """Measured iteration time (s) and per-name seconds per step (slowest rank)."""
+    prog = os.path.join(tmp, "prog")
+    trace = os.path.join(tmp, "trace.json")
+    subprocess.run([burstc, "build", "--gpus", str(ranks), "--strategy", strategy, job, "-o", prog],
+                   check=True, capture_output=True)
+    cmd = ["mpirun", "--oversubscribe", "-np", str(ranks), prog, "--iterations", str(iters),
+           "--trace", trace]
+    subprocess.run(cmd, check=True, capture_output=True, env=ENV)
+    events = [e for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
+    steps = {}  # rank -> [(start, end)] in order
+    for e in events:
+        if e["name"] == "iteration":
+            steps.setdefault(e["pid"], []).append((e["ts"] * 1e-6, (e["ts"] + e["dur"]) * 1e-6))
+    for r in steps:
+        steps[r].sort()
+    n = min(len(s) for s in steps.values())
+    ends = [max(steps[r][i][1] for r in steps) for i in range(n)]
+    periods = [ends[i] - ends[i - 1] for i in range(max(warmup, 1), n)]
+    # per name and rank: time inside the measured steps
+    per = {}
+    for e in events:
+        if e["name"] == "iteration":
+            continue
+        r = e["pid"]
+        lo, hi = steps[r][max(warmup, 1)][0], steps[r][n - 1][1]
+        t = e["ts"] * 1e-6
+        if lo <= t <= hi:
+            per.setdefault(e["name"], {}).setdefault(r, 0.0)
+            per[e["name"]][r] += e["dur"] * 1e-6
+    counted = n - max(warmup, 1)
+    per = {k: max(v.values()) / counted for k, v in per.items()}
+    return statistics.median(periods), per
+
+
+def predict(burstc, job, ranks, strategy, tmp):
+    out = os.path.join(tmp, "sim.json")
+    subprocess.run([burstc, "sim", "--gpus", str(ranks), "--strategy", strategy, "--json", out, job],
+                   check=True, capture_output=True)
+    sim = json.load(open(out))
+    out = os.path.join(tmp, "plan.json")
+    subprocess.run([burstc, "plan", "--gpus", str(ranks), "--strategy", strategy, "--json", out, job],
+                   check=True, capture_output=True)
+    plan = next(p for p in json.load(open(out))["plans"] if p["strategy"] == strategy)
+    return sim, plan
+
+
+def layer_rows(plan, measured):
+    """(name, measured s, predicted s) per layer, reshard and all-reduce."""
+    rows = []
+    for l in plan["layers"]:
+        m = measured.get(l["name"], 0.0) + measured.get(l["name"] + ".bwd", 0.0)
+        rows.append((l["name"], m, l["fwd_s"] + l["bwd_s"]))
+        if l["allreduce_s"] > 0:
+            rows.append((l["name"] + ".allreduce", measured.get(l["name"] + ".allreduce", 0.0),
+                         l["allreduce_s"]))
+        if l["reshard_s"] > 0:
+            m = sum(v for k, v in measured.items() if k.endswith(".to." + l["name"]) or
+                    k.endswith(".to." + l["name"] + ".bwd"))
+            rows.append(("reshard into " + l["name"], m, l["reshard_s"]))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--burstc", default=os.path.join(ROOT, "build/release/tools/burstc"))
+    ap.add_argument("--jobs", default="fmnist_cpu,resnet_small_cpu")
+    ap.add_argument("--ranks", default="1,2,4")
+    ap.add_argument("--strategies", default="dp,burst")
+    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--layers", action="store_true", help="print the per-layer tables too")
+    a = ap.parse_args()
+    print("simulated (burstc sim, cpu device of examples/clusters/cpu.burst) vs measured (the generated "
+          "program under mpirun, median of %d steps after %d of warm-up)" % (a.iterations - a.warmup, a.warmup))
+    print("(others: cores other processes kept busy during the run, from /proc/stat minus our own children)")
+    print("(layers: the measured forward+backward of every layer, slowest rank each, summed; model: the same"
+          " in the cost model;\n scaled: the simulated time x layers / model, what the simulator would say with"
+          " the compute the program measured)")
+    print("%-18s %5s %-6s %11s %11s %11s %8s %8s %10s %10s %10s %8s %7s" % (
+        "job", "ranks", "plan", "measured ms", "sim ms", "planner ms", "sim/meas", "plan/meas", "layers ms",
+        "model ms", "scaled ms", "sc/meas", "others"))
+    details = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.jobs.split(","):
+            job = os.path.join(ROOT, "examples/jobs/%s.burst" % name)
+            for ranks in (int(x) for x in a.ranks.split(",")):
+                for strategy in a.strategies.split(","):
+                    before = cpu_busy()
+                    measured, per = measure(a.burstc, job, ranks, strategy, a.iterations, a.warmup, tmp)
+                    load = others(before, cpu_busy())
+                    sim, plan = predict(a.burstc, job, ranks, strategy, tmp)
+                    rows = layer_rows(plan, per)
+                    compute = [r for r in rows if not r[0].endswith(".allreduce") and
+                               not r[0].startswith("reshard into ")]
+                    mlayers, player = sum(r[1] for r in compute), sum(r[2] for r in compute)
+                    scaled = sim["mean_s"] * mlayers / player if player > 0 else 0
+                    print("%-18s %5d %-6s %11.3f %11.3f %11.3f %8.2f %8.2f %10.3f %10.3f %10.3f %8.2f %7.2f" %
+                          (name, ranks, strategy, 1e3 * measured, 1e3 * sim["mean_s"], 1e3 * sim["planner_s"],
+                           sim["mean_s"] / measured, sim["planner_s"] / measured, 1e3 * mlayers, 1e3 * player,
+                           1e3 * scaled, scaled / measured, load),
+                          flush=True)
+                    details.append((name, ranks, strategy, rows))
+    if a.layers:
+        for name, ranks, strategy, rows in details:
+            print()
+            print("%s, %d ranks, %s: per layer, slowest rank, ms per step" % (name, ranks, strategy))
+            print("%-28s %11s %11s %8s" % ("layer", "measured", "model", "ratio"))
+            for lname, m, p in rows:
+                print("%-28s %11.3f %11.3f %8s" % (lname, 1e3 * m, 1e3 * p, "%.2f" % (p / m) if m > 0 else "-"))
+
+
+if __name__ == "__main__":
+    main()

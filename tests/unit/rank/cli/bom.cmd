@@ -1,0 +1,1 @@
+bom.csv --all --csv

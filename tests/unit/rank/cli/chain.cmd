@@ -1,0 +1,1 @@
+chain.csv -k 3

@@ -1,0 +1,1 @@
+many_errors.csv -k 1

@@ -1,0 +1,1 @@
+never_win.csv --all

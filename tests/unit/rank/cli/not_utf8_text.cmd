@@ -1,0 +1,1 @@
+not_utf8.csv --all

@@ -1,0 +1,1 @@
+one_group.csv --all

@@ -1,0 +1,1 @@
+never.csv --all --quiet

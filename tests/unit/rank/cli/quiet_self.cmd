@@ -1,0 +1,1 @@
+self.csv -k 1 --quiet

@@ -1,0 +1,1 @@
+two_groups.csv -k 2

@@ -1,0 +1,1 @@
+two_unbeaten.csv -k 1

@@ -1,0 +1,1 @@
+two_unbeaten.csv -k 1 --regularize 0.5

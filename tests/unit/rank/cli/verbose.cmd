@@ -1,0 +1,1 @@
+games.csv -k 2 --verbose --threads 1

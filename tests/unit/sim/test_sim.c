@@ -1,0 +1,258 @@
+/*
+ * test_sim.c: a plan's timeline played on the engine (sim/play.c).
+ *   - --ideal reproduces the timeline: on every example job (every
+ *     strategy, all-reduce blocking and overlapped) the first iteration
+ *     takes the timeline's time to 1e-9, and on chains every iteration
+ *     does; on random graphs no iteration is slower than the timeline;
+ *   - background slices made by hand: slices that fit in a rank's idle
+ *     window leave the foreground untouched and are counted; a slice longer
+ *     than the window delays the foreground by what does not fit, never by
+ *     more than the slice; slices at the end of the program run there;
+ *   - contention: with the timeline's program but links shared, a run is
+ *     never faster than its transfers alone would let it be (a one-node
+ *     plan without launches reproduces the timeline: nothing is shared);
+ *   - jitter: the same seed gives the same run, another seed another.
+ *
+ * Usage: sim_test_sim EXAMPLES_JOBS_DIR
+ */
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../planner/check.h"
+#include "../planner/random_problem.h"
+#include "frontend.h"
+#include "passes.h"
+#include "plan.h"
+#include "sim.h"
+
+static bool play(const plan_timeline *tl, sim_options *o, sim_result *r)
+{
+    char err[256];
+    if (!sim_play(tl, o, r, err, sizeof err)) {
+        fprintf(stderr, "sim_play: %s\n", err);
+        check_failures++;
+        return false;
+    }
+    return true;
+}
+
+static void test_examples(const char *dir)
+{
+    DIR *dd = opendir(dir);
+    CHECK(dd != NULL);
+    if (!dd)
+        return;
+    struct dirent *de;
+    int nplans = 0;
+    while ((de = readdir(dd))) {
+        size_t len = strlen(de->d_name);
+        if (len < 7 || strcmp(de->d_name + len - 6, ".burst") != 0)
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        arena *a = arena_new();
+        diag_ctx d;
+        diag_init(&d, stderr);
+        ir_module *m = fe_compile(a, path, &d);
+        pass_options opt = {.strategy = "burst"};
+        pass_ctx ctx = {.m = m, .opt = &opt, .d = &d, .job = -1};
+        pass_plan_input in;
+        if (!m || !pass_select_job(&ctx) || !pass_plan_build(m, ctx.job, &opt, &in, &d)) {
+            check_failures++;
+            arena_free(a);
+            continue;
+        }
+        for (int ov = 0; ov < 2; ov++) {
+            in.p.ar_overlap = ov;
+            for (int s = 0; s < PS_COUNT; s++) {
+                plan_result r;
+                plan_timeline tl;
+                char err[512];
+                if (!plan_solve(&in.p, (plan_strategy)s, &r, err, sizeof err))
+                    continue;
+                CHECK(plan_timeline_build(&in.p, &r, &tl, err, sizeof err));
+                sim_options o = {.iterations = 5, .ideal = true};
+                sim_result sr;
+                if (play(&tl, &o, &sr)) {
+                    nplans++;
+                    CHECK_NEAR(sr.iter_time[0], tl.time, 1e-9);
+                    for (int i = 0; i < 5; i++)
+                        CHECK(sr.iter_time[i] <= tl.time * (1 + 1e-9));
+                    if (!ov)
+                        CHECK_NEAR(sr.mean, r.time, 1e-9);
+                    sim_result_free(&sr);
+                }
+                /* the contended run finishes and counts every sample */
+                o.ideal = false;
+                if (play(&tl, &o, &sr)) {
+                    CHECK(sr.mean > 0 && isfinite(sr.mean));
+                    CHECK_NEAR(sr.fg_samples_per_s * sr.total, 5.0 * in.p.batch, 1e-9);
+                    sim_result_free(&sr);
+                }
+                plan_timeline_free(&tl);
+                plan_result_free(&r);
+            }
+        }
+        pass_plan_input_free(&in);
+        arena_free(a);
+    }
+    closedir(dd);
+    CHECK(nplans >= 40);
+}
+
+static void test_random(void)
+{
+    for (int it = 0; it < 600; it++) {
+        inst in;
+        memset(&in, 0, sizeof in);
+        int gpn = irand(1, 6);
+        random_cluster(&in, irand(1, 3) * gpn, gpn);
+        bool chain = it % 2 == 0;
+        if (chain)
+            make_chain(&in, irand(1, 8));
+        else
+            make_concurrent(&in, irand(3, 10));
+        in.p.ar_overlap = it % 3 == 0;
+        int G = in.p.cluster.gpus, kmax = (int64_t)G < in.p.batch ? G : (int)in.p.batch;
+        int k[MAXL], first[MAXL];
+        for (int l = 0; l < in.p.nlayers; l++) {
+            k[l] = irand(1, kmax);
+            first[l] = irand(0, G - k[l]);
+        }
+        plan_result r;
+        char err[256];
+        plan_timeline tl;
+        if (!plan_evaluate(&in.p, k, first, &r, err, sizeof err) ||
+            !plan_timeline_build(&in.p, &r, &tl, err, sizeof err)) {
+            check_failures++;
+            continue;
+        }
+        sim_options o = {.iterations = 4, .ideal = true};
+        sim_result sr;
+        if (play(&tl, &o, &sr)) {
+            CHECK_NEAR(sr.iter_time[0], tl.time, 1e-9);
+            for (int i = 0; i < 4; i++) {
+                if (chain && !in.p.ar_overlap)
+                    CHECK_NEAR(sr.iter_time[i], tl.time, 1e-9);
+                CHECK(sr.iter_time[i] <= tl.time * (1 + 1e-9));
+            }
+            sim_result_free(&sr);
+        }
+        o.ideal = false;
+        o.jitter = 0.1;
+        o.seed = 3;
+        sim_result a, b, c;
+        if (play(&tl, &o, &a) && play(&tl, &o, &b)) {
+            CHECK(a.total == b.total);
+            o.seed = 4;
+            if (play(&tl, &o, &c)) {
+                CHECK(c.total != a.total);
+                sim_result_free(&c);
+            }
+            sim_result_free(&a);
+            sim_result_free(&b);
+        }
+        plan_timeline_free(&tl);
+        plan_result_free(&r);
+    }
+}
+
+/* Two layers: l0 on ranks 0..1, l1 on rank 0. Rank 1 sends half of l0's
+ * output to rank 0, then has nothing to do until the gradient comes back:
+ * it waits at the loss sum (its step 2) for l1's forward, then at the
+ * gradient's reshard (step 3) for l1's backward. */
+static void test_background(void)
+{
+    inst in;
+    memset(&in, 0, sizeof in);
+    random_cluster(&in, 2, 2);
+    in.p.batch = 8;
+    add_edge(&in, 0, 1);
+    finish(&in, 2);
+    in.layers[0].params = 1e4;
+    in.layers[1].params = 0;
+    int k[2] = {2, 1}, first[2] = {0, 0};
+    plan_result r;
+    plan_timeline tl;
+    char err[256];
+    if (!plan_evaluate(&in.p, k, first, &r, err, sizeof err) ||
+        !plan_timeline_build(&in.p, &r, &tl, err, sizeof err)) {
+        check_failures++;
+        return;
+    }
+    const plan_tl_step *s1 = &tl.step[tl.prog0[1]];
+    CHECK(tl.prog0[2] - tl.prog0[1] == 6);
+    CHECK(tl.op[s1[2].op].kind == PTL_LOSS_SUM && tl.op[s1[3].op].kind == PTL_RESHARD_BWD);
+    /* rank 1 is idle from reaching the loss sum until the gradient arrives */
+    double w_loss = s1[2].end - s1[2].arrive, w_grad = s1[3].start - s1[3].arrive;
+    CHECK(w_loss > 0 && w_grad > 0);
+    const int N = 6;
+    sim_options o = {.iterations = N, .ideal = true};
+    sim_result base;
+    if (!play(&tl, &o, &base))
+        return;
+
+    /* three slices that fit in the first window, one in the second */
+    sim_bg_slice fit[4] = {{1, 2, w_loss / 4, 2, 0},
+                           {1, 2, w_loss / 4, 2, 0},
+                           {1, 2, w_loss / 4, 2, 0},
+                           {1, 3, w_grad / 2, 5, 1}};
+    o.bg = fit;
+    o.nbg = 4;
+    sim_result sr;
+    if (play(&tl, &o, &sr)) {
+        for (int i = 0; i < N; i++)
+            CHECK_NEAR(sr.iter_time[i], base.iter_time[i], 1e-12);
+        CHECK_NEAR(sr.bg_samples, N * 11.0, 1e-12);
+        CHECK_NEAR(sr.bg_busy[1] * sr.total, N * (0.75 * w_loss + 0.5 * w_grad), 1e-9);
+        CHECK(sr.bg_busy[0] == 0);
+        CHECK_NEAR(sr.bg_samples_per_s, N * 11.0 / sr.total, 1e-9);
+        sim_result_free(&sr);
+    }
+    /* one slice longer than the wait for the gradient, anchored there:
+	 * rank 1's next kernel (l0's backward) waits for the slice, so the
+	 * iteration grows by what does not fit, at most the slice */
+    double D = w_grad + 0.5 * r.layer[0].bwd;
+    sim_bg_slice longer = {1, 3, D, 1, 0};
+    o.bg = &longer;
+    o.nbg = 1;
+    if (play(&tl, &o, &sr)) {
+        /* the slice starts when rank 1 reaches step 3 (with nothing queued):
+		 * it ends D later; the reshard itself runs beside it (another
+		 * stream), then l0's backward waits for the slice */
+        double grow = sr.iter_time[0] - base.iter_time[0];
+        double want = fmax(0, s1[3].arrive + D - s1[3].end);
+        CHECK_NEAR(grow, want, 1e-9);
+        CHECK(grow <= D);
+        CHECK(sr.bg_samples == N);
+        sim_result_free(&sr);
+    }
+    /* at the end of rank 1's program: after its all-reduce */
+    sim_bg_slice at_end = {1, 6, 1e-6, 1, 0};
+    o.bg = &at_end;
+    if (play(&tl, &o, &sr)) {
+        CHECK(sr.bg_samples == N);
+        sim_result_free(&sr);
+    }
+    /* out of range */
+    sim_bg_slice bad = {1, 7, 1e-6, 1, 0};
+    o.bg = &bad;
+    CHECK(!sim_play(&tl, &o, &sr, err, sizeof err));
+    sim_result_free(&base);
+    plan_timeline_free(&tl);
+    plan_result_free(&r);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: sim_test_sim EXAMPLES_JOBS_DIR\n");
+        return 2;
+    }
+    test_background();
+    test_random();
+    test_examples(argv[1]);
+    return check_done("sim/test_sim");
+}

@@ -1,0 +1,472 @@
+/*
+ * test_timeline.c: the per-rank timeline of a plan (passes/timeline.c)
+ * against the planner's evaluator (passes/evaluate.c) and hand-computed
+ * cases.
+ *
+ *   - reshard messages: the per-pair walk gives exactly the per-GPU and
+ *     per-node maxima that commcost.c prices (3000 random splits);
+ *   - chains (random problems, random and planned counts and ranks) and
+ *     every example job: the ideal schedule's time equals plan_evaluate's
+ *     to 1e-9 relative with all-reduces blocking; with ar_overlap it lies
+ *     between the compute-only and the blocking schedule;
+ *   - graphs with branches: the relations docs/sim.md states (at most the
+ *     evaluator's time when it runs no branches side by side; at least it
+ *     when it does, on blocks of chains);
+ *   - hand-computed: a two-branch block on disjoint ranks (forward side by
+ *     side, backward one after the other in the program's order), idle
+ *     windows and their anchors;
+ *   - windows: every moment of a rank's iteration is its own compute or in
+ *     exactly one window.
+ *
+ * Usage: sim_test_timeline EXAMPLES_DIR
+ */
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../planner/check.h"
+#include "../planner/random_problem.h"
+#include "frontend.h"
+#include "passes.h"
+#include "plan.h"
+
+static void test_pairs(void)
+{
+    for (int it = 0; it < 3000; it++) {
+        int gpn = irand(1, 8), G = irand(1, 40);
+        int64_t B = irand(1, 90);
+        int kmax = (int64_t)G < B ? G : (int)B;
+        int k1 = irand(1, kmax), k2 = irand(1, kmax);
+        int r1 = irand(0, G - k1), r2 = irand(0, G - k2);
+        int n = plan_reshard_pairs(B, r1, k1, r2, k2, NULL);
+        CHECK(n < k1 + k2);
+        plan_tl_pair *pr = calloc((size_t)n + 1, sizeof *pr);
+        CHECK(plan_reshard_pairs(B, r1, k1, r2, k2, pr) == n);
+        double *snd = calloc((size_t)G, sizeof(double)), *rcv = calloc((size_t)G, sizeof(double));
+        int *ms = calloc((size_t)G, sizeof(int)), *mr = calloc((size_t)G, sizeof(int));
+        double *nsnd = calloc((size_t)G, sizeof(double)), *nrcv = calloc((size_t)G, sizeof(double));
+        double cross = 0;
+        int64_t total = 0;
+        for (int i = 0; i < n; i++) {
+            CHECK(pr[i].src != pr[i].dst && pr[i].samples > 0);
+            CHECK(pr[i].src >= r1 && pr[i].src < r1 + k1 && pr[i].dst >= r2 && pr[i].dst < r2 + k2);
+            snd[pr[i].src] += (double)pr[i].samples;
+            rcv[pr[i].dst] += (double)pr[i].samples;
+            ms[pr[i].src]++;
+            mr[pr[i].dst]++;
+            if (pr[i].src / gpn != pr[i].dst / gpn) {
+                nsnd[pr[i].src / gpn] += (double)pr[i].samples;
+                nrcv[pr[i].dst / gpn] += (double)pr[i].samples;
+                cross += (double)pr[i].samples;
+            }
+            total += pr[i].samples;
+        }
+        double gmax = 0, nmax = 0;
+        int mmax = 0;
+        for (int g = 0; g < G; g++) {
+            gmax = fmax(gmax, fmax(snd[g], rcv[g]));
+            nmax = fmax(nmax, fmax(nsnd[g], nrcv[g]));
+            mmax = ms[g] > mmax ? ms[g] : mmax;
+            mmax = mr[g] > mmax ? mr[g] : mmax;
+        }
+        plan_reshard rc = plan_reshard_count(B, gpn, r1, k1, r2, k2);
+        CHECK(rc.gpu_samples == gmax);
+        CHECK(rc.gpu_msgs == mmax);
+        CHECK(rc.node_samples == nmax);
+        CHECK(rc.cross_samples == cross);
+        CHECK(total <= B);
+        free(pr);
+        free(snd);
+        free(rcv);
+        free(ms);
+        free(mr);
+        free(nsnd);
+        free(nrcv);
+    }
+}
+
+/* Sum over the ops of a timeline of their durations: the time of a program
+ * that runs nothing side by side. */
+static double serial_time(const plan_timeline *tl)
+{
+    double s = 0;
+    for (int x = 0; x < tl->nops; x++)
+        s += tl->op[x].dur;
+    return s;
+}
+
+/* Every moment of every rank's iteration: its own compute, or one window. */
+static void check_windows(const plan_timeline *tl)
+{
+    for (int g = 0; g < tl->G; g++) {
+        double busy = 0, idle = 0, last = 0;
+        for (int64_t j = tl->prog0[g]; j < tl->prog0[g + 1]; j++) {
+            const plan_tl_op *o = &tl->op[tl->step[j].op];
+            if (o->kind == PTL_FWD || o->kind == PTL_BWD)
+                busy += tl->step[j].own;
+        }
+        for (int64_t w = tl->win0[g]; w < tl->win0[g + 1]; w++) {
+            const plan_tl_window *x = &tl->win[w];
+            CHECK(x->rank == g && x->end > x->start && x->start >= last - 1e-15);
+            int len = (int)(tl->prog0[g + 1] - tl->prog0[g]);
+            CHECK(x->step >= 0 && x->step <= len);
+            CHECK(x->op == (x->step < len ? tl->step[tl->prog0[g] + x->step].op : -1));
+            idle += x->end - x->start;
+            last = x->end;
+        }
+        CHECK_NEAR(busy + idle, tl->time, 1e-9);
+    }
+}
+
+static bool timeline_of(const plan_problem *p, const int *k, const int *first, plan_result *r,
+                        plan_timeline *tl)
+{
+    char err[256];
+    if (!plan_evaluate(p, k, first, r, err, sizeof err)) {
+        fprintf(stderr, "evaluate: %s\n", err);
+        check_failures++;
+        return false;
+    }
+    if (!plan_timeline_build(p, r, tl, err, sizeof err)) {
+        fprintf(stderr, "timeline: %s\n", err);
+        check_failures++;
+        plan_result_free(r);
+        return false;
+    }
+    check_windows(tl);
+    return true;
+}
+
+/* A random placement of every layer. */
+static void random_plan(const plan_problem *p, int *k, int *first)
+{
+    int G = p->cluster.gpus, kmax = (int64_t)G < p->batch ? G : (int)p->batch;
+    for (int l = 0; l < p->nlayers; l++) {
+        k[l] = irand(1, kmax);
+        first[l] = urand() < 0.5 ? 0 : irand(0, G - k[l]);
+    }
+}
+
+/* The schedule of tl's plan without its all-reduces: the timeline of the
+ * problem with no parameters, its compute given tl's durations. */
+static double time_without_allreduce(const plan_problem *p, const plan_result *r,
+                                     const plan_timeline *tl)
+{
+    plan_problem q = *p;
+    plan_layer *ls = calloc((size_t)p->nlayers, sizeof(plan_layer));
+    memcpy(ls, p->layers, sizeof(plan_layer) * (size_t)p->nlayers);
+    for (int l = 0; l < p->nlayers; l++)
+        ls[l].params = 0;
+    q.layers = ls;
+    plan_timeline t0;
+    char err[256];
+    double t = -1;
+    if (plan_timeline_build(&q, r, &t0, err, sizeof err)) {
+        for (int x = 0; x < t0.nops; x++)
+            for (int y = 0; y < tl->nops; y++)
+                if (tl->op[y].kind == t0.op[x].kind && tl->op[y].layer == t0.op[x].layer &&
+                    tl->op[y].edge == t0.op[x].edge)
+                    t0.op[x].dur = tl->op[y].dur;
+        for (int g = 0; g < t0.G; g++)
+            for (int64_t j = t0.prog0[g], i = tl->prog0[g]; j < t0.prog0[g + 1]; j++, i++) {
+                while (tl->op[tl->step[i].op].kind == PTL_ALLREDUCE)
+                    i++;
+                t0.step[j].own = tl->step[i].own;
+            }
+        plan_timeline_schedule(&t0);
+        t = t0.time;
+        plan_timeline_free(&t0);
+    }
+    free(ls);
+    return t;
+}
+
+/* Random problems, random or planned placements:
+ *   chains: the timeline's time is the evaluator's;
+ *   nothing side by side in the evaluator's schedule: at most its time;
+ *   always at most the sum of all durations;
+ *   ar_overlap: between the schedule without all-reduces and the
+ *   blocking one (a blocking all-reduce also waits for all its ranks). */
+static void test_random(void)
+{
+    int n[3] = {0, 0, 0}; /* equal, below, above */
+    for (int it = 0; it < 3000; it++) {
+        inst in;
+        memset(&in, 0, sizeof in);
+        int gpn = irand(1, 6);
+        random_cluster(&in, irand(1, 3) * gpn, gpn);
+        int shape = it % 3;
+        if (shape == 0)
+            make_chain(&in, irand(1, 8));
+        else if (shape == 1)
+            make_concurrent(&in, irand(3, 10));
+        else
+            make_dag(&in, irand(2, 7));
+        plan_problem *p = &in.p;
+        p->amp_limit = 0;
+        int k[MAXL], first[MAXL];
+        plan_result r, solved;
+        char err[256];
+        if (urand() < 0.5 && plan_solve(p, PS_BURST, &solved, err, sizeof err)) {
+            for (int l = 0; l < p->nlayers; l++) {
+                k[l] = solved.layer[l].k;
+                first[l] = solved.layer[l].first;
+            }
+            plan_result_free(&solved);
+        } else {
+            random_plan(p, k, first);
+        }
+        plan_timeline tl;
+        if (!timeline_of(p, k, first, &r, &tl))
+            continue;
+        double T = tl.time, E = r.time, S = serial_time(&tl);
+        CHECK(T <= S * (1 + 1e-12));
+        if (shape == 0)
+            CHECK_NEAR(T, E, 1e-9);
+        if (r.nconcurrent == 0) {
+            CHECK_NEAR(E, S, 1e-9);
+            CHECK(T <= E * (1 + 1e-9));
+        }
+        n[fabs(T - E) <= 1e-9 * E ? 0 : T < E ? 1 : 2]++;
+        double T0 = time_without_allreduce(p, &r, &tl);
+        CHECK(T0 >= 0 && T0 <= T * (1 + 1e-12));
+        plan_timeline_free(&tl);
+        plan_result_free(&r);
+
+        p->ar_overlap = true;
+        if (!timeline_of(p, k, first, &r, &tl))
+            continue;
+        CHECK(T0 <= tl.time * (1 + 1e-12));
+        CHECK(tl.time <= T * (1 + 1e-12));
+        plan_timeline_free(&tl);
+        plan_result_free(&r);
+    }
+    printf("random plans, timeline against evaluator: equal %d, below %d, above %d\n", n[0], n[1],
+           n[2]);
+}
+
+/* A pre-chain, a fork, 2..4 branches (chains of 1..2 layers), a join and a
+ * post-chain, with the branches on pairwise disjoint ranks: the evaluator
+ * runs them side by side (its time counts the slowest branch's forward and
+ * backward together); the program needs at least that along every branch. */
+static void test_disjoint_branches(void)
+{
+    int above = 0, total = 0;
+    for (int it = 0; it < 1500; it++) {
+        inst in;
+        memset(&in, 0, sizeof in);
+        int gpn = irand(1, 4), nb = irand(2, 4);
+        random_cluster(&in, irand(nb, 3 * nb), gpn);
+        in.p.amp_limit = 0;
+        in.p.batch = irand(nb, 24);
+        int pre = irand(0, 1), post = irand(0, 1), len[4], nl = 0;
+        int fork = -1, ends[4], firsts[4];
+        if (pre) {
+            nl++;
+        }
+        fork = nl++;
+        if (pre)
+            add_edge(&in, 0, fork);
+        for (int b = 0; b < nb; b++) {
+            len[b] = irand(1, 2);
+            firsts[b] = nl;
+            for (int i = 0; i < len[b]; i++, nl++)
+                add_edge(&in, i ? nl - 1 : fork, nl);
+            ends[b] = nl - 1;
+        }
+        int join = nl++;
+        for (int b = 0; b < nb; b++)
+            add_edge(&in, ends[b], join);
+        if (post) {
+            add_edge(&in, join, nl);
+            nl++;
+        }
+        finish(&in, nl);
+        plan_problem *p = &in.p;
+        int G = p->cluster.gpus, k[MAXL], first[MAXL];
+        random_plan(p, k, first);
+        /* branches: consecutive disjoint ranges */
+        int next = 0;
+        for (int b = 0; b < nb; b++) {
+            int room = G - next - (nb - 1 - b);
+            int kb = irand(1, room < 1 ? 1 : room > (int)p->batch ? (int)p->batch : room);
+            for (int l = firsts[b]; l <= ends[b]; l++) {
+                k[l] = kb;
+                first[l] = next;
+            }
+            next += kb;
+        }
+        plan_result r;
+        plan_timeline tl;
+        if (!timeline_of(p, k, first, &r, &tl))
+            continue;
+        CHECK(r.nconcurrent == 1);
+        CHECK(tl.time >= r.time * (1 - 1e-9));
+        above += tl.time > r.time * (1 + 1e-9);
+        total++;
+        plan_timeline_free(&tl);
+        plan_result_free(&r);
+    }
+    printf("branches on disjoint ranks: timeline above the evaluator in %d of %d plans\n", above,
+           total);
+}
+
+/* A hand-computed block: fork F on ranks 4..7, branch A on 0..1, branch B on
+ * 2..3, join J on 4..7, batch 8 on 8 GPUs in one node. In program order
+ * rank 4 (in F and J) sends to A, then to B; A and B run side by side in
+ * forward; in backward J's ranks send B's gradient first (B's reshard comes
+ * later in the program), then A's. Every start below is written out from
+ * the ops' durations. */
+static void test_hand(void)
+{
+    inst in;
+    memset(&in, 0, sizeof in);
+    random_cluster(&in, 8, 8);
+    in.p.batch = 8;
+    in.p.amp_limit = 0;
+    add_edge(&in, 0, 1); /* F -> A */
+    add_edge(&in, 0, 2); /* F -> B */
+    add_edge(&in, 1, 3); /* A -> J */
+    add_edge(&in, 2, 3); /* B -> J */
+    finish(&in, 4);
+    for (int l = 0; l < 4; l++)
+        in.layers[l].params = 1e5;
+    int k[4] = {4, 2, 2, 4}, first[4] = {4, 0, 2, 4};
+    plan_result r;
+    plan_timeline tl;
+    if (!timeline_of(&in.p, k, first, &r, &tl))
+        return;
+    /* F, F->A, A, F->B, B, A->J, B->J, J, loss; J, J.ar, B->J', A->J', B, B.ar,
+	 * F->B', A, A.ar, F->A', F, F.ar */
+    static const plan_tl_kind want[] = {
+        PTL_FWD,         PTL_RESHARD_FWD, PTL_FWD,         PTL_RESHARD_FWD, PTL_FWD,
+        PTL_RESHARD_FWD, PTL_RESHARD_FWD, PTL_FWD,         PTL_LOSS_SUM,    PTL_BWD,
+        PTL_ALLREDUCE,   PTL_RESHARD_BWD, PTL_RESHARD_BWD, PTL_BWD,         PTL_ALLREDUCE,
+        PTL_RESHARD_BWD, PTL_BWD,         PTL_ALLREDUCE,   PTL_RESHARD_BWD, PTL_BWD,
+        PTL_ALLREDUCE};
+    CHECK(tl.nops == 21);
+    for (int x = 0; x < tl.nops && x < 21; x++)
+        CHECK(tl.op[x].kind == want[x]);
+    double d[21];
+    for (int x = 0; x < 21; x++)
+        d[x] = tl.op[x].dur;
+    double F = d[0], FA = F + d[1], A = FA + d[2], FB = FA + d[3], B = FB + d[4];
+    double AJ = fmax(A, FB) + d[5], BJ = fmax(AJ, B) + d[6], J = BJ + d[7], L = J + d[8];
+    double Jb = L + d[9], Jar = Jb + d[10], BJb = Jar + d[11];
+    /* A's ranks wait for A->J's gradient, after B->J's on J's ranks */
+    double AJb = BJb + d[12], Bb = BJb + d[13], Bar = Bb + d[14];
+    double FBb = fmax(Bar, AJb) + d[15], Ab = AJb + d[16], Aar = Ab + d[17];
+    double FAb = fmax(Aar, FBb) + d[18], Fb = FAb + d[19], Far = Fb + d[20];
+    double end[21] = {F,   FA,  A,  FB,  B,   AJ, BJ,  J,   L,  Jb, Jar,
+                      BJb, AJb, Bb, Bar, FBb, Ab, Aar, FAb, Fb, Far};
+    for (int x = 0; x < 21; x++)
+        CHECK_NEAR(tl.op[x].end, end[x], 1e-12);
+    CHECK_NEAR(tl.time, Far, 1e-12);
+    /* The evaluator: the branches side by side, each with its forward and
+	 * backward together. */
+    double va = d[1] + d[2] + d[16] + d[17] + d[18] + d[5] + d[12];
+    double vb = d[3] + d[4] + d[13] + d[14] + d[15] + d[6] + d[11];
+    CHECK(r.nconcurrent == 1);
+    CHECK_NEAR(r.time, F + d[19] + d[20] + fmax(va, vb) + d[7] + d[8] + d[9] + d[10], 1e-9);
+    /* Rank 0 (branch A): waits for F->A from the start, then for A->J, then
+	 * at the loss sum, ... its first window is anchored at F->A. */
+    const plan_tl_window *w = &tl.win[tl.win0[0]];
+    CHECK(w->op == 1 && w->step == 0 && w->why == PTW_PEER && w->start == 0 && w->end == F);
+    /* The ranks outside every layer (none here) and rank 7: its program is
+	 * F, F->A, F->B, A->J, B->J, J, loss, ... */
+    CHECK(tl.prog0[8] - tl.prog0[7] == 15);
+    plan_timeline_free(&tl);
+    plan_result_free(&r);
+}
+
+/* Every example job, every strategy, at the job's size and at 16 and 64
+ * GPUs: with blocking all-reduces (the runtime's) the timeline's time is
+ * the evaluator's at the job's size; where the evaluator runs nothing side
+ * by side it is at most the evaluator's; with ar_overlap it lies between
+ * the schedule without all-reduces and the blocking one. */
+static void test_examples(const char *dir)
+{
+    DIR *dd = opendir(dir);
+    CHECK(dd != NULL);
+    if (!dd)
+        return;
+    struct dirent *de;
+    int njobs = 0, nplans = 0, nequal = 0, nconc = 0;
+    while ((de = readdir(dd))) {
+        size_t len = strlen(de->d_name);
+        if (len < 7 || strcmp(de->d_name + len - 6, ".burst") != 0)
+            continue;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        njobs++;
+        for (int size = 0; size < 3; size++) {
+            arena *a = arena_new();
+            diag_ctx d;
+            diag_init(&d, stderr);
+            ir_module *m = fe_compile(a, path, &d);
+            CHECK(m && d.nerrors == 0);
+            pass_options opt = {.strategy = "burst", .gpus = size == 0 ? 0 : size == 1 ? 16 : 64};
+            pass_ctx ctx = {.m = m, .opt = &opt, .d = &d, .job = -1};
+            pass_plan_input in;
+            diag_ctx quiet;
+            diag_init(&quiet, NULL);
+            if (!m || !pass_select_job(&ctx) || !pass_plan_build(m, ctx.job, &opt, &in, &quiet)) {
+                /* a one-node cluster has no network for 16 or 64 GPUs */
+                CHECK(size > 0);
+                pass_plan_input_free(&in);
+                arena_free(a);
+                continue;
+            }
+            for (int s = 0; s < PS_COUNT; s++) {
+                plan_result r;
+                plan_timeline tl;
+                char err[512];
+                in.p.ar_overlap = false;
+                if (!plan_solve(&in.p, (plan_strategy)s, &r, err, sizeof err))
+                    continue; /* deeppool refuses some graphs; memory */
+                if (!plan_timeline_build(&in.p, &r, &tl, err, sizeof err)) {
+                    check_failures++;
+                    plan_result_free(&r);
+                    continue;
+                }
+                check_windows(&tl);
+                nplans++;
+                double T = tl.time, T0 = time_without_allreduce(&in.p, &r, &tl);
+                if (size == 0)
+                    CHECK_NEAR(T, r.time, 1e-9);
+                if (r.nconcurrent == 0)
+                    CHECK(T <= r.time * (1 + 1e-9));
+                nequal += fabs(T - r.time) <= 1e-9 * r.time;
+                nconc += r.nconcurrent > 0;
+                plan_timeline_free(&tl);
+                in.p.ar_overlap = true;
+                CHECK(plan_timeline_build(&in.p, &r, &tl, err, sizeof err));
+                CHECK(tl.time <= T * (1 + 1e-12) && tl.time >= T0 * (1 - 1e-12));
+                plan_timeline_free(&tl);
+                plan_result_free(&r);
+            }
+            pass_plan_input_free(&in);
+            arena_free(a);
+        }
+    }
+    closedir(dd);
+    CHECK(njobs >= 6);
+    printf(
+        "example jobs: %d, plans %d, timeline = evaluator in %d, with branches side by side %d\n",
+        njobs, nplans, nequal, nconc);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: sim_test_timeline EXAMPLES_JOBS_DIR\n");
+        return 2;
+    }
+    test_pairs();
+    test_random();
+    test_disjoint_branches();
+    test_hand();
+    test_examples(argv[1]);
+    return check_done("sim/test_timeline");
+}

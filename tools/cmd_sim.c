@@ -1,0 +1,351 @@
+/*
+ * cmd_sim.c: `burstc sim JOB.burst|JOB.ir`, the cluster simulator at the
+ * command line.
+ *
+ * Plans the job as `burstc plan` does (or, for IR that is already planned,
+ * takes every op's ranks from it), builds the plan's timeline
+ * (passes/timeline.c) and plays it for a number of iterations on the job's
+ * cluster (sim/play.c): contention on links, collectives queued on their
+ * streams, hosts launching kernels. Prints a table (sim/report.c), and with
+ * --json and --trace writes the numbers and a Chrome trace, each
+ * atomically. docs/sim.md documents every option and number.
+ */
+#include "passes.h"
+#include "plan.h"
+#include "sim.h"
+#include "tools.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char sim_usage[] =
+    "usage: burstc sim [options] JOB.burst|JOB.ir\n"
+    "\n"
+    "Simulates a planned training job on its cluster: plays the plan's iteration\n"
+    "(every rank's program, as the generated program runs it) for N iterations\n"
+    "with contention on links, collectives queued per GPU and kernel launches.\n"
+    "Prints the iteration time (mean, p50, p99) beside the planner's, samples/s,\n"
+    "per-GPU busy % and link utilisation.\n"
+    "\n"
+    "  --iterations N       iterations to play (default 20)\n"
+    "  --strategy S         dp, deeppool, pow2 or burst (default burst)\n"
+    "  --amplification X    per-layer amplification limit, X >= 1 (default: the job's)\n"
+    "  --overlap-allreduce  run each gradient all-reduce beside the backward of\n"
+    "                       earlier layers (default: after its layer's backward,\n"
+    "                       waited for, as the runtime does now)\n"
+    "  --profile FILE       measured per-layer times (DeepPool format) in place of\n"
+    "                       the analytic model for the layers they cover\n"
+    "  --ideal              no contention and no host: every op takes the planner's\n"
+    "                       time (reproduces the plan's ideal timeline)\n"
+    "  --jitter X           multiply every duration by exp(X z - X^2/2), z ~ N(0,1)\n"
+    "                       (X from 0 to 10; default 0)\n"
+    "  --seed N             seed of the jitter (default 1)\n"
+    "  --json FILE          write the results as JSON\n"
+    "  --trace FILE         write a Chrome trace (Perfetto): every shown GPU's\n"
+    "                       streams and its node's links\n"
+    "  --trace-gpus N       show at most N GPUs in the trace (default 32; the\n"
+    "                       lowest ranks and an even sample of the rest)\n"
+    "  --job NAME           the job to simulate (default: the last in the file)\n"
+    "  --gpus G             plan for G GPUs instead of the cluster's\n"
+    "  --batch B            plan for a global batch of B instead of the job's\n"
+    "  --slowdown X         the job's bound on its slowdown by background work (X >= 1)\n"
+    "  --help               show this help\n"
+    "\n"
+    "IR whose ops already carry ranks is simulated as planned (then --strategy,\n"
+    "--amplification, --gpus and --batch do not apply).\n"
+    "\n"
+    "exit status: 0 success, 1 errors in the input or no plan fits, 2 internal error\n";
+
+static bool parse_count(const char *v, long lo, long hi, long *out)
+{
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || x < lo || x > hi)
+        return false;
+    *out = x;
+    return true;
+}
+
+/* The job's graph without its reshard and allreduce ops (a planned dump):
+ * what the planning problem is made of; every op keeps its ranks. */
+static void strip_comm(ir_module *m, int gi)
+{
+    ir_graph *g = m->graphs[gi];
+    ir_graph *ng = arena_alloc(m->arena, sizeof *ng);
+    ng->name = g->name;
+    ng->loc = g->loc;
+    int *map = arena_alloc(m->arena, sizeof(int) * (size_t)(g->nops ? g->nops : 1));
+    for (int i = 0; i < g->nops; i++) {
+        const ir_op *op = &g->ops[i];
+        if (op->opcode == OP_RESHARD || op->opcode == OP_ALLREDUCE) {
+            map[i] = op->ninputs ? map[op->inputs[0]] : -1;
+            continue;
+        }
+        int *ins = arena_alloc(m->arena, sizeof(int) * (size_t)(op->ninputs + 1));
+        for (int q = 0; q < op->ninputs; q++)
+            ins[q] = map[op->inputs[q]];
+        int id = ir_op_add(m, ng, op->opcode, op->name, ins, op->ninputs, NULL, 0, op->loc);
+        ir_op *nop = &ng->ops[id];
+        nop->a = op->a;
+        ir_op_map_refs(nop, map);
+        nop->type = op->type;
+        nop->plan = op->plan;
+        map[i] = id;
+    }
+    m->graphs[gi] = ng;
+}
+
+/* 1: every layer carries ranks; 0: none does; -1: some do (an error). */
+static int planned(const ir_graph *g)
+{
+    int with = 0, without = 0;
+    for (int i = 0; i < g->nops; i++) {
+        const ir_op *op = &g->ops[i];
+        if (op->opcode == OP_RESHARD || op->opcode == OP_ALLREDUCE)
+            with++;
+        else if (op->opcode != OP_INPUT && op->plan.nranks > 0)
+            with++;
+        else if (op->opcode != OP_INPUT)
+            without++;
+    }
+    return with && without ? -1 : with > 0;
+}
+
+int cmd_sim(int argc, char **argv)
+{
+    const char *input = NULL, *json = NULL, *trace = NULL, *strategy = NULL;
+    long iterations = 20, trace_gpus = 32;
+    sim_options so = {.seed = 1};
+    pass_options popt = {.strategy = "burst"};
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int shared;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(sim_usage, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--ideal") == 0) {
+            so.ideal = true;
+        } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--iterations"))) {
+            if (!parse_count(v, 1, 1000000, &iterations)) {
+                fprintf(stderr,
+                        "burstc sim: error: --iterations must be an integer from 1 to 1000000, "
+                        "got '%s'\n",
+                        v);
+                return 1;
+            }
+        } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--trace-gpus"))) {
+            if (!parse_count(v, 2, 100000, &trace_gpus)) {
+                fprintf(stderr,
+                        "burstc sim: error: --trace-gpus must be an integer from 2 to 100000, "
+                        "got '%s'\n",
+                        v);
+                return 1;
+            }
+        } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--jitter"))) {
+            char *end;
+            so.jitter = strtod(v, &end);
+            if (end == v || *end || !(so.jitter >= 0 && so.jitter <= 10)) {
+                fprintf(stderr,
+                        "burstc sim: error: --jitter must be a number from 0 to 10, got '%s'\n", v);
+                return 1;
+            }
+        } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--seed"))) {
+            char *end;
+            unsigned long long s = strtoull(v, &end, 10);
+            if (end == v || *end || v[0] == '-') {
+                fprintf(stderr,
+                        "burstc sim: error: --seed must be a non-negative integer, got '%s'\n", v);
+                return 1;
+            }
+            so.seed = s;
+        } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--strategy"))) {
+            strategy = v;
+        } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--json"))) {
+            json = v;
+        } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--trace"))) {
+            trace = v;
+        } else if ((shared = tool_pass_option("burstc sim", argc, argv, &i, &popt)) != 0) {
+            if (shared < 0)
+                return 1;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "burstc sim: error: unknown option '%s' (see burstc sim --help)\n",
+                    argv[i]);
+            return 1;
+        } else if (input) {
+            fprintf(stderr, "burstc sim: error: more than one input file ('%s' and '%s')\n", input,
+                    argv[i]);
+            return 1;
+        } else {
+            input = argv[i];
+        }
+    }
+    if (!input) {
+        fputs("burstc sim: error: no input file\n", stderr);
+        fputs(sim_usage, stderr);
+        return 1;
+    }
+    for (int k = 0; k < 2; k++) {
+        const char *path = k ? trace : json;
+        if (path && strcmp(path, "-") == 0) {
+            fprintf(stderr,
+                    "burstc sim: error: %s needs a file name: the table goes to standard output\n",
+                    k ? "--trace" : "--json");
+            return 1;
+        }
+    }
+    plan_strategy strat = PS_BURST;
+    if (strategy && !plan_strategy_lookup(strategy, &strat)) {
+        fprintf(stderr,
+                "burstc sim: error: unknown strategy '%s' (expected dp, deeppool, pow2 or burst)\n",
+                strategy);
+        return 1;
+    }
+    popt.strategy = plan_strategy_name(strat);
+    so.iterations = (int)iterations;
+    so.trace_gpus = (int)trace_gpus;
+
+    arena *a = arena_new();
+    diag_ctx d;
+    diag_init(&d, stderr);
+    int status = 1;
+    pass_plan_input in = {0};
+    plan_result res;
+    bool have_res = false, have_tl = false, have_run = false;
+    plan_timeline tl;
+    sim_result run;
+    out_file tr = {0};
+    char err[1024];
+    ir_module *m = load_input(a, input, &d);
+    if (!m || d.nerrors)
+        goto done;
+    pass_ctx ctx = {.m = m, .opt = &popt, .d = &d};
+    if (!pass_select_job(&ctx))
+        goto done;
+    if (ctx.job < 0) {
+        fprintf(stderr, "burstc sim: error: '%s' has no job to simulate\n", input);
+        goto done;
+    }
+    const ir_job *job = &m->jobs[ctx.job];
+    int was_planned = planned(m->graphs[job->graph]);
+    if (was_planned < 0) {
+        diag_error(&d, job->loc,
+                   "the IR of job '%s' is partly planned: some ops carry ranks, some do not",
+                   job->name);
+        goto done;
+    }
+    if (was_planned) {
+        if (strategy || popt.gpus || popt.job_given[ir_job_field_find("batch")] ||
+            popt.job_given[ir_job_field_find("amplification")]) {
+            fprintf(stderr,
+                    "burstc sim: error: '%s' is already planned (its ops carry ranks): "
+                    "--strategy, --amplification, --gpus and --batch do not apply\n",
+                    input);
+            goto done;
+        }
+    }
+    if (!ir_verify(m, &d))
+        goto done;
+    if (was_planned)
+        strip_comm(m, job->graph);
+    if (!pass_plan_build(m, ctx.job, &popt, &in, &d))
+        goto done;
+    if (was_planned) {
+        const ir_graph *g = m->graphs[job->graph];
+        int n = in.p.nlayers;
+        int *k = calloc((size_t)n + 1, sizeof(int)), *first = calloc((size_t)n + 1, sizeof(int));
+        if (!k || !first) {
+            fprintf(stderr, "burstc: out of memory\n");
+            exit(2);
+        }
+        bool ok = true;
+        for (int l = 0; l < n && ok; l++) {
+            const ir_op *op = &g->ops[in.op_of_layer[l]];
+            k[l] = op->plan.nranks;
+            first[l] = op->plan.ranks[0];
+            for (int i = 1; i < k[l]; i++)
+                if (op->plan.ranks[i] != first[l] + i) {
+                    diag_error(&d, op->loc,
+                               "'%s' runs on ranks that are not a contiguous range; the "
+                               "simulator prices ranges (first .. first + k - 1) only",
+                               op->name);
+                    ok = false;
+                    break;
+                }
+        }
+        ok = ok && plan_evaluate(&in.p, k, first, &res, err, sizeof err);
+        free(k);
+        free(first);
+        if (!ok) {
+            if (d.nerrors == 0)
+                diag_error(&d, job->loc, "%s", err);
+            goto done;
+        }
+        res.strategy = strat;
+    } else if (!plan_solve(&in.p, strat, &res, err, sizeof err)) {
+        diag_error(&d, job->loc, "%s plan: %s", plan_strategy_name(strat), err);
+        goto done;
+    }
+    have_res = true;
+    if (!plan_timeline_build(&in.p, &res, &tl, err, sizeof err)) {
+        diag_error(&d, job->loc, "%s", err);
+        goto done;
+    }
+    have_tl = true;
+    if (trace) {
+        if (!out_open(&tr, trace))
+            goto done;
+        so.trace = tr.fp;
+    }
+    if (!sim_play(&tl, &so, &run, err, sizeof err)) {
+        fprintf(stderr, "burstc sim: error: %s\n", err);
+        goto done;
+    }
+    have_run = true;
+    sim_report_info info = {.job = job->name,
+                            .model = m->graphs[job->graph]->name,
+                            .strategy = was_planned ? "as planned" : plan_strategy_name(strat),
+                            .analytic = res.time,
+                            .options = &so,
+                            .overlap = popt.overlap_allreduce};
+    if (popt.profile)
+        printf("profile %s: measured times for %d of %d layers\n\n", popt.profile, in.nmeasured,
+               in.p.nlayers);
+    sim_print_table(stdout, &in.p, &info, &run);
+    if (trace) {
+        so.trace = NULL;
+        if (!out_commit(&tr))
+            goto done;
+        if (run.trace_gpus < in.p.cluster.gpus)
+            printf("trace: %d of %d GPUs shown (the lowest ranks and an even sample of the rest; "
+                   "--trace-gpus N)\n",
+                   run.trace_gpus, in.p.cluster.gpus);
+    }
+    if (json) {
+        out_file o;
+        if (!out_open(&o, json))
+            goto done;
+        if (!sim_write_json(o.fp, &in.p, &info, &run)) {
+            out_abort(&o);
+            goto done;
+        }
+        if (!out_commit(&o))
+            goto done;
+    }
+    status = 0;
+done:
+    if (so.trace)
+        out_abort(&tr);
+    if (have_run)
+        sim_result_free(&run);
+    if (have_tl)
+        plan_timeline_free(&tl);
+    if (have_res)
+        plan_result_free(&res);
+    pass_plan_input_free(&in);
+    if (d.nerrors > 0)
+        status = 1;
+    diag_summary(&d);
+    arena_free(a);
+    return status;
+}
