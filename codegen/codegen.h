@@ -84,6 +84,7 @@ typedef enum cg_cond_kind {
     CC_TRAIN,   /* a training step (not evaluation) */
     CC_CORRECT, /* the caller counts correct predictions */
     CC_EXISTS,  /* tensor variable `var` exists on this rank */
+    CC_UNIT,    /* a background step's unit argument is op `var` (cg_lower_background) */
 } cg_cond_kind;
 
 typedef struct cg_cond {
@@ -157,6 +158,12 @@ typedef struct cg_program {
     int sample_input, label_input; /* ops */
     int64_t classes, vocab, labels_per_sample;
     bool fmnist; /* Fashion-MNIST, else synthetic */
+    /* A background job's program (cg_lower_background): names start with pre, every
+     * op runs on this rank alone (rt_comm_self), forward and backward run one op per
+     * call, guarded by CC_UNIT. */
+    bool bg;
+    int bg_job;      /* its index in the job's background list */
+    const char *pre; /* "bgK_"; "" for the foreground */
 } cg_program;
 
 /* lower.c */
@@ -165,6 +172,10 @@ typedef struct cg_program {
  * rank set that runs it; ops without one run on every rank). Reports what
  * the runtime cannot do through d and returns NULL. Allocated in a. */
 cg_program *cg_lower(arena *a, const ir_module *m, int job, diag_ctx *d);
+/* The one-rank training program of job `job`'s background job k (its model at its
+ * batch, the job's optimizer), for the executor of GPU multiplexing (docs/runtime.md,
+ * "Background work"): unit i < n is op i's forward, unit n + k op n-1-k's backward. */
+cg_program *cg_lower_background(arena *a, const ir_module *m, int job, int k, diag_ctx *d);
 
 /* program.c: building a cg_program. */
 
@@ -249,7 +260,9 @@ void cg_op_calls(const cg_op_env *env, cg_op_code *out);
 /* write_c.c */
 
 /* Prints p as a C program that links libburstrt. */
-void cg_write_c(FILE *out, const cg_program *p);
+/* Prints p as a C program that links libburstrt, with the programs of the
+ * background jobs that have copies (cg_lower_background) before its own code. */
+void cg_write_c(FILE *out, const cg_program *p, cg_program *const *bgs, int nbgs);
 
 /* Writes the C program for job `job` of m to out: cg_lower() then
  * cg_write_c(). Returns false (after reporting through d) when the plan

@@ -555,6 +555,7 @@ static LLVMValueRef cond_value(lw *w, const cg_cond *c)
     case CC_TRAIN: return w->train;
     case CC_CORRECT: return LLVMBuildIsNotNull(w->b, w->correct, "");
     case CC_EXISTS: return LLVMBuildIsNotNull(w->b, var_of(w, c->var), "");
+    case CC_UNIT: break; /* background programs only: cg_emit_llvm refuses them */
     }
     ice("bad condition kind %d", c->kind);
 }

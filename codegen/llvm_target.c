@@ -97,6 +97,13 @@ static bool write_all(FILE *out, const char *data, size_t n)
 
 bool cg_emit_llvm(FILE *out, const ir_module *m, int job, const cg_llvm_options *o, diag_ctx *d)
 {
+    const ir_interleave *il = m->jobs[job].interleave;
+    if (il && il->ncopies > 0) {
+        diag_error(d, m->jobs[job].loc,
+                   "the LLVM code generator does not build background programs yet (use the C "
+                   "one)");
+        return false;
+    }
     LLVMTargetMachineRef tm = target_machine(o->triple, o->opt_level, d);
     if (!tm)
         return false;

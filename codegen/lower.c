@@ -68,7 +68,7 @@ static bool is_comm(const lowerer *L, int i)
 /* A C identifier for op i: its index and its name with dots made underscores. */
 static const char *cname(lowerer *L, int i)
 {
-    char *s = arena_printf(L->a, "L%d_%s", i, OP(L, i)->name);
+    char *s = arena_printf(L->a, "%sL%d_%s", L->p->pre, i, OP(L, i)->name);
     for (char *q = s; *q; q++)
         if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') ||
               *q == '_'))
@@ -175,7 +175,11 @@ static bool analyse_ops(lowerer *L)
             diag_error(L->d, op->loc, "'%s' has more than %d operands", op->name, MAXIN);
             return false;
         }
-        if (op->plan.nranks) {
+        if (p->bg) {
+            /* A background copy runs every op (communication too: one-rank no-ops) on
+             * its own rank. */
+            p->set_of[i] = set_index(L, 1, all);
+        } else if (op->plan.nranks) {
             if (op->plan.ranks[op->plan.nranks - 1] >= p->world) {
                 diag_error(L->d, op->loc, "'%s' is planned on rank %d, but the cluster has %d",
                            op->name, op->plan.ranks[op->plan.nranks - 1], p->world);
@@ -335,7 +339,7 @@ static void make_vars(lowerer *L, int i)
         /* The gradient of a reshard lands on the producer's ranks. */
         int at = op->opcode == OP_RESHARD ? p->set_of[q] : s;
         L->gbuf[i * MAXIN + j] = tensor(
-            L, i, arena_printf(L->a, "g%d_%d", i, j), &OP(L, q)->type, at,
+            L, i, arena_printf(L->a, "%sg%d_%d", p->pre, i, j), &OP(L, q)->type, at,
             arena_printf(L->a, "gradient for operand %d, summed into its producer's", j + 1));
     }
     ir_param *ps = &L->pinfo[i * IR_MAX_OP_PARAMS];
@@ -486,7 +490,26 @@ static void build_setup(lowerer *L)
 
 static bool graphable(const lowerer *L, int i)
 {
-    return L->code[i].graphable && (L->p->nsegs < MAX_SEGMENTS || L->seg);
+    /* A background step runs op by op (cg_lower_background). */
+    return !L->p->bg && L->code[i].graphable && (L->p->nsegs < MAX_SEGMENTS || L->seg);
+}
+
+/* Where op i's statements go: b, or in a background program the body of
+ * `if (unit == i)` appended to b. */
+static cg_block *unit_block(lowerer *L, cg_block *b, int i)
+{
+    if (!L->p->bg)
+        return b;
+    cg_stmt *s = cg_add(L->a, b, CS_IF, i, NULL);
+    s->cond = (cg_cond){CC_UNIT, -1, i};
+    return &s->body;
+}
+
+/* Drops the unit's `if` again when nothing went into it. */
+static void unit_done(cg_block *b, const cg_block *ub)
+{
+    if (ub != b && ub->n == 0)
+        b->n--;
 }
 
 /* The block that ops of rank set `set` go into: the open segment, or a new one. */
@@ -502,35 +525,43 @@ static cg_block *segment(lowerer *L, cg_block *b, int set, bool forward)
     return &s->body;
 }
 
-static void build_forward(lowerer *L)
+/* Op i's part of forward(). */
+static void forward_op(lowerer *L, cg_block *b, int i)
 {
     cg_program *p = L->p;
-    cg_block *b = &p->forward;
+    const ir_op *op = OP(L, i);
+    int s = p->set_of[i], n = set_size(L, i);
+    if (graphable(L, i)) {
+        cg_block *in = segment(L, b, s, true);
+        cg_stmt *sc = cg_add(L->a, in, CS_SCOPE, i,
+                             arena_printf(L->a, "%s on %d rank%s", op->name, n, plural(n)));
+        traced(L, &sc->body, i, "", &L->code[i].fwd);
+        return;
+    }
+    L->seg = NULL;
+    const char *what = arena_printf(L->a, "%s = %s on %d rank%s", op->name,
+                                    ir_op_info_of(op->opcode)->name, n, plural(n));
+    if (op->opcode == OP_RESHARD) {
+        /* Every rank of either set takes part: no membership guard. */
+        cg_block tmp = {0};
+        traced(L, &tmp, i, "", &L->code[i].fwd);
+        tmp.s[0].comment = what;
+        append(L, b, &tmp);
+        return;
+    }
+    traced(L, guard(L, b, i, s, what), i, "", &L->code[i].fwd);
+}
+
+static void build_forward(lowerer *L)
+{
+    cg_block *b = &L->p->forward;
     L->seg = NULL;
     for (int i = 0; i < L->n; i++) {
-        const ir_op *op = OP(L, i);
-        int s = p->set_of[i], n = set_size(L, i);
-        if (op->opcode == OP_ALLREDUCE)
+        if (OP(L, i)->opcode == OP_ALLREDUCE)
             continue;
-        if (graphable(L, i)) {
-            cg_block *in = segment(L, b, s, true);
-            cg_stmt *sc = cg_add(L->a, in, CS_SCOPE, i,
-                                 arena_printf(L->a, "%s on %d rank%s", op->name, n, plural(n)));
-            traced(L, &sc->body, i, "", &L->code[i].fwd);
-            continue;
-        }
-        L->seg = NULL;
-        const char *what = arena_printf(L->a, "%s = %s on %d rank%s", op->name,
-                                        ir_op_info_of(op->opcode)->name, n, plural(n));
-        if (op->opcode == OP_RESHARD) {
-            /* Every rank of either set takes part: no membership guard. */
-            cg_block tmp = {0};
-            traced(L, &tmp, i, "", &L->code[i].fwd);
-            tmp.s[0].comment = what;
-            append(L, b, &tmp);
-            continue;
-        }
-        traced(L, guard(L, b, i, s, what), i, "", &L->code[i].fwd);
+        cg_block *ub = unit_block(L, b, i);
+        forward_op(L, ub, i);
+        unit_done(b, ub);
     }
 }
 
@@ -544,81 +575,98 @@ static void accumulate(lowerer *L, cg_block *b, int i)
                     cg_var_arg(L->gbuf[i * MAXIN + j]));
 }
 
+/* Op i's part of backward(). */
+static void backward_op(lowerer *L, cg_block *b, int i)
+{
+    cg_program *p = L->p;
+    const ir_op *op = OP(L, i);
+    int s = p->set_of[i], n = set_size(L, i);
+    if (op->opcode == OP_INPUT || (!L->has_grad[i] && op->opcode != OP_CROSSENTROPY))
+        return;
+    if (op->opcode == OP_RESHARD) {
+        int q = op->inputs[0];
+        if (!L->has_grad[q])
+            return;
+        L->seg = NULL;
+        cg_block tmp = {0};
+        traced(L, &tmp, i, ".bwd", &L->code[i].bwd);
+        tmp.s[0].comment = arena_printf(L->a, "%s: the gradient goes back, %d -> %d ranks",
+                                        op->name, n, p->sets[p->set_of[q]].n);
+        append(L, b, &tmp);
+        if (L->gbuf[i * MAXIN] >= 0) /* else written in place */
+            accumulate(L, guard(L, b, i, p->set_of[q], NULL), i);
+        return;
+    }
+    bool any = false;
+    for (int j = 0; j < op->ninputs; j++)
+        any |= L->has_grad[op->inputs[j]];
+    if (!any && !L->code[i].trains)
+        return;
+    if (graphable(L, i)) {
+        cg_block *in = segment(L, b, s, false);
+        cg_stmt *sc = cg_add(L->a, in, CS_SCOPE, i,
+                             arena_printf(L->a, "%s on %d rank%s", op->name, n, plural(n)));
+        traced(L, &sc->body, i, ".bwd", &L->code[i].bwd);
+        /* Contributions to gradients on the same ranks are kernels: they
+         * stay inside the segment. */
+        accumulate(L, in, i);
+    } else {
+        L->seg = NULL;
+        cg_block *in = guard(
+            L, b, i, s, arena_printf(L->a, "%s: backward on %d rank%s", op->name, n, plural(n)));
+        traced(L, in, i, ".bwd", &L->code[i].bwd);
+        accumulate(L, in, i);
+    }
+    int ar = L->allreduce_of[i];
+    if (ar >= 0) {
+        L->seg = NULL;
+        int m = set_size(L, ar);
+        cg_block *in = guard(L, b, ar, p->set_of[ar],
+                             arena_printf(L->a, "all-reduce of %s's gradients over %d rank%s",
+                                          op->name, m, plural(m)));
+        trace(L, in, ar, "rt_trace_push", arena_printf(L->a, "%s.allreduce", op->name));
+        append(L, in, &L->code[ar].bwd);
+        trace(L, in, ar, "rt_trace_pop", NULL);
+    }
+}
+
 static void build_backward(lowerer *L)
 {
     cg_program *p = L->p;
     cg_block *b = &p->backward;
     L->seg = NULL;
+    /* A background step zeroes them in its first backward unit. */
+    cg_block *ub = unit_block(L, b, L->n - 1);
     for (int i = 0; i < L->n; i++)
         if (L->accum[i]) {
             cg_stmt *s =
-                cg_add(L->a, b, CS_IF, i,
+                cg_add(L->a, ub, CS_IF, i,
                        arena_printf(L->a, "%s: summed from %d uses", OP(L, i)->name, L->uses[i]));
             s->cond = (cg_cond){CC_EXISTS, -1, L->y[i]};
             CG_CALL(L->a, &s->body, i, "rt_tensor_zero", cg_var_arg(L->dy[i]));
         }
+    unit_done(b, ub);
     for (int i = L->n - 1; i >= 0; i--) {
-        const ir_op *op = OP(L, i);
-        int s = p->set_of[i], n = set_size(L, i);
-        if (op->opcode == OP_INPUT || (!L->has_grad[i] && op->opcode != OP_CROSSENTROPY))
-            continue;
-        if (op->opcode == OP_RESHARD) {
-            int q = op->inputs[0];
-            if (!L->has_grad[q])
-                continue;
-            L->seg = NULL;
-            cg_block tmp = {0};
-            traced(L, &tmp, i, ".bwd", &L->code[i].bwd);
-            tmp.s[0].comment = arena_printf(L->a, "%s: the gradient goes back, %d -> %d ranks",
-                                            op->name, n, p->sets[p->set_of[q]].n);
-            append(L, b, &tmp);
-            if (L->gbuf[i * MAXIN] >= 0) /* else written in place */
-                accumulate(L, guard(L, b, i, p->set_of[q], NULL), i);
-            continue;
-        }
-        bool any = false;
-        for (int j = 0; j < op->ninputs; j++)
-            any |= L->has_grad[op->inputs[j]];
-        if (!any && !L->code[i].trains)
-            continue;
-        if (graphable(L, i)) {
-            cg_block *in = segment(L, b, s, false);
-            cg_stmt *sc = cg_add(L->a, in, CS_SCOPE, i,
-                                 arena_printf(L->a, "%s on %d rank%s", op->name, n, plural(n)));
-            traced(L, &sc->body, i, ".bwd", &L->code[i].bwd);
-            /* Contributions to gradients on the same ranks are kernels: they
-             * stay inside the segment. */
-            accumulate(L, in, i);
-        } else {
-            L->seg = NULL;
-            cg_block *in =
-                guard(L, b, i, s,
-                      arena_printf(L->a, "%s: backward on %d rank%s", op->name, n, plural(n)));
-            traced(L, in, i, ".bwd", &L->code[i].bwd);
-            accumulate(L, in, i);
-        }
-        int ar = L->allreduce_of[i];
-        if (ar >= 0) {
-            L->seg = NULL;
-            int m = set_size(L, ar);
-            cg_block *in = guard(L, b, ar, p->set_of[ar],
-                                 arena_printf(L->a, "all-reduce of %s's gradients over %d rank%s",
-                                              op->name, m, plural(m)));
-            trace(L, in, ar, "rt_trace_push", arena_printf(L->a, "%s.allreduce", op->name));
-            append(L, in, &L->code[ar].bwd);
-            trace(L, in, ar, "rt_trace_pop", NULL);
-        }
+        ub = unit_block(L, b, i);
+        backward_op(L, ub, i);
+        unit_done(b, ub);
     }
 }
 
-cg_program *cg_lower(arena *a, const ir_module *m, int job, diag_ctx *d)
+static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg_job, diag_ctx *d)
 {
-    lowerer L = {.a = a, .d = d, .job = &m->jobs[job], .g = m->graphs[m->jobs[job].graph]};
+    lowerer L = {.a = a, .d = d, .job = job, .g = m->graphs[job->graph]};
     cg_program *p = arena_alloc(a, sizeof *p);
     L.p = p;
     L.n = L.g->nops;
     const ir_cluster *cl = &m->clusters[L.job->cluster];
-    *p = (cg_program){.m = m, .job = L.job, .g = L.g, .world = cl->nodes * cl->gpus_per_node};
+    *p = (cg_program){.m = m,
+                      .job = L.job,
+                      .g = L.g,
+                      .world = cl->nodes * cl->gpus_per_node,
+                      .bg = bg_job >= 0,
+                      .bg_job = bg_job,
+                      .pre = bg_job >= 0 ? arena_printf(a, "bg%d_", bg_job) : ""};
     p->sample_input = p->label_input = L.first_loss = -1;
     size_t n = (size_t)L.n;
     p->sets = zalloc(&L, n + 1, sizeof *p->sets);
@@ -664,12 +712,50 @@ cg_program *cg_lower(arena *a, const ir_module *m, int job, diag_ctx *d)
     return p;
 }
 
+cg_program *cg_lower(arena *a, const ir_module *m, int job, diag_ctx *d)
+{
+    return lower(a, m, &m->jobs[job], -1, d);
+}
+
+cg_program *cg_lower_background(arena *a, const ir_module *m, int job, int k, diag_ctx *d)
+{
+    const ir_job *j = &m->jobs[job];
+    if (k < 0 || k >= j->nbackground)
+        ice("background job %d of %d", k, j->nbackground);
+    /* The foreground job's fields (cluster, optimizer, data) with the background
+     * job's model and batch. */
+    ir_job *bj = arena_alloc(a, sizeof *bj);
+    *bj = *j;
+    bj->graph = j->background[k].graph;
+    bj->batch = j->background[k].batch;
+    bj->nbackground = 0;
+    bj->background = NULL;
+    bj->interleave = NULL;
+    cg_program *p = lower(a, m, bj, k, d);
+    if (p)
+        p->world = 1;
+    return p;
+}
+
 bool cg_emit_c(FILE *out, const ir_module *m, int job, diag_ctx *d)
 {
     arena *a = arena_new();
     cg_program *p = cg_lower(a, m, job, d);
-    if (p)
-        cg_write_c(out, p);
+    /* The background jobs that have copies, each once. */
+    const ir_job *j = &m->jobs[job];
+    const ir_interleave *il = j->interleave;
+    cg_program **bgs = arena_alloc(a, sizeof *bgs * (size_t)(j->nbackground + 1));
+    int nbgs = 0;
+    bool ok = p != NULL;
+    for (int k = 0; ok && il && k < j->nbackground; k++) {
+        bool placed = false;
+        for (int c = 0; c < il->ncopies && !placed; c++)
+            placed = il->copies[c].job == k;
+        if (placed && !(bgs[nbgs++] = cg_lower_background(a, m, job, k, d)))
+            ok = false;
+    }
+    if (ok)
+        cg_write_c(out, p, bgs, nbgs);
     arena_free(a);
-    return p != NULL;
+    return ok;
 }

@@ -156,6 +156,7 @@ static void print_cond(writer *w, const cg_cond *c)
     case CC_TRAIN: W("train"); break;
     case CC_CORRECT: W("correct"); break;
     case CC_EXISTS: W("%s", var(w, c->var)); break;
+    case CC_UNIT: W("unit == %d", c->var); break;
     }
 }
 
@@ -287,6 +288,12 @@ static void write_header(writer *w)
           s->ranks[s->n - 1]);
     }
     W(" */\n#include <stdbool.h>\n#include <stdio.h>\n#include <string.h>\n\n#include \"burstrt.h\"\n\n");
+}
+
+static void write_defines(writer *w)
+{
+    const cg_program *p = w->p;
+    const ir_job *j = p->job;
     W("#define WORLD %d\n#define BATCH ((int64_t)%lld)\n#define NSETS %d\n\n", p->world,
       (long long)j->batch, p->nsets);
     for (int s = 0; s < p->nsets; s++) {
@@ -320,7 +327,10 @@ static void write_setup(writer *w)
     W("/* Communicators, shards, tensors and parameters: once, before the first step. */\n");
     W("static void setup(rt_pool *pool, rt_params *ps, uint64_t seed)\n{\n\t(void)seed;\n");
     for (int s = 0; s < p->nsets; s++) {
-        W("\tcomm[%d] = rt_comm_new(%d, set%d_ranks);\n", s, p->sets[s].n, s);
+        if (p->bg)
+            W("\tcomm[%d] = rt_comm_self();   /* this rank alone */\n", s);
+        else
+            W("\tcomm[%d] = rt_comm_new(%d, set%d_ranks);\n", s, p->sets[s].n, s);
         W("\t{\n\t\tint64_t end;\n\t\trt_comm_shard(comm[%d], BATCH, &s0[%d], &end);\n\t\tnb[%d] = end - s0[%d];\n\t}\n",
           s, s, s, s);
     }
@@ -332,7 +342,8 @@ static void write_forward(writer *w)
 {
     W("/* One forward pass over global batch `step` (a test batch when !train).\n"
       " * Returns this rank's part of the loss; the job's loss is the sum over ranks. */\n");
-    W("static double forward(rt_pool *pool, rt_data *data, uint64_t seed, int64_t step, bool train, int64_t *correct)\n{\n");
+    W("static double forward(rt_pool *pool, rt_data *data, uint64_t seed, int64_t step, bool train, int64_t *correct%s)\n{\n",
+      w->p->bg ? ", int unit" : "");
     W("\tdouble loss = 0;\n\t(void)pool;\n\t(void)seed;\n");
     print_block(w, &w->p->forward, 1);
     W("\treturn loss;\n}\n\n");
@@ -342,9 +353,103 @@ static void write_backward(writer *w)
 {
     W("/* The backward pass, in reverse order; parameter gradients accumulate\n"
       " * into this rank's rt_params, all-reduced afterwards. */\n");
-    W("static void backward(rt_pool *pool, uint64_t seed, int64_t step)\n{\n\t(void)pool;\n\t(void)seed;\n\t(void)step;\n");
+    W("static void backward(rt_pool *pool, uint64_t seed, int64_t step%s)\n{\n\t(void)pool;\n\t(void)seed;\n\t(void)step;\n",
+      w->p->bg ? ", int unit" : "");
     print_block(w, &w->p->backward, 1);
     W("}\n\n");
+}
+
+/* ---- background models (GPU multiplexing, issue 12) ----
+ *
+ * Every background job with a copy in the interleave pass's result
+ * (job->interleave) is a one-rank program of its model at its batch
+ * (cg_lower_background), printed before the foreground's code: its names start
+ * with bgK_, and macros rename the few names both programs print (comm, s0,
+ * nb, setup, forward, backward, BATCH, NSETS). bgK_unit(u) runs unit u of a
+ * step: u < n the forward of op u, u = n + k the backward of op n-1-k
+ * (docs/runtime.md); the runtime's executor runs unit 2n, the optimizer
+ * update, and cuts the units into the plan's slices. */
+
+static const char *const renamed[] = {"comm", "s0", "nb", "setup", "forward", "backward"};
+
+/* The data source of a background model: the foreground's Fashion-MNIST when
+ * the model reads 28x28 images into 10 classes, else synthetic samples. */
+static bool reads_fmnist(const cg_program *b)
+{
+    const ir_type *xt = &b->g->ops[b->sample_input].type;
+    bool shape = (xt->rank == 4 && xt->dim[1] == 1 && xt->dim[2] == 28 && xt->dim[3] == 28) ||
+                 (xt->rank == 2 && xt->dim[1] == 784);
+    return b->fmnist && shape && xt->elem == EL_F32 && b->classes == 10 &&
+           b->labels_per_sample == 1;
+}
+
+static void write_background(writer *fg, const cg_program *b)
+{
+    writer bw = {.out = fg->out, .p = b, .ndecl = fg->ndecl};
+    writer *w = &bw;
+    const ir_job *j = b->job;
+    const char *pre = b->pre;
+    int n = b->g->nops;
+    W("/* ---- background job %d: model '%s' at batch %lld, a one-rank training step in %d\n"
+      " * units (forward of each op, backward of each op in reverse, the update) ---- */\n",
+      b->bg_job, b->g->name, (long long)j->batch, 2 * n + 1);
+    for (size_t r = 0; r < sizeof renamed / sizeof *renamed; r++)
+        W("#define %s %s%s\n", renamed[r], pre, renamed[r]);
+    W("#define BATCH ((int64_t)%lld)\n#define NSETS %d\n\n", (long long)j->batch, b->nsets);
+    W("static rt_comm *comm[NSETS];\nstatic int64_t s0[NSETS], nb[NSETS];\n\n");
+    write_globals(w);
+    write_setup(w);
+    write_forward(w);
+    write_backward(w);
+    W("static double %sunit(int u, rt_pool *pool, rt_data *data, uint64_t seed, int64_t step)\n{\n",
+      pre);
+    W("\tif (u < %d)\n\t\treturn forward(pool, data, seed, step, true, NULL, u);\n", n);
+    W("\tbackward(pool, seed, step, %d - u);\n\treturn 0;\n}\n", 2 * n - 1);
+    for (size_t r = 0; r < sizeof renamed / sizeof *renamed; r++)
+        W("#undef %s\n", renamed[r]);
+    W("#undef BATCH\n#undef NSETS\n\n");
+    const ir_type *xt = &b->g->ops[b->sample_input].type;
+    W("static const int64_t %ssample_shape[] = {", pre);
+    for (int q = 1; q < xt->rank; q++)
+        W("%s%lld", q > 1 ? ", " : "", (long long)xt->dim[q]);
+    W("};\n");
+    W("static const rt_bg_model %smodel = {\n", pre);
+    W("\t.name = ");
+    print_string(w, b->g->name);
+    W(",\n\t.batch = %lld,\n\t.nunits = %d,\n", (long long)j->batch, 2 * n + 1);
+    W("\t.data = %s,\n", reads_fmnist(b) ? "RT_DATA_FMNIST" : "RT_DATA_SYNTHETIC");
+    W("\t.ndim = %d,\n\t.sample_shape = %ssample_shape,\n\t.in_dtype = %s,\n", xt->rank - 1, pre,
+      xt->elem == EL_I32 ? "RT_I32" : "RT_F32");
+    W("\t.vocab = %lld,\n\t.classes = %lld,\n\t.labels_per_sample = %lld,\n", (long long)b->vocab,
+      (long long)b->classes, (long long)b->labels_per_sample);
+    /* The foreground job's optimizer and hyper-parameters. */
+    if (j->optimizer == OPT_ADAM)
+        W("\t.adam = true,\n\t.adam_cfg = {(float)%.9g, 0.9f, 0.999f, 1e-8f, (float)%.9g},\n",
+          j->lr, j->weight_decay);
+    else
+        W("\t.sgd = {(float)%.9g, (float)%.9g, (float)%.9g, false},\n", j->lr, j->momentum,
+          j->weight_decay);
+    W("\t.setup = %ssetup,\n\t.unit = %sunit,\n};\n\n", pre, pre);
+    fg->ndecl = bw.ndecl;
+}
+
+/* main()'s placing of every copy: each rank sets up the copies it hosts. */
+static void write_background_copies(writer *w)
+{
+    const ir_job *j = w->p->job;
+    const ir_interleave *il = j->interleave;
+    if (!il || il->ncopies == 0)
+        return;
+    double slowdown = j->slowdown > 0 ? j->slowdown : IR_SLOWDOWN_DEFAULT;
+    W("\t/* Background copies (the interleave pass): model, rank, seed, slices. */\n");
+    for (int c = 0; c < il->ncopies; c++) {
+        const ir_bg_copy *cp = &il->copies[c];
+        W("\trt_bg_add(&bg%d_model, %d, %lluu, %d, (const int[]){", cp->job, cp->rank,
+          (unsigned long long)cp->seed, cp->nslices);
+        for (int s = 0; s <= cp->nslices; s++)
+            W("%s%d", s ? ", " : "", cp->cut[s]);
+        W("}, %.9g);\n", slowdown);
+    }
 }
 
 static void write_main(writer *w)
@@ -375,6 +480,7 @@ static void write_main(writer *w)
     else
         W("\tconst rt_sgd opt = {(float)%.9g, (float)%.9g, (float)%.9g, false};\n", j->lr,
           j->momentum, j->weight_decay);
+    write_background_copies(w);
     W("\tint64_t first = rt_checkpoint_attach(ps);\n");
     W("\tdouble t0 = rt_now();\n");
     W("\tfor (int64_t step = first; step < o->iterations; step++) {\n");
@@ -387,6 +493,8 @@ static void write_main(writer *w)
     W("\t\trt_report_loss(step, loss);\n");
     W("\t}\n");
     W("\tdouble elapsed = rt_now() - t0;\n");
+    if (j->interleave && j->interleave->ncopies > 0)
+        W("\trt_bg_finish(elapsed);   /* background samples/s, measured slowdown */\n");
     W("\tint64_t steps = o->iterations > first ? o->iterations - first : 0;\n");
     W("\tif (o->rank == 0 && steps > 0)\n\t\tprintf(\"throughput %%.1f samples/s (%%lld steps of %%lld samples in %%.3f s)\\n\",\n"
       "\t\t       (double)(steps * BATCH) / elapsed, (long long)steps, (long long)BATCH, elapsed);\n");
@@ -398,10 +506,13 @@ static void write_main(writer *w)
     W("\trt_data_close(data);\n\trt_pool_free(pool);\n\trt_finalize();\n\treturn 0;\n}\n");
 }
 
-void cg_write_c(FILE *out, const cg_program *p)
+void cg_write_c(FILE *out, const cg_program *p, cg_program *const *bgs, int nbgs)
 {
     writer w = {.out = out, .p = p};
     write_header(&w);
+    for (int k = 0; k < nbgs; k++)
+        write_background(&w, bgs[k]);
+    write_defines(&w);
     write_globals(&w);
     write_setup(&w);
     write_forward(&w);

@@ -346,6 +346,7 @@ typedef struct ir_job {
 } ir_job;
 
 #define IR_SLOWDOWN_DEFAULT 1.1
+#define IR_MAX_SLOWDOWN     100.0 /* a job's slowdown is from 1 to this */
 
 /* One background copy placed by the interleave pass (passes/interleave.c): an
  * independent one-GPU training job of background[job]'s model at its batch, on one
@@ -361,12 +362,14 @@ typedef struct ir_bg_copy {
     int nslices;
     int *cut;              /* nslices + 1 unit indices, strictly increasing */
     double steps_per_iter; /* predicted background steps per foreground iteration */
+    src_loc loc;           /* where it was read (IR text); none when a pass made it */
 } ir_bg_copy;
 
 /* A rank that could host a copy of background[job] but does not, and why. */
 typedef struct ir_bg_refusal {
     int job, rank;
     const char *why; /* e.g. "needs 12.3 GiB beside the foreground's 70.1 GiB of 80 GiB" */
+    src_loc loc;
 } ir_bg_refusal;
 
 typedef struct ir_interleave {
@@ -377,6 +380,7 @@ typedef struct ir_interleave {
     ir_bg_copy *copies; /* in rank order, then job order */
     int nrefusals;
     ir_bg_refusal *refusals;
+    src_loc loc; /* the section's `interleave JOB {` in IR text */
 } ir_interleave;
 
 #define IR_AMP_AUTO (-1.0)
@@ -501,6 +505,8 @@ void ir_print_string(FILE *out, const char *s);
 void ir_print_op(FILE *out, const ir_graph *g, const ir_op *op);
 void ir_print_graph(FILE *out, const ir_module *m, const ir_graph *g);
 void ir_print_module(FILE *out, const ir_module *m);
+/* A job's interleave section (j->interleave, not NULL), as ir_print_module writes it. */
+void ir_print_interleave(FILE *out, const ir_module *m, const ir_job *j);
 /* The module's text in a malloc'd string (the caller frees it); *len gets its length. */
 char *ir_print_module_to_string(const ir_module *m, size_t *len);
 

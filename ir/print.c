@@ -168,6 +168,49 @@ void ir_print_module(FILE *out, const ir_module *m)
     }
     for (int i = 0; i < m->njobs; i++)
         ir_job_print(out, m, &m->jobs[i]);
+    for (int i = 0; i < m->njobs; i++)
+        if (m->jobs[i].interleave)
+            ir_print_interleave(out, m, &m->jobs[i]);
+}
+
+/* The interleave pass's result (docs/ir.md, "Background work"):
+ *   interleave JOB {
+ *     slice_bound = S, fg_time = T, fg_time_bg = T2
+ *     copy BG @ RANK {seed = N, steps_per_iter = X, cut = [0, ..., 2n+1]} ; model @ batch
+ *     refusal BG @ RANK "why"
+ *   }
+ * BG is the index into the job's background list; the comment names it. */
+void ir_print_interleave(FILE *out, const ir_module *m, const ir_job *j)
+{
+    const ir_interleave *il = j->interleave;
+    fprintf(out, "\ninterleave %s {\n  slice_bound = ", j->name);
+    ir_print_real(out, il->slice_bound);
+    fputs(", fg_time = ", out);
+    ir_print_real(out, il->fg_time);
+    fputs(", fg_time_bg = ", out);
+    ir_print_real(out, il->fg_time_bg);
+    fputc('\n', out);
+    for (int c = 0; c < il->ncopies; c++) {
+        const ir_bg_copy *cp = &il->copies[c];
+        fprintf(out, "  copy %d @ %d {seed = %lld, steps_per_iter = ", cp->job, cp->rank,
+                (long long)cp->seed);
+        ir_print_real(out, cp->steps_per_iter);
+        fputs(", cut = [", out);
+        for (int s = 0; s <= cp->nslices; s++)
+            fprintf(out, "%s%d", s ? ", " : "", cp->cut[s]);
+        fputs("]}", out);
+        if (cp->job >= 0 && cp->job < j->nbackground)
+            fprintf(out, " ; %s @ %lld", m->graphs[j->background[cp->job].graph]->name,
+                    (long long)j->background[cp->job].batch);
+        fputc('\n', out);
+    }
+    for (int r = 0; r < il->nrefusals; r++) {
+        const ir_bg_refusal *rf = &il->refusals[r];
+        fprintf(out, "  refusal %d @ %d ", rf->job, rf->rank);
+        ir_print_string(out, rf->why ? rf->why : "");
+        fputc('\n', out);
+    }
+    fputs("}\n", out);
 }
 
 char *ir_print_module_to_string(const ir_module *m, size_t *len)

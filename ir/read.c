@@ -549,6 +549,23 @@ typedef struct field {
     } * bg;
 } field;
 
+/* The current string token, unescaped, into f->str; advances. */
+static bool parse_field_string(reader *r, field *f)
+{
+    memset(f, 0, sizeof *f);
+    /* The printer escapes '"' and '\\' with a backslash; undo it. */
+    char *out = arena_alloc(r->a, (size_t)r->tok.len + 1);
+    int n = 0;
+    for (int i = 0; i < r->tok.len; i++) {
+        if (r->tok.start[i] == '\\' && i + 1 < r->tok.len)
+            i++;
+        out[n++] = r->tok.start[i];
+    }
+    f->str = out;
+    next(r);
+    return true;
+}
+
 static bool parse_field(reader *r, field *f)
 {
     memset(f, 0, sizeof *f);
@@ -775,6 +792,193 @@ static bool apply_job(reader *r, void *obj, const field *f)
     return ok;
 }
 
+/* A number field of an interleave section: NAME '=' (INT | REAL), finite. */
+static bool il_real(reader *r, double *out)
+{
+    next(r);
+    if (!expect(r, '='))
+        return false;
+    if (r->tok.kind != T_INT && r->tok.kind != T_REAL) {
+        expected(r, "a number");
+        return false;
+    }
+    *out = r->tok.kind == T_INT ? (double)r->tok.ival : r->tok.rval;
+    next(r);
+    return true;
+}
+
+/* BG '@' RANK, the head of a copy or a refusal line. */
+static bool il_head(reader *r, int *job, int *rank)
+{
+    next(r);
+    if (r->tok.kind != T_INT || r->tok.ival < 0 || r->tok.ival > INT32_MAX) {
+        expected(r, "a background job index");
+        return false;
+    }
+    *job = (int)r->tok.ival;
+    next(r);
+    if (!expect(r, '@'))
+        return false;
+    if (r->tok.kind != T_INT || r->tok.ival < 0 || r->tok.ival >= IR_MAX_GPUS) {
+        expected(r, "a rank");
+        return false;
+    }
+    *rank = (int)r->tok.ival;
+    next(r);
+    return true;
+}
+
+/* copy BG @ RANK {seed = INT, steps_per_iter = NUM, cut = [INT, ...]} */
+static bool il_copy(reader *r, ir_bg_copy *c)
+{
+    if (!il_head(r, &c->job, &c->rank) || !expect(r, '{'))
+        return false;
+    bool seen[3] = {false, false, false};
+    do {
+        if (is_word(r, "seed") && !seen[0]) {
+            seen[0] = true;
+            next(r);
+            if (!expect(r, '='))
+                return false;
+            if (r->tok.kind != T_INT || r->tok.ival < 0) {
+                expected(r, "a non-negative integer seed");
+                return false;
+            }
+            c->seed = r->tok.ival;
+            next(r);
+        } else if (is_word(r, "steps_per_iter") && !seen[1]) {
+            seen[1] = true;
+            if (!il_real(r, &c->steps_per_iter))
+                return false;
+        } else if (is_word(r, "cut") && !seen[2]) {
+            seen[2] = true;
+            next(r);
+            if (!expect(r, '=') || !expect(r, '['))
+                return false;
+            int cap = 0, n = 0;
+            do {
+                if (r->tok.kind != T_INT || r->tok.ival < 0 || r->tok.ival > INT32_MAX) {
+                    expected(r, "a unit index");
+                    return false;
+                }
+                r->nranks++; /* cut points count against the same bound as rank sets */
+                if (r->nranks > RANKS_MAX) {
+                    err_at(r, r->tok.loc,
+                           "the rank sets and cuts of this file list more than "
+                           "2^26 entries in all");
+                    return false;
+                }
+                arena_grow(r->a, (void **)&c->cut, &cap, n + 1, sizeof(int));
+                c->cut[n++] = (int)r->tok.ival;
+                next(r);
+            } while (eat(r, ','));
+            if (!expect(r, ']'))
+                return false;
+            c->nslices = n - 1;
+        } else {
+            expected(r, "'seed', 'steps_per_iter' or 'cut' (each once)");
+            return false;
+        }
+    } while (eat(r, ','));
+    if (!expect(r, '}'))
+        return false;
+    if (!seen[0] || !seen[1] || !seen[2]) {
+        err_at(r, c->loc, "a copy needs 'seed', 'steps_per_iter' and 'cut'");
+        return false;
+    }
+    return true;
+}
+
+/* interleave JOB '{' header-line (copy | refusal)* '}' (docs/ir.md). */
+static void parse_interleave(reader *r)
+{
+    src_loc loc = r->tok.loc;
+    next(r);
+    if (r->tok.kind != T_IDENT) {
+        expected(r, "a job name");
+        return;
+    }
+    char *name = tok_str(r);
+    int jid = ir_job_find(r->m, name);
+    if (jid < 0)
+        err_at(r, r->tok.loc, "unknown job '%s' (its interleave section must follow it)", name);
+    else if (r->m->jobs[jid].interleave)
+        err_at(r, r->tok.loc, "job '%s' has two interleave sections", name);
+    next(r);
+    if (!expect(r, '{'))
+        return;
+    ir_interleave *il = arena_alloc(r->a, sizeof *il);
+    il->loc = loc;
+    int ccap = 0, rcap = 0;
+    bool seen[3] = {false, false, false};
+    while (r->tok.kind != T_EOF && !is_punct(r, '}')) {
+        int line = r->tok.loc.line;
+        src_loc at = r->tok.loc;
+        r->line_error = false;
+        bool ok = true;
+        if (is_word(r, "copy")) {
+            ir_bg_copy c = {.loc = at};
+            ok = il_copy(r, &c);
+            if (ok) {
+                arena_grow(r->a, (void **)&il->copies, &ccap, il->ncopies + 1, sizeof c);
+                il->copies[il->ncopies++] = c;
+            }
+        } else if (is_word(r, "refusal")) {
+            ir_bg_refusal f = {.loc = at};
+            ok = il_head(r, &f.job, &f.rank);
+            if (ok && r->tok.kind != T_STRING) {
+                expected(r, "the reason, a string");
+                ok = false;
+            }
+            if (ok) {
+                field fl;
+                ok = parse_field_string(r, &fl);
+                f.why = fl.str;
+                arena_grow(r->a, (void **)&il->refusals, &rcap, il->nrefusals + 1, sizeof f);
+                il->refusals[il->nrefusals++] = f;
+            }
+        } else {
+            do {
+                static const char *const keys[] = {"slice_bound", "fg_time", "fg_time_bg"};
+                int k = 0;
+                while (k < 3 && !is_word(r, keys[k]))
+                    k++;
+                if (k == 3) {
+                    expected(r, "'slice_bound', 'fg_time', 'fg_time_bg', 'copy', 'refusal' or '}'");
+                    ok = false;
+                    break;
+                }
+                if (seen[k])
+                    err_at(r, r->tok.loc, "field '%s' given twice", keys[k]);
+                seen[k] = true;
+                double *dst = k == 0 ? &il->slice_bound : k == 1 ? &il->fg_time : &il->fg_time_bg;
+                if (!il_real(r, dst)) {
+                    ok = false;
+                    break;
+                }
+            } while (eat(r, ','));
+        }
+        if (ok && r->tok.loc.line == line && r->tok.kind != T_EOF && !is_punct(r, '}')) {
+            expected(r, "the end of the line");
+            ok = false;
+        }
+        if (!ok) /* the whole line: a copy's own braces are on it */
+            while (r->tok.kind != T_EOF && r->tok.loc.line == line)
+                next(r);
+    }
+    r->line_error = false;
+    if (r->tok.kind == T_EOF) {
+        err_at(r, r->tok.loc, "unexpected end of file: interleave '%s' is not closed with '}'",
+               name);
+        return;
+    }
+    next(r);
+    if (!(seen[0] && seen[1] && seen[2]))
+        err_at(r, loc, "interleave '%s' needs 'slice_bound', 'fg_time' and 'fg_time_bg'", name);
+    else if (jid >= 0 && !r->m->jobs[jid].interleave)
+        r->m->jobs[jid].interleave = il;
+}
+
 static void parse_item(reader *r)
 {
     r->line_error = false;
@@ -787,14 +991,19 @@ static void parse_item(reader *r)
         parse_graph(r);
         return;
     }
+    if (is_word(r, "interleave")) {
+        parse_interleave(r);
+        return;
+    }
     if (!what) {
         /* Skip to the next line that starts with an item keyword, so that
 		 * one unknown record gives one error. */
-        expected(r, "'graph', 'gpu', 'cluster' or 'job'");
+        expected(r, "'graph', 'gpu', 'cluster', 'job' or 'interleave'");
         next(r);
         while (r->tok.kind != T_EOF &&
-               !(r->tok.loc.col == 1 && (is_word(r, "graph") || is_word(r, "gpu") ||
-                                         is_word(r, "cluster") || is_word(r, "job"))))
+               !(r->tok.loc.col == 1 &&
+                 (is_word(r, "graph") || is_word(r, "gpu") || is_word(r, "cluster") ||
+                  is_word(r, "job") || is_word(r, "interleave"))))
             next(r);
         return;
     }

@@ -200,6 +200,95 @@ static void verify_graph(const ir_module *m, int gi, int64_t gpus, arena *tmp, d
         verify_comm(g, tmp, d); /* on well-formed ops only */
 }
 
+/* A job's interleave section (docs/ir.md, "Background work"): the background
+ * job indices and ranks name real ones; every copy's cut starts at unit 0,
+ * rises strictly and ends at 2n + 1 (n: the background graph's op count);
+ * copies come in rank order, then job order, one per (rank, job), and no
+ * refusal names a (rank, job) that has a copy; the times are finite,
+ * positive, and the foreground's predicted time with background is within
+ * the job's slowdown of its time without (relative slack 1e-9). */
+static void verify_interleave(const ir_module *m, const ir_job *j, diag_ctx *d)
+{
+    const ir_interleave *il = j->interleave;
+    src_loc at = il->loc.file ? il->loc : j->loc;
+    int64_t G = cluster_gpus(&m->clusters[j->cluster]);
+    double slow = j->slowdown > 0 ? j->slowdown : IR_SLOWDOWN_DEFAULT;
+    if (!(il->slice_bound > 0 && isfinite(il->slice_bound) && il->fg_time > 0 &&
+          isfinite(il->fg_time) && isfinite(il->fg_time_bg) && il->fg_time_bg >= il->fg_time))
+        diag_error(d, at,
+                   "interleave '%s': slice_bound and fg_time must be positive and finite, and "
+                   "fg_time_bg at least fg_time",
+                   j->name);
+    else if (il->fg_time_bg > slow * il->fg_time * (1 + 1e-9))
+        diag_error(d, at,
+                   "interleave '%s': the foreground's predicted time with background, %g s, is "
+                   "more than the slowdown %g times its time without, %g s",
+                   j->name, il->fg_time_bg, slow, il->fg_time);
+    for (int c = 0; c < il->ncopies; c++) {
+        const ir_bg_copy *cp = &il->copies[c];
+        src_loc cl = cp->loc.file ? cp->loc : at;
+        if (cp->job < 0 || cp->job >= j->nbackground) {
+            diag_error(d, cl, "interleave '%s': copy of background job %d, but the job has %d",
+                       j->name, cp->job, j->nbackground);
+            continue;
+        }
+        if (cp->rank < 0 || cp->rank >= G) {
+            diag_error(d, cl, "interleave '%s': copy on rank %d, outside the cluster of %lld",
+                       j->name, cp->rank, (long long)G);
+            continue;
+        }
+        if (c > 0) {
+            const ir_bg_copy *pr = &il->copies[c - 1];
+            if (pr->rank > cp->rank || (pr->rank == cp->rank && pr->job >= cp->job))
+                diag_error(d, cl,
+                           "interleave '%s': copies must be in rank order, then job order, one "
+                           "per rank and job",
+                           j->name);
+        }
+        if (cp->seed < 0 || !(cp->steps_per_iter >= 0) || !isfinite(cp->steps_per_iter)) {
+            diag_error(d, cl,
+                       "interleave '%s': a copy's seed and steps_per_iter must be "
+                       "non-negative and finite",
+                       j->name);
+            continue;
+        }
+        int64_t units = 2 * (int64_t)m->graphs[j->background[cp->job].graph]->nops + 1;
+        bool ok = cp->nslices >= 1 && cp->cut && cp->cut[0] == 0 && cp->cut[cp->nslices] == units;
+        for (int s = 0; ok && s < cp->nslices; s++)
+            ok = cp->cut[s] < cp->cut[s + 1];
+        if (!ok)
+            diag_error(d, cl,
+                       "interleave '%s': the cut of a copy of '%s' must rise strictly from 0 to "
+                       "%lld (2 x its %d ops + 1)",
+                       j->name, m->graphs[j->background[cp->job].graph]->name, (long long)units,
+                       m->graphs[j->background[cp->job].graph]->nops);
+    }
+    for (int f = 0; f < il->nrefusals; f++) {
+        const ir_bg_refusal *rf = &il->refusals[f];
+        src_loc fl = rf->loc.file ? rf->loc : at;
+        if (rf->job < 0 || rf->job >= j->nbackground || rf->rank < 0 || rf->rank >= G) {
+            diag_error(d, fl,
+                       "interleave '%s': refusal of background job %d on rank %d, but the job "
+                       "has %d background jobs and %lld ranks",
+                       j->name, rf->job, rf->rank, j->nbackground, (long long)G);
+            continue;
+        }
+        /* Copies are sorted: a binary search finds a copy of the same (rank, job). */
+        int lo = 0, hi = il->ncopies;
+        while (lo < hi) {
+            int mid = lo + (hi - lo) / 2;
+            const ir_bg_copy *cp = &il->copies[mid];
+            if (cp->rank < rf->rank || (cp->rank == rf->rank && cp->job < rf->job))
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < il->ncopies && il->copies[lo].rank == rf->rank && il->copies[lo].job == rf->job)
+            diag_error(d, fl, "interleave '%s': rank %d both hosts and refuses background job %d",
+                       j->name, rf->rank, rf->job);
+    }
+}
+
 bool ir_verify(const ir_module *m, diag_ctx *d)
 {
     int before = d->nerrors;
@@ -226,8 +315,12 @@ bool ir_verify(const ir_module *m, diag_ctx *d)
             cluster_gpus(c) > IR_MAX_GPUS)
             diag_error(d, c->loc, "cluster '%s' is malformed", c->name);
     }
-    for (int i = 0; i < m->njobs; i++)
+    for (int i = 0; i < m->njobs; i++) {
+        int was = d->nerrors;
         ir_job_check(m, &m->jobs[i], d); /* job.c: the front end's and the reader's rules */
+        if (d->nerrors == was && m->jobs[i].interleave)
+            verify_interleave(m, &m->jobs[i], d);
+    }
     arena_free(tmp);
     return d->nerrors == before;
 }

@@ -8,7 +8,8 @@
  * it takes the longer of the two plus a launch overhead per kernel. The
  * bytes are the activations (per sample, times the batch) and the weights. A measured
  * table (profile.c) replaces the model for the layers it covers; its total is
- * split into forward and backward in the analytic model's proportion. The
+ * split into forward and backward in the analytic model's proportion, unless
+ * the table gives the forward part too (burstc profile's `layer` lines). The
  * planner (planner.c) calls this for every candidate per-GPU batch.
  */
 #include <math.h>
@@ -64,27 +65,37 @@ void plan_layer_time_analytic(const plan_cluster *c, int dtype_bytes, const plan
                              (l->bwd_elems * n + 2 * l->params) * dtype_bytes, l->bwd_kernels);
 }
 
-double plan_timing_at(const plan_timing *t, int64_t b)
+/* One column of a table (the totals or the forward parts) at batch b. */
+static double column_at(const plan_timing *t, const double *v, int64_t b)
 {
     if (t->n == 0)
         return 0;
     if (b <= t->batch[0])
-        return t->seconds[0];
+        return v[0];
     for (int i = 1; i < t->n; i++) {
         if (b <= t->batch[i]) {
             double x0 = (double)t->batch[i - 1], x1 = (double)t->batch[i];
             double f = ((double)b - x0) / (x1 - x0);
-            return t->seconds[i - 1] + f * (t->seconds[i] - t->seconds[i - 1]);
+            return v[i - 1] + f * (v[i] - v[i - 1]);
         }
     }
-    return t->seconds[t->n - 1] * (double)b / (double)t->batch[t->n - 1];
+    return v[t->n - 1] * (double)b / (double)t->batch[t->n - 1];
+}
+
+double plan_timing_at(const plan_timing *t, int64_t b)
+{
+    return column_at(t, t->seconds, b);
 }
 
 void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, double *fwd,
                      double *bwd)
 {
     plan_layer_time_analytic(&p->cluster, p->dtype_bytes, l, b, fwd, bwd);
-    if (l->measured && l->measured->n > 0) {
+    if (l->measured && l->measured->n > 0 && l->measured->fwd) {
+        /* a `layer` line of burstc profile: both passes measured */
+        *fwd = column_at(l->measured, l->measured->fwd, b);
+        *bwd = fmax(0, plan_timing_at(l->measured, b) - *fwd);
+    } else if (l->measured && l->measured->n > 0) {
         double total = plan_timing_at(l->measured, b);
         double sum = *fwd + *bwd;
         double ffrac = sum > 0 ? *fwd / sum : 1.0 / 3.0;

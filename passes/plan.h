@@ -67,6 +67,7 @@ typedef struct plan_timing {
     int n;
     int64_t *batch; /* ascending */
     double *seconds;
+    double *fwd; /* the forward part of seconds (a `layer` line), or NULL */
 } plan_timing;
 
 typedef struct plan_layer {
@@ -471,16 +472,20 @@ bool plan_write_json(const plan_problem *p, const plan_result *const *rs, int nr
 /* profile.c: measured per-layer tables in the DeepPool text format. */
 
 typedef struct plan_profile_entry {
-    char *op;    /* e.g. "conv2d" */
+    char *op;    /* e.g. "conv2d"; "layer" for a line of `burstc profile` */
     char *attrs; /* canonical JSON text of the attributes */
     int nshape;
     int64_t shape[8]; /* input shape without the batch */
     plan_timing timing;
+    char *layer;    /* "layer" lines: the layer's name ... */
+    char *layer_op; /* ... and its op (attributes "name", "op"); else NULL */
+    int line;       /* the first line of the entry in the file */
 } plan_profile_entry;
 
 typedef struct plan_profile {
     int n, cap;
     plan_profile_entry *e;
+    char *path; /* the file read (for messages), or NULL */
 } plan_profile;
 
 /* Reads FILE; malformed lines are reported as `FILE:LINE: error: ...` on err
@@ -492,6 +497,8 @@ void plan_profile_free(plan_profile *pr);
  * order) and input shape; NULL if none. */
 const plan_profile_entry *plan_profile_find(const plan_profile *pr, const char *op,
                                             const char *attrs, const int64_t *shape, int nshape);
+/* The entry of the `layer` lines for the layer called name; NULL if none. */
+const plan_profile_entry *plan_profile_find_layer(const plan_profile *pr, const char *name);
 /* The integer attribute `key` of an entry's JSON attributes; false if absent. */
 bool plan_profile_attr(const plan_profile_entry *e, const char *key, int64_t *out);
 /* The same for an integer or a pair `[a,b]` (non-square kernels). */

@@ -162,6 +162,71 @@ const plan_timing *pass_plan_profile_match(const plan_profile *pr, const ir_grap
     return e ? &e->timing : NULL;
 }
 
+/* The per-sample shape of op's first input as a profile writes it: "[1,28,28]". */
+static void shape_text(char *buf, size_t n, const int64_t *dims, int ndims)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndims && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? "," : "", (long long)dims[i]);
+    if (k < n)
+        snprintf(buf + k, n - k, "]");
+}
+
+/* A `layer` line (burstc profile) names a layer of this model: it must be
+ * the same op on the same input shape, else the profile is of another model
+ * (or of an older version of this one). */
+static bool layer_line_fits(const plan_profile *pr, const plan_profile_entry *le, const ir_graph *g,
+                            const ir_op *op, diag_ctx *d)
+{
+    const char *opname = ir_op_info_of(op->opcode)->name;
+    const ir_type *in = op->ninputs ? &g->ops[op->inputs[0]].type : NULL;
+    int nshape = in ? in->rank - 1 : 0;
+    bool same = strcmp(le->layer_op, opname) == 0 && le->nshape == nshape &&
+                (nshape == 0 || memcmp(le->shape, in->dim + 1, sizeof(int64_t) * nshape) == 0);
+    if (same)
+        return true;
+    char want[160], got[160];
+    shape_text(want, sizeof want, nshape > 0 ? in->dim + 1 : NULL, nshape);
+    shape_text(got, sizeof got, le->shape, le->nshape);
+    fprintf(d->out,
+            "%s:%d: error: layer '%s' is %s on %s in the profile but %s on %s in model '%s' "
+            "(a profile of another model?)\n",
+            pr->path ? pr->path : "profile", le->line, le->layer, le->layer_op, got, opname, want,
+            g->name);
+    d->nerrors++;
+    return false;
+}
+
+/* Every `layer` line must name a layer of the model: the first that does
+ * not is reported (with how many others do not either). */
+static bool profile_layers_known(const plan_profile *pr, const ir_graph *g, diag_ctx *d)
+{
+    const plan_profile_entry *first = NULL;
+    int unknown = 0;
+    for (int i = 0; i < pr->n; i++) {
+        const plan_profile_entry *e = &pr->e[i];
+        if (!e->layer)
+            continue;
+        int id = ir_op_find(g, e->layer);
+        if (id >= 0 && g->ops[id].opcode != OP_INPUT)
+            continue;
+        if (!first)
+            first = e;
+        unknown++;
+    }
+    if (!first)
+        return true;
+    char more[64] = "";
+    if (unknown > 1)
+        snprintf(more, sizeof more, " (and %d more)", unknown - 1);
+    fprintf(d->out,
+            "%s:%d: error: layer '%s'%s of the profile is not a layer of model '%s' (a profile "
+            "of another model?)\n",
+            pr->path ? pr->path : "profile", first->line, first->layer, more, g->name);
+    d->nerrors++;
+    return false;
+}
+
 void pass_plan_input_free(pass_plan_input *in)
 {
     free(in->p.layers);
@@ -234,13 +299,18 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
         in->op_of_layer[n] = i;
         pass_plan_layer(g, op, &p->layers[n]);
         if (in->prof.n) {
-            p->layers[n].measured = pass_plan_profile_match(&in->prof, g, op);
+            const plan_profile_entry *le = plan_profile_find_layer(&in->prof, op->name);
+            if (le && !layer_line_fits(&in->prof, le, g, op, d))
+                return false;
+            p->layers[n].measured = le ? &le->timing : pass_plan_profile_match(&in->prof, g, op);
             if (p->layers[n].measured)
                 in->nmeasured++;
         }
         n++;
     }
     p->nlayers = n;
+    if (!profile_layers_known(&in->prof, g, d))
+        return false;
     int ne = 0, cap = 0;
     for (int i = 0; i < g->nops; i++)
         cap += g->ops[i].ninputs;

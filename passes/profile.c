@@ -11,9 +11,18 @@
  * `FILE:LINE: error: ...`. Lines for the same op, attributes and shape at
  * different batch sizes form one table (several lines at one batch are
  * averaged). The cost model interpolates between batch sizes (costmodel.c).
+ *
+ * `burstc profile` (tools/cmd_profile.c) writes the same shape of line with
+ * the op `layer`, keyed by the layer's name rather than its op:
+ *
+ *   layer{"name":"conv1","op":"conv2d"}[batch][input shape]  fwd_ms bwd_ms [fwd_iqr bwd_iqr]
+ *
+ * Such a line belongs to one model: plan_ir.c matches it by name and refuses
+ * a profile whose layers the model does not have.
  */
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,9 +127,53 @@ static bool parse_int(const char **pp, int64_t *out)
     return true;
 }
 
-static void add_sample(plan_profile *pr, const char *op, size_t oplen, char *attrs,
-                       const int64_t *shape, int nshape, int64_t batch, double sec)
+/* The string value of "key" in canonical attributes (no whitespace), unescaped;
+ * NULL if absent or not a string. */
+static char *attr_string(const char *attrs, const char *key)
 {
+    size_t kl = strlen(key);
+    for (const char *p = attrs; (p = strchr(p, '"')) != NULL; p++) {
+        if (strncmp(p + 1, key, kl) != 0 || p[1 + kl] != '"' || p[2 + kl] != ':')
+            continue;
+        const char *v = p + 3 + kl;
+        if (*v != '"')
+            return NULL;
+        char *out = plan_xrealloc(NULL, strlen(v) + 1, 1);
+        size_t n = 0;
+        for (v++; *v && *v != '"'; v++) {
+            if (*v == '\\' && v[1])
+                v++;
+            out[n++] = *v;
+        }
+        out[n] = 0;
+        if (*v != '"' || n == 0) {
+            free(out);
+            return NULL;
+        }
+        return out;
+    }
+    return NULL;
+}
+
+/* Adds one line's time (seconds; fwd: its forward part, or < 0 when the
+ * line gives only the total). False, reported, when a `layer` line names a
+ * layer an earlier line gave another op or shape. */
+static bool add_sample(plan_profile *pr, const char *path, int ln, const char *op, size_t oplen,
+                       char *attrs, const int64_t *shape, int nshape, int64_t batch, double sec,
+                       double fwd, FILE *err)
+{
+    char *layer = NULL, *layer_op = NULL;
+    if (fwd >= 0) {
+        layer = attr_string(attrs, "name");
+        layer_op = attr_string(attrs, "op");
+        if (!layer || !layer_op) {
+            free(layer);
+            free(layer_op);
+            free(attrs);
+            return perr(err, path, ln,
+                        "a layer line needs the string attributes \"name\" and \"op\"");
+        }
+    }
     plan_profile_entry *e = NULL;
     for (int i = 0; i < pr->n; i++) {
         plan_profile_entry *x = &pr->e[i];
@@ -129,6 +182,19 @@ static void add_sample(plan_profile *pr, const char *op, size_t oplen, char *att
             memcmp(x->shape, shape, sizeof(int64_t) * (size_t)nshape) == 0) {
             e = x;
             break;
+        }
+    }
+    if (!e && layer) {
+        const plan_profile_entry *same = plan_profile_find_layer(pr, layer);
+        if (same) {
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "layer '%.80s' has another op or input shape here than on line %d", layer,
+                     same->line);
+            free(layer);
+            free(layer_op);
+            free(attrs);
+            return perr(err, path, ln, msg);
         }
     }
     if (!e) {
@@ -142,8 +208,13 @@ static void add_sample(plan_profile *pr, const char *op, size_t oplen, char *att
         e->attrs = attrs;
         e->nshape = nshape;
         memcpy(e->shape, shape, sizeof(int64_t) * (size_t)nshape);
+        e->layer = layer;
+        e->layer_op = layer_op;
+        e->line = ln;
     } else {
         free(attrs);
+        free(layer);
+        free(layer_op);
     }
     plan_timing *t = &e->timing;
     for (int i = 0; i < t->n; i++)
@@ -151,18 +222,27 @@ static void add_sample(plan_profile *pr, const char *op, size_t oplen, char *att
             /* several lines at one batch: keep a running mean (count in
 			 * the low bits is not kept; the mean of two is enough here) */
             t->seconds[i] = (t->seconds[i] + sec) / 2;
-            return;
+            if (t->fwd)
+                t->fwd[i] = (t->fwd[i] + fwd) / 2;
+            return true;
         }
     t->batch = plan_xrealloc(t->batch, (size_t)(t->n + 1), sizeof(int64_t));
     t->seconds = plan_xrealloc(t->seconds, (size_t)(t->n + 1), sizeof(double));
+    if (e->layer)
+        t->fwd = plan_xrealloc(t->fwd, (size_t)(t->n + 1), sizeof(double));
     int i = t->n++;
     while (i > 0 && t->batch[i - 1] > batch) {
         t->batch[i] = t->batch[i - 1];
         t->seconds[i] = t->seconds[i - 1];
+        if (t->fwd)
+            t->fwd[i] = t->fwd[i - 1];
         i--;
     }
     t->batch[i] = batch;
     t->seconds[i] = sec;
+    if (t->fwd)
+        t->fwd[i] = fwd;
+    return true;
 }
 
 static bool parse_line(plan_profile *pr, const char *path, int ln, const char *p, FILE *err)
@@ -209,7 +289,9 @@ static bool parse_line(plan_profile *pr, const char *path, int ln, const char *p
     p++;
     int64_t shape[8];
     int nshape = 0;
-    if (*p == '[') {
+    if (p[0] == '[' && p[1] == ']') {
+        p += 2; /* no dimensions besides the batch */
+    } else if (*p == '[') {
         p++;
         for (;;) {
             if (nshape == 8)
@@ -254,14 +336,27 @@ static bool parse_line(plan_profile *pr, const char *path, int ln, const char *p
         nv++;
         p = end;
     }
+    bool layer = oplen == 5 && strncmp(op, "layer", 5) == 0;
+    if (layer) {
+        if (nv < 2)
+            return perr(err, path, ln, "a layer line needs the forward and the backward time (ms)");
+        if (nv != 2 && nv != 4)
+            return perr(err, path, ln,
+                        "a layer line has 2 or 4 times (fwd_ms bwd_ms [fwd_iqr bwd_iqr])");
+        for (int i = 0; i < nv; i++)
+            if (!(vals[i] >= 0) || !isfinite(vals[i]))
+                return perr(err, path, ln, "time must be a finite number, not negative");
+        return add_sample(pr, path, ln, op, oplen, canon_attrs(a0, alen), shape, nshape, batch,
+                          (vals[0] + vals[1]) * 1e-3, vals[0] * 1e-3, err);
+    }
     if (nv == 0)
         return perr(err, path, ln, "missing the average time (ms)");
     if (nv > 4)
         return perr(err, path, ln, "too many columns (expected avg_ms [p50 p90 p99])");
     if (!(vals[0] >= 0))
         return perr(err, path, ln, "time must not be negative");
-    add_sample(pr, op, oplen, canon_attrs(a0, alen), shape, nshape, batch, vals[0] * 1e-3);
-    return true;
+    return add_sample(pr, path, ln, op, oplen, canon_attrs(a0, alen), shape, nshape, batch,
+                      vals[0] * 1e-3, -1, err);
 }
 
 bool plan_profile_parse(plan_profile *pr, const char *path, const char *text, FILE *err)
@@ -303,6 +398,8 @@ bool plan_profile_read(plan_profile *pr, const char *path, FILE *err)
     }
     bool ok = plan_profile_parse(pr, path, buf, err);
     free(buf);
+    free(pr->path);
+    pr->path = xstrndup(path, strlen(path));
     return ok;
 }
 
@@ -313,8 +410,12 @@ void plan_profile_free(plan_profile *pr)
         free(pr->e[i].attrs);
         free(pr->e[i].timing.batch);
         free(pr->e[i].timing.seconds);
+        free(pr->e[i].timing.fwd);
+        free(pr->e[i].layer);
+        free(pr->e[i].layer_op);
     }
     free(pr->e);
+    free(pr->path);
     memset(pr, 0, sizeof *pr);
 }
 
@@ -331,6 +432,14 @@ const plan_profile_entry *plan_profile_find(const plan_profile *pr, const char *
     }
     free(ca);
     return hit;
+}
+
+const plan_profile_entry *plan_profile_find_layer(const plan_profile *pr, const char *name)
+{
+    for (int i = 0; i < pr->n; i++)
+        if (pr->e[i].layer && strcmp(pr->e[i].layer, name) == 0)
+            return &pr->e[i];
+    return NULL;
 }
 
 bool plan_profile_attr_pair(const plan_profile_entry *e, const char *key, int64_t out[2])

@@ -85,6 +85,8 @@ typedef struct rt_options {
                                  rt_init writes the number chosen) */
     double step_timeout;      /* --step-timeout SEC: watchdog deadline per step (default 20;
                                   grows to 3x the slowest completed step; 0 = off) */
+    bool background;          /* --background on|off (default on) */
+    double slowdown;          /* --slowdown X: the background guard's bound (0: the job's) */
     int rank, world_size;     /* filled by rt_init */
 } rt_options;
 
@@ -167,6 +169,9 @@ int rt_comm_size(const rt_comm *c);
 void rt_comm_shard(const rt_comm *c, int64_t B, int64_t *start, int64_t *end);
 /* Sum-all-reduce in place within the set (no-op for a one-rank set or non-members). */
 void rt_allreduce_sum(const rt_comm *c, float *data, int64_t n);
+/* The one-rank set of this rank alone, made without communication (a background copy's
+ * layers run on it): member, index 0, all-reduces are no-ops. */
+rt_comm *rt_comm_self(void);
 /* Sum of a scalar over all world ranks (the total loss: non-members pass 0). */
 double rt_world_sum(double local);
 void rt_barrier(void);
@@ -401,6 +406,49 @@ int64_t rt_checkpoint_load(const char *dir, rt_params *ps);
 /* Lets rt_step_end checkpoint ps per the options; with --resume, loads it and returns
  * the first step to run (else 0). */
 int64_t rt_checkpoint_attach(rt_params *ps);
+
+/* ---- background work (GPU multiplexing) ------------------------------------------ */
+
+/* A background job's model as the generated program gives it to the runtime: an
+ * independent one-rank training job of `batch` samples per step, its step split into
+ * units (docs/runtime.md): unit i < n is op i's forward, unit n + k op n-1-k's backward,
+ * unit 2n (done by the runtime) the optimizer update, n = (nunits - 1) / 2. */
+typedef struct rt_bg_model {
+    const char *name; /* the model, for reports and the trace */
+    int64_t batch;
+    int nunits;
+    /* Its data: the sample shape etc. as rt_data_open takes them, and the source
+     * (the foreground's dataset when the model reads it, else synthetic). */
+    rt_data_kind data;
+    int ndim;
+    const int64_t *sample_shape;
+    rt_dtype in_dtype;
+    int64_t vocab, classes, labels_per_sample;
+    bool adam;
+    rt_sgd sgd;
+    rt_adam adam_cfg;
+    /* Makes the copy's tensors and parameters (into the copy's pool and parameter set,
+     * weights from `seed`); on this rank there is at most one copy of a model. */
+    void (*setup)(rt_pool *pool, rt_params *ps, uint64_t seed);
+    /* Runs unit u < nunits - 1 of step `step`; returns the unit's part of the loss. */
+    double (*unit)(int u, rt_pool *pool, rt_data *data, uint64_t seed, int64_t step);
+} rt_bg_model;
+
+/* Places a copy of m on world rank `rank` with its seed and its step cut into nslices
+ * slices (slice s runs units cut[s] .. cut[s+1]-1; cut[0] = 0, cut[nslices] = nunits).
+ * Call it on every rank for every copy of the plan, after rt_init; the rank that hosts
+ * the copy sets it up (unless --background off). A rank runs its copies' slices while it
+ * waits for peers inside a training step (rt_step_begin .. rt_step_end), under the
+ * slowdown guard: `slowdown` is the job's bound (0: 1.1; --slowdown overrides). */
+void rt_bg_add(const rt_bg_model *m, int rank, uint64_t seed, int nslices, const int *cut,
+               double slowdown);
+/* Whether background work is on (--background on|off, default on). */
+bool rt_bg_enabled(void);
+/* Ends background work (collective over the world): every rank's copies stop, rank 0
+ * prints per background job its steps and samples/s over the `elapsed` seconds of
+ * training, and the foreground's measured slowdown. The generated program calls it
+ * after its training loop, before evaluation. */
+void rt_bg_finish(double elapsed);
 
 /* ---- counter-based RNG (exposed for tests and data) ----------------------------- */
 

@@ -39,7 +39,7 @@ static rt_params *attached;
 
 static void path_of(char *out, size_t cap, const char *dir, int64_t step, const char *leaf)
 {
-    int n = step < 0 ? snprintf(out, cap, "%s/%s", dir, leaf)
+    int n = step < 0 ? snprintf(out, cap, "%s/%s", dir, leaf ? leaf : "")
             : leaf   ? snprintf(out, cap, "%s/step-%012lld/%s", dir, (long long)step, leaf)
                      : snprintf(out, cap, "%s/step-%012lld", dir, (long long)step);
     if (n < 0 || (size_t)n >= cap)
@@ -48,8 +48,11 @@ static void path_of(char *out, size_t cap, const char *dir, int64_t step, const 
 
 static void rank_file(char *out, size_t cap, const char *dir, int64_t step, const char *suffix)
 {
-    char leaf[64];
-    snprintf(leaf, sizeof leaf, "rank-%d.ckpt%s", rt_opts_g.rank, suffix);
+    char leaf[160];
+    int n = snprintf(leaf, sizeof leaf, "rank-%d.ckpt%s", rt_opts_g.rank, suffix);
+    if (n < 0 || (size_t)n >= sizeof leaf)
+        rt_fatal("checkpoint", "checkpoint file name too long: rank-%d.ckpt%s", rt_opts_g.rank,
+                 suffix);
     path_of(out, cap, dir, step, leaf);
 }
 
@@ -157,22 +160,22 @@ static void clean_other_rounds(const char *dir, int64_t keep)
         int64_t n = round_of(e->d_name);
         if (n < 0 || n == keep)
             continue;
-        rank_file(path, sizeof path, dir, n, "");
-        unlink(path);
-        rank_file(path, sizeof path, dir, n, ".tmp");
-        unlink(path);
-        if (rt_opts_g.rank != 0)
-            continue;
+        /* This rank's files (its own and its background copies', rank-R.ckpt*); rank 0
+         * every file, then the directory. */
+        char mine[64];
+        int len = snprintf(mine, sizeof mine, "rank-%d.ckpt", rt_opts_g.rank);
         path_of(path, sizeof path, dir, n, NULL);
         DIR *r = opendir(path);
         for (struct dirent *f; r && (f = readdir(r));)
-            if (strcmp(f->d_name, ".") != 0 && strcmp(f->d_name, "..") != 0) {
+            if (strcmp(f->d_name, ".") != 0 && strcmp(f->d_name, "..") != 0 &&
+                (rt_opts_g.rank == 0 || strncmp(f->d_name, mine, (size_t)len) == 0)) {
                 snprintf(file, sizeof file, "%s/%s", path, f->d_name);
                 unlink(file);
             }
         if (r)
             closedir(r);
-        rmdir(path);
+        if (rt_opts_g.rank == 0)
+            rmdir(path);
     }
     closedir(d);
 }
@@ -285,11 +288,36 @@ void rt_checkpoint_save(const char *dir, const rt_params *ps, int64_t next_step)
     if (mkdir(round, 0777) != 0 && errno != EEXIST)
         rt_fatal("checkpoint", "cannot create directory %s: %s", round, strerror(errno));
     sync_dir(dir);
-    rank_file(path, sizeof path, dir, next_step, "");
-    rank_file(tmp, sizeof tmp, dir, next_step, ".tmp");
+    rt_checkpoint_write(dir, next_step, "", ps, next_step, rt_opts_g.seed);
+    rt_bg_checkpoint_save(dir, next_step);
+    test_fault_in_save(next_step);
+    /* Every rank's file is durable: the round can be committed. */
+    barrier("checkpoint");
+    if (rt_opts_g.rank == 0) {
+        path_of(path, sizeof path, dir, next_step, "COMMIT");
+        path_of(tmp, sizeof tmp, dir, next_step, "COMMIT.tmp");
+        FILE *f = open_tmp(tmp);
+        fprintf(f, "step %lld\nranks %d\n", (long long)next_step, rt_opts_g.world_size);
+        commit_file(f, tmp, path, round);
+    }
+    /* The marker is durable: older rounds can go. */
+    barrier("checkpoint");
+    clean_other_rounds(dir, next_step);
+    rt_progress_phase(was, was_step);
+}
+
+void rt_checkpoint_write(const char *dir, int64_t round_step, const char *suffix,
+                         const rt_params *ps, int64_t step, uint64_t seed)
+{
+    char round[1100], path[1200], tmp[1200], tsuffix[104];
+    path_of(round, sizeof round, dir, round_step, NULL);
+    if (snprintf(tsuffix, sizeof tsuffix, "%s.tmp", suffix) >= (int)sizeof tsuffix)
+        rt_fatal("checkpoint", "checkpoint file suffix too long: %s", suffix);
+    rank_file(path, sizeof path, dir, round_step, suffix);
+    rank_file(tmp, sizeof tmp, dir, round_step, tsuffix);
     stream s = {open_tmp(tmp), 0xcbf29ce484222325ull, tmp};
     put(&s, MAGIC, 8);
-    int64_t head[3] = {next_step, (int64_t)rt_opts_g.seed, rt_params_adam_step(ps)};
+    int64_t head[3] = {step, (int64_t)seed, rt_params_adam_step(ps)};
     put(&s, head, sizeof head);
     int32_t who[3] = {rt_opts_g.rank, rt_opts_g.world_size, rt_params_count(ps)};
     put(&s, who, sizeof who);
@@ -311,20 +339,6 @@ void rt_checkpoint_save(const char *dir, const rt_params *ps, int64_t next_step)
     uint64_t sum = s.sum;
     put(&s, &sum, sizeof sum);
     commit_file(s.f, tmp, path, round);
-    test_fault_in_save(next_step);
-    /* Every rank's file is durable: the round can be committed. */
-    barrier("checkpoint");
-    if (rt_opts_g.rank == 0) {
-        path_of(path, sizeof path, dir, next_step, "COMMIT");
-        path_of(tmp, sizeof tmp, dir, next_step, "COMMIT.tmp");
-        FILE *f = open_tmp(tmp);
-        fprintf(f, "step %lld\nranks %d\n", (long long)next_step, rt_opts_g.world_size);
-        commit_file(f, tmp, path, round);
-    }
-    /* The marker is durable: older rounds can go. */
-    barrier("checkpoint");
-    clean_other_rounds(dir, next_step);
-    rt_progress_phase(was, was_step);
 }
 
 /* ---- load ------------------------------------------------------------------------------ */
@@ -379,11 +393,23 @@ int64_t rt_checkpoint_load(const char *dir, rt_params *ps)
                  "step %lld)",
                  dir, (long long)mine);
     }
+    rt_checkpoint_read(dir, step, "", ps, step, rt_opts_g.seed);
+    rt_bg_checkpoint_load(dir, step);
+    rt_progress_phase(was, was_step);
+    return step;
+}
+
+int64_t rt_checkpoint_read(const char *dir, int64_t round_step, const char *suffix, rt_params *ps,
+                           int64_t step, uint64_t seed)
+{
     char path[1200];
-    rank_file(path, sizeof path, dir, step, "");
+    rank_file(path, sizeof path, dir, round_step, suffix);
     stream s = {fopen(path, "rb"), 0xcbf29ce484222325ull, path};
-    if (!s.f)
+    if (!s.f) {
+        if (step < 0 && errno == ENOENT)
+            return -1;
         rt_fatal("checkpoint", "cannot open %s: %s", path, strerror(errno));
+    }
     char magic[8];
     get(&s, magic, 8);
     if (memcmp(magic, MAGIC, 8) != 0)
@@ -392,14 +418,17 @@ int64_t rt_checkpoint_load(const char *dir, rt_params *ps)
     get(&s, head, sizeof head);
     int32_t who[3];
     get(&s, who, sizeof who);
-    if (head[0] != step)
+    if (step >= 0 && head[0] != step)
         bad(path, "holds step %lld, but it belongs to the round of step %lld", (long long)head[0],
             (long long)step);
-    if ((uint64_t)head[1] != rt_opts_g.seed)
-        bad(path, "was written with --seed %llu, this run uses %llu", (unsigned long long)head[1],
-            (unsigned long long)rt_opts_g.seed);
-    if (head[2] < 0 || head[2] > step)
-        bad(path, "Adam step count %lld outside 0..%lld", (long long)head[2], (long long)step);
+    if (head[0] < 0)
+        bad(path, "holds step %lld", (long long)head[0]);
+    if ((uint64_t)head[1] != seed)
+        bad(path, "was written with %s %llu, this run uses %llu",
+            suffix[0] ? "the background copy's seed" : "--seed", (unsigned long long)head[1],
+            (unsigned long long)seed);
+    if (head[2] < 0 || head[2] > head[0])
+        bad(path, "Adam step count %lld outside 0..%lld", (long long)head[2], (long long)head[0]);
     if (who[0] != rt_opts_g.rank || who[1] != rt_opts_g.world_size)
         bad(path, "was written by rank %d of %d, this is rank %d of %d", who[0], who[1],
             rt_opts_g.rank, rt_opts_g.world_size);
@@ -447,8 +476,7 @@ int64_t rt_checkpoint_load(const char *dir, rt_params *ps)
         bad(path, "corrupt (bytes after the checksum)");
     fclose(s.f);
     rt_params_set_adam_step(ps, head[2]);
-    rt_progress_phase(was, was_step);
-    return step;
+    return head[0];
 }
 
 int64_t rt_checkpoint_attach(rt_params *ps)

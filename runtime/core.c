@@ -14,8 +14,12 @@
 #include <time.h>
 #include <unistd.h>
 
-rt_options rt_opts_g = {
-    .iterations = 10, .seed = 1, .threads = 0, .step_timeout = 20.0, .world_size = 1};
+rt_options rt_opts_g = {.iterations = 10,
+                        .seed = 1,
+                        .threads = 0,
+                        .step_timeout = 20.0,
+                        .background = true,
+                        .world_size = 1};
 static bool mpi_started;
 
 /* ---- errors ------------------------------------------------------------------- */
@@ -227,6 +231,7 @@ void rt_finalize(void)
     if (!mpi_started) {
         /* Used without rt_init (single-process tools and tests): free what exists. */
         rt_trace_write_and_free("");
+        rt_bg_free();
         rt_comm_free_all();
         rt_dev.finalize();
         return;
@@ -238,6 +243,7 @@ void rt_finalize(void)
     rt_trace_write_and_free(rt_opts_g.trace_path);
     MPI_Barrier(MPI_COMM_WORLD);
     rt_wait_end();
+    rt_bg_free();
     rt_watchdog_stop();
     rt_comm_free_all();
     rt_net.stop();
@@ -287,12 +293,14 @@ void rt_step_begin(int64_t step)
     current_step = step;
     rt_progress_phase(RT_PHASE_STEP, step);
     step_t0 = rt_now();
+    rt_bg_step_begin(step);
 }
 
 void rt_step_end(int64_t step)
 {
     rt_dev.step_end(step);
     double t1 = rt_now();
+    rt_bg_step_end(step, t1 - step_t0);
     if (t1 - step_t0 > slowest_step)
         slowest_step = t1 - step_t0;
     rt_watchdog_limit(step_limit());

@@ -20,6 +20,27 @@ bool rt_mpi_running(void);
 /* Ends every rank before training (--help, wrong world size): all ranks call it. */
 _Noreturn void rt_exit_early(int status);
 
+/* background.c: the background executor (rt_bg_add) and its slowdown guard. */
+/* Whether this rank has background slices it may run now (inside a step, guard open). */
+bool rt_bg_ready(void);
+/* This rank waits for peers: runs one background slice when rt_bg_ready(); returns
+ * whether it ran one (then the caller polls again at once, else it may sleep). Waits
+ * poll with it between tests of their requests (comm_mpi.c, rankset.c). */
+bool rt_bg_idle(void);
+/* The device is idle and the foreground waits for whatever runs now (a GPU backend's
+ * sync point): runs slices while this step's background time stays within the
+ * guard's budget, (bound - 1) x the step time without background. */
+void rt_bg_fill(void);
+/* The step hooks of the guard (core.c). */
+void rt_bg_step_begin(int64_t step);
+void rt_bg_step_end(int64_t step, double seconds);
+/* Every copy of this rank into the round of step R (DIR/step-R/rank-R.ckpt.bg-MODEL:
+ * its parameters, optimizer state and completed steps), and back on --resume. */
+void rt_bg_checkpoint_save(const char *dir, int64_t round_step);
+void rt_bg_checkpoint_load(const char *dir, int64_t round_step);
+/* Frees every copy (rt_finalize). */
+void rt_bg_free(void);
+
 /* options.c */
 void rt_parse_options(int argc, char **argv, const char *program);
 
@@ -70,6 +91,11 @@ void rt_trace_check_path(void);
 void rt_trace_init(void);
 void rt_trace_write_and_free(const char *path);
 void rt_trace_record_step(int64_t step, double t0, double t1);
+/* Events recorded from now on go to track `tid` (0: the foreground); a track's name is
+ * written once into the trace (thread_name metadata). */
+void rt_trace_track(int tid, const char *name);
+/* Records a complete event on track tid. */
+void rt_trace_event(int tid, const char *name, double t0, double t1);
 /* Name of the op currently on the trace stack (for watchdog messages). */
 const char *rt_current_op(void);
 
@@ -195,6 +221,14 @@ void rt_transfers_free(rt_transfers *t);
 /* Makes --checkpoint-dir (and its parents) and checks that this rank can write there. */
 void rt_checkpoint_check_dir(void);
 void rt_checkpoint_maybe_save(int64_t step);
+/* This rank's file DIR/step-R/rank-R.ckptSUFFIX of the round of step R: ps with the
+ * given step and seed in its header (through a temporary file, durable on return). */
+void rt_checkpoint_write(const char *dir, int64_t round_step, const char *suffix,
+                         const rt_params *ps, int64_t step, uint64_t seed);
+/* Loads such a file into ps after checking every field (step: the header's must be
+ * this; -1: any, and a missing file returns -1); returns the header's step. */
+int64_t rt_checkpoint_read(const char *dir, int64_t round_step, const char *suffix, rt_params *ps,
+                           int64_t step, uint64_t seed);
 
 /* optim.c: the Adam step count that checkpoints carry */
 int64_t rt_params_adam_step(const rt_params *ps);

@@ -1,6 +1,6 @@
 /* options.c: the command line every generated program shares (rt_init parses it):
  * iterations, data source, seed, trace, checkpoints, threads per rank, the watchdog's step
- * timeout. Both "--opt V" and "--opt=V"; an unknown option or a bad value is a fatal error
+ * timeout, background work and its slowdown bound. Both "--opt V" and "--opt=V"; an unknown option or a bad value is a fatal error
  * naming it, and --help prints the usage on rank 0 and exits 0. */
 #include "internal.h"
 
@@ -35,6 +35,10 @@ static void usage(FILE *f, const char *program)
             "                        CPUs this rank may use, shared among the node's ranks)\n"
             "  --step-timeout SEC    end the job when a rank makes no progress for SEC seconds\n"
             "                        (default 20, or 3x the slowest step; 0: never)\n"
+            "  --background on|off   train the plan's background jobs in this rank's idle\n"
+            "                        time (default on); off: the foreground alone\n"
+            "  --slowdown X          bound on the foreground's step time with background\n"
+            "                        work over without it (default: the job's, 1.1)\n"
             "  --help                this text\n",
             program, (long long)rt_opts_g.iterations,
             rt_opts_g.data == RT_DATA_FMNIST ? "fmnist" : "synthetic");
@@ -65,7 +69,7 @@ static const struct {
     {"--help", false}, {"--resume", false},        {"--iterations", true},
     {"--seed", true},  {"--threads", true},        {"--checkpoint-every", true},
     {"--trace", true}, {"--checkpoint-dir", true}, {"--step-timeout", true},
-    {"--data", true},
+    {"--data", true},  {"--background", true},     {"--slowdown", true},
 };
 
 void rt_parse_options(int argc, char **argv, const char *program)
@@ -122,6 +126,15 @@ void rt_parse_options(int argc, char **argv, const char *program)
             o->step_timeout = strtod(val, &end);
             if (*end || end == val || !(o->step_timeout >= 0) || o->step_timeout > 1e9)
                 rt_fatal("options", "--step-timeout expects seconds >= 0, got '%s'", val);
+        } else if (!strcmp(name, "--background")) {
+            if (strcmp(val, "on") && strcmp(val, "off"))
+                rt_fatal("options", "--background expects on or off, got '%s'", val);
+            o->background = !strcmp(val, "on");
+        } else if (!strcmp(name, "--slowdown")) {
+            char *end;
+            o->slowdown = strtod(val, &end);
+            if (*end || end == val || !(o->slowdown >= 1) || o->slowdown > 1e6)
+                rt_fatal("options", "--slowdown expects a number >= 1, got '%s'", val);
         } else {
             if (!strcmp(val, "synthetic")) {
                 o->data = RT_DATA_SYNTHETIC;

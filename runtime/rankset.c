@@ -73,6 +73,24 @@ rt_comm *rt_comm_new(int n, const int *world_ranks)
     return c;
 }
 
+rt_comm *rt_comm_self(void)
+{
+    for (rt_comm *c = all_comms; c; c = c->next)
+        if (c->n == 1 && c->index == 0 && c->mpi->comm == MPI_COMM_NULL && !c->transport)
+            return c;
+    /* Made without MPI_Comm_split (not collective): a one-rank set never communicates. */
+    rt_comm *c = rt_xcalloc(1, sizeof *c, "comm_self");
+    c->n = 1;
+    c->ranks = rt_xmalloc(sizeof(int), "comm_self");
+    c->ranks[0] = rt_opts_g.rank;
+    c->index = 0;
+    c->mpi = rt_xcalloc(1, sizeof *c->mpi, "comm_self");
+    c->mpi->comm = MPI_COMM_NULL;
+    c->next = all_comms;
+    all_comms = c;
+    return c;
+}
+
 void rt_comm_free_all(void)
 {
     while (all_comms) {
@@ -139,8 +157,19 @@ double rt_world_sum(double local)
     double total = local;
     if (rt_opts_g.world_size > 1) {
         rt_wait_begin("world_sum");
-        rt_mpi_check(MPI_Allreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+        /* Non-blocking in every run (not only with background work), so that the sum is
+         * made by the same algorithm, in the same order, with background work on or off.
+         * Ranks that finished their part of the step early run background slices. */
+        MPI_Request req;
+        rt_mpi_check(MPI_Iallreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req),
                      "world_sum");
+        for (int done = 0; rt_bg_ready();) {
+            rt_mpi_check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "world_sum");
+            if (done)
+                break;
+            rt_bg_idle();
+        }
+        rt_mpi_check(MPI_Wait(&req, MPI_STATUS_IGNORE), "world_sum");
         rt_wait_end();
     }
     return total;

@@ -2,7 +2,8 @@
  * op the generated program runs; each pop adds the time to a per-op table (printed by
  * rt_timers_report) and, with --trace FILE, records a complete event. At rt_finalize
  * every rank serialises its events to JSON text, rank 0 gathers them and writes one
- * file (pid = rank, tid 0) through FILE.tmp + rename, loadable in Perfetto and
+ * file (pid = rank; tid 0 the foreground, tid 1.. each background copy's slices and
+ * ops, rt_trace_track) through FILE.tmp + rename, loadable in Perfetto and
  * chrome://tracing. Times are relative to rank 0's clock at rt_init (all ranks of a
  * CPU run share the machine's monotonic clock). */
 #include "internal.h"
@@ -22,7 +23,10 @@
 typedef struct {
     const char *name;
     double t0, t1;
+    int tid;
 } event;
+
+#define TRACKS 65 /* the foreground and up to 64 background copies */
 
 typedef struct {
     const char *name;
@@ -41,6 +45,8 @@ static struct {
     double base;
     double step_total;
     int64_t steps;
+    int track; /* where events go now */
+    const char *track_name[TRACKS];
 } tr;
 
 void rt_trace_check_path(void)
@@ -87,7 +93,24 @@ static void record(const char *name, double t0, double t1)
             rt_fatal("trace", "out of memory for %zu events", tr.cap);
         tr.events = ne;
     }
-    tr.events[tr.n++] = (event){name, t0, t1};
+    tr.events[tr.n++] = (event){name, t0, t1, tr.track};
+}
+
+void rt_trace_track(int tid, const char *name)
+{
+    if (tid < 0 || tid >= TRACKS)
+        rt_fatal("trace", "track %d out of range", tid);
+    tr.track = tid;
+    if (name && !tr.track_name[tid])
+        tr.track_name[tid] = name;
+}
+
+void rt_trace_event(int tid, const char *name, double t0, double t1)
+{
+    int was = tr.track;
+    rt_trace_track(tid, NULL);
+    record(name, t0, t1);
+    tr.track = was;
 }
 
 void rt_trace_push(const char *name)
@@ -155,12 +178,25 @@ void rt_timers_report(void)
 /* Serialises this rank's events as comma-terminated JSON objects. */
 static char *serialise(size_t *len)
 {
-    size_t cap = tr.n * 160 + 256, n = 0;
+    size_t cap = tr.n * 160 + 256 + TRACKS * 200, n = 0;
     char *buf = rt_xmalloc(cap, "trace");
     n += (size_t)snprintf(buf + n, cap - n,
                           "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
                           "\"args\":{\"name\":\"rank %d\"}},\n",
                           rt_opts_g.rank, rt_opts_g.rank);
+    for (int t = 1; t < TRACKS; t++)
+        if (tr.track_name[t]) {
+            char name[96];
+            size_t k = 0;
+            for (const char *p = tr.track_name[t]; *p && k + 2 < sizeof name; p++)
+                if (*p != '"' && *p != '\\' && (unsigned char)*p >= 32)
+                    name[k++] = *p;
+            name[k] = 0;
+            n += (size_t)snprintf(buf + n, cap - n,
+                                  "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+                                  "\"args\":{\"name\":\"%s\"}},\n",
+                                  rt_opts_g.rank, t, name);
+        }
     for (size_t i = 0; i < tr.n; i++) {
         char name[96];
         size_t k = 0;
@@ -169,9 +205,10 @@ static char *serialise(size_t *len)
                 name[k++] = *p;
         name[k] = 0;
         n += (size_t)snprintf(buf + n, cap - n,
-                              "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":0,"
+                              "{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
                               "\"ts\":%.3f,\"dur\":%.3f},\n",
-                              name, rt_opts_g.rank, 1e6 * (tr.events[i].t0 - tr.base),
+                              name, rt_opts_g.rank, tr.events[i].tid,
+                              1e6 * (tr.events[i].t0 - tr.base),
                               1e6 * (tr.events[i].t1 - tr.events[i].t0));
     }
     *len = n;

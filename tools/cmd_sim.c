@@ -253,11 +253,8 @@ int cmd_sim(int argc, char **argv)
     if (was_planned) {
         const ir_graph *g = m->graphs[job->graph];
         int n = in.p.nlayers;
-        int *k = calloc((size_t)n + 1, sizeof(int)), *first = calloc((size_t)n + 1, sizeof(int));
-        if (!k || !first) {
-            fprintf(stderr, "burstc: out of memory\n");
-            exit(2);
-        }
+        int *k = plan_xcalloc((size_t)n + 1, sizeof(int)),
+            *first = plan_xcalloc((size_t)n + 1, sizeof(int));
         bool ok = true;
         for (int l = 0; l < n && ok; l++) {
             const ir_op *op = &g->ops[in.op_of_layer[l]];

@@ -3,7 +3,7 @@
  *
  * `burstc [options] FILE` compiles: it reads Burst source (or IR text, for a
  * `.ir` file), runs the pass pipeline and emits what --emit asks for.
- * Subcommands (`burstc stats`, `burstc plan`, `burstc rank`, `burstc import`) live in their own
+ * Subcommands (`burstc stats`, `burstc plan`, `burstc tune`, `burstc rank`, `burstc import`) live in their own
  * files. Exit status: 0 on success, 1 on user errors, 2 on internal errors.
  */
 #include "frontend.h"
@@ -19,8 +19,10 @@ static const char usage[] =
     "       burstc plan [options] JOB.burst  plan a job (burstc plan --help)\n"
     "       burstc build [options] JOB.burst -o PROG   build a job's training program (burstc build --help)\n"
     "       burstc sim [options] JOB.burst   simulate a planned job on its cluster (burstc sim --help)\n"
+    "       burstc tune [options] JOB.burst  choose a plan from head-to-head runs (burstc tune --help)\n"
     "       burstc rank [options] FILE       top-K ranking from comparisons (burstc rank --help)\n"
     "       burstc import [options] MODEL.onnx   an ONNX model as Burst source (burstc import --help)\n"
+    "       burstc profile [options] JOB.burst   measure per-layer times here (burstc profile --help)\n"
     "\n"
     "options:\n"
     "  --emit=ast|ir|c      what to write: the parsed syntax tree, the IR (default), or the\n"
@@ -197,10 +199,14 @@ int main(int argc, char **argv)
             return cmd_build(argc - 1, argv + 1);
         if (strcmp(argv[1], "sim") == 0)
             return cmd_sim(argc - 1, argv + 1);
+        if (strcmp(argv[1], "tune") == 0)
+            return cmd_tune(argc - 1, argv + 1);
         if (strcmp(argv[1], "rank") == 0)
             return cmd_rank(argc - 1, argv + 1);
         if (strcmp(argv[1], "import") == 0)
             return cmd_import(argc - 1, argv + 1);
+        if (strcmp(argv[1], "profile") == 0)
+            return cmd_profile(argc - 1, argv + 1);
     }
     return compile_main(argc, argv);
 }

@@ -23,11 +23,7 @@ bool out_open(out_file *o, const char *path)
         return true;
     }
     size_t n = strlen(path) + 16;
-    o->tmp = malloc(n);
-    if (!o->tmp) {
-        fprintf(stderr, "burstc: error: out of memory\n");
-        return false;
-    }
+    o->tmp = plan_xrealloc(NULL, n, 1);
     snprintf(o->tmp, n, "%s.tmpXXXXXX", path);
     int fd = mkstemp(o->tmp);
     if (fd < 0) {

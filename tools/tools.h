@@ -56,5 +56,7 @@ int cmd_build(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_rank(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
+int cmd_profile(int argc, char **argv);
 
 #endif

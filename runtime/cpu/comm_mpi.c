@@ -62,10 +62,11 @@ static void mpi_close(rt_comm *c)
 /* Waits for n requests. MPI's own wait polls without pause, which is right while every
  * rank has a CPU of its own; when the node's ranks outnumber its CPUs, a polling rank
  * takes CPU time from the rank it waits for, so it polls a few times and then sleeps
- * between polls (1 us, doubling up to 100 us). */
+ * between polls (1 us, doubling up to 100 us). While background work may run
+ * (background.c), a wait polls and runs one background slice between polls. */
 static void wait_requests(int n, MPI_Request *req, const char *op)
 {
-    if (!rt_cpu_oversubscribed) {
+    if (!rt_cpu_oversubscribed && !rt_bg_ready()) {
         rt_mpi_check(MPI_Waitall(n, req, MPI_STATUSES_IGNORE), op);
         return;
     }
@@ -75,7 +76,7 @@ static void wait_requests(int n, MPI_Request *req, const char *op)
         rt_mpi_check(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE), op);
         if (done)
             return;
-        if (polls < 64)
+        if (rt_bg_idle() || polls < 64 || !rt_cpu_oversubscribed)
             continue;
         struct timespec ts = {0, pause};
         nanosleep(&ts, NULL);

@@ -58,20 +58,26 @@ void rt_cuda_sync(const char *op)
      * never finishes, but its communicator reports the failure asynchronously. The wait
      * is marked for the watchdog: NCCL kernels may be waiting for another rank. */
     cudaError_t e = cudaStreamQuery(rt_cuda_g.cur);
-    if (e == cudaSuccess)
-        return;
-    rt_wait_begin("device");
-    for (;;) {
-        if (e == cudaSuccess)
-            break;
-        if (e != cudaErrorNotReady)
-            rt_cuda_check(e, op, "stream work");
-        rt_nccl_poll(op);
-        struct timespec ts = {0, 20000}; /* 20 us: short against any step */
-        nanosleep(&ts, NULL);
-        e = cudaStreamQuery(rt_cuda_g.cur);
+    if (e != cudaSuccess) {
+        rt_wait_begin("device");
+        for (;;) {
+            if (e == cudaSuccess)
+                break;
+            if (e != cudaErrorNotReady)
+                rt_cuda_check(e, op, "stream work");
+            rt_nccl_poll(op);
+            struct timespec ts = {0, 20000}; /* 20 us: short against any step */
+            nanosleep(&ts, NULL);
+            e = cudaStreamQuery(rt_cuda_g.cur);
+        }
+        rt_wait_end();
     }
-    rt_wait_end();
+    /* The foreground's stream is drained and the host has not queued more: an idle
+     * window, where background slices may run within the step's budget (background.c;
+     * they run on the low-priority stream and are complete before the foreground
+     * continues, so the two never share the GPU, its cuBLAS workspace or memory). */
+    if (rt_cuda_g.cur == rt_cuda_g.fg)
+        rt_bg_fill();
 }
 
 /* ---- device, streams, handles -------------------------------------------------- */

@@ -228,3 +228,26 @@ int MPI_Waitall(int n, MPI_Request *reqs, MPI_Status *st)
     (void)st;
     return MPI_SUCCESS;
 }
+
+/* One rank: a non-blocking all-reduce is complete when it starts. */
+int MPI_Iallreduce(const void *send, void *recv, int count, MPI_Datatype t, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *req)
+{
+    *req = 0;
+    return MPI_Allreduce(send, recv, count, t, op, comm);
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
+{
+    (void)req;
+    (void)st;
+    *flag = 1;
+    return MPI_SUCCESS;
+}
+
+int MPI_Wait(MPI_Request *req, MPI_Status *st)
+{
+    (void)req;
+    (void)st;
+    return MPI_SUCCESS;
+}

@@ -85,6 +85,10 @@ int MPI_Isend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI
 int MPI_Irecv(void *buf, int count, MPI_Datatype t, int src, int tag, MPI_Comm comm,
               MPI_Request *req);
 int MPI_Waitall(int n, MPI_Request *reqs, MPI_Status *st);
+int MPI_Iallreduce(const void *send, void *recv, int count, MPI_Datatype t, MPI_Op op,
+                   MPI_Comm comm, MPI_Request *req);
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st);
+int MPI_Wait(MPI_Request *req, MPI_Status *st);
 
 #ifdef __cplusplus
 }

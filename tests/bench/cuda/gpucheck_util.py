@@ -8,6 +8,10 @@ process that `timeout` can run:
                           monotonic time stamp; exits with CMD's status
   rate OUT BATCH [FIRST]  samples/s between step FIRST (default 5) and the last step
                           of a `timed` output, from the step lines' time stamps
+  interleave IR SLICES    prints the planned IR with an interleave section: the one the
+                          interleave pass wrote, or (before the pass exists) one copy of
+                          the first background job on rank 0, its step cut into SLICES
+                          slices of about equal unit counts
 """
 import re
 import subprocess
@@ -43,6 +47,22 @@ def timed(out, cmd):
         return p.wait()
 
 
+def interleave(ir, slices):
+    text = open(ir).read()
+    if re.search(r"^interleave ", text, re.M):
+        sys.stdout.write(text)
+        return 0
+    job = re.search(r"^job (\S+) \{.*background = \[(\S+) @", text, re.M)
+    graph = re.search(r"^graph %s \{\n(.*?)^\}" % re.escape(job.group(2)), text, re.M | re.S)
+    n = len(re.findall(r"^  %", graph.group(1), re.M))
+    units, k = 2 * n + 1, max(1, min(int(slices), 2 * n + 1))
+    cut = sorted({round(i * units / k) for i in range(k + 1)})
+    sys.stdout.write(text + "interleave %s {\n  slice_bound = 0.0005, fg_time = 1, fg_time_bg = 1\n"
+                     "  copy 0 @ 0 {seed = 1, steps_per_iter = 0.1, cut = [%s]}\n}\n"
+                     % (job.group(1), ", ".join(map(str, cut))))
+    return 0
+
+
 def rate(out, batch, first=5):
     t = {}
     for line in open(out):
@@ -66,4 +86,6 @@ if __name__ == "__main__":
         sys.exit(timed(args[0], args[1:]))
     if cmd == "rate":
         sys.exit(rate(args[0], args[1], *(int(a) for a in args[2:])))
-    sys.exit("usage: gpucheck_util.py compare|timed|rate ...")
+    if cmd == "interleave":
+        sys.exit(interleave(*args))
+    sys.exit("usage: gpucheck_util.py compare|timed|rate|interleave ...")

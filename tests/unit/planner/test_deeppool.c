@@ -264,7 +264,7 @@ static void hand_built(void)
     static int64_t tb[3] = {1, 2, 4};
     static double t0[3] = {10e-6, 150e-6, 300e-6}, t1[3] = {118e-6, 150e-6, 400e-6},
                   t2[3] = {50e-6, 50e-6, 50e-6};
-    static const plan_timing m0 = {3, tb, t0}, m1 = {3, tb, t1}, m2 = {3, tb, t2};
+    static const plan_timing m0 = {3, tb, t0, NULL}, m1 = {3, tb, t1, NULL}, m2 = {3, tb, t2, NULL};
     for (int lim = 0; lim < 2; lim++) {
         base(&in, 4, 4, 3);
         in.p.amp_limit = lim ? 0 : 1.1;

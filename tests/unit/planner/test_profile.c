@@ -144,9 +144,48 @@ static void test_shared(const char *dir)
     printf("test_profile: read %d DeepPool profiles\n", files);
 }
 
+/* `layer` lines (burstc profile): keyed by name, forward and backward apart,
+ * each interpolated on its own; the spread columns are optional. */
+static void test_layer_lines(void)
+{
+    static const char *text =
+        "layer{\"name\":\"conv1\",\"op\":\"conv2d\"}[16][1,28,28]  3.0 5.0 0.1 0.2\n"
+        "layer{\"op\":\"conv2d\", \"name\":\"conv1\"}[8][1,28,28]  1.0 3.0\n"
+        "layer{\"name\":\"loss\",\"op\":\"cross_entropy\"}[8][]  0.5 0.25\n";
+    plan_profile pr = {0};
+    FILE *err = tmpfile();
+    CHECK(plan_profile_parse(&pr, "l.txt", text, err));
+    CHECK(ftell(err) == 0);
+    fclose(err);
+    CHECK(pr.n == 2);
+    const plan_profile_entry *e = plan_profile_find_layer(&pr, "conv1");
+    CHECK(e && strcmp(e->layer_op, "conv2d") == 0 && e->nshape == 3 && e->line == 1);
+    CHECK(plan_profile_find_layer(&pr, "conv") == NULL);
+    const plan_profile_entry *loss = plan_profile_find_layer(&pr, "loss");
+    CHECK(loss && loss->nshape == 0);
+    if (e) {
+        plan_problem p = {.cluster = {.gpus = 1, .gpus_per_node = 1, .peak_flops = 1e14},
+                          .batch = 8,
+                          .dtype_bytes = 4};
+        plan_layer l = {.name = "conv1", .cls = PC_CONV, .fwd_flops = 1e8, .measured = &e->timing};
+        double f, b;
+        plan_layer_time(&p, &l, 8, &f, &b);
+        CHECK_NEAR(f, 1e-3, 1e-12);
+        CHECK_NEAR(b, 3e-3, 1e-12);
+        plan_layer_time(&p, &l, 12, &f, &b); /* halfway: 2 and 4 ms */
+        CHECK_NEAR(f, 2e-3, 1e-12);
+        CHECK_NEAR(b, 4e-3, 1e-12);
+        plan_layer_time(&p, &l, 32, &f, &b); /* beyond: in proportion */
+        CHECK_NEAR(f, 6e-3, 1e-12);
+        CHECK_NEAR(b, 10e-3, 1e-12);
+    }
+    plan_profile_free(&pr);
+}
+
 int main(int argc, char **argv)
 {
     test_parse();
+    test_layer_lines();
     test_shared(argc > 1 ? argv[1] : NULL);
     return check_done("test_profile");
 }

@@ -29,7 +29,7 @@ classes = {
                 "".join("model bg%d {\n  input x: f32[batch, 4]\n  h = relu(x)\n}\n" % i for i in range(20)) +
                 "job j { model = m, cluster = c, batch = 2147483648, dtype = bf16, iterations = 1099511627776,\n"
                 "  optimizer = adam(lr = 1e-4, weight_decay = 0.01), amplification = 1.5,\n"
-                "  data = \"/some where/data set.bin\",\n"
+                "  data = \"/some where/data set.bin\", slowdown = 1,\n"
                 "  background = [" + ", ".join("bg%d @ %d" % (i, 2147483648 - i) for i in range(20)) + "] }\n"
                 "job k { model = m, cluster = c, batch = 8, amplification = auto, optimizer = sgd(lr = 0.5, momentum = 0.9) }\n"
                 "job l { model = m, cluster = c, batch = 8, amplification = none, data = fmnist }\n",

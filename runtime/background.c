@@ -1,0 +1,410 @@
+/* background.c: the background executor of GPU multiplexing (issue 12), shared by the
+ * backends. The interleave pass places copies of background jobs on ranks and cuts each
+ * copy's training step into slices; the generated program hands every copy to
+ * rt_bg_add, and the rank that hosts one keeps its own pool, parameters, optimizer
+ * state, step counter and data stream (the copy's seed keys its weights, its data order
+ * and its synthetic samples, so a copy computes exactly what a one-rank run of its model
+ * with that seed computes).
+ *
+ * When they run: only inside a foreground training step, only while this rank waits for
+ * peers (a reshard, an all-reduce, the loss sum: the waits poll their requests and call
+ * rt_bg_idle between polls), and only while the guard is open. A rank outside the
+ * current layer's rank set skips the layer and waits at its next exchange, so that idle
+ * time is a wait too. One call runs one slice of the copy whose turn it is (round robin),
+ * so the foreground is late by at most one slice when its peer arrives.
+ *
+ * The guard follows DeepPool's runtime: the foreground's step time without background
+ * work is measured (the first step warms up; the next PROBE steps run without
+ * background work and give the baseline; every REPROBE steps one more step does, and a
+ * paused step counts as one), and an exponential moving average of the step time with
+ * background work is compared with bound x baseline. While it exceeds the bound the
+ * background pauses for a number of steps that doubles on each consecutive violation
+ * (1, 2, 4 .. 32) and starts again from the baseline afterwards.
+ *
+ * The foreground never reads anything the background writes: the copies have their own
+ * pools (scratch memory included), parameters and data; so the foreground's parameters
+ * and losses are bit-identical with --background on and off. */
+#include "mpi_glue.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PROBE    3   /* steps without background after the warm-up step */
+#define REPROBE  64  /* steps with background between two probe steps */
+#define EMA      0.3 /* weight of the newest step in the moving average */
+#define HOLD_MAX 32  /* longest pause, in steps */
+#define MAX_COPY 64  /* copies on one rank */
+
+typedef struct copy {
+    const rt_bg_model *m;
+    uint64_t seed;
+    int nslices;
+    int *cut;
+    char **slice_names; /* "bg MODEL slice S", for the trace */
+    char *track;        /* "background MODEL (seed S)" */
+    rt_pool *pool;
+    rt_params *ps;
+    rt_data *data;
+    int64_t step; /* steps completed */
+    int slice;    /* next slice of the current step */
+    double loss;  /* the current step's loss so far */
+    double busy;  /* seconds spent in its slices */
+} copy;
+
+static struct {
+    copy c[MAX_COPY];
+    int n;
+    int turn; /* the copy whose slice runs next */
+    double bound;
+    bool in_step, open, running;
+    /* the guard */
+    int64_t seen;         /* steps ended */
+    int probes_left;      /* probe steps still to run before background work */
+    int64_t since_probe;  /* steps with background since the last probe */
+    double baseline;      /* step time without background (mean of the probes) */
+    int nbase;            /* probes in it */
+    double ema;           /* moving average of steps with background */
+    int hold, pause_left; /* pause length and what is left of it */
+    bool this_step_bg;    /* background was allowed in the step now running */
+    double step_bg;       /* seconds of background slices in the step now running */
+    /* the measured slowdown */
+    double t_bg, t_fg; /* summed step times with and without background */
+    int64_t n_bg, n_fg;
+    int64_t pauses;
+} bg = {.bound = 0};
+
+bool rt_bg_enabled(void)
+{
+    return rt_opts_g.background;
+}
+
+static char *dup_printf(const char *fmt, const char *s, long long v)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, fmt, s, v);
+    char *d = rt_xmalloc(strlen(buf) + 1, "background");
+    strcpy(d, buf);
+    return d;
+}
+
+void rt_bg_add(const rt_bg_model *m, int rank, uint64_t seed, int nslices, const int *cut,
+               double slowdown)
+{
+    const char *op = "background";
+    if (!m || !m->unit || !m->setup || m->nunits < 1 || m->batch < 1)
+        rt_fatal(op, "malformed background model");
+    if (nslices < 1 || !cut || cut[0] != 0 || cut[nslices] != m->nunits)
+        rt_fatal(op, "background '%s': the cut list must run from unit 0 to unit %d", m->name,
+                 m->nunits);
+    for (int s = 0; s < nslices; s++)
+        if (cut[s] >= cut[s + 1])
+            rt_fatal(op, "background '%s': slice %d is empty or reversed (units %d..%d)", m->name,
+                     s, cut[s], cut[s + 1]);
+    if (rank < 0 || rank >= rt_opts_g.world_size)
+        rt_fatal(op, "background '%s' placed on rank %d of %d", m->name, rank,
+                 rt_opts_g.world_size);
+    double b = rt_opts_g.slowdown > 0 ? rt_opts_g.slowdown : slowdown > 0 ? slowdown : 1.1;
+    if (bg.bound == 0 || b < bg.bound)
+        bg.bound = b;
+    if (rank != rt_opts_g.rank || !rt_opts_g.background)
+        return;
+    for (int i = 0; i < bg.n; i++)
+        if (bg.c[i].m == m)
+            rt_fatal(op, "rank %d hosts two copies of background '%s'", rank, m->name);
+    if (bg.n == MAX_COPY)
+        rt_fatal(op, "more than %d background copies on rank %d", MAX_COPY, rank);
+    copy *c = &bg.c[bg.n++];
+    memset(c, 0, sizeof *c);
+    c->m = m;
+    c->seed = seed;
+    c->nslices = nslices;
+    c->cut = rt_xmalloc(sizeof(int) * (size_t)(nslices + 1), op);
+    memcpy(c->cut, cut, sizeof(int) * (size_t)(nslices + 1));
+    c->slice_names = rt_xcalloc((size_t)nslices, sizeof(char *), op);
+    for (int s = 0; s < nslices; s++)
+        c->slice_names[s] = dup_printf("bg %s slice %lld", m->name, s);
+    c->track = dup_printf("background %s (seed %lld)", m->name, (long long)seed);
+    c->pool = rt_pool_new();
+    c->ps = rt_params_new(c->pool);
+    /* Its own data stream: the options with the copy's seed and its model's source. */
+    rt_options o = rt_opts_g;
+    o.seed = seed;
+    o.data = m->data;
+    c->data = rt_data_open(&o, m->ndim, m->sample_shape, m->in_dtype, m->vocab, m->classes,
+                           m->labels_per_sample);
+    m->setup(c->pool, c->ps, seed);
+    bg.probes_left = PROBE;
+}
+
+bool rt_bg_ready(void)
+{
+    return bg.n > 0 && bg.in_step && bg.open && !bg.running;
+}
+
+/* Prints the copy's loss the way rt_report_loss prints the foreground's, tagged with the
+ * model and the rank (one write per line: ranks share the terminal). */
+static void report(const copy *c, double loss)
+{
+    char line[256];
+    int n = snprintf(line, sizeof line, "bg %s rank %d step %lld loss %.9g\n", c->m->name,
+                     rt_opts_g.rank, (long long)c->step, loss);
+    fflush(stdout);
+    if (n > 0 && write(STDOUT_FILENO, line, (size_t)n) < 0)
+        return;
+}
+
+static void run_slice(copy *c, int tid)
+{
+    const rt_bg_model *m = c->m;
+    const int s = c->slice;
+    rt_trace_track(tid, c->track);
+    rt_dev.background(true);
+    double t0 = rt_now();
+    if (s == 0) {
+        rt_params_zero_grad(c->ps);
+        c->loss = 0;
+    }
+    for (int u = c->cut[s]; u < c->cut[s + 1]; u++) {
+        if (u < m->nunits - 1) {
+            c->loss += m->unit(u, c->pool, c->data, c->seed, c->step);
+        } else if (m->adam) {
+            rt_adam_step(c->ps, &m->adam_cfg);
+        } else {
+            rt_sgd_step(c->ps, &m->sgd);
+        }
+    }
+    rt_dev.background(false);
+    double t1 = rt_now();
+    c->busy += t1 - t0;
+    bg.step_bg += t1 - t0;
+    rt_trace_event(tid, c->slice_names[s], t0, t1);
+    rt_trace_track(0, NULL);
+    if (++c->slice == c->nslices) {
+        report(c, c->loss);
+        c->slice = 0;
+        c->step++;
+    }
+}
+
+bool rt_bg_idle(void)
+{
+    if (!rt_bg_ready())
+        return false;
+    bg.running = true;
+    int i = bg.turn;
+    bg.turn = (bg.turn + 1) % bg.n;
+    run_slice(&bg.c[i], 1 + i);
+    bg.running = false;
+    return true;
+}
+
+void rt_bg_fill(void)
+{
+    while (rt_bg_ready() && bg.step_bg < (bg.bound - 1) * bg.baseline)
+        rt_bg_idle();
+}
+
+/* ---- the guard --------------------------------------------------------------------------- */
+
+void rt_bg_step_begin(int64_t step)
+{
+    (void)step;
+    bg.in_step = true;
+    bool allow = bg.n > 0 && bg.seen >= 1 && bg.probes_left == 0 && bg.pause_left == 0;
+    if (allow && bg.since_probe >= REPROBE) {
+        bg.since_probe = 0;
+        allow = false; /* a probe step: refreshes the baseline */
+    }
+    bg.open = allow;
+    bg.this_step_bg = allow;
+    bg.step_bg = 0;
+}
+
+void rt_bg_step_end(int64_t step, double seconds)
+{
+    (void)step;
+    bg.in_step = false;
+    bg.open = false;
+    if (bg.n == 0)
+        return;
+    if (bg.seen++ == 0)
+        return; /* the warm-up step: neither baseline nor background */
+    if (!bg.this_step_bg) {
+        /* A step without background: the baseline (the first probes' mean, then a slowly
+         * moving average of later probes and paused steps). */
+        bg.t_fg += seconds;
+        bg.n_fg++;
+        bg.baseline = bg.nbase < PROBE ? (bg.baseline * bg.nbase + seconds) / (bg.nbase + 1)
+                                       : 0.8 * bg.baseline + 0.2 * seconds;
+        bg.nbase++;
+        if (bg.probes_left > 0)
+            bg.probes_left--;
+        if (bg.pause_left > 0 && --bg.pause_left == 0)
+            bg.ema = bg.baseline;
+        if (bg.probes_left == 0 && bg.ema == 0)
+            bg.ema = bg.baseline;
+        return;
+    }
+    bg.t_bg += seconds;
+    bg.n_bg++;
+    bg.since_probe++;
+    bg.ema = (1 - EMA) * bg.ema + EMA * seconds;
+    if (bg.ema > bg.bound * bg.baseline) {
+        bg.hold = bg.hold ? (bg.hold < HOLD_MAX ? 2 * bg.hold : HOLD_MAX) : 1;
+        bg.pause_left = bg.hold;
+        bg.pauses++;
+    } else {
+        bg.hold = 0;
+    }
+}
+
+/* ---- the end ------------------------------------------------------------------------------ */
+
+void rt_bg_finish(double elapsed)
+{
+    bg.in_step = bg.open = false;
+    const int world = rt_opts_g.world_size;
+    /* Per copy: steps and busy seconds; gathered by (model name) on rank 0. The names
+     * travel as fixed-width records so that one gather carries everything. */
+    enum { NAME = 64 };
+    typedef struct {
+        char name[NAME];
+        double steps, batch, busy;
+    } rec;
+    int mine = bg.n;
+    rec *out = rt_xcalloc((size_t)(mine ? mine : 1), sizeof(rec), "background");
+    for (int i = 0; i < mine; i++) {
+        snprintf(out[i].name, NAME, "%s", bg.c[i].m->name);
+        out[i].steps = (double)bg.c[i].step;
+        out[i].batch = (double)bg.c[i].m->batch;
+        out[i].busy = bg.c[i].busy;
+    }
+    double guard[6] = {bg.t_bg,         (double)bg.n_bg,   bg.t_fg,
+                       (double)bg.n_fg, (double)bg.pauses, mine > 0 ? 1.0 : 0.0};
+    double sums[6] = {0};
+    int *counts = rt_opts_g.rank == 0 ? rt_xcalloc((size_t)world, sizeof(int), "background") : NULL;
+    int *offs = rt_opts_g.rank == 0 ? rt_xcalloc((size_t)world, sizeof(int), "background") : NULL;
+    int bytes = mine * (int)sizeof(rec);
+    rt_wait_begin("background");
+    if (rt_mpi_running()) {
+        rt_mpi_check(MPI_Reduce(guard, sums, 6, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD),
+                     "background");
+        rt_mpi_check(MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD),
+                     "background");
+    } else {
+        memcpy(sums, guard, sizeof sums);
+        if (counts)
+            counts[0] = bytes;
+    }
+    int total = 0;
+    if (counts)
+        for (int r = 0; r < world; r++) {
+            offs[r] = total;
+            total += counts[r];
+        }
+    rec *all =
+        rt_opts_g.rank == 0 ? rt_xcalloc((size_t)(total ? total : 1), 1, "background") : NULL;
+    if (rt_mpi_running())
+        rt_mpi_check(
+            MPI_Gatherv(out, bytes, MPI_BYTE, all, counts, offs, MPI_BYTE, 0, MPI_COMM_WORLD),
+            "background");
+    else if (all)
+        memcpy(all, out, (size_t)bytes);
+    rt_wait_end();
+    if (rt_opts_g.rank == 0 && rt_opts_g.background && sums[5] > 0) {
+        int nrec = total / (int)sizeof(rec);
+        bool *done = rt_xcalloc((size_t)(nrec ? nrec : 1), sizeof(bool), "background");
+        for (int i = 0; i < nrec; i++) {
+            if (done[i])
+                continue;
+            double steps = 0, samples = 0;
+            int copies = 0;
+            for (int j = i; j < nrec; j++)
+                if (!done[j] && !strcmp(all[j].name, all[i].name)) {
+                    done[j] = true;
+                    copies++;
+                    steps += all[j].steps;
+                    samples += all[j].steps * all[j].batch;
+                }
+            printf("background %s: %d cop%s, %.0f steps, %.1f samples/s\n", all[i].name, copies,
+                   copies == 1 ? "y" : "ies", steps, elapsed > 0 ? samples / elapsed : 0.0);
+        }
+        free(done);
+        /* Over all ranks: the mean step time of the run (after the warm-up step) over the
+         * mean of the steps without background work (the guard's probes and pauses). */
+        if (sums[1] > 0 && sums[3] > 0) {
+            double all = (sums[0] + sums[2]) / (sums[1] + sums[3]), alone = sums[2] / sums[3];
+            printf("foreground slowdown %.3f (mean step %.3f ms, %.3f ms without background, "
+                   "%.3f ms in the %.0f steps with it; bound %.2f, %.0f pauses)\n",
+                   all / alone, 1e3 * all, 1e3 * alone, 1e3 * sums[0] / sums[1], sums[1] / sums[5],
+                   bg.bound, sums[4]);
+        } else
+            printf("foreground slowdown unmeasured (%.0f steps with background, %.0f without)\n",
+                   sums[1], sums[3]);
+        fflush(stdout);
+    } else if (rt_opts_g.rank == 0 && !rt_opts_g.background) {
+        printf("background off\n");
+        fflush(stdout);
+    }
+    free(all);
+    free(counts);
+    free(offs);
+    free(out);
+    /* No more background work in this run (a step cut short stays unfinished). */
+    bg.probes_left = 1 << 30;
+}
+
+/* ---- checkpoints ----------------------------------------------------------------------- */
+
+/* A copy's state at a step boundary of the foreground is its parameters and optimizer
+ * state after its completed steps (the update is a step's last unit; gradients of a
+ * step in progress are dropped and the step is redone after a resume). */
+static void copy_suffix(const copy *c, char *out, size_t cap)
+{
+    snprintf(out, cap, ".bg-%s", c->m->name);
+}
+
+void rt_bg_checkpoint_save(const char *dir, int64_t round_step)
+{
+    for (int i = 0; i < bg.n; i++) {
+        char suffix[96];
+        copy_suffix(&bg.c[i], suffix, sizeof suffix);
+        rt_checkpoint_write(dir, round_step, suffix, bg.c[i].ps, bg.c[i].step, bg.c[i].seed);
+    }
+}
+
+void rt_bg_checkpoint_load(const char *dir, int64_t round_step)
+{
+    for (int i = 0; i < bg.n; i++) {
+        copy *c = &bg.c[i];
+        char suffix[96];
+        copy_suffix(c, suffix, sizeof suffix);
+        int64_t step = rt_checkpoint_read(dir, round_step, suffix, c->ps, -1, c->seed);
+        if (step < 0) {
+            rt_message("checkpoint",
+                       "the round of step %lld holds no state of background '%s' (seed %llu): "
+                       "it starts from its first step",
+                       (long long)round_step, c->m->name, (unsigned long long)c->seed);
+            continue;
+        }
+        c->step = step;
+        c->slice = 0;
+    }
+}
+
+void rt_bg_free(void)
+{
+    for (int i = 0; i < bg.n; i++) {
+        copy *c = &bg.c[i];
+        rt_data_close(c->data);
+        rt_pool_free(c->pool);
+        for (int s = 0; s < c->nslices; s++)
+            free(c->slice_names[s]);
+        free(c->slice_names);
+        free(c->track);
+        free(c->cut);
+    }
+    bg.n = 0;
+}

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""GPU multiplexing on this machine (CPU backend, 4 ranks): what background work
+costs the foreground and what it adds (issue 12). Not a test.
+
+Builds the burst plan of tests/e2e/fmnist_background.burst (the Fashion-MNIST
+job with a background MLP at batch 16), with the interleave pass's copies when
+the pass placed any, else copies on ranks 0, 1 and 3 (the test's fixture), and
+runs it alternately with --background off and on (the job's slowdown bound,
+the guard on), several times. Prints the medians: foreground samples/s with
+background off and on, background samples/s, the measured slowdown (off/on)
+and cluster throughput (fg + bg samples/s) over the foreground alone, next to
+what the interleave section predicts (fg_time, fg_time_bg, steps_per_iter),
+where it predicts anything.
+
+    /usr/bin/python3 tests/bench/e2e/multiplex.py [--burstc build/release/tools/burstc]
+        [--runs 3] [--iterations 60]
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+JOB = os.path.join(ROOT, "tests", "e2e", "fmnist_background.burst")
+HAND = """
+interleave fmnist_background {
+  slice_bound = 0.0005, fg_time = 1, fg_time_bg = 1
+  copy 0 @ 0 {seed = 101, steps_per_iter = 0, cut = [0, 4, 9, 15]}
+  copy 0 @ 1 {seed = 102, steps_per_iter = 0, cut = [0, 15]}
+  copy 0 @ 3 {seed = 104, steps_per_iter = 0, cut = [0, 7, 15]}
+}
+"""
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1")
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
+    if p.returncode != 0:
+        sys.exit("failed: %s\n%s%s" % (" ".join(cmd), p.stdout, p.stderr))
+    return p.stdout
+
+
+def one(prog, iters, mode):
+    out = run(["mpirun", "-np", "4", "--oversubscribe", prog, "--iterations", str(iters),
+               "--data", "fmnist", "--background", mode])
+    fg = float(re.search(r"^throughput (\S+) samples/s", out, re.M).group(1))
+    m = re.search(r"^background bg_mlp: \d+ cop\w+, (\d+) steps, (\S+) samples/s", out, re.M)
+    g = re.search(r"^foreground slowdown (\S+) .*?(\d+) pauses", out, re.M)
+    return fg, float(m.group(2)) if m else 0.0, float(g.group(1)) if g else None, \
+        int(g.group(2)) if g else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--burstc", default=os.path.join(ROOT, "build", "release", "tools", "burstc"))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--iterations", type=int, default=60)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        planned = run([a.burstc, "--strategy", "burst", JOB])
+        source, pred = "the interleave pass", True
+        if not re.search(r"^\s*copy ", planned, re.M):
+            planned = re.sub(r"\ninterleave fmnist_background \{.*?\n\}\n", "\n", planned,
+                             flags=re.S) + HAND
+            source, pred = "the test's fixture (the pass placed no copy)", False
+        ir, prog = os.path.join(tmp, "plan.ir"), os.path.join(tmp, "prog")
+        open(ir, "w").write(planned)
+        run([a.burstc, "build", ir, "-o", prog])
+        off, on = [], []
+        for _ in range(a.runs):
+            off.append(one(prog, a.iterations, "off"))
+            on.append(one(prog, a.iterations, "on"))
+        load = os.getloadavg()[0]
+
+    fg_off = statistics.median(r[0] for r in off)
+    fg_on = statistics.median(r[0] for r in on)
+    bg_on = statistics.median(r[1] for r in on)
+    guard = statistics.median(r[2] for r in on if r[2] is not None)
+    pauses = statistics.median(r[3] for r in on if r[3] is not None)
+    print("GPU multiplexing on the CPU backend: fmnist_background (fg batch 64, bg_mlp @ 16), "
+          "4 ranks on %d CPUs, %d x %d iterations per mode, medians; copies from %s; "
+          "load average at the end %.1f" % (os.cpu_count(), a.runs, a.iterations, source, load))
+    print()
+    print("| | measured | predicted |")
+    print("|---|---|---|")
+    m = re.search(r"fg_time = (\S+), fg_time_bg = (\S+)", planned)
+    t, tb = float(m.group(1)), float(m.group(2))
+    per_iter = sum(float(x) for x in re.findall(r"steps_per_iter = (\S+),", planned))
+    pred = pred and t > 0 and tb > 0
+    print("| fg samples/s, background off | %.1f | %s |" % (fg_off, "%.1f" % (64 / t) if pred else "n/a"))
+    print("| fg samples/s, background on | %.1f | %s |" % (fg_on, "%.1f" % (64 / tb) if pred else "n/a"))
+    print("| bg samples/s | %.1f | %s |" % (bg_on, "%.1f" % (per_iter * 16 / tb) if pred else "n/a"))
+    print("| fg slowdown (off / on) | %.3f | %s |" % (fg_off / fg_on, "%.3f" % (tb / t) if pred else "n/a"))
+    print("| cluster throughput / fg alone | %.3f | %s |" %
+          ((fg_on + bg_on) / fg_off, "%.3f" % ((64 / tb + per_iter * 16 / tb) / (64 / t)) if pred else "n/a"))
+    print("| the program's own slowdown line (guard) | %.3f, %g pauses | |" % (guard, pauses))
+    print()
+    print("runs (fg off, fg on, bg on):", [(o[0], n[0], n[1]) for o, n in zip(off, on)])
+
+
+if __name__ == "__main__":
+    main()

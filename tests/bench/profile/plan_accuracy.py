@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+"""How well the planner predicts a real run with a profile `burstc profile` measured here.
+
+For each CPU job (the Fashion-MNIST CNN and the small residual network), measures
+its profile on this machine with `burstc profile` (one rank = one core, one thread
+pinned), then for each rank count G (--gpus, default 1 and 2: this machine has two
+cores; the jobs' own cluster has four ranks, which would share cores here) and the
+dp and burst strategies (dp only on one rank):
+
+  - plans with `burstc plan --profile` and with the analytic `cpu` device
+    (examples/clusters/cpu.burst), both in the same run;
+  - builds each plan's program (`burstc build`, the same --profile for the
+    profiled plan) and trains it under mpirun, one rank per core, one thread each,
+    synthetic data; the measured iteration time is the median over the steps
+    after the warm-up of the slowest rank's step, and the median of --runs runs;
+  - prints predicted against measured for both models.
+
+The machine's load (other processes) is printed before and after: timings on a
+shared machine are noisy, and the table says under what load it was measured.
+
+    /usr/bin/python3 tests/bench/profile/plan_accuracy.py --burstc build/release/tools/burstc
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+JOBS = {"fmnist": "examples/jobs/fmnist_cpu.burst", "resnet": "examples/jobs/resnet_small_cpu.burst"}
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+
+
+def run(cmd, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=ENV, **kw)
+    if p.returncode != 0:
+        sys.exit("failed (%d): %s\n%s%s" % (p.returncode, " ".join(cmd), p.stdout, p.stderr))
+    return p.stdout
+
+
+def predicted(burstc, job, gpus, strategy, profile):
+    cmd = [burstc, "plan", job, "--gpus", str(gpus), "--strategy", strategy]
+    if profile:
+        cmd += ["--profile", profile]
+    out = run(cmd)
+    m = re.search(r"^%s\s+([0-9.]+)\s" % strategy, out, re.M)
+    if not m:
+        sys.exit("no %s summary line in:\n%s" % (strategy, out))
+    return float(m.group(1))
+
+
+def measured(burstc, job, gpus, strategy, profile, tmp, iters, warmup, runs):
+    prog = os.path.join(tmp, "prog")
+    cmd = [burstc, "build", job, "--gpus", str(gpus), "--strategy", strategy, "-o", prog]
+    if profile:
+        cmd += ["--profile", profile]
+    run(cmd)
+    times = []
+    for _ in range(runs):
+        trace = os.path.join(tmp, "trace.json")
+        run(["mpirun", "-np", str(gpus), "--bind-to", "core", "--map-by", "core", prog,
+             "--iterations", str(iters), "--threads", "1", "--data", "synthetic",
+             "--trace", trace], timeout=900)
+        steps = {}
+        for e in json.load(open(trace))["traceEvents"]:
+            if e.get("ph") == "X" and e["name"] == "iteration":
+                steps.setdefault(e["pid"], []).append(e["dur"] / 1e3)
+        per_step = [max(s[i] for s in steps.values()) for i in range(warmup, iters)]
+        times.append(statistics.median(per_step))
+    return statistics.median(times), times
+
+
+def load():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--burstc", default="build/release/tools/burstc")
+    ap.add_argument("--gpus", default="1,2", help="rank counts, one rank per core (default 1,2)")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--iterations", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--jobs", default="fmnist,resnet")
+    a = ap.parse_args()
+    print("load average (1 min) at start: %s on %d CPUs" % (load(), os.cpu_count()))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.jobs.split(","):
+            job = JOBS[name]
+            prof = os.path.join(tmp, name + ".profile")
+            t0 = time.time()
+            subprocess.run([a.burstc, "profile", job, "-o", prof], check=True, env=ENV,
+                           stderr=subprocess.DEVNULL)
+            took = time.time() - t0
+            for g in map(int, a.gpus.split(",")):
+                for strategy in ("dp", "burst") if g > 1 else ("dp",):
+                    pp = predicted(a.burstc, job, g, strategy, prof)
+                    pa = predicted(a.burstc, job, g, strategy, None)
+                    mp, runs_p = measured(a.burstc, job, g, strategy, prof, tmp, a.iterations,
+                                          a.warmup, a.runs)
+                    if strategy == "dp":
+                        ma, runs_a = mp, runs_p  # the same plan: all layers on all ranks
+                    else:
+                        ma, runs_a = measured(a.burstc, job, g, strategy, None, tmp,
+                                              a.iterations, a.warmup, a.runs)
+                    rows.append((name, g, strategy, took, mp, pp, ma, pa))
+                    print("  %s G=%d %s: profiled plan runs %s ms, analytic plan runs %s ms" %
+                          (name, g, strategy, " ".join("%.2f" % t for t in runs_p),
+                           " ".join("%.2f" % t for t in runs_a)), flush=True)
+    print()
+    print("G ranks (one core and one thread each), synthetic data; measured: median step of"
+          " the slowest rank, median of %d runs" % a.runs)
+    print("%-7s %2s %-6s %9s | %11s %11s %7s | %11s %11s %7s" %
+          ("job", "G", "plan", "profile s", "measured ms", "profile ms", "error",
+           "measured ms", "analytic ms", "error"))
+    for name, g, strategy, took, mp, pp, ma, pa in rows:
+        print("%-7s %2d %-6s %9.1f | %11.3f %11.3f %+6.1f%% | %11.3f %11.3f %+6.1f%%" %
+              (name, g, strategy, took, mp, pp, 100 * (pp / mp - 1), ma, pa, 100 * (pa / ma - 1)))
+    print("(left: the plan made with the measured profile; right: the plan of the analytic"
+          " `cpu` device; dp is one plan for both)")
+    print("load average (1 min) at end: %s" % load())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,627 @@
+/*
+ * cmd_profile.c: `burstc profile JOB.burst`, per-layer times measured on this
+ * machine, written as a profile that `burstc plan --profile` reads.
+ *
+ * For every per-GPU batch the planner can choose (the powers of two up to the
+ * job's batch, and the batch itself; or --batches), it builds the job as a
+ * one-rank program at that batch, through `burstc build` itself (cmd_build(),
+ * in this process), runs it on this machine's backend with warm-up steps and
+ * timed steps, pinned to the first CPUs this process may use, and reads the
+ * Chrome trace that every generated program writes with --trace: each layer's
+ * forward span is called after the layer and its backward span NAME.bwd
+ * (codegen/lower.c). The medians over the timed steps and their
+ * interquartile ranges become `layer` lines (passes/profile.c, docs/plan.md):
+ *
+ *   layer{"name":"conv1","op":"conv2d"}[8][1,28,28]  fwd_ms  bwd_ms  fwd_iqr  bwd_iqr
+ *
+ * A batch whose one-rank plan does not fit the GPU's memory is skipped with a
+ * note. The profile is written to a temporary file and renamed at the end.
+ */
+#define _GNU_SOURCE /* sched_setaffinity, CPU_SET */
+#include "passes.h"
+#include "plan.h"
+#include "readfile.h"
+#include "tools.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char profile_usage[] =
+    "usage: burstc profile [options] JOB.burst\n"
+    "\n"
+    "Measures every layer's forward and backward time on this machine at each per-GPU\n"
+    "batch the planner can choose, and writes a profile for `burstc plan --profile`\n"
+    "(docs/plan.md, \"Measured profiles\"). Each batch is a one-rank program of the job\n"
+    "built as `burstc build --gpus 1 --batch B` builds it, run with warm-up steps and\n"
+    "timed steps on synthetic data; a layer's time is the median over the timed steps.\n"
+    "\n"
+    "  -o PROFILE           where to write the profile (default: JOBNAME.profile);\n"
+    "                       written atomically, '-' for standard output\n"
+    "  --batches LIST       per-GPU batches to measure, e.g. 1,2,4,8 (default: the\n"
+    "                       powers of two below the job's batch, and the batch)\n"
+    "  --target=cpu|cuda    the backend to measure: the CPU (default: wall clock,\n"
+    "                       the program pinned to the first CPUs this process may use)\n"
+    "                       or the GPU (each op waited for; CUDA graphs off)\n"
+    "  --threads N          CPU threads of the program (default 1: one rank per core,\n"
+    "                       as the `cpu` device of examples/clusters/cpu.burst)\n"
+    "  --warmup N           untimed steps first (default 3)\n"
+    "  --repeat N           timed steps (default 10)\n"
+    "  --job NAME           the job to profile when the file holds several\n"
+    "  --help               show this help\n"
+    "\n"
+    "exit status: 0 success, 1 errors in the input or a run that failed, 2 internal error\n";
+
+#define MAX_BATCHES 64
+#define MAX_STEPS   100000
+
+typedef struct layer_info {
+    const char *name;
+    const char *op;
+    int nshape;
+    const int64_t *shape; /* per sample: the first input's dims without the batch */
+} layer_info;
+
+typedef struct profile_run {
+    const char *input, *job_name, *target;
+    bool cuda;
+    int threads, warmup, repeat;
+    char dir[32]; /* private temporary folder */
+    int nlayers;
+    layer_info *layers;
+    int *by_name; /* layer indices sorted by name */
+} profile_run;
+
+/* --batches: a comma-separated list of integers 1..2^31, sorted, duplicates
+ * dropped. False (reported) on anything else. */
+static bool parse_batches(const char *s, int64_t *out, int *n)
+{
+    *n = 0;
+    const char *p = s;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || errno || v < 1 || v > IR_MAX_BATCH || (*end && *end != ',')) {
+            fprintf(stderr,
+                    "burstc profile: error: --batches takes integers from 1 to 2^31 separated "
+                    "by commas, got '%s'\n",
+                    s);
+            return false;
+        }
+        bool dup = false;
+        for (int i = 0; i < *n; i++)
+            dup |= out[i] == v;
+        if (!dup) {
+            if (*n == MAX_BATCHES) {
+                fprintf(stderr, "burstc profile: error: --batches lists more than %d batches\n",
+                        MAX_BATCHES);
+                return false;
+            }
+            int i = (*n)++;
+            while (i > 0 && out[i - 1] > v) {
+                out[i] = out[i - 1];
+                i--;
+            }
+            out[i] = v;
+        }
+        if (!*end)
+            return true;
+        p = end + 1;
+    }
+}
+
+static bool parse_count(const char *opt, const char *v, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "burstc profile: error: %s must be an integer from %d to %d, got '%s'\n",
+                opt, lo, hi, v);
+        return false;
+    }
+    *out = (int)x;
+    return true;
+}
+
+static const profile_run *sort_run;
+
+static int by_name_cmp(const void *a, const void *b)
+{
+    return strcmp(sort_run->layers[*(const int *)a].name, sort_run->layers[*(const int *)b].name);
+}
+
+/* The layer called name (n bytes), or -1. */
+static int layer_index(const profile_run *r, const char *name, size_t n)
+{
+    int lo = 0, hi = r->nlayers - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        const char *s = r->layers[r->by_name[mid]].name;
+        int c = strncmp(s, name, n);
+        if (c == 0 && s[n] != 0)
+            c = 1;
+        if (c == 0)
+            return r->by_name[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+/* Whether the one-rank plan of the job at batch b fits the GPU's memory;
+ * why gets the planner's reason when it does not. The job is read afresh:
+ * pass_select_job writes the overrides (one GPU, the batch) into the module. */
+static bool fits_one_gpu(const profile_run *r, int64_t b, char *why, size_t n, diag_ctx *d)
+{
+    char batch[32];
+    snprintf(batch, sizeof batch, "%lld", (long long)b);
+    pass_options o = {.strategy = "dp", .gpus = 1, .job = r->job_name};
+    if (!pass_options_job_field(&o, "batch", batch, why, n))
+        return false;
+    arena *a = arena_new();
+    ir_module *m = load_input(a, r->input, d);
+    pass_ctx ctx = {.m = m, .opt = &o, .d = d, .job = -1};
+    pass_plan_input in = {0};
+    bool ok = false;
+    if (!m || d->nerrors || !pass_select_job(&ctx) || ctx.job < 0 ||
+        !pass_plan_build(m, ctx.job, &o, &in, d)) {
+        snprintf(why, n, "the job cannot be planned at this batch");
+    } else {
+        plan_result res;
+        ok = plan_solve(&in.p, PS_DP, &res, why, n);
+        if (ok)
+            plan_result_free(&res);
+    }
+    pass_plan_input_free(&in);
+    arena_free(a);
+    return ok;
+}
+
+/* Builds the one-rank program at batch b with `burstc build` (in this process). */
+static bool build_at(const profile_run *r, int64_t b, const char *prog)
+{
+    char batch[32], target[32];
+    snprintf(batch, sizeof batch, "%lld", (long long)b);
+    snprintf(target, sizeof target, "--target=%s", r->target);
+    char *argv[] = {"build",      (char *)r->input,
+                    "--job",      (char *)r->job_name,
+                    "--gpus",     "1",
+                    "--batch",    batch,
+                    "--strategy", "dp",
+                    target,       "-o",
+                    (char *)prog, NULL};
+    return cmd_build((int)(sizeof argv / sizeof argv[0]) - 1, argv) == 0;
+}
+
+/* Runs the program pinned to the first r->threads CPUs of this process's
+ * affinity mask, output to log. Returns its exit status (128 + signal). */
+static int run_program(const profile_run *r, const char *prog, const char *trace, const char *log)
+{
+    char iters[32], threads[32];
+    snprintf(iters, sizeof iters, "%d", r->warmup + r->repeat);
+    snprintf(threads, sizeof threads, "%d", r->threads);
+    char *argv[] = {(char *)prog, "--iterations",   iters,         "--data",
+                    "synthetic",  "--trace",        (char *)trace, "--threads",
+                    threads,      "--step-timeout", "600",         NULL};
+    cpu_set_t mine, pin;
+    CPU_ZERO(&pin);
+    int chosen = 0;
+    if (sched_getaffinity(0, sizeof mine, &mine) == 0)
+        for (int c = 0; c < CPU_SETSIZE && chosen < r->threads; c++)
+            if (CPU_ISSET(c, &mine)) {
+                CPU_SET(c, &pin);
+                chosen++;
+            }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "burstc profile: error: cannot start '%s': %s\n", prog, strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        if (chosen > 0)
+            (void)sched_setaffinity(0, sizeof pin, &pin);
+        setenv("OMP_NUM_THREADS", threads, 1);
+        setenv("OMP_PROC_BIND", "true", 1);
+        setenv("OPENBLAS_NUM_THREADS", threads, 1);
+        if (r->cuda)
+            setenv("BURSTRT_GRAPHS", "0", 1); /* per-op spans on every step */
+        execv(prog, argv);
+        fprintf(stderr, "cannot run '%s': %s\n", prog, strerror(errno));
+        _exit(127);
+    }
+    int status;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The last lines of a run's log, for a failure's message. */
+static void print_log_tail(const char *log, char *text, size_t cap)
+{
+    text[0] = 0;
+    FILE *f = fopen(log, "r");
+    if (!f)
+        return;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    long from = size > (long)cap - 1 ? size - ((long)cap - 1) : 0;
+    fseek(f, from, SEEK_SET);
+    size_t n = fread(text, 1, cap - 1, f);
+    text[n] = 0;
+    fclose(f);
+    fprintf(stderr, "%s%s", text, n && text[n - 1] != '\n' ? "\n" : "");
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile of v[0..n) (sorted in place), linear between samples. */
+static double quantile(double *v, int n, double q)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    double at = q * (n - 1);
+    int i = (int)at;
+    if (i + 1 >= n)
+        return v[n - 1];
+    return v[i] + (at - i) * (v[i + 1] - v[i]);
+}
+
+/* Finds `"key":` in line and returns what follows, or NULL. */
+static const char *json_field(const char *line, const char *key)
+{
+    const char *p = strstr(line, key);
+    return p ? p + strlen(key) : NULL;
+}
+
+/* Reads a run's trace: per layer and timed step the summed durations (ms) of
+ * its forward (fwd) and backward (bwd) spans, and each timed step's time.
+ * False (reported) when the trace is unreadable or misses a layer. */
+static bool read_trace(const profile_run *r, const char *path, double *fwd, double *bwd,
+                       double *iter)
+{
+    char *text, why[256];
+    size_t len;
+    if (!ir_file_read(path, (size_t)1 << 31, &text, &len, why, sizeof why)) {
+        fprintf(stderr, "burstc profile: error: cannot read the program's trace %s: %s\n", path,
+                why);
+        return false;
+    }
+    int R = r->repeat, step = 0;
+    size_t cells = (size_t)r->nlayers * (size_t)R;
+    memset(fwd, 0, cells * sizeof *fwd);
+    memset(bwd, 0, cells * sizeof *bwd);
+    bool *seen = calloc((size_t)r->nlayers, sizeof *seen);
+    if (!seen) {
+        free(text);
+        fputs("burstc profile: error: out of memory\n", stderr);
+        return false;
+    }
+    for (char *line = text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = 0;
+        const char *name = json_field(line, "\"name\":\"");
+        const char *dur = json_field(line, "\"dur\":");
+        if (name && dur && strstr(line, "\"ph\":\"X\"")) {
+            const char *q = strchr(name, '"');
+            size_t n = q ? (size_t)(q - name) : 0;
+            double ms = strtod(dur, NULL) * 1e-3;
+            int t = step - r->warmup;
+            if (n == 9 && strncmp(name, "iteration", 9) == 0) {
+                if (t >= 0 && t < R)
+                    iter[t] = ms;
+                step++;
+            } else if (t >= 0 && t < R) {
+                bool back = n > 4 && strncmp(name + n - 4, ".bwd", 4) == 0;
+                int l = layer_index(r, name, back ? n - 4 : n);
+                if (l >= 0) {
+                    (back ? bwd : fwd)[(size_t)l * (size_t)R + (size_t)t] += ms;
+                    if (!back)
+                        seen[l] = true;
+                }
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(text);
+    bool ok = step >= r->warmup + R;
+    if (!ok)
+        fprintf(stderr,
+                "burstc profile: error: the program's trace %s holds %d steps, expected %d\n", path,
+                step, r->warmup + R);
+    for (int l = 0; ok && l < r->nlayers; l++)
+        if (!seen[l]) {
+            fprintf(stderr,
+                    "burstc profile: error: the program's trace has no span for layer '%s'\n",
+                    r->layers[l].name);
+            ok = false;
+        }
+    free(seen);
+    return ok;
+}
+
+/* A layer name as a JSON string's contents. */
+static void put_json_string(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', f);
+        if ((unsigned char)*s >= 32)
+            fputc(*s, f);
+    }
+}
+
+/* Measures batch b and appends its lines to out. 1: done, 0: skipped with a
+ * note, -1: failed (reported). */
+static int profile_batch(const profile_run *r, int64_t b, FILE *out, double *fwd, double *bwd,
+                         double *iter)
+{
+    char prog[64], trace[64], log[64];
+    snprintf(prog, sizeof prog, "%s/prog", r->dir);
+    snprintf(trace, sizeof trace, "%s/trace.json", r->dir);
+    snprintf(log, sizeof log, "%s/run.log", r->dir);
+    fprintf(stderr, "burstc profile: batch %lld: building\n", (long long)b);
+    if (!build_at(r, b, prog)) {
+        fprintf(stderr, "burstc profile: error: building the program at batch %lld failed\n",
+                (long long)b);
+        return -1;
+    }
+    fprintf(stderr, "burstc profile: batch %lld: running %d + %d steps\n", (long long)b, r->warmup,
+            r->repeat);
+    int st = run_program(r, prog, trace, log);
+    unlink(prog);
+    if (st != 0) {
+        char tail[2048];
+        fprintf(stderr, "burstc profile: the program at batch %lld failed (exit status %d):\n",
+                (long long)b, st);
+        print_log_tail(log, tail, sizeof tail);
+        unlink(log);
+        unlink(trace);
+        if (strstr(tail, "out of memory")) {
+            fprintf(stderr, "burstc profile: note: batch %lld skipped: out of memory\n",
+                    (long long)b);
+            return 0;
+        }
+        return -1;
+    }
+    unlink(log);
+    bool ok = read_trace(r, trace, fwd, bwd, iter);
+    unlink(trace);
+    if (!ok)
+        return -1;
+    int R = r->repeat;
+    /* What a step spends outside its layers' spans (data, the loss's sum,
+     * the optimizer), per step before the quantiles sort the columns. */
+    for (int t = 0; t < R; t++)
+        for (int l = 0; l < r->nlayers; l++)
+            iter[t] -=
+                fwd[(size_t)l * (size_t)R + (size_t)t] + bwd[(size_t)l * (size_t)R + (size_t)t];
+    double sum = 0, rest = quantile(iter, R, 0.5);
+    for (int l = 0; l < r->nlayers; l++) {
+        double *f = fwd + (size_t)l * (size_t)R, *g = bwd + (size_t)l * (size_t)R;
+        double fm = quantile(f, R, 0.5), fi = quantile(f, R, 0.75) - quantile(f, R, 0.25);
+        double bm = quantile(g, R, 0.5), bi = quantile(g, R, 0.75) - quantile(g, R, 0.25);
+        const layer_info *li = &r->layers[l];
+        fputs("layer{\"name\":\"", out);
+        put_json_string(out, li->name);
+        fprintf(out, "\",\"op\":\"%s\"}[%lld][", li->op, (long long)b);
+        for (int k = 0; k < li->nshape; k++)
+            fprintf(out, "%s%lld", k ? "," : "", (long long)li->shape[k]);
+        fprintf(out, "]  %.6f %.6f %.6f %.6f\n", fm, bm, fi, bi);
+        sum += fm + bm;
+    }
+    fprintf(out,
+            "# batch %lld: the layers' medians sum to %.6f ms; a step spends %.6f ms (median) "
+            "outside them (data, the loss's sum, the optimizer)\n",
+            (long long)b, sum, rest);
+    return 1;
+}
+
+int cmd_profile(int argc, char **argv)
+{
+    const char *output = NULL, *batches_arg = NULL;
+    profile_run r = {.target = "cpu", .threads = 1, .warmup = 3, .repeat = 10};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(profile_usage, stdout);
+            return 0;
+        } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "-o"))) {
+            output = v;
+        } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--batches"))) {
+            batches_arg = v;
+        } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--target"))) {
+            if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
+                fprintf(stderr,
+                        "burstc profile: error: unknown target '%s' (expected cpu or cuda)\n", v);
+                return 1;
+            }
+            r.target = v;
+            r.cuda = strcmp(v, "cuda") == 0;
+#ifndef BURSTRT_CUDA_LIBRARY
+            if (r.cuda) {
+                fputs("burstc profile: error: this burstc was built without the CUDA backend "
+                      "(CMake found no nvcc)\n",
+                      stderr);
+                return 1;
+            }
+#endif
+        } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--threads"))) {
+            if (!parse_count("--threads", v, 1, 1024, &r.threads))
+                return 1;
+        } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--warmup"))) {
+            if (!parse_count("--warmup", v, 0, MAX_STEPS, &r.warmup))
+                return 1;
+        } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--repeat"))) {
+            if (!parse_count("--repeat", v, 1, MAX_STEPS, &r.repeat))
+                return 1;
+        } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--job"))) {
+            r.job_name = v;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr,
+                    "burstc profile: error: unknown option '%s' (see burstc profile --help)\n", a);
+            return 1;
+        } else if (r.input) {
+            fprintf(stderr, "burstc profile: error: more than one input file ('%s' and '%s')\n",
+                    r.input, a);
+            return 1;
+        } else {
+            r.input = a;
+        }
+    }
+    if (!r.input) {
+        fputs("burstc profile: error: no input file\n", stderr);
+        fputs(profile_usage, stderr);
+        return 1;
+    }
+    int64_t batches[MAX_BATCHES];
+    int nb = 0;
+    if (batches_arg && !parse_batches(batches_arg, batches, &nb))
+        return 1;
+
+    arena *ar = arena_new();
+    diag_ctx d;
+    diag_init(&d, stderr);
+    int status = 1, done = 0;
+    bool have_dir = false, have_out = false;
+    out_file out;
+    double *fwd = NULL, *bwd = NULL, *iter = NULL;
+    ir_module *m = load_input(ar, r.input, &d);
+    if (!m || d.nerrors)
+        goto end;
+    pass_options popt = {.strategy = "dp", .job = r.job_name};
+    pass_ctx ctx = {.m = m, .opt = &popt, .d = &d, .job = -1};
+    if (!pass_select_job(&ctx))
+        goto end;
+    if (ctx.job < 0) {
+        fprintf(stderr, "burstc profile: error: '%s' holds no job to profile\n", r.input);
+        goto end;
+    }
+    const ir_job *job = &m->jobs[ctx.job];
+    const ir_graph *g = m->graphs[job->graph];
+    r.job_name = job->name;
+    if (!batches_arg)
+        for (int64_t b = 1; nb < MAX_BATCHES; b *= 2) {
+            batches[nb++] = b < job->batch ? b : job->batch;
+            if (b >= job->batch)
+                break;
+        }
+    r.layers = calloc((size_t)g->nops, sizeof *r.layers);
+    r.by_name = calloc((size_t)g->nops, sizeof *r.by_name);
+    if (!r.layers || !r.by_name) {
+        fputs("burstc profile: error: out of memory\n", stderr);
+        goto end;
+    }
+    for (int i = 0; i < g->nops; i++) {
+        const ir_op *op = &g->ops[i];
+        if (op->opcode == OP_INPUT)
+            continue;
+        layer_info *li = &r.layers[r.nlayers];
+        li->name = op->name;
+        li->op = ir_op_info_of(op->opcode)->name;
+        if (op->ninputs) {
+            const ir_type *t = &g->ops[op->inputs[0]].type;
+            li->nshape = t->rank - 1;
+            li->shape = t->dim + 1;
+        }
+        r.by_name[r.nlayers] = r.nlayers;
+        r.nlayers++;
+    }
+    sort_run = &r;
+    qsort(r.by_name, (size_t)r.nlayers, sizeof *r.by_name, by_name_cmp);
+
+    /* The output is opened first, so that an unwritable -o fails at once
+     * and not after minutes of measuring. */
+    if (!output) {
+        size_t n = strlen(r.job_name) + 16;
+        char *def = arena_alloc(ar, n);
+        snprintf(def, n, "%s.profile", r.job_name);
+        output = def;
+    }
+    if (!out_open(&out, output))
+        goto end;
+    have_out = true;
+    strcpy(r.dir, "/tmp/burstc-profile-XXXXXX");
+    if (!mkdtemp(r.dir)) {
+        fprintf(stderr, "burstc profile: error: cannot create a temporary folder: %s\n",
+                strerror(errno));
+        goto end;
+    }
+    have_dir = true;
+    size_t cells = (size_t)r.nlayers * (size_t)r.repeat;
+    fwd = malloc((cells ? cells : 1) * sizeof *fwd);
+    bwd = malloc((cells ? cells : 1) * sizeof *bwd);
+    iter = malloc((size_t)r.repeat * sizeof *iter);
+    if (!fwd || !bwd || !iter) {
+        fputs("burstc profile: error: out of memory\n", stderr);
+        goto end;
+    }
+    fprintf(out.fp,
+            "# burstc profile of job %s (model %s) from %s: target %s, %d thread%s pinned, "
+            "%d warm-up + %d timed steps per batch\n"
+            "# layer{\"name\",\"op\"}[per-GPU batch][input shape per sample]  fwd_ms bwd_ms "
+            "(medians)  fwd_iqr bwd_iqr (interquartile ranges)\n",
+            r.job_name, g->name, r.input, r.target, r.threads, r.threads == 1 ? "" : "s", r.warmup,
+            r.repeat);
+    for (int k = 0; k < nb; k++) {
+        char why[1024];
+        if (!fits_one_gpu(&r, batches[k], why, sizeof why, &d)) {
+            if (d.nerrors)
+                goto end;
+            fprintf(stderr, "burstc profile: note: batch %lld skipped: %s\n", (long long)batches[k],
+                    why);
+            fprintf(out.fp, "# batch %lld skipped: %s\n", (long long)batches[k], why);
+            continue;
+        }
+        int got = profile_batch(&r, batches[k], out.fp, fwd, bwd, iter);
+        if (got < 0)
+            goto end;
+        done += got;
+    }
+    if (done == 0) {
+        fprintf(stderr, "burstc profile: error: no batch could be measured; nothing written\n");
+        goto end;
+    }
+    have_out = false;
+    if (!out_commit(&out))
+        goto end;
+    fprintf(stderr, "burstc profile: %d layers at %d batch%s written to %s\n", r.nlayers, done,
+            done == 1 ? "" : "es", output);
+    status = 0;
+end:
+    if (have_out)
+        out_abort(&out);
+    if (have_dir)
+        rmdir(r.dir);
+    free(fwd);
+    free(bwd);
+    free(iter);
+    free(r.layers);
+    free(r.by_name);
+    if (d.nerrors > 0)
+        status = 1;
+    diag_summary(&d);
+    arena_free(ar);
+    return status;
+}
