@@ -122,7 +122,7 @@ static const rt_sig rt_sigs[] = {
  * build_types() spells the structs, codegen.llvm_abi holds them to it). */
 enum { TENSOR_NUMEL = 3, TENSOR_DATA = 4 };
 enum { PARAM_VALUE = 1, PARAM_GRAD = 2 };
-enum { OPT_ITERATIONS = 0, OPT_SEED = 3, OPT_RANK = 10 };
+enum { OPT_ITERATIONS = 0, OPT_SEED = 3, OPT_RANK = 12 };
 
 /* Enum values of burstrt.h. */
 enum { RT_F32_ = 0, RT_I32_ = 1, RT_DATA_SYNTHETIC_ = 0, RT_DATA_FMNIST_ = 1 };
@@ -988,9 +988,12 @@ static void build_types(lw *w)
     LLVMStructSetBody(w->t_param, pf, 5, 0);
     w->t_options = LLVMStructCreateNamed(cx, "rt_options");
     LLVMTypeRef path = LLVMArrayType(w->t_i8, 512);
-    LLVMTypeRef of[] = {w->t_i64, w->t_i32, path,     w->t_i64, path,     path,
-                        w->t_i64, w->t_i8,  w->t_i32, w->t_f64, w->t_i32, w->t_i32};
-    LLVMStructSetBody(w->t_options, of, 12, 0);
+    /* iterations, data, data_dir, seed, trace_path, checkpoint_dir,
+     * checkpoint_every, resume, threads, step_timeout, background, slowdown,
+     * rank, world_size */
+    LLVMTypeRef of[] = {w->t_i64, w->t_i32, path,     w->t_i64, path,     path,     w->t_i64,
+                        w->t_i8,  w->t_i32, w->t_f64, w->t_i8,  w->t_f64, w->t_i32, w->t_i32};
+    LLVMStructSetBody(w->t_options, of, 14, 0);
     w->t_sgd = LLVMStructCreateNamed(cx, "rt_sgd");
     LLVMTypeRef sf[] = {w->t_f32, w->t_f32, w->t_f32, w->t_i8};
     LLVMStructSetBody(w->t_sgd, sf, 4, 0);
