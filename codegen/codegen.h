@@ -9,7 +9,10 @@
  * backward, each a tree of statements: runtime calls with typed arguments,
  * rank-set guards, graph segments. op_calls.c says which runtime calls each
  * op makes (ops.def's codegen column). write_c.c prints a cg_program as a C
- * program that links libburstrt; another writer (LLVM) prints the same data.
+ * program that links libburstrt; llvm_emit.c builds the same data as an LLVM
+ * module (with debug info that points at the .burst source) and
+ * llvm_target.c writes it as LLVM IR text or an object file. Only the
+ * llvm_*.c files include llvm-c/.
  */
 #ifndef BURSTC_CODEGEN_H
 #define BURSTC_CODEGEN_H
@@ -265,5 +268,40 @@ void cg_write_c(FILE *out, const cg_program *p, cg_program *const *bgs, int nbgs
  * cg_write_c(). Returns false (after reporting through d) when the plan
  * cannot be a program. */
 bool cg_emit_c(FILE *out, const ir_module *m, int job, diag_ctx *d);
+
+/* llvm_emit.c */
+
+struct LLVMOpaqueContext;
+struct LLVMOpaqueModule;
+/* Builds p as an LLVM module in context cx: the C writer's program, with a
+ * compile unit for the job's file, a subprogram per function and every
+ * layer's statements at the layer's line. Scratch memory comes from a. */
+struct LLVMOpaqueModule *cg_llvm_build(arena *a, struct LLVMOpaqueContext *cx, const cg_program *p,
+                                       const char *producer, bool optimized);
+
+/* llvm_target.c */
+
+typedef enum cg_llvm_kind {
+    CG_LLVM_IR,  /* textual LLVM IR (.ll) */
+    CG_LLVM_OBJ, /* an object file for the target */
+} cg_llvm_kind;
+
+typedef struct cg_llvm_options {
+    cg_llvm_kind kind;
+    const char *triple;   /* the target; NULL: the host */
+    int opt_level;        /* 0-3: LLVM's default<ON> pipeline and code generation level */
+    bool verify;          /* LLVMVerifyModule (Debug builds always verify) */
+    const char *producer; /* the compile unit's producer ("burstc 0.1.0") */
+} cg_llvm_options;
+
+/* False (reported through d) when LLVM knows no target for triple (NULL:
+ * the host's). */
+bool cg_llvm_check_target(const char *triple, diag_ctx *d);
+
+/* Writes job `job`'s program to out as o asks: cg_lower(), cg_llvm_build(),
+ * verification, optimisation, then text or object code. Returns false
+ * (after reporting through d) when the plan cannot be a program or the
+ * target cannot be built for; out then holds nothing of it. */
+bool cg_emit_llvm(FILE *out, const ir_module *m, int job, const cg_llvm_options *o, diag_ctx *d);
 
 #endif

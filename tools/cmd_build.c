@@ -1,10 +1,12 @@
 /*
  * cmd_build.c: `burstc build JOB.burst -o PROG`, from a job to a program.
  *
- * Runs the pipeline (planning with the chosen strategy), emits the C program
- * (codegen/: lower.c, write_c.c), and compiles it with the system's MPI C compiler
- * against libburstrt. The program is written under a temporary name and
- * renamed when the compiler succeeded, so a failed build leaves nothing.
+ * Runs the pipeline (planning with the chosen strategy), generates the program
+ * (codegen/: lower.c, then llvm_emit.c for object code straight from LLVM, or
+ * write_c.c for C that the system's MPI C compiler compiles) and links it with
+ * the MPI C compiler against libburstrt. The program is written under a
+ * temporary name and renamed when the link succeeded, so a failed build leaves
+ * nothing.
  */
 #include "codegen.h"
 #include "passes.h"
@@ -22,14 +24,23 @@ extern char **environ;
 static const char build_usage[] =
     "usage: burstc build [options] JOB.burst -o PROG\n"
     "\n"
-    "Plans the job, generates its C program and compiles it against libburstrt.\n"
+    "Plans the job, generates its program (object code from LLVM, or C) and links it\n"
+    "against libburstrt.\n"
     "Run the result with `mpirun -np G PROG [--iterations N] [--data synthetic|fmnist]\n"
     "[--seed S] [--trace FILE] [--checkpoint-dir DIR] [--resume]` (PROG --help lists all).\n"
     "\n"
     "  -o PROG              the program to write (default: the job's name)\n"
     "  --target=cpu|cuda    the runtime to link: the CPU backend (default: oneDNN + MPI)\n"
     "                       or the CUDA backend (cuBLAS, cuDNN if built with it, NCCL)\n"
-    "  --emit=c             write the generated C source to -o instead of compiling it\n"
+    "  --codegen=llvm|c     how the program is generated: object code through LLVM with\n"
+    "                       debug info that points at the .burst file (default), or C\n"
+    "                       compiled by the MPI C compiler (BURSTC_CC)\n"
+    "  --emit=c|llvm|obj    write the C source, the LLVM IR (text) or the object file to\n"
+    "                       -o instead of a linked program\n"
+    "  -O0|-O1|-O2|-O3      LLVM's optimisation level (default -O0: the program is calls\n"
+    "                       into libburstrt, whose kernels are optimised already)\n"
+    "  --triple T           LLVM's target triple for --emit=llvm|obj (default: the host)\n"
+    "  --verify             run LLVM's verifier on the module (Debug builds always do)\n"
     "  --job NAME           the job to build when the input holds several\n"
     "  --strategy S         burst (default), deeppool, pow2 or dp\n"
     "  --amplification X    override the job's amplification limit\n"
@@ -58,6 +69,7 @@ static int run(char **argv)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+/* Compiles the C source, or links the object file, csrc into the program. */
 static bool compile_program(const char *csrc, const char *output, bool cuda)
 {
     const char *cc = getenv("BURSTC_CC");
@@ -137,8 +149,12 @@ static bool compile_program(const char *csrc, const char *output, bool cuda)
 
 int cmd_build(int argc, char **argv)
 {
-    const char *input = NULL, *output = NULL;
-    bool emit_c = false, cuda = false;
+    const char *input = NULL, *output = NULL, *emit = NULL;
+    bool cuda = false, llvm = true, llvm_asked = false;
+    /* -O0 by default: the program is glue between runtime calls (the kernels
+     * are libburstrt's, compiled once), so LLVM's pipelines cost build time
+     * and buy no training speed (docs/build.md has the numbers). */
+    cg_llvm_options lopt = {.opt_level = 0, .producer = "burstc " BURSTC_VERSION};
     pass_options popt = {.strategy = "burst"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -147,11 +163,27 @@ int cmd_build(int argc, char **argv)
             fputs(build_usage, stdout);
             return 0;
         } else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--emit"))) {
-            if (strcmp(v, "c") != 0) {
-                fprintf(stderr, "burstc build: error: --emit takes only 'c' here, got '%s'\n", v);
+            if (strcmp(v, "c") != 0 && strcmp(v, "llvm") != 0 && strcmp(v, "obj") != 0) {
+                fprintf(stderr,
+                        "burstc build: error: unknown --emit kind '%s' (expected c, llvm or obj)\n",
+                        v);
                 return 1;
             }
-            emit_c = true;
+            emit = v;
+        } else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--codegen"))) {
+            if (strcmp(v, "c") != 0 && strcmp(v, "llvm") != 0) {
+                fprintf(stderr,
+                        "burstc build: error: unknown code generator '%s' (expected llvm or c)\n",
+                        v);
+                return 1;
+            }
+            llvm = llvm_asked = strcmp(v, "llvm") == 0;
+        } else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--triple"))) {
+            lopt.triple = v;
+        } else if (strcmp(a, "--verify") == 0) {
+            lopt.verify = true;
+        } else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) {
+            lopt.opt_level = a[2] - '0';
         } else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--target"))) {
             if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0) {
                 fprintf(stderr, "burstc build: error: unknown target '%s' (expected cpu or cuda)\n",
@@ -197,10 +229,20 @@ int cmd_build(int argc, char **argv)
         fputs("burstc build: error: no input file\n", stderr);
         return 1;
     }
+    if (emit)
+        llvm = llvm_asked = strcmp(emit, "c") != 0;
+    if (lopt.triple && (!emit || !llvm)) {
+        fputs("burstc build: error: --triple applies to --emit=llvm and --emit=obj (a linked "
+              "program is built for this machine)\n",
+              stderr);
+        return 1;
+    }
     arena *ar = arena_new();
     diag_ctx d;
     diag_init(&d, stderr);
     int status = 1;
+    if (llvm && !cg_llvm_check_target(lopt.triple, &d))
+        goto done;
     ir_module *m = load_input(ar, input, &d);
     if (!m || d.nerrors)
         goto done;
@@ -211,10 +253,28 @@ int cmd_build(int argc, char **argv)
         fprintf(stderr, "burstc build: error: %s holds no job to build\n", input);
         goto done;
     }
+    /* The LLVM writer does not build background programs (GPU multiplexing)
+     * yet: such a job is built through C unless LLVM was asked for. */
+    const ir_interleave *il = m->jobs[ctx.job].interleave;
+    if (llvm && il && il->ncopies > 0) {
+        if (llvm_asked) {
+            fprintf(stderr,
+                    "burstc build: error: the LLVM code generator does not build background "
+                    "programs yet (job '%s' has %d background cop%s); use --codegen=c\n",
+                    m->jobs[ctx.job].name, il->ncopies, il->ncopies == 1 ? "y" : "ies");
+            goto done;
+        }
+        llvm = false;
+    }
     if (!output)
-        output = emit_c ? "-" : m->jobs[ctx.job].name;
-    if (emit_c) {
+        output = emit ? "-" : m->jobs[ctx.job].name;
+    if (emit && !llvm) {
         status = out_write_c_program(output, m, ctx.job, &d) ? 0 : 1;
+        goto done;
+    }
+    if (emit) {
+        lopt.kind = strcmp(emit, "obj") == 0 ? CG_LLVM_OBJ : CG_LLVM_IR;
+        status = out_write_llvm_program(output, m, ctx.job, &lopt, &d) ? 0 : 1;
         goto done;
     }
     /* The source goes to a private temporary folder, removed afterwards. */
@@ -225,9 +285,10 @@ int cmd_build(int argc, char **argv)
         goto done;
     }
     char csrc[sizeof dir + 16];
-    snprintf(csrc, sizeof csrc, "%s/program.c", dir);
+    snprintf(csrc, sizeof csrc, "%s/program.%s", dir, llvm ? "o" : "c");
     FILE *f = fopen(csrc, "w");
-    bool ok = f && cg_emit_c(f, m, ctx.job, &d);
+    lopt.kind = CG_LLVM_OBJ;
+    bool ok = f && (llvm ? cg_emit_llvm(f, m, ctx.job, &lopt, &d) : cg_emit_c(f, m, ctx.job, &d));
     if (f && fclose(f) != 0)
         ok = false;
     if (ok)

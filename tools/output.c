@@ -100,3 +100,16 @@ bool out_write_c_program(const char *path, const ir_module *m, int job, diag_ctx
     }
     return out_commit(&out);
 }
+
+bool out_write_llvm_program(const char *path, const ir_module *m, int job, const cg_llvm_options *o,
+                            diag_ctx *d)
+{
+    out_file out;
+    if (!out_open(&out, path))
+        return false;
+    if (!cg_emit_llvm(out.fp, m, job, o, d)) {
+        out_abort(&out);
+        return false;
+    }
+    return out_commit(&out);
+}

@@ -6,7 +6,12 @@ the per-iteration losses to agree within a relative tolerance.
 This is the strongest test of a plan's resharding and gradient sums: any
 sample that goes to the wrong rank, any gradient summed twice or missed,
 shows up in the losses within a few iterations.
+
+The planned program is built by both code generators (LLVM, the default, and
+C): the two must print the same losses and write the same checkpoint, bit for
+bit, since they make the same runtime calls in the same order.
 """
+import filecmp
 import argparse
 import os
 import re
@@ -29,6 +34,20 @@ def losses(out):
         sys.stderr.write("no losses in the output:\n" + out)
         sys.exit(1)
     return vals
+
+
+def loss_lines(out):
+    return re.findall(r"^step \d+ loss \S+$", out, re.M)
+
+
+def same_tree(a, b):
+    """Whether folders a and b hold the same files with the same bytes."""
+    cmp = filecmp.dircmp(a, b)
+    if cmp.left_only or cmp.right_only or cmp.funny_files:
+        return False
+    _, mismatch, errors = filecmp.cmpfiles(a, b, cmp.common_files, shallow=False)
+    return not mismatch and not errors and all(same_tree(os.path.join(a, d), os.path.join(b, d))
+                                               for d in cmp.common_dirs)
 
 
 def mpirun(np, prog, args):
@@ -64,7 +83,9 @@ def main():
             sys.stderr.write("the %s plan uses rank sets of sizes %s; the test needs %d different sizes\n%s"
                              % (a.strategy, sorted(sizes), a.min_sets, planned))
             sys.exit(1)
-        run([a.burstc, "build", "--strategy", a.strategy, a.input, "-o", prog])
+        progc = os.path.join(tmp, "prog_c")
+        run([a.burstc, "build", "--codegen=llvm", "--strategy", a.strategy, a.input, "-o", prog])
+        run([a.burstc, "build", "--codegen=c", "--strategy", a.strategy, a.input, "-o", progc])
         ref_input = a.input
         if a.input.endswith(".ir"):
             # A planned module keeps its plan; the reference is the same module unplanned.
@@ -73,8 +94,18 @@ def main():
                 out.write(re.sub(r" @\[[^\]]*\]", "", f.read()))
         run([a.burstc, "build", "--strategy", "dp", "--gpus", "1", ref_input, "-o", ref])
         args = ["--iterations", str(a.iterations), "--data", a.data]
-        got = losses(mpirun(a.np, prog, args))
+        ckpt = ["--checkpoint-every", str(a.iterations), "--checkpoint-dir"]
+        out = mpirun(a.np, prog, args + ckpt + [os.path.join(tmp, "ckpt_llvm")])
+        outc = mpirun(a.np, progc, args + ckpt + [os.path.join(tmp, "ckpt_c")])
+        got = losses(out)
         want = losses(mpirun(1, ref, args))
+        if loss_lines(out) != loss_lines(outc):
+            sys.stderr.write("the LLVM-built program's losses differ from the C-built one's:\n%s\n%s"
+                             % ("\n".join(loss_lines(out)), "\n".join(loss_lines(outc))))
+            sys.exit(1)
+        if not same_tree(os.path.join(tmp, "ckpt_llvm"), os.path.join(tmp, "ckpt_c")):
+            sys.stderr.write("the LLVM-built and C-built programs wrote different checkpoints\n")
+            sys.exit(1)
 
     if len(got) != len(want):
         sys.stderr.write("%d losses on %d ranks, %d on one\n" % (len(got), a.np, len(want)))
@@ -90,7 +121,8 @@ def main():
             sys.stderr.write("step %d: loss %.9g on %d ranks, %.9g on one (relative difference %.3g > %g)\n"
                              % (i, g, a.np, w, rel, a.rtol))
             sys.exit(1)
-    print("%s plan (rank sets of sizes %s): %d losses match the one-rank run; worst relative difference %.3g"
+    print("%s plan (rank sets of sizes %s): %d losses match the one-rank run; worst relative difference %.3g;"
+          " the LLVM-built and C-built programs agree bit for bit (losses, checkpoint)"
           % (a.strategy, sorted(sizes), len(got), worst))
 
 
