@@ -72,6 +72,8 @@ static const rt_sig rt_sigs[] = {
     {"rt_gelu_fwd", "vpp"},
     {"rt_global_avgpool_bwd", "vpp"},
     {"rt_global_avgpool_fwd", "vpp"},
+    {"rt_grad_allreduce_start", "vppl"},
+    {"rt_grads_wait", "v"},
     {"rt_graph_begin", "bi"},
     {"rt_graph_end", "vi"},
     {"rt_init", "pppp"},
@@ -122,7 +124,7 @@ static const rt_sig rt_sigs[] = {
  * build_types() spells the structs, codegen.llvm_abi holds them to it). */
 enum { TENSOR_NUMEL = 3, TENSOR_DATA = 4 };
 enum { PARAM_VALUE = 1, PARAM_GRAD = 2 };
-enum { OPT_ITERATIONS = 0, OPT_SEED = 3, OPT_RANK = 12 };
+enum { OPT_ITERATIONS = 0, OPT_SEED = 3, OPT_RANK = 14 };
 
 /* Enum values of burstrt.h. */
 enum { RT_F32_ = 0, RT_I32_ = 1, RT_DATA_SYNTHETIC_ = 0, RT_DATA_FMNIST_ = 1 };
@@ -989,11 +991,12 @@ static void build_types(lw *w)
     w->t_options = LLVMStructCreateNamed(cx, "rt_options");
     LLVMTypeRef path = LLVMArrayType(w->t_i8, 512);
     /* iterations, data, data_dir, seed, trace_path, checkpoint_dir,
-     * checkpoint_every, resume, threads, step_timeout, background, slowdown,
-     * rank, world_size */
-    LLVMTypeRef of[] = {w->t_i64, w->t_i32, path,     w->t_i64, path,     path,     w->t_i64,
-                        w->t_i8,  w->t_i32, w->t_f64, w->t_i8,  w->t_f64, w->t_i32, w->t_i32};
-    LLVMStructSetBody(w->t_options, of, 14, 0);
+     * checkpoint_every, resume, threads, step_timeout, bucket_mb, no_overlap, background,
+     * slowdown, rank, world_size */
+    LLVMTypeRef of[] = {w->t_i64, w->t_i32, path,     w->t_i64, path,     path,
+                        w->t_i64, w->t_i8,  w->t_i32, w->t_f64, w->t_f64, w->t_i8,
+                        w->t_i8,  w->t_f64, w->t_i32, w->t_i32};
+    LLVMStructSetBody(w->t_options, of, 16, 0);
     w->t_sgd = LLVMStructCreateNamed(cx, "rt_sgd");
     LLVMTypeRef sf[] = {w->t_f32, w->t_f32, w->t_f32, w->t_i8};
     LLVMStructSetBody(w->t_sgd, sf, 4, 0);
