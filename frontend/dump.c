@@ -32,7 +32,7 @@ static void fe_dump_expr(FILE *out, const fe_expr *e)
             n++;
         const fe_expr **spine = malloc(sizeof *spine * (size_t)n);
         if (!spine)
-            ice("out of memory");
+            out_of_memory(sizeof *spine * (size_t)n);
         x = e;
         for (int k = n - 1; k >= 0; k--, x = x->lhs) {
             spine[k] = x;

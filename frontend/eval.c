@@ -78,7 +78,7 @@ bool fe_once(fe_ctx *c, src_loc loc, const char *what, const char *name)
     char stack[256], *key = stack;
     size_t need = strlen(what) + strlen(name) + 64;
     if (need > sizeof stack && !(key = malloc(need)))
-        ice("out of memory");
+        out_of_memory(need);
     snprintf(key, need, "%p:%d:%d:%s:%s", (const void *)loc.file, loc.line, loc.col, what, name);
     bool seen = fe_seen_key(c, key);
     if (key != stack)
@@ -97,7 +97,7 @@ void fe_error(fe_ctx *c, src_loc loc, const char *fmt, ...)
     char stack[512], *key = stack;
     size_t need = (size_t)n + 64;
     if (need > sizeof stack && !(key = malloc(need)))
-        ice("out of memory");
+        out_of_memory(need);
     int k = snprintf(key, need, "%p:%d:%d:", (const void *)loc.file, loc.line, loc.col);
     va_copy(ap2, ap);
     vsnprintf(key + k, need - (size_t)k, fmt, ap2);
@@ -564,7 +564,7 @@ fe_val fe_eval(fe_ctx *c, fe_scope *s, const fe_expr *e, bool names_ok, bool cal
             leaf_names &= x->op == '@';
         const fe_expr **spine = malloc(sizeof *spine * (size_t)n);
         if (!spine)
-            ice("out of memory");
+            out_of_memory(sizeof *spine * (size_t)n);
         x = e;
         for (int k = n - 1; k >= 0; k--, x = x->lhs)
             spine[k] = x;

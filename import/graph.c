@@ -210,7 +210,7 @@ static void report_cycle(imp_graph *g, const bool *left)
 {
     int *seen = calloc((size_t)g->nnodes, sizeof *seen);
     if (!seen)
-        ice("out of memory");
+        out_of_memory((size_t)g->nnodes * sizeof *seen);
     int k = 0;
     while (!left[k])
         k++;
@@ -252,7 +252,7 @@ bool imp_link(imp_graph *g)
     bool *left = calloc((size_t)g->nnodes + 1, sizeof *left);
     heap h = {0, calloc((size_t)g->nnodes + 1, sizeof *h.a)};
     if (!waiting || !left || !h.a)
-        ice("out of memory");
+        out_of_memory(((size_t)g->nnodes + 1) * (sizeof *waiting + sizeof *left + sizeof *h.a));
     for (int k = 0; k < g->nnodes; k++) {
         left[k] = true;
         for (int j = 0; j < g->nodes[k].nin; j++) {

@@ -1193,7 +1193,7 @@ static int mark_live(imp_graph *g)
 {
     int *stack = malloc(sizeof *stack * (size_t)(g->nnodes + 1)), n = 0, dead = 0;
     if (!stack)
-        ice("out of memory");
+        out_of_memory(sizeof *stack * (size_t)(g->nnodes + 1));
     for (int i = 0; i < g->noutputs; i++) {
         int p = imp_producer(g, g->outputs[i]);
         if (p >= 0 && !g->nodes[p].live) {

@@ -21,13 +21,17 @@ struct arena {
     size_t next_size;
 };
 
+void out_of_memory(size_t bytes)
+{
+    fprintf(stderr, "burstc: out of memory (%zu bytes)\n", bytes);
+    exit(2);
+}
+
 static void *xmalloc(size_t n)
 {
     void *p = malloc(n);
-    if (!p) {
-        fprintf(stderr, "burstc: out of memory (%zu bytes)\n", n);
-        exit(2);
-    }
+    if (!p)
+        out_of_memory(n);
     return p;
 }
 

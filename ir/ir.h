@@ -30,6 +30,10 @@ void arena_free(arena *a);
 void *arena_alloc(arena *a, size_t size); /* zeroed, aligned for any type */
 char *arena_strdup(arena *a, const char *s);
 char *arena_strndup(arena *a, const char *s, size_t n);
+/* Out of memory outside the arena (a scratch array of the size of the input): the
+ * convention of every compiler layer (docs/hacking.md), "burstc: out of memory (N
+ * bytes)" and exit status 2. */
+_Noreturn void out_of_memory(size_t bytes);
 char *arena_printf(arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Grows *items (of *cap elements of elem_size) to hold at least need elements. */
 void arena_grow(arena *a, void **items, int *cap, int need, size_t elem_size);

@@ -309,11 +309,15 @@ bool sim_play(const plan_timeline *tl, const sim_options *o, sim_result *out, ch
     }
     sim_run(pl.e);
     bool ok = true;
-    for (int g = 0; g < G && ok; g++)
+    /* A rank that never finished is the timeline's bug (a wait nobody satisfies), not
+     * the input's: an internal error, exit 2, as the engine reports its misuse. */
+    for (int g = 0; g < G; g++)
         if (pl.r[g].wait != W_DONE) {
-            snprintf(err, errlen, "internal error: rank %d stopped at step %lld of iteration %d", g,
-                     (long long)pl.r[g].pc, pl.r[g].iter);
-            ok = false;
+            fprintf(stderr,
+                    "burstc: internal error: simulator: rank %d stopped at step %lld of "
+                    "iteration %d\n",
+                    g, (long long)pl.r[g].pc, pl.r[g].iter);
+            exit(2);
         }
 
     /* What was measured. */
