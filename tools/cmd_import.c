@@ -56,17 +56,8 @@ int cmd_import(int argc, char **argv)
             output = v;
         } else if ((v = tool_opt_value("burstc import", argc, argv, &i, "--name"))) {
             o.name = v;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr,
-                    "burstc import: error: unknown option '%s' (see burstc import --help)\n",
-                    argv[i]);
+        } else if (!tool_input_arg("burstc import", argv[i], &o.path)) {
             return 1;
-        } else if (o.path) {
-            fprintf(stderr, "burstc import: error: more than one input file ('%s' and '%s')\n",
-                    o.path, argv[i]);
-            return 1;
-        } else {
-            o.path = argv[i];
         }
     }
     if (!o.path) {

@@ -191,16 +191,8 @@ int cmd_plan(int argc, char **argv)
         } else if ((shared = tool_pass_option("burstc plan", argc, argv, &i, &popt)) != 0) {
             if (shared < 0)
                 return 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "burstc plan: error: unknown option '%s' (see burstc plan --help)\n",
-                    argv[i]);
+        } else if (!tool_input_arg("burstc plan", argv[i], &input)) {
             return 1;
-        } else if (input) {
-            fprintf(stderr, "burstc plan: error: more than one input file ('%s' and '%s')\n", input,
-                    argv[i]);
-            return 1;
-        } else {
-            input = argv[i];
         }
     }
     if (!input) {

@@ -478,16 +478,8 @@ int cmd_profile(int argc, char **argv)
                 return 1;
         } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--job"))) {
             r.job_name = v;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr,
-                    "burstc profile: error: unknown option '%s' (see burstc profile --help)\n", a);
+        } else if (!tool_input_arg("burstc profile", a, &r.input)) {
             return 1;
-        } else if (r.input) {
-            fprintf(stderr, "burstc profile: error: more than one input file ('%s' and '%s')\n",
-                    r.input, a);
-            return 1;
-        } else {
-            r.input = a;
         }
     }
     if (!r.input) {

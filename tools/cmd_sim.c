@@ -166,16 +166,8 @@ int cmd_sim(int argc, char **argv)
         } else if ((shared = tool_pass_option("burstc sim", argc, argv, &i, &popt)) != 0) {
             if (shared < 0)
                 return 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "burstc sim: error: unknown option '%s' (see burstc sim --help)\n",
-                    argv[i]);
+        } else if (!tool_input_arg("burstc sim", argv[i], &input)) {
             return 1;
-        } else if (input) {
-            fprintf(stderr, "burstc sim: error: more than one input file ('%s' and '%s')\n", input,
-                    argv[i]);
-            return 1;
-        } else {
-            input = argv[i];
         }
     }
     if (!input) {

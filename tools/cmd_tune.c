@@ -764,14 +764,8 @@ int cmd_tune(int argc, char **argv)
         } else if ((shared = tool_pass_option("burstc tune", argc, argv, &i, &popt)) != 0) {
             if (shared < 0)
                 return 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            ERR("unknown option '%s' (see burstc tune --help)\n", argv[i]);
+        } else if (!tool_input_arg("burstc tune", argv[i], &input)) {
             return 1;
-        } else if (input) {
-            ERR("more than one input file ('%s' and '%s')\n", input, argv[i]);
-            return 1;
-        } else {
-            input = argv[i];
         }
     }
     if (!input) {

@@ -72,3 +72,17 @@ int tool_pass_option(const char *cmd, int argc, char **argv, int *i, pass_option
     }
     return 0;
 }
+
+bool tool_input_arg(const char *cmd, const char *arg, const char **input)
+{
+    if (arg[0] == '-' && arg[1]) {
+        fprintf(stderr, "%s: error: unknown option '%s' (see %s --help)\n", cmd, arg, cmd);
+        return false;
+    }
+    if (*input) {
+        fprintf(stderr, "%s: error: more than one input file ('%s' and '%s')\n", cmd, *input, arg);
+        return false;
+    }
+    *input = arg;
+    return true;
+}

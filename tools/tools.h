@@ -48,6 +48,9 @@ const char *tool_opt_value(const char *cmd, int argc, char **argv, int *i, const
  * job fields --batch, --amplification and --slowdown. Returns 1 if argv[*i] was one of them,
  * 0 if not, -1 on a bad value (reported, as CMD: error). */
 int tool_pass_option(const char *cmd, int argc, char **argv, int *i, pass_options *o);
+/* An argument no option took: an unknown option, a second input file (both reported as
+ * CMD: error, returning false), or the input, stored in *input. */
+bool tool_input_arg(const char *cmd, const char *arg, const char **input);
 
 /* Subcommands: argv[0] is the subcommand's name. Each returns the exit status. */
 int cmd_stats(int argc, char **argv);

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bench_job.h"
 #include "frontend.h"
 #include "passes.h"
 #include "plan.h"
@@ -58,35 +59,12 @@ static int load(arena *a, ir_module **mp, const char *root, const char *model, c
     unlink(path);
     if (!m || d->nerrors)
         return -1;
-    ir_gpu gpu = {
-        .name = "a100", .mem_bandwidth = 1555e9, .mem_bytes = 80.0 * (1ull << 30), .launch = 2e-6};
-    gpu.flops[DT_F32] = 19.5e12;
-    gpu.flops[DT_TF32] = 156e12;
-    gpu.flops[DT_F16] = gpu.flops[DT_BF16] = 312e12;
-    int gi = ir_gpu_add(m, &gpu);
-    int gpn = G < 8 ? G : 8;
-    ir_cluster cl = {.name = "bench",
-                     .gpu = gi,
-                     .nodes = (G + gpn - 1) / gpn,
-                     .gpus_per_node = gpn,
-                     .intra = {300e9, 2e-6},
-                     .inter = {25e9, 5e-6}};
-    int ci = ir_cluster_add(m, &cl);
     ir_background *b = arena_alloc(a, sizeof *b);
     b->graph = ir_graph_find(m, bg);
     b->batch = bgb;
-    ir_job j = {.name = "bench",
-                .graph = ir_graph_find(m, model),
-                .cluster = ci,
-                .batch = B,
-                .dtype = DT_TF32,
-                .optimizer = OPT_SGD,
-                .lr = 0.01,
-                .momentum = 0.9,
-                .iterations = 1,
-                .data = "synthetic",
-                .nbackground = 1,
-                .background = b};
+    ir_job j = bench_a100_job(m, model, G, B);
+    j.nbackground = 1;
+    j.background = b;
     if (j.graph < 0 || b->graph < 0)
         return -1;
     *mp = m;
