@@ -176,6 +176,14 @@ cg_program *cg_lower(arena *a, const ir_module *m, int job, diag_ctx *d);
  * batch, the job's optimizer), for the executor of GPU multiplexing (docs/runtime.md,
  * "Background work"): unit i < n is op i's forward, unit n + k op n-1-k's backward. */
 cg_program *cg_lower_background(arena *a, const ir_module *m, int job, int k, diag_ctx *d);
+/* The programs of job `job`'s background jobs that have copies in its interleave
+ * section (job->interleave), each once, in the order of the job's background list:
+ * *out gets the array (allocated in a). Returns how many, or -1 (reported through d). */
+int cg_lower_backgrounds(arena *a, const ir_module *m, int job, cg_program ***out, diag_ctx *d);
+/* The data source of background program b: the foreground's Fashion-MNIST when its
+ * model reads 28x28 images into 10 classes (and the foreground reads them), else
+ * synthetic samples. */
+bool cg_background_reads_fmnist(const cg_program *b);
 
 /* program.c: building a cg_program. */
 
@@ -259,7 +267,6 @@ void cg_op_calls(const cg_op_env *env, cg_op_code *out);
 
 /* write_c.c */
 
-/* Prints p as a C program that links libburstrt. */
 /* Prints p as a C program that links libburstrt, with the programs of the
  * background jobs that have copies (cg_lower_background) before its own code. */
 void cg_write_c(FILE *out, const cg_program *p, cg_program *const *bgs, int nbgs);
@@ -275,9 +282,12 @@ struct LLVMOpaqueContext;
 struct LLVMOpaqueModule;
 /* Builds p as an LLVM module in context cx: the C writer's program, with a
  * compile unit for the job's file, a subprogram per function and every
- * layer's statements at the layer's line. Scratch memory comes from a. */
+ * layer's statements at the layer's line; the background programs bgs
+ * (cg_lower_backgrounds) go into the same module, as the C writer prints
+ * them before the foreground's code. Scratch memory comes from a. */
 struct LLVMOpaqueModule *cg_llvm_build(arena *a, struct LLVMOpaqueContext *cx, const cg_program *p,
-                                       const char *producer, bool optimized);
+                                       cg_program *const *bgs, int nbgs, const char *producer,
+                                       bool optimized);
 
 /* llvm_target.c */
 

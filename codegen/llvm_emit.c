@@ -5,7 +5,10 @@
  * the same runtime calls, rank-set guards, tables and driver, built through
  * the LLVM C API instead of printed as C. The module has file-scope globals
  * for every tensor and parameter, <job>_setup, <job>_forward and
- * <job>_backward (one step) and main. Debug info points at the .burst
+ * <job>_backward (one step) and main. A job with background copies (GPU
+ * multiplexing) has, before them, each background job's one-rank program
+ * (<job>_bgK_setup, _forward, _backward with the unit argument, _unit) and
+ * its rt_bg_model table bgK_model, which main hands to rt_bg_add per copy. Debug info points at the .burst
  * source: a compile unit for the job's file, a subprogram per function, and
  * every layer's statements carry the DILocation of the layer's definition,
  * so a debugger's `break vgg16.burst:24` stops in that layer's step.
@@ -45,11 +48,14 @@ static const rt_sig rt_sigs[] = {
     {"rt_batchnorm2d_infer", "vpppppfp"},
     {"rt_batchnorm2d_sync_bwd", "vpppppppp"},
     {"rt_batchnorm2d_sync_fwd", "vppppppffpp"},
+    {"rt_bg_add", "vpilipd"},
+    {"rt_bg_finish", "vd"},
     {"rt_buffer_new", "ppppip"},
     {"rt_check_world_size", "vi"},
     {"rt_checkpoint_attach", "lp"},
     {"rt_comm_member", "bp"},
     {"rt_comm_new", "pip"},
+    {"rt_comm_self", "p"},
     {"rt_comm_shard", "vplpp"},
     {"rt_concat_bwd", "vpiip"},
     {"rt_concat_fwd", "vipip"},
@@ -142,13 +148,15 @@ typedef struct lw {
     LLVMModuleRef mod;
     LLVMBuilderRef b, entry_b; /* entry_b: allocas, at the top of the entry block */
     LLVMTypeRef t_void, t_i1, t_i8, t_i32, t_i64, t_f32, t_f64, t_ptr;
-    LLVMTypeRef t_tensor, t_param, t_options, t_sgd, t_adam;
-    LLVMValueRef *globals; /* per cg_var: its rt_tensor * or rt_param * */
-    LLVMValueRef comm, s0, nb, *set_ranks;
-    LLVMValueRef *fns; /* per rt_sigs entry: its declaration, once used */
+    LLVMTypeRef t_tensor, t_param, t_options, t_sgd, t_adam, t_bg_model;
+    LLVMValueRef *globals;                 /* per cg_var: its rt_tensor * or rt_param * */
+    LLVMValueRef comm, s0, nb, *set_ranks; /* of p */
+    LLVMValueRef *bg_models; /* per background job of the foreground: its rt_bg_model, or NULL */
+    LLVMValueRef *fns;       /* per rt_sigs entry: its declaration, once used */
     LLVMValueRef printf_fn;
     /* The function being built and its parameters (NULL where it has none). */
     LLVMValueRef fn, pool, ps, data, seed, step, train, correct, loss;
+    LLVMValueRef unit;      /* a background program's forward and backward: the unit to run */
     LLVMBasicBlockRef body; /* the block after the entry block */
     /* Per rank: the int64_t[rank] that shapes are passed in (the runtime
      * copies a shape before it returns, so one array serves every call). */
@@ -266,6 +274,14 @@ static LLVMValueRef f32c(const lw *w, double r)
     char buf[64];
     snprintf(buf, sizeof buf, "%.9g", r);
     return LLVMConstReal(w->t_f32, (double)(float)strtod(buf, NULL));
+}
+
+/* A double as the C writer spells it: `%.9g`. */
+static LLVMValueRef f64c(const lw *w, double r)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.9g", r);
+    return LLVMConstReal(w->t_f64, strtod(buf, NULL));
 }
 
 static LLVMValueRef private_global(lw *w, LLVMValueRef init, const char *name)
@@ -557,7 +573,10 @@ static LLVMValueRef cond_value(lw *w, const cg_cond *c)
     case CC_TRAIN: return w->train;
     case CC_CORRECT: return LLVMBuildIsNotNull(w->b, w->correct, "");
     case CC_EXISTS: return LLVMBuildIsNotNull(w->b, var_of(w, c->var), "");
-    case CC_UNIT: break; /* background programs only: cg_emit_llvm refuses them */
+    case CC_UNIT:
+        if (!w->unit)
+            break; /* only a background program's step functions have one */
+        return LLVMBuildICmp(w->b, LLVMIntEQ, w->unit, i32c(w, c->var), "");
     }
     ice("bad condition kind %d", c->kind);
 }
@@ -727,6 +746,7 @@ static LLVMValueRef begin_fn(lw *w, const char *name, LLVMTypeRef fty, bool inte
     place(w, w->body);
     memset(w->shapes, 0, sizeof w->shapes);
     w->pool = w->ps = w->data = w->seed = w->step = w->train = w->correct = w->loss = NULL;
+    w->unit = NULL;
     set_location(w, -1);
     return w->fn;
 }
@@ -739,8 +759,9 @@ static void end_fn(lw *w)
 
 static const char *fn_name(lw *w, const char *what)
 {
-    /* Named after the job (an identifier in the language; kept to one). */
-    char *n = arena_printf(w->a, "%s_%s", w->p->job->name, what);
+    /* Named after the job (an identifier in the language; kept to one), and
+     * a background program's after its number too. */
+    char *n = arena_printf(w->a, "%s_%s%s", w->p->job->name, w->p->pre, what);
     for (char *c = n; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')))
             *c = '_';
@@ -758,8 +779,10 @@ static LLVMValueRef build_setup(lw *w)
     w->seed = LLVMGetParam(fn, 2);
     LLVMValueRef end = entry_alloca(w, w->t_i64, "end");
     for (int s = 0; s < p->nsets; s++) {
+        /* A background program runs on this rank alone. */
         LLVMValueRef c =
-            CALL(w, "rt_comm_new", i32c(w, p->sets[s].n), global_ptr(w, w->set_ranks[s]));
+            p->bg ? CALL0(w, "rt_comm_self")
+                  : CALL(w, "rt_comm_new", i32c(w, p->sets[s].n), global_ptr(w, w->set_ranks[s]));
         LLVMBuildStore(w->b, c, array_elem(w, w->comm, s));
         LLVMValueRef s0p = array_elem(w, w->s0, s);
         CALL(w, "rt_comm_shard", c, batch(w, 1), LLVMBuildBitCast(w->b, s0p, w->t_ptr, ""),
@@ -775,11 +798,18 @@ static LLVMValueRef build_setup(lw *w)
     return fn;
 }
 
+/* forward(pool, data, seed, step, train, correct[, unit]): a background
+ * program's runs unit `unit` only. */
 static LLVMValueRef build_forward(lw *w)
 {
-    LLVMTypeRef params[] = {w->t_ptr, w->t_ptr, w->t_i64, w->t_i64, w->t_i1, w->t_ptr};
+    LLVMTypeRef params[] = {w->t_ptr, w->t_ptr, w->t_i64, w->t_i64, w->t_i1, w->t_ptr, w->t_i32};
+    unsigned np = w->p->bg ? 7 : 6;
     LLVMValueRef fn =
-        begin_fn(w, fn_name(w, "forward"), LLVMFunctionType(w->t_f64, params, 6, 0), true);
+        begin_fn(w, fn_name(w, "forward"), LLVMFunctionType(w->t_f64, params, np, 0), true);
+    if (w->p->bg) {
+        w->unit = LLVMGetParam(fn, 6);
+        LLVMSetValueName2(w->unit, "unit", 4);
+    }
     w->pool = LLVMGetParam(fn, 0);
     w->data = LLVMGetParam(fn, 1);
     w->seed = LLVMGetParam(fn, 2);
@@ -796,11 +826,17 @@ static LLVMValueRef build_forward(lw *w)
     return fn;
 }
 
+/* backward(pool, seed, step[, unit]). */
 static LLVMValueRef build_backward(lw *w)
 {
-    LLVMTypeRef params[] = {w->t_ptr, w->t_i64, w->t_i64};
+    LLVMTypeRef params[] = {w->t_ptr, w->t_i64, w->t_i64, w->t_i32};
+    unsigned np = w->p->bg ? 4 : 3;
     LLVMValueRef fn =
-        begin_fn(w, fn_name(w, "backward"), LLVMFunctionType(w->t_void, params, 3, 0), true);
+        begin_fn(w, fn_name(w, "backward"), LLVMFunctionType(w->t_void, params, np, 0), true);
+    if (w->p->bg) {
+        w->unit = LLVMGetParam(fn, 3);
+        LLVMSetValueName2(w->unit, "unit", 4);
+    }
     w->pool = LLVMGetParam(fn, 0);
     w->seed = LLVMGetParam(fn, 1);
     w->step = LLVMGetParam(fn, 2);
@@ -814,6 +850,141 @@ static LLVMValueRef build_backward(lw *w)
 static LLVMValueRef call_own(lw *w, LLVMValueRef fn, LLVMValueRef *args, unsigned n)
 {
     return LLVMBuildCall2(w->b, LLVMGlobalGetValueType(fn), fn, args, n, "");
+}
+
+static void build_globals(lw *w);
+
+/* ---- background programs (GPU multiplexing, issue 12) ----
+ *
+ * The C writer's write_background(): each background job with a copy is a
+ * one-rank program of its model at its batch (cg_lower_background), with
+ * globals and step functions of its own (every op on rt_comm_self(); forward
+ * and backward take the unit to run), <job>_bgK_unit(u, pool, data, seed,
+ * step) that runs unit u (u < n: forward of op u; else the backward of op
+ * 2n-1-u), and the table bgK_model (runtime/burstrt.h, rt_bg_model) that
+ * main hands to rt_bg_add for each copy. The runtime's executor
+ * (runtime/background.c) runs unit 2n, the update, and the slices. */
+
+static LLVMValueRef build_unit(lw *w, LLVMValueRef forward, LLVMValueRef backward)
+{
+    int n = w->p->g->nops;
+    LLVMTypeRef params[] = {w->t_i32, w->t_ptr, w->t_ptr, w->t_i64, w->t_i64};
+    LLVMValueRef fn =
+        begin_fn(w, fn_name(w, "unit"), LLVMFunctionType(w->t_f64, params, 5, 0), true);
+    LLVMValueRef u = LLVMGetParam(fn, 0), pool = LLVMGetParam(fn, 1), data = LLVMGetParam(fn, 2),
+                 seed = LLVMGetParam(fn, 3), step = LLVMGetParam(fn, 4);
+    LLVMSetValueName2(u, "u", 1);
+    LLVMBasicBlockRef fwd = new_block(w, "forward");
+    LLVMBasicBlockRef bwd = new_block(w, "backward");
+    LLVMBuildCondBr(w->b, LLVMBuildICmp(w->b, LLVMIntSLT, u, i32c(w, n), ""), fwd, bwd);
+    place(w, fwd);
+    LLVMValueRef loss = call_own(
+        w, forward,
+        (LLVMValueRef[]){pool, data, seed, step, LLVMConstInt(w->t_i1, 1, 0), null_ptr(w), u}, 7);
+    LLVMBuildRet(w->b, loss);
+    place(w, bwd);
+    call_own(w, backward,
+             (LLVMValueRef[]){pool, seed, step, LLVMBuildSub(w->b, i32c(w, 2 * n - 1), u, "")}, 4);
+    LLVMBuildRet(w->b, LLVMConstReal(w->t_f64, 0));
+    end_fn(w);
+    return fn;
+}
+
+/* The rt_bg_model of background program b, with its setup and unit functions. */
+static LLVMValueRef model_table(lw *w, const cg_program *b, LLVMValueRef setup, LLVMValueRef unit)
+{
+    const ir_job *j = b->job;
+    const ir_type *xt = &b->g->ops[b->sample_input].type;
+    int n = b->g->nops, ndim = xt->rank - 1;
+    LLVMValueRef shape = null_ptr(w);
+    if (ndim > 0) {
+        LLVMValueRef *dims = arena_alloc(w->a, sizeof *dims * (size_t)ndim);
+        for (int q = 0; q < ndim; q++)
+            dims[q] = i64c(w, xt->dim[q + 1]);
+        LLVMValueRef g = private_global(w, LLVMConstArray(w->t_i64, dims, (unsigned)ndim),
+                                        arena_printf(w->a, "%ssample_shape", b->pre));
+        shape = global_ptr(w, g);
+    }
+    /* The foreground job's optimizer and hyper-parameters; the other one zero. */
+    bool adam = j->optimizer == OPT_ADAM;
+    LLVMValueRef sgd = LLVMConstNull(w->t_sgd), adam_cfg = LLVMConstNull(w->t_adam);
+    if (adam) {
+        LLVMValueRef f[] = {f32c(w, j->lr), f32c(w, 0.9), f32c(w, 0.999), f32c(w, 1e-8),
+                            f32c(w, j->weight_decay)};
+        adam_cfg = LLVMConstNamedStruct(w->t_adam, f, 5);
+    } else {
+        LLVMValueRef f[] = {f32c(w, j->lr), f32c(w, j->momentum), f32c(w, j->weight_decay),
+                            LLVMConstInt(w->t_i8, 0, 0)};
+        sgd = LLVMConstNamedStruct(w->t_sgd, f, 4);
+    }
+    LLVMValueRef f[] = {
+        string_ptr(w, b->g->name),
+        i64c(w, j->batch),
+        i32c(w, 2 * n + 1),
+        i32c(w, cg_background_reads_fmnist(b) ? RT_DATA_FMNIST_ : RT_DATA_SYNTHETIC_),
+        i32c(w, ndim),
+        shape,
+        i32c(w, xt->elem == EL_I32 ? RT_I32_ : RT_F32_),
+        i64c(w, b->vocab),
+        i64c(w, b->classes),
+        i64c(w, b->labels_per_sample),
+        LLVMConstInt(w->t_i8, adam, 0),
+        sgd,
+        adam_cfg,
+        LLVMConstBitCast(setup, w->t_ptr),
+        LLVMConstBitCast(unit, w->t_ptr),
+    };
+    LLVMValueRef g = LLVMAddGlobal(w->mod, w->t_bg_model, arena_printf(w->a, "%smodel", b->pre));
+    LLVMSetInitializer(g, LLVMConstNamedStruct(w->t_bg_model, f, sizeof f / sizeof *f));
+    LLVMSetLinkage(g, LLVMInternalLinkage);
+    LLVMSetGlobalConstant(g, 1);
+    return g;
+}
+
+/* Background program b in the module: its globals, step functions and table
+ * (in w->bg_models). The foreground's state in w is kept. */
+static void build_background(lw *w, const cg_program *b)
+{
+    lw fg = *w;
+    w->p = b;
+    build_globals(w);
+    LLVMValueRef setup = build_setup(w);
+    LLVMValueRef forward = build_forward(w);
+    LLVMValueRef backward = build_backward(w);
+    LLVMValueRef unit = build_unit(w, forward, backward);
+    fg.bg_models[b->bg_job] = model_table(w, b, setup, unit);
+    /* Back to the foreground; what the module shares (declarations, debug
+     * files, numbering) stays as the background left it. */
+    w->p = fg.p;
+    w->globals = fg.globals;
+    w->comm = fg.comm;
+    w->s0 = fg.s0;
+    w->nb = fg.nb;
+    w->set_ranks = fg.set_ranks;
+}
+
+/* main()'s placing of every copy: rt_bg_add(&bgK_model, rank, seed, nslices,
+ * cut, slowdown) on every rank; the rank that hosts a copy sets it up. */
+static void add_copies(lw *w)
+{
+    const ir_job *j = w->p->job;
+    const ir_interleave *il = j->interleave;
+    if (!il || il->ncopies == 0)
+        return;
+    double slowdown = j->slowdown > 0 ? j->slowdown : IR_SLOWDOWN_DEFAULT;
+    for (int c = 0; c < il->ncopies; c++) {
+        const ir_bg_copy *cp = &il->copies[c];
+        if (cp->job < 0 || cp->job >= j->nbackground || !w->bg_models[cp->job])
+            ice("background copy %d of job %d has no program", c, cp->job);
+        LLVMValueRef *cut = arena_alloc(w->a, sizeof *cut * (size_t)(cp->nslices + 1));
+        for (int q = 0; q <= cp->nslices; q++)
+            cut[q] = i32c(w, cp->cut[q]);
+        LLVMValueRef cuts =
+            private_global(w, LLVMConstArray(w->t_i32, cut, (unsigned)(cp->nslices + 1)), "cut");
+        CALL(w, "rt_bg_add", LLVMConstBitCast(w->bg_models[cp->job], w->t_ptr), i32c(w, cp->rank),
+             LLVMConstInt(w->t_i64, cp->seed, 0), i32c(w, cp->nslices), global_ptr(w, cuts),
+             f64c(w, slowdown));
+    }
 }
 
 static void print(lw *w, const char *fmt, LLVMValueRef *args, unsigned n)
@@ -871,6 +1042,7 @@ static void build_main(lw *w, LLVMValueRef setup, LLVMValueRef forward, LLVMValu
         opt = private_global(w, LLVMConstNamedStruct(w->t_sgd, f, 4), "opt");
     }
     opt = LLVMConstBitCast(opt, w->t_ptr);
+    add_copies(w);
     LLVMValueRef first = CALL(w, "rt_checkpoint_attach", ps);
     LLVMValueRef t0 = CALL0(w, "rt_now");
 
@@ -901,6 +1073,8 @@ static void build_main(lw *w, LLVMValueRef setup, LLVMValueRef forward, LLVMValu
 
     place(w, done);
     LLVMValueRef elapsed = LLVMBuildFSub(w->b, CALL0(w, "rt_now"), t0, "elapsed");
+    if (j->interleave && j->interleave->ncopies > 0)
+        CALL(w, "rt_bg_finish", elapsed); /* background samples/s, measured slowdown */
     iters = field(w, w->t_options, o, OPT_ITERATIONS, w->t_i64);
     LLVMValueRef steps = LLVMBuildSelect(w->b, LLVMBuildICmp(w->b, LLVMIntSGT, iters, first, ""),
                                          LLVMBuildSub(w->b, iters, first, ""), i64c(w, 0), "steps");
@@ -1003,8 +1177,17 @@ static void build_types(lw *w)
     w->t_adam = LLVMStructCreateNamed(cx, "rt_adam");
     LLVMTypeRef af[] = {w->t_f32, w->t_f32, w->t_f32, w->t_f32, w->t_f32};
     LLVMStructSetBody(w->t_adam, af, 5, 0);
+    /* name, batch, nunits, data, ndim, sample_shape, in_dtype, vocab, classes,
+     * labels_per_sample, adam, sgd, adam_cfg, setup, unit */
+    w->t_bg_model = LLVMStructCreateNamed(cx, "rt_bg_model");
+    LLVMTypeRef bf[] = {w->t_ptr, w->t_i64, w->t_i32,  w->t_i32, w->t_i32,
+                        w->t_ptr, w->t_i32, w->t_i64,  w->t_i64, w->t_i64,
+                        w->t_i8,  w->t_sgd, w->t_adam, w->t_ptr, w->t_ptr};
+    LLVMStructSetBody(w->t_bg_model, bf, 15, 0);
 }
 
+/* p's tensors, parameters, communicators and shards; a background
+ * program's names start with its prefix. */
 static void build_globals(lw *w)
 {
     const cg_program *p = w->p;
@@ -1018,17 +1201,17 @@ static void build_globals(lw *w)
     int n = p->nsets ? p->nsets : 1;
     LLVMTypeRef ct = LLVMArrayType(w->t_ptr, (unsigned)n),
                 it = LLVMArrayType(w->t_i64, (unsigned)n);
-    w->comm = LLVMAddGlobal(w->mod, ct, "comm");
+    w->comm = LLVMAddGlobal(w->mod, ct, arena_printf(w->a, "%scomm", p->pre));
     LLVMSetInitializer(w->comm, LLVMConstNull(ct));
-    w->s0 = LLVMAddGlobal(w->mod, it, "s0");
+    w->s0 = LLVMAddGlobal(w->mod, it, arena_printf(w->a, "%ss0", p->pre));
     LLVMSetInitializer(w->s0, LLVMConstNull(it));
-    w->nb = LLVMAddGlobal(w->mod, it, "nb");
+    w->nb = LLVMAddGlobal(w->mod, it, arena_printf(w->a, "%snb", p->pre));
     LLVMSetInitializer(w->nb, LLVMConstNull(it));
     LLVMSetLinkage(w->comm, LLVMInternalLinkage);
     LLVMSetLinkage(w->s0, LLVMInternalLinkage);
     LLVMSetLinkage(w->nb, LLVMInternalLinkage);
     w->set_ranks = arena_alloc(w->a, sizeof *w->set_ranks * (size_t)n);
-    for (int s = 0; s < p->nsets; s++) {
+    for (int s = 0; s < p->nsets && !p->bg; s++) {
         LLVMValueRef *r = arena_alloc(w->a, sizeof *r * (size_t)p->sets[s].n);
         for (int k = 0; k < p->sets[s].n; k++)
             r[k] = i32c(w, p->sets[s].ranks[k]);
@@ -1037,12 +1220,11 @@ static void build_globals(lw *w)
         w->set_ranks[s] =
             private_global(w, LLVMConstArray(w->t_i32, r, (unsigned)p->sets[s].n), name);
     }
-    LLVMTypeRef pf[] = {w->t_ptr};
-    w->printf_fn = LLVMAddFunction(w->mod, "printf", LLVMFunctionType(w->t_i32, pf, 1, 1));
 }
 
 struct LLVMOpaqueModule *cg_llvm_build(arena *a, struct LLVMOpaqueContext *cx, const cg_program *p,
-                                       const char *producer, bool optimized)
+                                       cg_program *const *bgs, int nbgs, const char *producer,
+                                       bool optimized)
 {
     lw w = {.a = a, .p = p, .cx = cx};
     const char *file = p->job->loc.file ? p->job->loc.file->path : p->job->name;
@@ -1053,6 +1235,17 @@ struct LLVMOpaqueModule *cg_llvm_build(arena *a, struct LLVMOpaqueContext *cx, c
     w.fns = arena_alloc(w.a, sizeof rt_sigs / sizeof rt_sigs[0] * sizeof *w.fns);
     build_types(&w);
     begin_debug(&w, producer, optimized);
+    LLVMTypeRef pf[] = {w.t_ptr};
+    w.printf_fn = LLVMAddFunction(w.mod, "printf", LLVMFunctionType(w.t_i32, pf, 1, 1));
+    /* The background programs first, as the C writer prints them. */
+    w.bg_models = arena_alloc(a, sizeof *w.bg_models * (size_t)(p->job->nbackground + 1));
+    for (int k = 0; k <= p->job->nbackground; k++)
+        w.bg_models[k] = NULL;
+    for (int k = 0; k < nbgs; k++) {
+        if (bgs[k]->bg_job < 0 || bgs[k]->bg_job >= p->job->nbackground)
+            ice("background program %d is of background job %d", k, bgs[k]->bg_job);
+        build_background(&w, bgs[k]);
+    }
     build_globals(&w);
     LLVMValueRef setup = build_setup(&w);
     LLVMValueRef forward = build_forward(&w);

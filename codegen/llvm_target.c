@@ -1,9 +1,10 @@
 /*
  * llvm_target.c: from a job to LLVM IR text or an object file.
  *
- * cg_emit_llvm() runs the shared analysis (cg_lower), has llvm_emit.c build
- * the module, verifies it (always in Debug builds, else on request), runs
- * LLVM's optimisation pipeline at the chosen -O level and writes the module
+ * cg_emit_llvm() runs the shared analysis (cg_lower, and cg_lower_backgrounds
+ * for the background jobs with copies), has llvm_emit.c build the module,
+ * verifies it (always in Debug builds, else on request), runs LLVM's
+ * optimisation pipeline at the chosen -O level and writes the module
  * as text or, through the target machine, as an object file. The target is
  * the host's unless a triple names another; the CPU is the generic one of
  * the target, as the C path's `cc -O2` builds for, so a program built on one
@@ -97,24 +98,19 @@ static bool write_all(FILE *out, const char *data, size_t n)
 
 bool cg_emit_llvm(FILE *out, const ir_module *m, int job, const cg_llvm_options *o, diag_ctx *d)
 {
-    const ir_interleave *il = m->jobs[job].interleave;
-    if (il && il->ncopies > 0) {
-        diag_error(d, m->jobs[job].loc,
-                   "the LLVM code generator does not build background programs yet (use the C "
-                   "one)");
-        return false;
-    }
     LLVMTargetMachineRef tm = target_machine(o->triple, o->opt_level, d);
     if (!tm)
         return false;
     arena *a = arena_new();
     cg_program *p = cg_lower(a, m, job, d);
+    cg_program **bgs = NULL;
+    int nbgs = p ? cg_lower_backgrounds(a, m, job, &bgs, d) : -1;
     bool ok = false;
-    if (!p)
+    if (nbgs < 0)
         goto done_arena;
     LLVMContextRef cx = LLVMContextCreate();
     LLVMModuleRef mod =
-        cg_llvm_build(a, cx, p, o->producer ? o->producer : "burstc", o->opt_level > 0);
+        cg_llvm_build(a, cx, p, bgs, nbgs, o->producer ? o->producer : "burstc", o->opt_level > 0);
     char *triple = LLVMGetTargetMachineTriple(tm);
     LLVMSetTarget(mod, triple);
     LLVMDisposeMessage(triple);

@@ -737,23 +737,39 @@ cg_program *cg_lower_background(arena *a, const ir_module *m, int job, int k, di
     return p;
 }
 
-bool cg_emit_c(FILE *out, const ir_module *m, int job, diag_ctx *d)
+bool cg_background_reads_fmnist(const cg_program *b)
 {
-    arena *a = arena_new();
-    cg_program *p = cg_lower(a, m, job, d);
-    /* The background jobs that have copies, each once. */
+    const ir_type *xt = &b->g->ops[b->sample_input].type;
+    bool shape = (xt->rank == 4 && xt->dim[1] == 1 && xt->dim[2] == 28 && xt->dim[3] == 28) ||
+                 (xt->rank == 2 && xt->dim[1] == 784);
+    return b->fmnist && shape && xt->elem == EL_F32 && b->classes == 10 &&
+           b->labels_per_sample == 1;
+}
+
+int cg_lower_backgrounds(arena *a, const ir_module *m, int job, cg_program ***out, diag_ctx *d)
+{
     const ir_job *j = &m->jobs[job];
     const ir_interleave *il = j->interleave;
     cg_program **bgs = arena_alloc(a, sizeof *bgs * (size_t)(j->nbackground + 1));
     int nbgs = 0;
-    bool ok = p != NULL;
-    for (int k = 0; ok && il && k < j->nbackground; k++) {
+    for (int k = 0; il && k < j->nbackground; k++) {
         bool placed = false;
         for (int c = 0; c < il->ncopies && !placed; c++)
             placed = il->copies[c].job == k;
         if (placed && !(bgs[nbgs++] = cg_lower_background(a, m, job, k, d)))
-            ok = false;
+            return -1;
     }
+    *out = bgs;
+    return nbgs;
+}
+
+bool cg_emit_c(FILE *out, const ir_module *m, int job, diag_ctx *d)
+{
+    arena *a = arena_new();
+    cg_program *p = cg_lower(a, m, job, d);
+    cg_program **bgs = NULL;
+    int nbgs = p ? cg_lower_backgrounds(a, m, job, &bgs, d) : -1;
+    bool ok = nbgs >= 0;
     if (ok)
         cg_write_c(out, p, bgs, nbgs);
     arena_free(a);

@@ -372,17 +372,6 @@ static void write_backward(writer *w)
 
 static const char *const renamed[] = {"comm", "s0", "nb", "setup", "forward", "backward"};
 
-/* The data source of a background model: the foreground's Fashion-MNIST when
- * the model reads 28x28 images into 10 classes, else synthetic samples. */
-static bool reads_fmnist(const cg_program *b)
-{
-    const ir_type *xt = &b->g->ops[b->sample_input].type;
-    bool shape = (xt->rank == 4 && xt->dim[1] == 1 && xt->dim[2] == 28 && xt->dim[3] == 28) ||
-                 (xt->rank == 2 && xt->dim[1] == 784);
-    return b->fmnist && shape && xt->elem == EL_F32 && b->classes == 10 &&
-           b->labels_per_sample == 1;
-}
-
 static void write_background(writer *fg, const cg_program *b)
 {
     writer bw = {.out = fg->out, .p = b, .ndecl = fg->ndecl};
@@ -417,7 +406,7 @@ static void write_background(writer *fg, const cg_program *b)
     W("\t.name = ");
     print_string(w, b->g->name);
     W(",\n\t.batch = %lld,\n\t.nunits = %d,\n", (long long)j->batch, 2 * n + 1);
-    W("\t.data = %s,\n", reads_fmnist(b) ? "RT_DATA_FMNIST" : "RT_DATA_SYNTHETIC");
+    W("\t.data = %s,\n", cg_background_reads_fmnist(b) ? "RT_DATA_FMNIST" : "RT_DATA_SYNTHETIC");
     W("\t.ndim = %d,\n\t.sample_shape = %ssample_shape,\n\t.in_dtype = %s,\n", xt->rank - 1, pre,
       xt->elem == EL_I32 ? "RT_I32" : "RT_F32");
     W("\t.vocab = %lld,\n\t.classes = %lld,\n\t.labels_per_sample = %lld,\n", (long long)b->vocab,

@@ -150,7 +150,7 @@ static bool compile_program(const char *csrc, const char *output, bool cuda)
 int cmd_build(int argc, char **argv)
 {
     const char *input = NULL, *output = NULL, *emit = NULL;
-    bool cuda = false, llvm = true, llvm_asked = false;
+    bool cuda = false, llvm = true;
     /* -O0 by default: the program is glue between runtime calls (the kernels
      * are libburstrt's, compiled once), so LLVM's pipelines cost build time
      * and buy no training speed (docs/build.md has the numbers). */
@@ -177,7 +177,7 @@ int cmd_build(int argc, char **argv)
                         v);
                 return 1;
             }
-            llvm = llvm_asked = strcmp(v, "llvm") == 0;
+            llvm = strcmp(v, "llvm") == 0;
         } else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--triple"))) {
             lopt.triple = v;
         } else if (strcmp(a, "--verify") == 0) {
@@ -230,7 +230,7 @@ int cmd_build(int argc, char **argv)
         return 1;
     }
     if (emit)
-        llvm = llvm_asked = strcmp(emit, "c") != 0;
+        llvm = strcmp(emit, "c") != 0;
     if (lopt.triple && (!emit || !llvm)) {
         fputs("burstc build: error: --triple applies to --emit=llvm and --emit=obj (a linked "
               "program is built for this machine)\n",
@@ -252,19 +252,6 @@ int cmd_build(int argc, char **argv)
     if (ctx.job < 0) {
         fprintf(stderr, "burstc build: error: %s holds no job to build\n", input);
         goto done;
-    }
-    /* The LLVM writer does not build background programs (GPU multiplexing)
-     * yet: such a job is built through C unless LLVM was asked for. */
-    const ir_interleave *il = m->jobs[ctx.job].interleave;
-    if (llvm && il && il->ncopies > 0) {
-        if (llvm_asked) {
-            fprintf(stderr,
-                    "burstc build: error: the LLVM code generator does not build background "
-                    "programs yet (job '%s' has %d background cop%s); use --codegen=c\n",
-                    m->jobs[ctx.job].name, il->ncopies, il->ncopies == 1 ? "y" : "ies");
-            goto done;
-        }
-        llvm = false;
     }
     if (!output)
         output = emit ? "-" : m->jobs[ctx.job].name;

@@ -16,7 +16,13 @@ and off. It requires:
       on background tracks;
   (d) the checkpoint holds each copy's state: a --resume run continues every
       copy at the step after its last completed one, and (b) holds for the
-      steps of both runs together.
+      steps of both runs together;
+  (e) the program built by the LLVM code generator (the default) and the one
+      built through C (--codegen=c) agree: the same foreground losses (every
+      digit) and checkpoint files (byte for byte), copies that make progress
+      on the same ranks, and each copy's losses equal over the steps both
+      completed (how many a copy completes depends on timing) and equal to
+      the one-rank run.
 
 The interleave section is written here (a fixture: ranks, seeds and cuts of
 three shapes), so the test does not depend on where the interleave pass puts
@@ -113,7 +119,9 @@ def main():
         with open(ir, "w") as f:
             f.write(planned)
         prog, alone = os.path.join(tmp, "prog"), os.path.join(tmp, "alone")
-        run([a.burstc, "build", ir, "-o", prog])
+        progc = os.path.join(tmp, "prog_c")
+        run([a.burstc, "build", "--codegen=llvm", ir, "-o", prog])
+        run([a.burstc, "build", "--codegen=c", ir, "-o", progc])
         run([a.burstc, "build", alone_job, "-o", alone])
 
         common = ["--iterations", str(a.iterations), "--threads", "1", "--data", "fmnist",
@@ -164,6 +172,29 @@ def main():
             fail("background slices are not on their own tracks of the hosting ranks: %s" %
                  sorted(tracks))
 
+        # (e) the C-built program: the same foreground, copies on the same ranks.
+        onc = mpirun(4, progc, common + ["--checkpoint-dir", os.path.join(tmp, "on_c")])
+        if fg_losses(onc) != lon:
+            fail("the LLVM-built and C-built programs' foreground losses differ:\nllvm: %s\nc:    %s"
+                 % (lon, fg_losses(onc)))
+        if same_tree(os.path.join(tmp, "on"), os.path.join(tmp, "on_c")) < 4:
+            fail("expected a checkpoint file per rank")
+        perc = bg_losses(onc)
+        common = {}
+        if set(perc) != set(per):
+            fail("the LLVM-built program's copies ran on ranks %s, the C-built one's on %s" %
+                 (sorted(per), sorted(perc)))
+        for r in per:
+            both = common[r] = min(len(per[r]), len(perc[r]))
+            if per[r][:both] != perc[r][:both]:
+                fail("rank %d's copy: the LLVM-built and C-built programs' background losses "
+                     "differ:\nllvm: %s\nc:    %s" % (r, per[r][:both], perc[r][:both]))
+        mc = re.search(r"^background bg_mlp: (\d+) copies, (\d+) steps, ", onc, re.M)
+        if not mc or int(mc.group(1)) != len(copies) or \
+                int(mc.group(2)) != sum(len(v) for v in perc.values()):
+            fail("the C-built program's exit report does not count its copies and steps:\n%s" %
+                 onc[-600:])
+
         # (d) the copies' state is in the checkpoint: a resumed run continues them.
         bgfiles = [f for _, _, fs in os.walk(os.path.join(tmp, "on")) for f in fs if ".bg-" in f]
         if len(bgfiles) != len(copies):
@@ -178,12 +209,17 @@ def main():
                      (r, len(per[r]), after.get(r, [])[:3]))
             per[r] = per[r] + after[r]
 
-        # (b) each copy trained what a one-rank run of its model trains.
+        # (b) each copy trained what a one-rank run of its model trains (and so did
+        # the C-built program's copies, over their steps).
         for r, seed in copies:
             steps = per[r]
-            ref = fg_losses(mpirun(1, alone, ["--iterations", str(len(steps)), "--seed",
+            n = max(len(steps), len(perc[r]))
+            ref = fg_losses(mpirun(1, alone, ["--iterations", str(n), "--seed",
                                               str(seed), "--threads", "1", "--data", "fmnist"]))
             got = [(str(s), l) for s, l in steps]
+            if [(str(s), l) for s, l in perc[r]] != ref[:len(perc[r])]:
+                fail("the C-built program's copy on rank %d differs from its one-rank run" % r)
+            ref = ref[:len(steps)]
             if got != ref:
                 bad = next(i for i in range(min(len(got), len(ref))) if got[i] != ref[i]) \
                     if len(got) == len(ref) else -1
@@ -191,8 +227,11 @@ def main():
                      (r, seed, len(steps), bad, got[bad] if bad >= 0 else len(got),
                       ref[bad] if bad >= 0 else len(ref)))
         print("ok: foreground identical over %d steps; copies on ranks %s made %s steps (with a "
-              "resumed run), each equal to its one-rank run" %
-              (a.iterations, sorted(hosts), [len(per[r]) for r, _ in copies]))
+              "resumed run), each equal to its one-rank run; the LLVM-built and C-built programs "
+              "agree (foreground losses and checkpoints, background losses over the %s steps "
+              "both ran)" %
+              (a.iterations, sorted(hosts), [len(per[r]) for r, _ in copies],
+               [common[r] for r, _ in copies]))
 
 
 if __name__ == "__main__":

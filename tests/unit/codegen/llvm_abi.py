@@ -10,7 +10,8 @@ the examples, the driver's calls) and compares each with clang's
 declaration of the same function from runtime/burstrt.h: the same result
 and parameter types, pointers taken as one kind, and the same
 zeroext/signext attributes. The structs the program reads or builds
-(rt_tensor, rt_param, rt_options, rt_sgd, rt_adam) must have clang's layout.
+(rt_tensor, rt_param, rt_options, rt_sgd, rt_adam, and rt_bg_model for the
+example jobs with background copies) must have clang's layout.
 """
 import argparse
 import re
@@ -26,6 +27,7 @@ DECL = re.compile(r"^declare (?:dso_local )?(.*?) @(\w+)\((.*)\)(?: local_unname
 def norm_type(t):
     t = re.sub(r"\b(noundef|nonnull|readonly|writeonly|nocapture|dereferenceable(?:_or_null)?\(\d+\)|align \d+)\b", "", t)
     t = re.sub(r"(%[\w.]+|\w+)\*+", "ptr", t)  # every pointer is one kind
+    t = re.sub(r"\w+ \((?:ptr(?:, )?|\w+(?:, )?)*\)\*", "ptr", t)  # function pointers too
     t = re.sub(r"%[\w.]+", "", t)  # parameter names
     return " ".join(t.split())
 
@@ -52,9 +54,7 @@ def main():
     a = ap.parse_args()
     ours, our_types = {}, {}
     for job in a.jobs:
-        # --slowdown 1: no background copies, which the LLVM writer does not build yet
-        # (the example jobs with background work would otherwise be refused).
-        p = subprocess.run([a.burstc, "build", "-O0", "--emit=llvm", "--slowdown", "1", job, "-o", "-"],
+        p = subprocess.run([a.burstc, "build", "-O0", "--emit=llvm", job, "-o", "-"],
                            capture_output=True, text=True)
         if p.returncode != 0:
             sys.exit("burstc failed on %s:\n%s" % (job, p.stderr))
@@ -90,9 +90,9 @@ def main():
     if bad:
         sys.exit("%d of %d runtime declarations and structs differ from burstrt.h"
                  % (bad, len(names) + len(our_types)))
-    if len(our_types) < 5:
+    if len(our_types) < 6:
         sys.exit("only the structs %s were compared (expected rt_tensor, rt_param, rt_options,"
-                 " rt_sgd, rt_adam)" % sorted(our_types))
+                 " rt_sgd, rt_adam, rt_bg_model)" % sorted(our_types))
     if len(names) < a.min:
         sys.exit("only %d runtime functions compared (expected at least %d)" % (len(names), a.min))
     print("%d runtime declarations and %d structs (%s) match burstrt.h"
