@@ -6,6 +6,7 @@
  * Subcommands (`burstc stats`, `burstc plan`, `burstc tune`, `burstc rank`, `burstc import`) live in their own
  * files. Exit status: 0 on success, 1 on user errors, 2 on internal errors.
  */
+#include "codegen.h"
 #include "frontend.h"
 #include "passes.h"
 #include "tools.h"
@@ -25,19 +26,23 @@ static const char usage[] =
     "       burstc profile [options] JOB.burst   measure per-layer times here (burstc profile --help)\n"
     "\n"
     "options:\n"
-    "  --emit=ast|ir|c      what to write: the parsed syntax tree, the IR (default), or the\n"
-    "                       C training program of the job (burstc build compiles it)\n"
+    "  --emit=ast|ir|c|llvm|obj\n"
+    "                       what to write: the parsed syntax tree, the IR (default), or the\n"
+    "                       job's training program as C, LLVM IR (text) or an object file,\n"
+    "                       as burstc build --emit writes it (burstc build links a program)\n"
+    "  -O0|-O1|-O2|-O3      LLVM's optimisation level for --emit=llvm|obj (default -O0)\n"
+    "  --triple T           LLVM's target triple for --emit=llvm|obj (default: the host)\n"
+    "  --verify             run LLVM's verifier on the module (Debug builds always do)\n"
     "  --stop-after=PASS    stop the pipeline after PASS (parse, lower, or a pass below)\n"
     "  --dump-after=PASS    print the IR to standard error after PASS ('all': after every pass)\n"
     "  --job NAME           the job to compile when the input holds several (default: the last)\n"
     "  --strategy S         planning strategy: burst (default), deeppool, pow2 or dp\n"
     "  --amplification X    override the job's amplification limit\n"
-    "  --slowdown X         bound on the foreground's time with background work over\n"
-    "                       its time without (default: the job's, else 1.1)\n"
     "  --profile FILE       measured per-layer times to use in place of the cost model\n"
     "  --gpus G             plan for G GPUs (whole nodes of the job's cluster) instead of its size\n"
     "  --batch B            plan for a global batch of B instead of the job's\n"
-    "  --slowdown X         the job's bound on its slowdown by background work (X >= 1)\n"
+    "  --slowdown X         the job's bound on its slowdown by background work (X >= 1;\n"
+    "                       default: the job's, else 1.1)\n"
     "  --overlap-allreduce  plan as if each gradient all-reduce overlaps backward\n"
     "  -o FILE              write the output to FILE (atomically; default: standard output)\n"
     "  --help               show this help and exit\n"
@@ -80,8 +85,12 @@ static int compile_main(int argc, char **argv)
 {
     const char *emit = "ir", *stop_after = NULL, *dump_after = NULL, *output = "-", *input = NULL;
     pass_options popt = {.strategy = "burst"};
+    /* --emit=llvm|obj: burstc build's defaults (-O0, the host). */
+    cg_llvm_options lopt = {.opt_level = 0, .producer = "burstc " BURSTC_VERSION};
+    bool llvm_opts = false; /* an LLVM option was given */
     for (int i = 1; i < argc; i++) {
         const char *v;
+        const char *a = argv[i];
         int shared;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(usage, stdout);
@@ -92,6 +101,15 @@ static int compile_main(int argc, char **argv)
             return 0;
         } else if ((v = tool_opt_value("burstc", argc, argv, &i, "--emit"))) {
             emit = v;
+        } else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) {
+            lopt.opt_level = a[2] - '0';
+            llvm_opts = true;
+        } else if ((v = tool_opt_value("burstc", argc, argv, &i, "--triple"))) {
+            lopt.triple = v;
+            llvm_opts = true;
+        } else if (strcmp(a, "--verify") == 0) {
+            lopt.verify = true;
+            llvm_opts = true;
         } else if ((v = tool_opt_value("burstc", argc, argv, &i, "--stop-after"))) {
             stop_after = v;
         } else if ((v = tool_opt_value("burstc", argc, argv, &i, "--dump-after"))) {
@@ -119,8 +137,17 @@ static int compile_main(int argc, char **argv)
         fputs(usage, stderr);
         return 1;
     }
-    if (strcmp(emit, "ast") != 0 && strcmp(emit, "ir") != 0 && strcmp(emit, "c") != 0) {
-        fprintf(stderr, "burstc: error: unknown --emit kind '%s' (expected ast, ir or c)\n", emit);
+    bool program = strcmp(emit, "c") == 0 || strcmp(emit, "llvm") == 0 || strcmp(emit, "obj") == 0;
+    bool llvm = program && strcmp(emit, "c") != 0;
+    if (strcmp(emit, "ast") != 0 && strcmp(emit, "ir") != 0 && !program) {
+        fprintf(stderr,
+                "burstc: error: unknown --emit kind '%s' (expected ast, ir, c, llvm or obj)\n",
+                emit);
+        return 1;
+    }
+    if (llvm_opts && !llvm) {
+        fputs("burstc: error: -O, --triple and --verify apply to --emit=llvm and --emit=obj\n",
+              stderr);
         return 1;
     }
     plan_strategy strategy;
@@ -138,14 +165,18 @@ static int compile_main(int argc, char **argv)
             return 1;
         }
     }
-    if (stop_after && strcmp(stop_after, "parse") == 0)
+    if (stop_after && strcmp(stop_after, "parse") == 0) {
         emit = "ast";
+        llvm = program = false;
+    }
 
     arena *a = arena_new();
     diag_ctx d;
     diag_init(&d, stderr);
     int status = 1;
     out_file out;
+    if (llvm && !cg_llvm_check_target(lopt.triple, &d))
+        goto done;
     if (strcmp(emit, "ast") == 0) {
         if (has_suffix(input, ".ir")) {
             fputs("burstc: error: --emit=ast needs Burst source, not IR\n", stderr);
@@ -170,12 +201,18 @@ static int compile_main(int argc, char **argv)
     if (!frontend_only &&
         (!pass_select_job(&ctx) || !pass_run_pipeline(&ctx, stop_after, dump_after, stderr)))
         goto done;
-    if (strcmp(emit, "c") == 0) {
+    if (program) {
         if (frontend_only || ctx.job < 0) {
-            fprintf(stderr, "burstc: error: --emit=c needs a job (and the planning passes)\n");
+            fprintf(stderr, "burstc: error: --emit=%s needs a job (and the planning passes)\n",
+                    emit);
             goto done;
         }
-        status = out_write_c_program(output, m, ctx.job, &d) ? 0 : 1;
+        if (llvm) {
+            lopt.kind = strcmp(emit, "obj") == 0 ? CG_LLVM_OBJ : CG_LLVM_IR;
+            status = out_write_llvm_program(output, m, ctx.job, &lopt, &d) ? 0 : 1;
+        } else {
+            status = out_write_c_program(output, m, ctx.job, &d) ? 0 : 1;
+        }
         goto done;
     }
     if (!out_open(&out, output))
