@@ -8,10 +8,11 @@
  * <job>_backward (one step) and main. A job with background copies (GPU
  * multiplexing) has, before them, each background job's one-rank program
  * (<job>_bgK_setup, _forward, _backward with the unit argument, _unit) and
- * its rt_bg_model table bgK_model, which main hands to rt_bg_add per copy. Debug info points at the .burst
- * source: a compile unit for the job's file, a subprogram per function, and
- * every layer's statements carry the DILocation of the layer's definition,
- * so a debugger's `break vgg16.burst:24` stops in that layer's step.
+ * its rt_bg_model table bgK_model, which main hands to rt_bg_add per copy.
+ * Debug info points at the .burst source: a compile unit for the job's
+ * file, a subprogram per function, and every layer's statements carry the
+ * DILocation of the layer's definition, so a debugger's
+ * `break vgg16.burst:24` stops in that layer's step.
  *
  * LLVM sees only declarations of libburstrt's functions, so their C
  * prototypes are spelled here once more (rt_sigs); the ctest
