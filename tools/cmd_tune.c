@@ -165,6 +165,7 @@ static bool interleave_candidate(pass_ctx *ctx, const tune_candidate *c)
         ice("open_memstream failed");
     FILE *out = ctx->d->out;
     int before = ctx->d->nerrors;
+    j->interleave = NULL; /* a section in an unplanned input is some other plan's */
     ctx->d->out = mem;
     bool ok = pass_interleave(ctx);
     ctx->d->out = out;
