@@ -126,6 +126,20 @@ static bool place(const plan_problem *p, const tune_background *bg, const tune_c
     return ok;
 }
 
+/* The packed twin of unpacked candidate u with its placement x (shares u's
+ * plan and takes x: the caller decides who owns them). */
+static tune_candidate packed_of(const tune_candidate *u, const plan_mux_result *x)
+{
+    tune_candidate c = *u;
+    c.packed = true;
+    c.pred_time = x->fg_time_bg;
+    c.pred = (tune_sample){.fg = x->fg_samples_per_s, .bg = x->bg_samples_per_s};
+    c.mux = *x;
+    /* "+bg" names it; a name cut at 64 bytes keeps the suffix. */
+    snprintf(c.name, sizeof c.name, "%.*s +bg", (int)sizeof c.name - 5, u->name);
+    return c;
+}
+
 static void copy_plan(plan_result *dst, const plan_result *src)
 {
     *dst = *src;
@@ -165,10 +179,7 @@ static int select_variants(const plan_problem *p, const tune_background *bg, tun
             goto done;
         }
         pl[i].copies = mux[i].ncopies;
-        tune_candidate packed = pl[i];
-        packed.packed = true;
-        packed.pred_time = mux[i].fg_time_bg;
-        packed.pred = (tune_sample){.fg = mux[i].fg_samples_per_s, .bg = mux[i].bg_samples_per_s};
+        tune_candidate packed = packed_of(&pl[i], &mux[i]);
         double k0 = tune_candidate_metric(&pl[i], metric);
         double k1 = mux[i].ncopies ? tune_candidate_metric(&packed, metric) : k0;
         order[i] = (keyed){i, fmax(k0, k1)};
@@ -189,14 +200,7 @@ static int select_variants(const plan_problem *p, const tune_background *bg, tun
             plan_mux_result_free(&mux[i]);
             continue;
         }
-        tune_candidate packed = pl[i];
-        packed.packed = true;
-        packed.pred_time = mux[i].fg_time_bg;
-        packed.pred = (tune_sample){.fg = mux[i].fg_samples_per_s, .bg = mux[i].bg_samples_per_s};
-        packed.mux = mux[i];
-        /* "+bg" names the packed one; a name cut at 64 keeps the suffix. */
-        snprintf(packed.name, sizeof packed.name, "%.*s +bg", (int)sizeof packed.name - 5,
-                 pl[i].name);
+        tune_candidate packed = packed_of(&pl[i], &mux[i]);
         bool packed_first =
             tune_candidate_metric(&packed, metric) > tune_candidate_metric(&pl[i], metric);
         if (kept + 2 <= max) {
