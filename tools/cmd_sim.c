@@ -42,7 +42,8 @@ static const char sim_usage[] =
     "                       (X from 0 to 10; default 0)\n"
     "  --seed N             seed of the jitter (default 1)\n"
     "  --background on|off  play the job's background jobs in the plan's idle time,\n"
-    "                       as the interleave pass places them (default on)\n"
+    "                       as the interleave pass places them (default on; an\n"
+    "                       IR interleave section without copies plays none)\n"
     "  --json FILE          write the results as JSON\n"
     "  --trace FILE         write a Chrome trace (Perfetto): every shown GPU's\n"
     "                       streams and its node's links\n"
@@ -283,7 +284,10 @@ int cmd_sim(int argc, char **argv)
         goto done;
     }
     have_tl = true;
-    if (background && job->nbackground > 0) {
+    /* An interleave section without copies (nothing fit, or burstc tune's
+     * candidate without packing) runs no background work: none is played. */
+    bool no_copies = job->interleave && job->interleave->ncopies == 0;
+    if (background && job->nbackground > 0 && !no_copies) {
         /* The interleave pass's placement (passes/interleave.c) of this plan. */
         plan_mux_options mo;
         pass_mux_options(m, job, &popt, &mo);

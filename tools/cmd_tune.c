@@ -35,13 +35,16 @@ static const char tune_usage[] =
     "\n"
     "Chooses among candidate plans of a job by running them head to head: the\n"
     "distinct plans of dp, deeppool, pow2 and burst at several amplification\n"
-    "limits and the burst plans of the Pareto frontier; pairs of them run back to\n"
-    "back (random order, same seed), the faster wins a comparison; the pairs and\n"
-    "their number follow the sample-size bound n log n / Delta^2 of spectral\n"
-    "ranking; the ranking is Rank Centrality's (burstc rank). Prints the ranking\n"
-    "and writes the winner as planned IR.\n"
+    "limits and the burst plans of the Pareto frontier; for a job with background\n"
+    "jobs each plan with its background copies packed into its idle time (+bg) and\n"
+    "without. Pairs of them run back to back (random order, same seed), the one\n"
+    "with the higher throughput wins a comparison; the pairs and their number\n"
+    "follow the sample-size bound n log n / Delta^2 of spectral ranking; the\n"
+    "ranking is Rank Centrality's (burstc rank). Prints the ranking and writes the\n"
+    "winner as planned IR, with its interleave section for a job with background.\n"
     "\n"
-    "  --candidates N       compare at most N plans (2 to 64; default 8)\n"
+    "  --candidates N       compare at most N candidates (2 to 64; default 8); a plan\n"
+    "                       packed and unpacked are two\n"
     "  --budget T           wall-clock budget: 90s, 10m, 1h, 500ms or seconds\n"
     "                       (default 10m); no trial starts that would not fit\n"
     "  --max-comparisons N  stop after N comparisons (default: no limit)\n"
@@ -49,13 +52,15 @@ static const char tune_usage[] =
     "                       and run it with mpirun ($BURSTC_LAUNCH); sim: the\n"
     "                       simulator with --jitter, in process\n"
     "  --steps N            measured iterations per run (1 to 100000; default 10)\n"
-    "  --warmup N           iterations before them, not measured (0 to 100000; default 2)\n"
+    "  --warmup N           iterations before them, not measured (0 to 100000; default\n"
+    "                       2, for a job with background jobs 4)\n"
     "  --jitter X           sim: noise on every duration, as burstc sim --jitter\n"
     "                       (0 to 10; default 0.05)\n"
     "  --seed N             seed of the pairs, orders and trial seeds (default 1)\n"
     "  --method M           spectral (Rank Centrality, default) or spectral-mle\n"
-    "  --metric M           fg: the job's samples/s (default); cluster: with the\n"
-    "                       background jobs' samples/s\n"
+    "  --metric M           fg: the job's samples/s; cluster: plus the background\n"
+    "                       jobs' samples/s (default: cluster for a job with\n"
+    "                       background jobs, else fg)\n"
     "  --c X                the constant of the bound c n log n / Delta^2 (0 to 100;\n"
     "                       default 2.5)\n"
     "  --data D             exec: the programs' --data (default: the job's)\n"
@@ -66,6 +71,7 @@ static const char tune_usage[] =
     "                       (burstc rank reads it)\n"
     "  --job NAME           the job to tune (default: the last in the file)\n"
     "  --amplification X    the job's amplification limit (others are tried too)\n"
+    "  --slowdown X         the job's bound on its slowdown by background work\n"
     "  --profile FILE       measured per-layer times for the planner\n"
     "  --gpus G             plan for G GPUs instead of the cluster's\n"
     "  --batch B            plan for a global batch of B instead of the job's\n"
@@ -77,6 +83,9 @@ static const char tune_usage[] =
     "\n"
     "exit status: 0 a ranking (failed candidates are ranked last), 1 errors in\n"
     "the input or nothing could be ranked, 2 internal error\n";
+
+/* --warmup for a job with background jobs, unless given. */
+#define BG_WARMUP 4
 
 #define ERR(...) fprintf(stderr, "burstc tune: error: " __VA_ARGS__)
 
@@ -120,8 +129,78 @@ static bool parse_duration(const char *v, double *out)
 
 /* ---- planned IR of a candidate ---- */
 
-/* Loads the input again, puts the candidate's plan into the job's ops and
- * makes its communication explicit: what `burstc --emit=ir` writes. */
+/* Whether an interleave section holds exactly the copies of a placement. */
+static bool same_copies(const ir_interleave *il, const plan_mux_result *x)
+{
+    if (il->ncopies != x->ncopies)
+        return false;
+    for (int c = 0; c < x->ncopies; c++) {
+        const ir_bg_copy *a = &il->copies[c];
+        const plan_mux_copy *b = &x->copies[c];
+        if (a->job != b->job || a->rank != b->rank || a->nslices != b->nslices)
+            return false;
+        for (int s = 0; s <= b->nslices; s++)
+            if (a->cut[s] != b->cut[s])
+                return false;
+    }
+    return true;
+}
+
+/* The reason an unpacked candidate's section gives for a copy it leaves out. */
+#define UNPACKED_WHY "left out: burstc tune's candidate without background packing"
+
+/* A job with background jobs gets the interleave pass's section: a packed
+ * candidate as placed (it must be the placement the tuner predicted), an
+ * unpacked one with no copies (each left-out copy a refusal saying so), so
+ * that `burstc build` runs exactly the candidate. The pass's notes on ranks
+ * it refused are the tuner's business, not printed for every candidate. */
+static bool interleave_candidate(pass_ctx *ctx, const tune_candidate *c)
+{
+    ir_job *j = &ctx->m->jobs[ctx->job];
+    if (j->nbackground == 0)
+        return true;
+    char *notes = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&notes, &len);
+    if (!mem)
+        ice("open_memstream failed");
+    FILE *out = ctx->d->out;
+    int before = ctx->d->nerrors;
+    j->interleave = NULL; /* a section in an unplanned input is some other plan's */
+    ctx->d->out = mem;
+    bool ok = pass_interleave(ctx);
+    ctx->d->out = out;
+    fclose(mem);
+    if (ctx->d->nerrors > before && out)
+        fwrite(notes, 1, len, out); /* errors: everything it said */
+    free(notes);
+    if (!ok || ctx->d->nerrors > before)
+        return false;
+    ir_interleave *il = j->interleave;
+    if (!il)
+        ice("tune: the interleave pass wrote no section for job '%s'", j->name);
+    if (c->packed) {
+        if (!same_copies(il, &c->mux))
+            ice("tune: candidate '%s': the interleave pass placed %d copies, the tuner %d", c->name,
+                il->ncopies, c->mux.ncopies);
+        return true;
+    }
+    int nref = il->nrefusals + il->ncopies;
+    ir_bg_refusal *ref = arena_alloc(ctx->m->arena, sizeof *ref * (size_t)(nref + 1));
+    memcpy(ref, il->refusals, sizeof *ref * (size_t)il->nrefusals);
+    for (int k = 0; k < il->ncopies; k++)
+        ref[il->nrefusals + k] =
+            (ir_bg_refusal){il->copies[k].job, il->copies[k].rank, UNPACKED_WHY, (src_loc){0}};
+    il->refusals = ref;
+    il->nrefusals = nref;
+    il->ncopies = 0;
+    il->fg_time_bg = il->fg_time;
+    return true;
+}
+
+/* Loads the input again, puts the candidate's plan into the job's ops, makes
+ * its communication explicit and, with background jobs, writes its interleave
+ * section: what `burstc --emit=ir` writes for it. */
 static bool write_plan_ir(const char *input, const pass_options *popt, const tune_candidate *c,
                           FILE *out)
 {
@@ -141,7 +220,7 @@ static bool write_plan_ir(const char *input, const pass_options *popt, const tun
         ice("tune: candidate has %d layers, the job %d", c->plan.nlayers, in.p.nlayers);
     }
     pass_plan_apply(m, &in, &c->plan);
-    if (!pass_comm(&ctx))
+    if (!pass_comm(&ctx) || !interleave_candidate(&ctx, c))
         goto done;
     ir_print_module(out, m);
     ok = !ferror(out);
@@ -155,6 +234,7 @@ done:
 /* ---- the exec runner ---- */
 
 typedef struct exec_runner {
+    const tune_candidate *c;
     int n, G;
     int64_t batch;
     int warmup, steps;
@@ -165,6 +245,10 @@ typedef struct exec_runner {
     char **build_err; /* per candidate: why the build failed */
     char **launch;    /* the launcher's words, {np} replaced */
     int nlaunch;
+    /* Per candidate: runs of a packed candidate whose program printed no
+     * background report (counted as 0 background samples/s), and runs with
+     * lines that began like one but did not read. */
+    int64_t *no_report, *malformed;
 } exec_runner;
 
 static char *xstrdup(const char *s)
@@ -382,9 +466,21 @@ static bool exec_run(void *ctx, int cand, uint64_t seed, int slot, tune_sample *
     bool ok = false;
     if (rc == 0) {
         ok = trace_throughput(trace, x->warmup, x->steps, x->batch, &out->fg, why, sizeof why);
-        out->bg = 0;
         if (!ok)
             snprintf(err, errlen, "run: %s", why);
+        /* Background samples/s: the program's own report (rank 0, at exit). */
+        tune_program_report rep = {0};
+        FILE *f = ok ? fopen(log, "r") : NULL;
+        if (f) {
+            if (!tune_read_report(f, &rep))
+                memset(&rep, 0, sizeof rep);
+            fclose(f);
+        }
+        out->bg = rep.bg_samples_per_s;
+        if (ok && x->c[cand].packed && rep.nbg == 0)
+            x->no_report[cand]++;
+        if (ok && rep.malformed)
+            x->malformed[cand]++;
     } else {
         char tail[400];
         last_line(log, tail, sizeof tail);
@@ -439,6 +535,8 @@ static void exec_free(exec_runner *x)
     }
     free(x->prog);
     free(x->build_err);
+    free(x->no_report);
+    free(x->malformed);
     for (int i = 0; i < x->nlaunch; i++)
         free(x->launch[i]);
     free(x->launch);
@@ -540,6 +638,10 @@ typedef struct tune_report {
     int warmup, steps;
     double jitter, budget;
     const char *launch;
+    bool background; /* the job has background jobs */
+    /* exec: per candidate, runs without a background report though copies
+     * were planned, and runs with malformed report lines; else NULL */
+    const int64_t *no_report, *malformed;
 } tune_report;
 
 static const char *stop_text(const tune_result *r)
@@ -552,23 +654,45 @@ static const char *stop_text(const tune_result *r)
 static void print_ranking(const tune_report *t)
 {
     const tune_result *r = t->r;
-    printf("\n%-4s %-24s %8s %6s %6s %14s %14s\n", "rank", "candidate", "score", "wins", "losses",
-           "mean samples/s", "predicted");
+    if (t->background)
+        printf("\n%-4s %-24s %8s %6s %6s %10s %10s %14s\n", "rank", "candidate", "score", "wins",
+               "losses", "mean fg/s", "mean bg/s",
+               t->o->metric == TUNE_METRIC_CLUSTER ? "pred cluster/s" : "pred fg/s");
+    else
+        printf("\n%-4s %-24s %8s %6s %6s %14s %14s\n", "rank", "candidate", "score", "wins",
+               "losses", "mean samples/s", "predicted");
     for (int i = 0; i < r->n; i++) {
         int id = r->order[i];
         const tune_candidate *c = &t->c[id];
-        char mean[32] = "-", score[32] = "-";
-        if (r->metric_runs[id])
-            snprintf(mean, sizeof mean, "%.1f", r->metric_sum[id] / (double)r->metric_runs[id]);
+        char mean[32] = "-", fg[32] = "-", bg[32] = "-", score[32] = "-";
+        if (r->metric_runs[id]) {
+            double k = (double)r->metric_runs[id];
+            snprintf(mean, sizeof mean, "%.1f", r->metric_sum[id] / k);
+            snprintf(fg, sizeof fg, "%.1f", r->fg_sum[id] / k);
+            snprintf(bg, sizeof bg, "%.1f", r->bg_sum[id] / k);
+        }
         if (!r->failure[id] && r->ranked)
             snprintf(score, sizeof score, "%.4f", r->score[id]);
-        printf("%4d %-24.24s %8s %6lld %6lld %14s %14.1f\n", i + 1, c->name, score,
-               (long long)r->wins[id], (long long)r->losses[id], mean, c->plan.samples_per_s);
+        if (t->background)
+            printf("%4d %-24.24s %8s %6lld %6lld %10s %10s %14.1f\n", i + 1, c->name, score,
+                   (long long)r->wins[id], (long long)r->losses[id], fg, bg,
+                   tune_candidate_metric(c, t->o->metric));
+        else
+            printf("%4d %-24.24s %8s %6lld %6lld %14s %14.1f\n", i + 1, c->name, score,
+                   (long long)r->wins[id], (long long)r->losses[id], mean, c->plan.samples_per_s);
         if (r->failure[id]) {
             printf("     failed: ");
             rank_put_escaped(stdout, r->failure[id], strlen(r->failure[id]), 300);
             printf("\n");
         }
+        if (t->no_report && t->no_report[id])
+            printf("     note: %lld of %lld runs printed no background report though %d "
+                   "copies were planned: counted as 0 background samples/s\n",
+                   (long long)t->no_report[id], (long long)r->metric_runs[id], c->copies);
+        if (t->malformed && t->malformed[id])
+            printf("     note: %lld of %lld runs printed background lines that do not read as "
+                   "the runtime's report: not counted\n",
+                   (long long)t->malformed[id], (long long)r->metric_runs[id]);
     }
 }
 
@@ -586,9 +710,10 @@ static bool write_json(FILE *f, const tune_report *t)
     json_str(f, t->model);
     fprintf(f,
             ",\n  \"gpus\": %d,\n  \"batch\": %lld,\n  \"runner\": \"%s\",\n  \"method\": \"%s\",\n"
-            "  \"metric\": \"%s\",\n  \"warmup\": %d,\n  \"steps\": %d,\n",
+            "  \"metric\": \"%s\",\n  \"background\": %s,\n  \"warmup\": %d,\n  \"steps\": %d,\n",
             t->p->cluster.gpus, (long long)t->p->batch, t->runner, rank_method_names[t->o->method],
-            t->o->metric == TUNE_METRIC_CLUSTER ? "cluster" : "fg", t->warmup, t->steps);
+            t->o->metric == TUNE_METRIC_CLUSTER ? "cluster" : "fg",
+            t->background ? "true" : "false", t->warmup, t->steps);
     if (!strcmp(t->runner, "sim"))
         fprintf(f, "  \"jitter\": %.17g,\n", t->jitter);
     fprintf(f,
@@ -616,14 +741,23 @@ static bool write_json(FILE *f, const tune_report *t)
                 ", \"strategy\": \"%s\", \"amplification\": %.17g, \"price\": %.17g, "
                 "\"aliases\": %d, \"predicted_s\": %.17g, \"predicted_samples_per_s\": %.17g, "
                 "\"gpu_seconds\": %.17g, \"score\": %.17g, \"wins\": %lld, \"losses\": %lld, "
-                "\"runs\": %lld, \"mean_metric\": ",
+                "\"runs\": %lld, \"packed\": %s, \"copies\": %d, "
+                "\"predicted_fg_samples_per_s\": %.17g, \"predicted_bg_samples_per_s\": %.17g, "
+                "\"predicted_metric\": %.17g, \"mean_metric\": ",
                 plan_strategy_name(c->strategy), c->amp_limit > 0 ? c->amp_limit : 0, c->price,
-                c->aliases, c->plan.time, c->plan.samples_per_s, c->plan.gpu_seconds, r->score[id],
-                (long long)r->wins[id], (long long)r->losses[id], (long long)r->metric_runs[id]);
+                c->aliases, c->pred_time, c->pred.fg, c->plan.gpu_seconds, r->score[id],
+                (long long)r->wins[id], (long long)r->losses[id], (long long)r->metric_runs[id],
+                c->packed ? "true" : "false", c->packed ? c->copies : 0, c->pred.fg, c->pred.bg,
+                tune_candidate_metric(c, t->o->metric));
         if (r->metric_runs[id])
-            fprintf(f, "%.17g", r->metric_sum[id] / (double)r->metric_runs[id]);
+            fprintf(f, "%.17g, \"mean_fg\": %.17g, \"mean_bg\": %.17g",
+                    r->metric_sum[id] / (double)r->metric_runs[id],
+                    r->fg_sum[id] / (double)r->metric_runs[id],
+                    r->bg_sum[id] / (double)r->metric_runs[id]);
         else
-            fputs("null", f);
+            fputs("null, \"mean_fg\": null, \"mean_bg\": null", f);
+        fprintf(f, ", \"runs_without_background_report\": %lld",
+                t->no_report ? (long long)t->no_report[id] : 0LL);
         fputs(", \"failure\": ", f);
         if (r->failure[id])
             json_str(f, r->failure[id]);
@@ -632,6 +766,9 @@ static bool write_json(FILE *f, const tune_report *t)
         fputs(", \"gpus_per_layer\": [", f);
         for (int l = 0; l < c->plan.nlayers; l++)
             fprintf(f, "%s%d", l ? ", " : "", c->plan.layer[l].k);
+        fputs("], \"first_rank_per_layer\": [", f);
+        for (int l = 0; l < c->plan.nlayers; l++)
+            fprintf(f, "%s%d", l ? ", " : "", c->plan.layer[l].first);
         fprintf(f, "]}%s\n", i + 1 < r->n ? "," : "");
     }
     fprintf(f, "  ],\n  \"trials\": [\n");
@@ -656,6 +793,34 @@ static bool write_comparisons(FILE *f, const tune_report *t)
     return !ferror(f);
 }
 
+/* The candidates of a job with background jobs: each plan packed (+bg, the
+ * interleave pass's copies) and unpacked, with the predictions of burstc
+ * plan's multiplexing table. */
+static void print_background_candidates(const ir_module *m, const ir_job *job,
+                                        const tune_background *tb, const tune_candidate *c, int n,
+                                        int distinct, long max)
+{
+    printf("\ncandidates: %d of %d distinct (plans with and without background packing; "
+           "--candidates %ld)\n",
+           n, distinct, max);
+    printf("background: ");
+    for (int b = 0; b < job->nbackground; b++)
+        printf("%s%s @ %lld", b ? ", " : "", m->graphs[job->background[b].graph]->name,
+               (long long)job->background[b].batch);
+    printf(" (slowdown %g, %s)\n", tb->mux.slowdown, tb->mux.cpu ? "CPU cores" : "GPUs");
+    printf("%3s  %-24s %12s %10s %10s %10s %11s %6s\n", "#", "plan", "predicted ms", "fg smp/s",
+           "bg smp/s", "cluster/s", "GPU-s/iter", "copies");
+    for (int i = 0; i < n; i++)
+        printf("%3d  %-24.24s %12.4f %10.1f %10.1f %10.1f %11.6f %6d%s%s\n", i + 1, c[i].name,
+               c[i].pred_time * 1e3, c[i].pred.fg, c[i].pred.bg,
+               tune_metric_value(TUNE_METRIC_CLUSTER, &c[i].pred), c[i].plan.gpu_seconds,
+               c[i].packed ? c[i].copies : 0,
+               c[i].copies == 0 ? "  (no copy fits its idle time)" : "",
+               c[i].aliases ? "  (+ same plan from other settings)" : "");
+    printf("(predicted ms: the foreground's iteration time with its copies; cluster/s: fg + bg "
+           "samples/s)\n");
+}
+
 /* ---- the command ---- */
 
 int cmd_tune(int argc, char **argv)
@@ -666,6 +831,7 @@ int cmd_tune(int argc, char **argv)
     double budget = 600, jitter = 0.05, run_timeout = 300;
     tune_options to;
     tune_options_default(&to);
+    bool metric_set = false, warmup_set = false;
     pass_options popt = {.strategy = "burst"};
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -709,6 +875,7 @@ int cmd_tune(int argc, char **argv)
                 ERR("--warmup must be an integer from 0 to 100000, got '%s'\n", v);
                 return 1;
             }
+            warmup_set = true;
         } else if ((v = tool_opt_value("burstc tune", argc, argv, &i, "--jitter"))) {
             char *end;
             jitter = strtod(v, &end);
@@ -753,6 +920,7 @@ int cmd_tune(int argc, char **argv)
                 ERR("unknown metric '%s' (expected fg or cluster)\n", v);
                 return 1;
             }
+            metric_set = true;
         } else if ((v = tool_opt_value("burstc tune", argc, argv, &i, "--data"))) {
             data = v;
         } else if ((v = tool_opt_value("burstc tune", argc, argv, &i, "-o"))) {
@@ -809,6 +977,8 @@ int cmd_tune(int argc, char **argv)
     tune_candidate *cand = NULL;
     int ncands = 0, distinct = 0;
     tune_sim_runner sr = {0};
+    pass_bg_jobs bgj = {0};
+    tune_background tb = {0};
     exec_runner xr = {0};
     bool have_sr = false, have_xr = false, have_res = false;
     tune_result res;
@@ -831,7 +1001,24 @@ int cmd_tune(int argc, char **argv)
             ERR("'%s' is already planned (its ops carry ranks): tune the job's source\n", input);
             goto done;
         }
-    ncands = tune_candidates(&in.p, (int)ncand, &cand, &distinct, err, sizeof err);
+    /* A job with background jobs: candidates with and without packing, and
+     * by default the cluster throughput decides. */
+    if (job->nbackground > 0) {
+        pass_bg_jobs_build(m, job, &in.p, &bgj);
+        tb.jobs = bgj.jobs;
+        tb.njobs = bgj.n;
+        pass_mux_options(m, job, &popt, &tb.mux);
+        if (job->amplification == IR_AMP_AUTO)
+            tb.fastest = plan_mux_fastest_time(&in.p, PS_BURST);
+        if (!metric_set)
+            to.metric = TUNE_METRIC_CLUSTER;
+        /* The runtime's guard runs a program's first step and the three
+         * after it without background work (runtime/background.c): the
+         * measured steps start after them. */
+        if (!warmup_set)
+            warmup = BG_WARMUP;
+    }
+    ncands = tune_candidates(&in.p, &tb, to.metric, (int)ncand, &cand, &distinct, err, sizeof err);
     if (ncands == 0) {
         diag_error(&d, job->loc, "no candidate plan: %s", err);
         goto done;
@@ -849,20 +1036,26 @@ int cmd_tune(int argc, char **argv)
     printf(", %ld warm-up + %ld measured iterations per run, metric %s, method %s\n", warmup, steps,
            to.metric == TUNE_METRIC_CLUSTER ? "cluster samples/s" : "samples/s",
            rank_method_names[to.method]);
-    printf("\ncandidates: %d of %d distinct plans (--candidates %ld)\n", ncands, distinct, ncand);
-    printf("%3s  %-24s %12s %12s %12s\n", "#", "plan", "predicted ms", "samples/s", "GPU-s/iter");
-    for (int i = 0; i < ncands; i++)
-        printf("%3d  %-24.24s %12.4f %12.1f %12.6f%s\n", i + 1, cand[i].name,
-               cand[i].plan.time * 1e3, cand[i].plan.samples_per_s, cand[i].plan.gpu_seconds,
-               cand[i].aliases ? "  (+ same plan from other settings)" : "");
+    if (job->nbackground == 0) {
+        printf("\ncandidates: %d of %d distinct plans (--candidates %ld)\n", ncands, distinct,
+               ncand);
+        printf("%3s  %-24s %12s %12s %12s\n", "#", "plan", "predicted ms", "samples/s",
+               "GPU-s/iter");
+        for (int i = 0; i < ncands; i++)
+            printf("%3d  %-24.24s %12.4f %12.1f %12.6f%s\n", i + 1, cand[i].name,
+                   cand[i].plan.time * 1e3, cand[i].plan.samples_per_s, cand[i].plan.gpu_seconds,
+                   cand[i].aliases ? "  (+ same plan from other settings)" : "");
+    } else {
+        print_background_candidates(m, job, &tb, cand, ncands, distinct, ncand);
+    }
     fflush(stdout);
     if (ncands < 2)
         printf("(one distinct plan: nothing to compare)\n");
 
     tune_runner tr;
     if (!strcmp(runner, "sim")) {
-        if (!tune_sim_runner_init(&sr, &in.p, cand, ncands, (int)warmup, (int)steps, jitter, err,
-                                  sizeof err)) {
+        if (!tune_sim_runner_init(&sr, &in.p, &tb, cand, ncands, (int)warmup, (int)steps, jitter,
+                                  err, sizeof err)) {
             ERR("%s\n", err);
             goto done;
         }
@@ -871,7 +1064,7 @@ int cmd_tune(int argc, char **argv)
     } else {
         /* One trial is two runs of warm-up + steps iterations; by the model's
          * times the fastest pair takes at least this long. */
-        double t2 = cand[0].plan.time + cand[ncands > 1 ? 1 : 0].plan.time;
+        double t2 = cand[0].pred_time + cand[ncands > 1 ? 1 : 0].pred_time;
         double trial = (double)(warmup + steps) * t2;
         if (ncands >= 2 && budget < trial) {
             ERR("--budget %gs is too small for one trial: a trial runs two candidates for %ld "
@@ -879,13 +1072,16 @@ int cmd_tune(int argc, char **argv)
                 budget, warmup + steps, trial);
             goto done;
         }
-        xr = (exec_runner){.n = ncands,
+        xr = (exec_runner){.c = cand,
+                           .n = ncands,
                            .G = in.p.cluster.gpus,
                            .batch = in.p.batch,
                            .warmup = (int)warmup,
                            .steps = (int)steps,
                            .data = data,
-                           .run_timeout = run_timeout};
+                           .run_timeout = run_timeout,
+                           .no_report = plan_xcalloc((size_t)ncands, sizeof *xr.no_report),
+                           .malformed = plan_xcalloc((size_t)ncands, sizeof *xr.malformed)};
         have_xr = true;
         if (!exec_launcher(&xr))
             goto done;
@@ -895,7 +1091,7 @@ int cmd_tune(int argc, char **argv)
     }
     double *pred = plan_xcalloc((size_t)ncands, sizeof *pred);
     for (int i = 0; i < ncands; i++)
-        pred[i] = cand[i].plan.samples_per_s;
+        pred[i] = tune_candidate_metric(&cand[i], to.metric);
     /* The budget is the command's: what planning and builds took is spent. */
     to.budget_s = fmax(budget - (now_s() - t_start), 1e-9);
     if (!tune_run(ncands, pred, &tr, &to, &res, err, sizeof err)) {
@@ -920,7 +1116,10 @@ int cmd_tune(int argc, char **argv)
                        .steps = (int)steps,
                        .jitter = jitter,
                        .budget = budget,
-                       .launch = launch};
+                       .launch = launch,
+                       .background = job->nbackground > 0,
+                       .no_report = have_xr ? xr.no_report : NULL,
+                       .malformed = have_xr ? xr.malformed : NULL};
     if (ncands >= 2) {
         printf("\ntrials: comparison graph G(n=%d, p=%.2f) with %d pairs; Delta %.3f by the "
                "model, %.3f by the comparisons;\n",
@@ -970,8 +1169,15 @@ int cmd_tune(int argc, char **argv)
         else
             out_abort(&outf[k]);
         ok = ok && w;
-        if (k == 0 && w)
-            printf("written: %s (burstc build %s)\n", output, output);
+        if (k == 0 && w) {
+            const tune_candidate *wc = &cand[res.order[0]];
+            printf("written: %s (burstc build %s)", output, output);
+            if (job->nbackground > 0 && wc->packed)
+                printf(", with its %d background cop%s", wc->copies, wc->copies == 1 ? "y" : "ies");
+            else if (job->nbackground > 0)
+                printf(", without background copies");
+            printf("\n");
+        }
     }
     status = ok && res.ranked > 0 ? 0 : 1;
 done:
@@ -986,6 +1192,7 @@ done:
         exec_free(&xr);
     if (cand)
         tune_candidates_free(cand, ncands);
+    pass_bg_jobs_free(&bgj);
     pass_plan_input_free(&in);
     if (d.nerrors > 0)
         status = 1;

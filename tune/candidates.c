@@ -7,6 +7,12 @@
  * and the burst plans of the Pareto frontier (time against GPU-seconds).
  * Settings that give the same plan (every layer on the same ranks) are one
  * candidate; the first setting found names it.
+ *
+ * A job with background jobs is tuned for its cluster throughput: every plan
+ * whose idle time takes copies of the background jobs (the interleave
+ * pass's placement, plan_interleave) is two candidates, packed and unpacked,
+ * since packing buys background samples with foreground time and only a
+ * measurement says which is worth more here.
  */
 #include "tune.h"
 
@@ -86,8 +92,151 @@ static int by_time(const void *x, const void *y)
     return strcmp(a->name, b->name);
 }
 
-int tune_candidates(const plan_problem *p0, int max, tune_candidate **out, int *distinct, char *err,
-                    size_t errlen)
+double tune_candidate_metric(const tune_candidate *c, tune_metric m)
+{
+    return tune_metric_value(m, &c->pred);
+}
+
+static void predict_unpacked(tune_candidate *c)
+{
+    c->packed = false;
+    c->pred_time = c->plan.time;
+    c->pred = (tune_sample){.fg = c->plan.samples_per_s, .bg = 0};
+}
+
+/* The interleave pass's placement of c's plan (passes/interleave_ir.c):
+ * the job's slowdown, or with amplification = auto the bound against the
+ * fastest plan. */
+static bool place(const plan_problem *p, const tune_background *bg, const tune_candidate *c,
+                  plan_mux_result *out, char *err, size_t errlen)
+{
+    plan_timeline tl;
+    char e[512];
+    if (!plan_timeline_build(p, &c->plan, &tl, e, sizeof e)) {
+        snprintf(err, errlen, "candidate '%s': %s", c->name, e);
+        return false;
+    }
+    plan_mux_options mo = bg->mux;
+    if (bg->fastest > 0 && isfinite(bg->fastest) && tl.time > 0)
+        mo.slowdown = fmax(1, mo.slowdown * fmin(bg->fastest, tl.time) / tl.time);
+    bool ok = plan_interleave(&tl, &c->plan, bg->jobs, bg->njobs, &mo, out, e, sizeof e);
+    if (!ok)
+        snprintf(err, errlen, "candidate '%s': interleave: %s", c->name, e);
+    plan_timeline_free(&tl);
+    return ok;
+}
+
+/* The packed twin of unpacked candidate u with its placement x (shares u's
+ * plan and takes x: the caller decides who owns them). */
+static tune_candidate packed_of(const tune_candidate *u, const plan_mux_result *x)
+{
+    tune_candidate c = *u;
+    c.packed = true;
+    c.pred_time = x->fg_time_bg;
+    c.pred = (tune_sample){.fg = x->fg_samples_per_s, .bg = x->bg_samples_per_s};
+    c.mux = *x;
+    /* "+bg" names it; a name cut at 64 bytes keeps the suffix. */
+    snprintf(c.name, sizeof c.name, "%.*s +bg", (int)sizeof c.name - 5, u->name);
+    return c;
+}
+
+static void copy_plan(plan_result *dst, const plan_result *src)
+{
+    *dst = *src;
+    dst->layer = plan_xcalloc((size_t)src->nlayers, sizeof *dst->layer);
+    memcpy(dst->layer, src->layer, sizeof *dst->layer * (size_t)src->nlayers);
+}
+
+typedef struct keyed {
+    int i;
+    double key;
+} keyed;
+
+static int by_key(const void *x, const void *y)
+{
+    const keyed *a = x, *b = y;
+    if (a->key != b->key)
+        return a->key > b->key ? -1 : 1;
+    return a->i - b->i;
+}
+
+/* With background jobs: places every distinct plan's copies, then keeps
+ * plans (defaults first, then by the better predicted variant) and their
+ * variants up to max. Takes pl's plans. */
+static int select_variants(const plan_problem *p, const tune_background *bg, tune_metric metric,
+                           tune_candidate *pl, int n, int defaults, int max, tune_candidate **out,
+                           int *distinct, char *err, size_t errlen)
+{
+    plan_mux_result *mux = plan_xcalloc((size_t)n, sizeof *mux);
+    keyed *order = plan_xcalloc((size_t)n, sizeof *order);
+    int kept = 0, variants = 0;
+    tune_candidate *c = NULL;
+    for (int i = 0; i < n; i++) {
+        predict_unpacked(&pl[i]);
+        if (!place(p, bg, &pl[i], &mux[i], err, errlen)) {
+            for (int k = 0; k < i; k++)
+                plan_mux_result_free(&mux[k]);
+            goto done;
+        }
+        pl[i].copies = mux[i].ncopies;
+        tune_candidate packed = packed_of(&pl[i], &mux[i]);
+        double k0 = tune_candidate_metric(&pl[i], metric);
+        double k1 = mux[i].ncopies ? tune_candidate_metric(&packed, metric) : k0;
+        order[i] = (keyed){i, fmax(k0, k1)};
+        variants += mux[i].ncopies ? 2 : 1;
+    }
+    *distinct = variants;
+    qsort(order, (size_t)defaults, sizeof *order, by_key);
+    qsort(order + defaults, (size_t)(n - defaults), sizeof *order, by_key);
+    c = plan_xcalloc((size_t)(max < variants ? max : variants), sizeof *c);
+    for (int o = 0; o < n; o++) {
+        int i = order[o].i;
+        bool room = kept < max;
+        if (!room || mux[i].ncopies == 0) {
+            if (room)
+                c[kept++] = pl[i];
+            else
+                plan_result_free(&pl[i].plan);
+            plan_mux_result_free(&mux[i]);
+            continue;
+        }
+        tune_candidate packed = packed_of(&pl[i], &mux[i]);
+        bool packed_first =
+            tune_candidate_metric(&packed, metric) > tune_candidate_metric(&pl[i], metric);
+        if (kept + 2 <= max) {
+            copy_plan(&packed.plan, &pl[i].plan);
+            c[kept++] = pl[i];
+            c[kept++] = packed;
+        } else if (packed_first) {
+            c[kept++] = packed; /* takes the plan */
+        } else {
+            c[kept++] = pl[i];
+            plan_mux_result_free(&mux[i]);
+        }
+    }
+    /* Best predicted first; ties keep the order above. */
+    keyed *k = plan_xcalloc((size_t)kept, sizeof *k);
+    for (int i = 0; i < kept; i++)
+        k[i] = (keyed){i, tune_candidate_metric(&c[i], metric)};
+    qsort(k, (size_t)kept, sizeof *k, by_key);
+    *out = plan_xcalloc((size_t)kept, sizeof **out);
+    for (int i = 0; i < kept; i++)
+        (*out)[i] = c[k[i].i];
+    free(k);
+    free(c);
+    c = *out;
+done:
+    free(mux);
+    free(order);
+    if (!c)
+        for (int i = 0; i < n; i++)
+            plan_result_free(&pl[i].plan);
+    free(pl);
+    return kept;
+}
+
+int tune_candidates(const plan_problem *p0, const tune_background *bg, tune_metric metric, int max,
+                    tune_candidate **out, int *distinct, char *err, size_t errlen)
 {
     *out = NULL;
     *distinct = 0;
@@ -144,6 +293,11 @@ int tune_candidates(const plan_problem *p0, int max, tune_candidate **out, int *
         free(pl.c);
         return 0;
     }
+    if (bg && bg->njobs > 0)
+        return select_variants(p0, bg, metric, pl.c, pl.n, defaults, max, out, distinct, err,
+                               errlen);
+    for (int i = 0; i < pl.n; i++)
+        predict_unpacked(&pl.c[i]);
     /* Keep the defaults (up to max), then the fastest of the rest. */
     int keep_defaults = defaults < max ? defaults : max;
     if (pl.n > keep_defaults)
@@ -165,7 +319,10 @@ int tune_candidates(const plan_problem *p0, int max, tune_candidate **out, int *
 
 void tune_candidates_free(tune_candidate *c, int n)
 {
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         plan_result_free(&c[i].plan);
+        if (c[i].packed)
+            plan_mux_result_free(&c[i].mux);
+    }
     free(c);
 }

@@ -6,19 +6,25 @@
  * duration, as `burstc sim --jitter` does, in process. Its throughput counts
  * only the iterations after the warm-up. Every run draws its own noise:
  * the trial's seed mixed with the run's slot in the pair, so the two runs of
- * a trial are as independent as two runs on a real machine.
+ * a trial are as independent as two runs on a real machine. A packed
+ * candidate plays its placement's background slices, as `burstc sim` plays
+ * the interleave pass's; the simulator reports their samples/s.
  */
 #include "tune.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-bool tune_sim_runner_init(tune_sim_runner *s, const plan_problem *p, const tune_candidate *c, int n,
-                          int warmup, int steps, double jitter, char *err, size_t errlen)
+bool tune_sim_runner_init(tune_sim_runner *s, const plan_problem *p, const tune_background *bg,
+                          const tune_candidate *c, int n, int warmup, int steps, double jitter,
+                          char *err, size_t errlen)
 {
     memset(s, 0, sizeof *s);
     s->tl = plan_xcalloc((size_t)n, sizeof *s->tl);
+    s->bg = plan_xcalloc((size_t)n, sizeof *s->bg);
+    s->nbg = plan_xcalloc((size_t)n, sizeof *s->nbg);
     for (int i = 0; i < n; i++) {
         char e[512];
         if (!plan_timeline_build(p, &c[i].plan, &s->tl[i], e, sizeof e)) {
@@ -27,6 +33,24 @@ bool tune_sim_runner_init(tune_sim_runner *s, const plan_problem *p, const tune_
             return false;
         }
         s->n = i + 1;
+        if (!c[i].packed)
+            continue;
+        const plan_mux_result *x = &c[i].mux;
+        if (!bg || x->nslices > INT32_MAX) {
+            snprintf(err, errlen, "candidate '%s': its background slices cannot be played",
+                     c[i].name);
+            tune_sim_runner_free(s);
+            return false;
+        }
+        s->bg[i] = plan_xcalloc((size_t)x->nslices, sizeof *s->bg[i]);
+        s->nbg[i] = (int)x->nslices;
+        for (int64_t k = 0; k < x->nslices; k++) {
+            const plan_mux_slice *sl = &x->slices[k];
+            const plan_mux_copy *cp = &x->copies[sl->copy];
+            /* A slice completes 1/nslices of a step of its copy (as burstc sim). */
+            s->bg[i][k] = (sim_bg_slice){sl->rank, sl->step, sl->dur,
+                                         (double)bg->jobs[cp->job].batch / cp->nslices, cp->job};
+        }
     }
     s->batch = p->batch;
     s->warmup = warmup;
@@ -37,9 +61,13 @@ bool tune_sim_runner_init(tune_sim_runner *s, const plan_problem *p, const tune_
 
 void tune_sim_runner_free(tune_sim_runner *s)
 {
-    for (int i = 0; i < s->n; i++)
+    for (int i = 0; i < s->n; i++) {
         plan_timeline_free(&s->tl[i]);
+        free(s->bg[i]);
+    }
     free(s->tl);
+    free(s->bg);
+    free(s->nbg);
     memset(s, 0, sizeof *s);
 }
 
@@ -50,6 +78,8 @@ bool tune_sim_run(void *ctx, int cand, uint64_t seed, int slot, tune_sample *out
     sim_options so = {.iterations = s->warmup + s->steps,
                       .jitter = s->jitter,
                       .seed = tune_mix(seed, (uint64_t)slot + 1),
+                      .bg = s->bg[cand],
+                      .nbg = s->nbg[cand],
                       .trace_gpus = 2};
     sim_result run;
     if (!sim_play(&s->tl[cand], &so, &run, err, errlen))

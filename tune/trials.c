@@ -194,6 +194,8 @@ bool tune_run(int n, const double *pred, const tune_runner *r, const tune_option
     res->losses = plan_xcalloc((size_t)n, sizeof *res->losses);
     res->metric_sum = plan_xcalloc((size_t)n, sizeof *res->metric_sum);
     res->metric_runs = plan_xcalloc((size_t)n, sizeof *res->metric_runs);
+    res->fg_sum = plan_xcalloc((size_t)n, sizeof *res->fg_sum);
+    res->bg_sum = plan_xcalloc((size_t)n, sizeof *res->bg_sum);
     res->failure = plan_xcalloc((size_t)n, sizeof *res->failure);
     pair *edges = plan_xcalloc((size_t)n * (size_t)(n - 1) / 2 + 1, sizeof *edges);
     int *parent = plan_xcalloc((size_t)n, sizeof *parent);
@@ -268,6 +270,8 @@ bool tune_run(int n, const double *pred, const tune_runner *r, const tune_option
                 }
                 val[s] = tune_metric_value(o->metric, &smp[s]);
                 res->metric_sum[who[s]] += val[s];
+                res->fg_sum[who[s]] += smp[s].fg;
+                res->bg_sum[who[s]] += smp[s].bg;
                 res->metric_runs[who[s]]++;
             }
             if (redraw)
@@ -378,6 +382,8 @@ void tune_result_free(tune_result *res)
     free(res->losses);
     free(res->metric_sum);
     free(res->metric_runs);
+    free(res->fg_sum);
+    free(res->bg_sum);
     free(res->log);
     memset(res, 0, sizeof *res);
 }

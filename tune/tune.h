@@ -18,45 +18,72 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "plan.h"
 #include "sim.h"
 
+/* trials.c: the metric (candidates.c orders by its prediction) */
+
+/* What one run measured, in samples/s. */
+typedef struct tune_sample {
+    double fg; /* the tuned (foreground) job */
+    double bg; /* background jobs packed beside it, summed; 0 without */
+} tune_sample;
+
+/* The metric a trial compares: foreground throughput, or cluster
+ * throughput (foreground + background samples/s, as burstc plan adds them). */
+typedef enum tune_metric { TUNE_METRIC_FG, TUNE_METRIC_CLUSTER } tune_metric;
+double tune_metric_value(tune_metric m, const tune_sample *s);
+const char *tune_metric_name(tune_metric m);
+
 /* candidates.c */
 
 typedef struct tune_candidate {
-    char name[64];          /* "burst amp=2", "dp", "burst frontier 3" */
+    char name[64];          /* "burst amp=2", "dp", "burst frontier 3", "dp +bg" */
     plan_strategy strategy; /* the strategy that found the plan */
     double amp_limit;       /* the per-layer limit it was planned under; <= 0: none */
     double price;           /* frontier points: the price on GPU-time; else 0 */
     int aliases;            /* other (strategy, limit, point) settings giving the same plan */
     plan_result plan;       /* counts and ranks, predicted time (plan.time) */
+    /* Background packing (a job with background jobs): packed candidates run
+     * the copies the interleave pass places (mux); the same plan unpacked runs
+     * none. A plan whose placement holds no copy is one unpacked candidate. */
+    bool packed;
+    int copies;          /* packed: copies placed; unpacked: copies the plan would take */
+    double pred_time;    /* predicted foreground iteration time: plan.time, packed mux.fg_time_bg */
+    tune_sample pred;    /* predicted samples/s: plan's (bg 0), packed the mux's fg and bg */
+    plan_mux_result mux; /* packed: the placement (the sim runner plays its slices) */
 } tune_candidate;
 
+/* The job's background jobs and the interleave pass's options, for packing. */
+typedef struct tune_background {
+    const plan_bg_job *jobs;
+    int njobs;
+    plan_mux_options mux;
+    /* > 0 (amplification = auto): the slowdown bounds against
+     * min(fastest, the plan's timeline time), the interleave pass's rule. */
+    double fastest;
+} tune_background;
+
 /* The distinct plans of p among dp, deeppool, pow2 and burst at the job's
- * amplification limit and at TUNE_AMP_LIMITS, and the burst plans of the
- * Pareto frontier. Keeps at most max: each strategy's plan at the job's
- * limit first, then the rest by predicted time; the kept ones sorted by
- * predicted time. *distinct gets how many distinct plans there were.
- * Returns how many were kept (0: no plan fits; err says why). */
+ * amplification limit and at the ladder of other limits, and the burst
+ * plans of the Pareto frontier; with background jobs (bg not NULL, njobs >
+ * 0) every plan whose placement holds copies twice: packed and unpacked.
+ * Keeps at most max: each strategy's plan at the job's limit first, then
+ * the rest by predicted metric (both variants of a plan together while they
+ * fit, the better predicted first); the kept ones sorted by predicted time
+ * (without background jobs) or predicted metric, best first. *distinct
+ * gets how many distinct candidates there were. Returns how many were kept
+ * (0: no plan fits, or a placement failed; err says why). */
 #define TUNE_MAX_CANDIDATES 64
-int tune_candidates(const plan_problem *p, int max, tune_candidate **out, int *distinct, char *err,
-                    size_t errlen);
+int tune_candidates(const plan_problem *p, const tune_background *bg, tune_metric metric, int max,
+                    tune_candidate **out, int *distinct, char *err, size_t errlen);
 void tune_candidates_free(tune_candidate *c, int n);
+/* The candidate's predicted value of the metric. */
+double tune_candidate_metric(const tune_candidate *c, tune_metric m);
 
 /* trials.c */
-
-/* What one run measured, in samples/s. */
-typedef struct tune_sample {
-    double fg; /* the tuned (foreground) job */
-    double bg; /* background jobs packed beside it; 0 without */
-} tune_sample;
-
-/* The metric a trial compares: foreground throughput, or cluster
- * throughput (foreground + background, once background packing exists). */
-typedef enum tune_metric { TUNE_METRIC_FG, TUNE_METRIC_CLUSTER } tune_metric;
-double tune_metric_value(tune_metric m, const tune_sample *s);
-const char *tune_metric_name(tune_metric m);
 
 /* One timed run of candidate `cand`. `seed` is the trial's (both runs of a
  * trial get the same); `slot` is 0 for the first run of the pair, 1 for the
@@ -114,7 +141,8 @@ typedef struct tune_result {
     double *score;  /* per candidate, summing to 1 over the ranked; failed: 0 */
     int32_t *order; /* best first; failed candidates last */
     int64_t *wins, *losses;
-    double *metric_sum; /* per candidate over its successful runs */
+    double *metric_sum;      /* per candidate over its successful runs */
+    double *fg_sum, *bg_sum; /* the same for the sample's two parts */
     int64_t *metric_runs;
     char **failure; /* per candidate: NULL, or why it failed (malloc'ed) */
     tune_comparison *log;
@@ -135,19 +163,43 @@ void tune_result_free(tune_result *res);
 typedef struct tune_sim_runner {
     int n;
     plan_timeline *tl; /* per candidate */
+    sim_bg_slice **bg; /* per candidate: its background slices of one iteration (packed) */
+    int *nbg;
     int64_t batch;
     int warmup, steps;
     double jitter;
 } tune_sim_runner;
 
-/* Builds every candidate's timeline; false with a message. */
-bool tune_sim_runner_init(tune_sim_runner *s, const plan_problem *p, const tune_candidate *c, int n,
-                          int warmup, int steps, double jitter, char *err, size_t errlen);
+/* Builds every candidate's timeline and, for packed candidates, the slices
+ * of their placement (bg: the jobs the placement names); false with a
+ * message. */
+bool tune_sim_runner_init(tune_sim_runner *s, const plan_problem *p, const tune_background *bg,
+                          const tune_candidate *c, int n, int warmup, int steps, double jitter,
+                          char *err, size_t errlen);
 void tune_sim_runner_free(tune_sim_runner *s);
 /* The tune_runner callback: sim_play of warmup + steps iterations with the
- * jitter seeded by (seed, slot); samples/s over the steps after warm-up. */
+ * jitter seeded by (seed, slot); foreground samples/s over the steps after
+ * warm-up, background samples/s the simulator's over the whole run. */
 bool tune_sim_run(void *ctx, int cand, uint64_t seed, int slot, tune_sample *out, char *err,
                   size_t errlen);
+
+/* report.c: a generated program's background report (runtime/background.c):
+ * "background MODEL: N cop(y|ies), S steps, X samples/s" per background
+ * model, printed by rank 0 at exit. */
+
+typedef struct tune_program_report {
+    int nbg;                 /* report lines read */
+    double bg_samples_per_s; /* the sum of their samples/s */
+    bool bg_off;             /* "background off" */
+    int malformed;           /* lines that begin "background " but do not read */
+} tune_program_report;
+
+/* Judges one line (without its newline; len bytes, no NUL needed) and adds
+ * it to r; true when it begins like a report line (read or malformed). */
+bool tune_report_line(const char *line, size_t len, tune_program_report *r);
+/* Reads a program's whole output (lines of any length and bytes) into r,
+ * zeroed first; false only when reading fails. */
+bool tune_read_report(FILE *f, tune_program_report *r);
 
 /* A 64-bit mix of two values (splitmix64), for seeds. */
 uint64_t tune_mix(uint64_t a, uint64_t b);
