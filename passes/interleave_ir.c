@@ -95,6 +95,22 @@ bool pass_mux_options(const ir_module *m, const ir_job *j, const pass_options *o
     return true;
 }
 
+bool pass_same_copies(const ir_interleave *il, const plan_mux_result *x)
+{
+    if (il->ncopies != x->ncopies)
+        return false;
+    for (int c = 0; c < x->ncopies; c++) {
+        const ir_bg_copy *a = &il->copies[c];
+        const plan_mux_copy *b = &x->copies[c];
+        if (a->job != b->job || a->rank != b->rank || a->nslices != b->nslices)
+            return false;
+        for (int s = 0; s <= b->nslices; s++)
+            if (a->cut[s] != b->cut[s])
+                return false;
+    }
+    return true;
+}
+
 /* At most this many refusals of one background job are printed (the IR
  * holds them all). */
 #define REFUSALS_SHOWN 4

@@ -116,6 +116,9 @@ void pass_bg_jobs_free(pass_bg_jobs *b);
  * IR_SLOWDOWN_DEFAULT) and whether its device is a CPU core. */
 bool pass_mux_options(const ir_module *m, const ir_job *j, const pass_options *opt,
                       plan_mux_options *o);
+/* Whether an IR interleave section holds exactly the copies (jobs, ranks,
+ * cuts) a placement made. */
+bool pass_same_copies(const ir_interleave *il, const plan_mux_result *x);
 bool pass_interleave(pass_ctx *ctx);
 
 #endif

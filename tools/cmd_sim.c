@@ -70,24 +70,6 @@ static bool parse_count(const char *v, long lo, long hi, long *out)
     return true;
 }
 
-/* Whether an IR interleave section holds the copies (ranks, jobs, cuts) a
- * placement made. */
-static bool same_copies(const ir_interleave *il, const plan_mux_result *x)
-{
-    if (il->ncopies != x->ncopies)
-        return false;
-    for (int c = 0; c < x->ncopies; c++) {
-        const ir_bg_copy *a = &il->copies[c];
-        const plan_mux_copy *b = &x->copies[c];
-        if (a->job != b->job || a->rank != b->rank || a->nslices != b->nslices)
-            return false;
-        for (int s = 0; s <= b->nslices; s++)
-            if (a->cut[s] != b->cut[s])
-                return false;
-    }
-    return true;
-}
-
 /* 1: every layer carries ranks; 0: none does; -1: some do (an error). */
 static int planned(const ir_graph *g)
 {
@@ -297,7 +279,7 @@ int cmd_sim(int argc, char **argv)
             goto done;
         }
         have_mux = true;
-        if (job->interleave && !same_copies(job->interleave, &mux)) {
+        if (job->interleave && !pass_same_copies(job->interleave, &mux)) {
             diag_error(&d, job->loc,
                        "the IR's interleave section of job '%s' is not what the interleave pass "
                        "places for this plan; the simulator plays the pass's placement (remove "

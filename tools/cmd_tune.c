@@ -129,23 +129,6 @@ static bool parse_duration(const char *v, double *out)
 
 /* ---- planned IR of a candidate ---- */
 
-/* Whether an interleave section holds exactly the copies of a placement. */
-static bool same_copies(const ir_interleave *il, const plan_mux_result *x)
-{
-    if (il->ncopies != x->ncopies)
-        return false;
-    for (int c = 0; c < x->ncopies; c++) {
-        const ir_bg_copy *a = &il->copies[c];
-        const plan_mux_copy *b = &x->copies[c];
-        if (a->job != b->job || a->rank != b->rank || a->nslices != b->nslices)
-            return false;
-        for (int s = 0; s <= b->nslices; s++)
-            if (a->cut[s] != b->cut[s])
-                return false;
-    }
-    return true;
-}
-
 /* The reason an unpacked candidate's section gives for a copy it leaves out. */
 #define UNPACKED_WHY "left out: burstc tune's candidate without background packing"
 
@@ -180,7 +163,7 @@ static bool interleave_candidate(pass_ctx *ctx, const tune_candidate *c)
     if (!il)
         ice("tune: the interleave pass wrote no section for job '%s'", j->name);
     if (c->packed) {
-        if (!same_copies(il, &c->mux))
+        if (!pass_same_copies(il, &c->mux))
             ice("tune: candidate '%s': the interleave pass placed %d copies, the tuner %d", c->name,
                 il->ncopies, c->mux.ncopies);
         return true;
