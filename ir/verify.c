@@ -132,11 +132,12 @@ static void verify_placement(const ir_graph *g, int i, arena *tmp, diag_ctx *d)
         }
     }
     if (at[1] >= at[0])
-        diag_error(d, op->loc,
-                   "allreduce '%%%s' must be complete before the backward of '%%%s', which does not "
-                   "come after its start '%%%s' in the backward (complete names an op before "
-                   "start, or none: before the optimizer)",
-                   op->name, g->ops[at[1]].name, g->ops[at[0]].name);
+        diag_error(
+            d, op->loc,
+            "allreduce '%%%s' must be complete before the backward of '%%%s', which does not "
+            "come after its start '%%%s' in the backward (complete names an op before "
+            "start, or none: before the optimizer)",
+            op->name, g->ops[at[1]].name, g->ops[at[0]].name);
 }
 
 /* The checks of explicit communication; see the file's comment. A comm op's
