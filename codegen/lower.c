@@ -617,16 +617,36 @@ static void backward_op(lowerer *L, cg_block *b, int i)
         traced(L, in, i, ".bwd", &L->code[i].bwd);
         accumulate(L, in, i);
     }
-    int ar = L->allreduce_of[i];
-    if (ar >= 0) {
-        L->seg = NULL;
-        int m = set_size(L, ar);
-        cg_block *in = guard(L, b, ar, p->set_of[ar],
-                             arena_printf(L->a, "all-reduce of %s's gradients over %d rank%s",
-                                          op->name, m, plural(m)));
-        trace(L, in, ar, "rt_trace_push", arena_printf(L->a, "%s.allreduce", op->name));
-        append(L, in, &L->code[ar].bwd);
-        trace(L, in, ar, "rt_trace_pop", NULL);
+}
+
+/* Allreduce ar's start (its bwd calls) or its completion (its wait calls), on
+ * the members of its rank set, at the point of the backward where the IR's
+ * placement puts it. */
+static void allreduce_point(lowerer *L, cg_block *b, int ar, bool start)
+{
+    L->seg = NULL;
+    const char *layer = OP(L, OP(L, ar)->inputs[0])->name;
+    int m = set_size(L, ar);
+    cg_block *in = guard(L, b, ar, L->p->set_of[ar],
+                         arena_printf(L->a, "%s of %s's gradients over %d rank%s",
+                                      start ? "start the all-reduce" : "complete the all-reduce",
+                                      layer, m, plural(m)));
+    trace(L, in, ar, "rt_trace_push",
+          arena_printf(L->a, "%s.allreduce%s", layer, start ? "" : ".wait"));
+    append(L, in, start ? &L->code[ar].bwd : &L->code[ar].wait);
+    trace(L, in, ar, "rt_trace_pop", NULL);
+}
+
+/* The allreduces whose placement names op i: completed before its backward
+ * (complete = i) or started after it (start = i), later layers first. */
+static void allreduces_at(lowerer *L, cg_block *b, int i, bool start)
+{
+    for (int ar = L->n - 1; ar > i; ar--) {
+        if (OP(L, ar)->opcode != OP_ALLREDUCE)
+            continue;
+        const ir_attrs_allreduce *at = ir_allreduce_attrs(OP(L, ar));
+        if ((start ? at->start : at->complete) == i)
+            allreduce_point(L, b, ar, start);
     }
 }
 
@@ -648,7 +668,9 @@ static void build_backward(lowerer *L)
     unit_done(b, ub);
     for (int i = L->n - 1; i >= 0; i--) {
         ub = unit_block(L, b, i);
+        allreduces_at(L, ub, i, false);
         backward_op(L, ub, i);
+        allreduces_at(L, ub, i, true);
         unit_done(b, ub);
     }
 }
