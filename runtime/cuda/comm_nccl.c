@@ -3,7 +3,7 @@
  * over the set's MPI communicator (rankset.c makes it); a world-wide one carries
  * resharding. A reshard plan (rt_reshard_plan) becomes ncclSend/ncclRecv in one group,
  * local ranges device copies, enqueued on the current stream, as are blocking
- * all-reduces (rt_params_allreduce_grads groups them into one call). A gradient
+ * all-reduces (rt_allreduce_sum). A gradient
  * all-reduce started during the backward (grad_start) goes to a dedicated
  * communication stream instead, after an event that marks the gradient written on the
  * compute stream, so it runs while the backward goes on; an event recorded after it
