@@ -259,6 +259,7 @@ typedef struct cg_op_env {
  * its forward and backward may run inside a graph segment. */
 typedef struct cg_op_code {
     cg_block setup, views, fwd, bwd;
+    cg_block wait; /* an allreduce with complete = %w: its completion before w's backward */
     bool graphable;
     bool trains; /* its backward writes parameter gradients (its own or a tied one) */
 } cg_op_code;

@@ -80,6 +80,7 @@ static const rt_sig rt_sigs[] = {
     {"rt_global_avgpool_bwd", "vpp"},
     {"rt_global_avgpool_fwd", "vpp"},
     {"rt_grad_allreduce_start", "vppl"},
+    {"rt_grad_allreduce_wait", "vpp"},
     {"rt_grads_wait", "v"},
     {"rt_graph_begin", "bi"},
     {"rt_graph_end", "vi"},

@@ -42,9 +42,12 @@ typedef struct lowerer {
     bool *accum;       /* per op: its gradient is a sum of contributions */
     bool *has_grad;    /* per op: has a gradient tensor */
     int *allreduce_of; /* per op: the allreduce op that sums its gradients, or -1 */
-    int *layer;        /* per op: its number among the model's own ops */
-    int *set_slot;     /* open-addressing table of set indices, by rank list */
-    int set_slots;     /* its size, a power of two */
+    /* Per op: the first allreduce whose placement names it as start (complete), or
+     * -1; per allreduce: the next one naming the same op. Later layers first. */
+    int *starts_at, *next_start, *completes_at, *next_complete;
+    int *layer;    /* per op: its number among the model's own ops */
+    int *set_slot; /* open-addressing table of set indices, by rank list */
+    int set_slots; /* its size, a power of two */
     int first_loss;
     int *y, *dy;      /* per op: value and gradient variables (-1: none) */
     int *gbuf;        /* per op and operand: its own gradient buffer (-1: none) */
@@ -199,6 +202,15 @@ static bool analyse_ops(lowerer *L)
         }
         if (op->opcode == OP_ALLREDUCE) {
             L->allreduce_of[op->inputs[0]] = i;
+            const ir_attrs_allreduce *at = ir_allreduce_attrs(op);
+            if (at->start < 0 || at->start >= i || at->complete >= at->start)
+                ice("allreduce '%s' with a placement the verifier refuses", op->name);
+            L->next_start[i] = L->starts_at[at->start];
+            L->starts_at[at->start] = i;
+            if (at->complete >= 0) {
+                L->next_complete[i] = L->completes_at[at->complete];
+                L->completes_at[at->complete] = i;
+            }
             continue; /* sums gradients: no data, no gradient, not a use */
         }
         for (int j = 0; j < op->ninputs; j++) {
@@ -617,17 +629,33 @@ static void backward_op(lowerer *L, cg_block *b, int i)
         traced(L, in, i, ".bwd", &L->code[i].bwd);
         accumulate(L, in, i);
     }
-    int ar = L->allreduce_of[i];
-    if (ar >= 0) {
-        L->seg = NULL;
-        int m = set_size(L, ar);
-        cg_block *in = guard(L, b, ar, p->set_of[ar],
-                             arena_printf(L->a, "all-reduce of %s's gradients over %d rank%s",
-                                          op->name, m, plural(m)));
-        trace(L, in, ar, "rt_trace_push", arena_printf(L->a, "%s.allreduce", op->name));
-        append(L, in, &L->code[ar].bwd);
-        trace(L, in, ar, "rt_trace_pop", NULL);
-    }
+}
+
+/* Allreduce ar's start (its bwd calls) or its completion (its wait calls), on
+ * the members of its rank set, at the point of the backward where the IR's
+ * placement puts it. */
+static void allreduce_point(lowerer *L, cg_block *b, int ar, bool start)
+{
+    L->seg = NULL;
+    const char *layer = OP(L, OP(L, ar)->inputs[0])->name;
+    int m = set_size(L, ar);
+    cg_block *in = guard(L, b, ar, L->p->set_of[ar],
+                         arena_printf(L->a, "%s of %s's gradients over %d rank%s",
+                                      start ? "start the all-reduce" : "complete the all-reduce",
+                                      layer, m, plural(m)));
+    trace(L, in, ar, "rt_trace_push",
+          arena_printf(L->a, "%s.allreduce%s", layer, start ? "" : ".wait"));
+    append(L, in, start ? &L->code[ar].bwd : &L->code[ar].wait);
+    trace(L, in, ar, "rt_trace_pop", NULL);
+}
+
+/* The allreduces whose placement names op i: completed before its backward
+ * (complete = i) or started after it (start = i), later layers first. */
+static void allreduces_at(lowerer *L, cg_block *b, int i, bool start)
+{
+    for (int ar = start ? L->starts_at[i] : L->completes_at[i]; ar >= 0;
+         ar = start ? L->next_start[ar] : L->next_complete[ar])
+        allreduce_point(L, b, ar, start);
 }
 
 static void build_backward(lowerer *L)
@@ -648,7 +676,9 @@ static void build_backward(lowerer *L)
     unit_done(b, ub);
     for (int i = L->n - 1; i >= 0; i--) {
         ub = unit_block(L, b, i);
+        allreduces_at(L, ub, i, false);
         backward_op(L, ub, i);
+        allreduces_at(L, ub, i, true);
         unit_done(b, ub);
     }
 }
@@ -676,6 +706,10 @@ static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg
     L.accum = zalloc(&L, n + 1, sizeof(bool));
     L.has_grad = zalloc(&L, n + 1, sizeof(bool));
     L.allreduce_of = zalloc(&L, n + 1, sizeof(int));
+    L.starts_at = zalloc(&L, n + 1, sizeof(int));
+    L.next_start = zalloc(&L, n + 1, sizeof(int));
+    L.completes_at = zalloc(&L, n + 1, sizeof(int));
+    L.next_complete = zalloc(&L, n + 1, sizeof(int));
     L.layer = zalloc(&L, n + 1, sizeof(int));
     L.y = zalloc(&L, n + 1, sizeof(int));
     L.dy = zalloc(&L, n + 1, sizeof(int));
@@ -686,6 +720,7 @@ static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg
     L.code = zalloc(&L, n + 1, sizeof(cg_op_code));
     for (int i = 0, id = 0; i < L.n; i++) {
         L.allreduce_of[i] = L.y[i] = L.dy[i] = -1;
+        L.starts_at[i] = L.next_start[i] = L.completes_at[i] = L.next_complete[i] = -1;
         for (int j = 0; j < MAXIN; j++)
             L.gbuf[(size_t)i * MAXIN + j] = -1;
         /* Communication inserted by passes does not count: every plan of a

@@ -323,18 +323,22 @@ static void lower_reshard(const cg_op_env *e, cg_op_code *out)
     out->graphable = false;
 }
 
-/* The sum of the layer's parameter gradients over the rank set, started right
- * after the layer's backward: it runs while the backward of earlier layers goes on,
- * and the optimizer step waits for it (runtime.md, "Gradient all-reduce"). For an
- * allreduce, env->params are its layer's parameters. */
+/* The sum of the layer's parameter gradients over the rank set: bwd starts it (lower.c
+ * puts it after the backward of the allreduce's `start`), and it runs while the backward
+ * goes on; wait completes it (before the backward of `complete`), or, with complete =
+ * none, the optimizer step does (runtime.md, "Gradient all-reduce"). For an allreduce,
+ * env->params are its layer's parameters. */
 static void lower_allreduce(const cg_op_env *e, cg_op_code *out)
 {
+    const ir_attrs_allreduce *at = ir_allreduce_attrs(op_of(e));
     for (int k = 0; k < e->nparams; k++) {
         int v = e->params[k];
         if (e->p->vars[v].buffer)
             continue;
-        BWD("rt_grad_allreduce_start", COMM, (cg_arg){.kind = CA_PARAM_DATA, .var = v},
-            (cg_arg){.kind = CA_PARAM_NUMEL, .var = v});
+        cg_arg grad = {.kind = CA_PARAM_DATA, .var = v};
+        BWD("rt_grad_allreduce_start", COMM, grad, (cg_arg){.kind = CA_PARAM_NUMEL, .var = v});
+        if (at->complete >= 0)
+            CG_CALL(e->a, &out->wait, e->op, "rt_grad_allreduce_wait", COMM, grad);
     }
     out->graphable = false;
 }

@@ -329,9 +329,14 @@ static bool parse_attr(reader *r, ir_graph *g, ir_attr *a)
         a->u.real = r->tok.rval;
     } else if (r->tok.kind == T_VALUE) {
         a->kind = AK_REF;
-        a->u.ref = find_value(r, g);
-        if (a->u.ref < 0)
+        a->u.ref = ir_op_find(g, tok_str(r));
+        if (a->u.ref < 0) {
+            err_at(r, r->tok.loc,
+                   "attribute '%s' names '%%%s', which is not defined before it (an attribute "
+                   "names an earlier op)",
+                   a->key, tok_str(r));
             return false;
+        }
     } else if (is_word(r, "none")) {
         a->kind = AK_REF;
         a->u.ref = -1;

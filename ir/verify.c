@@ -70,6 +70,76 @@ static const char *plan_text(arena *a, const ir_plan *p)
     return arena_printf(a, "%s%s]", s, p->nranks > 8 ? ", ..." : "");
 }
 
+/* Whether two rank sets share a rank (both ascending). */
+static bool overlap(const ir_plan *a, const ir_plan *b)
+{
+    for (int i = 0, j = 0; i < a->nranks && j < b->nranks;) {
+        if (a->ranks[i] == b->ranks[j])
+            return true;
+        if (a->ranks[i] < b->ranks[j])
+            i++;
+        else
+            j++;
+    }
+    return false;
+}
+
+/* Where allreduce i runs in the backward (docs/ir.md, "Communication"): it
+ * starts after the backward of `start`, its layer or an op before it (the
+ * backward runs the ops in reverse, so an earlier op's backward comes
+ * later), and is complete before the backward of `complete`, an op before
+ * `start`, or before the optimizer (`none`). Both are points in the
+ * program of the all-reduce's own ranks, so each names an op with a backward
+ * of its own (not another allreduce) that some of those ranks run. */
+static void verify_placement(const ir_graph *g, int i, arena *tmp, diag_ctx *d)
+{
+    const ir_op *op = &g->ops[i];
+    const ir_attrs_allreduce *a = ir_allreduce_attrs(op);
+    const char *what[2] = {"start", "complete"};
+    int at[2] = {a->start, a->complete};
+    if (at[0] < 0) {
+        diag_error(d, op->loc,
+                   "allreduce '%%%s' needs a start: the op after whose backward it begins "
+                   "(normally its layer, start = %%%s)",
+                   op->name, g->ops[op->inputs[0]].name);
+        return;
+    }
+    if (at[0] > op->inputs[0]) {
+        diag_error(d, op->loc,
+                   "allreduce '%%%s' starts after the backward of '%%%s', before its layer "
+                   "'%%%s' has computed the gradients (start must be the layer or an op before it)",
+                   op->name, g->ops[at[0]].name, g->ops[op->inputs[0]].name);
+        return;
+    }
+    for (int k = 0; k < 2; k++) {
+        if (at[k] < 0)
+            continue;
+        const ir_op *u = &g->ops[at[k]];
+        if (u->opcode == OP_ALLREDUCE) {
+            diag_error(d, op->loc,
+                       "allreduce '%%%s': %s names allreduce '%%%s', which has no backward of its "
+                       "own; name a layer",
+                       op->name, what[k], u->name);
+            return;
+        }
+        if (u->plan.nranks && !overlap(&u->plan, &op->plan)) {
+            diag_error(d, op->loc,
+                       "allreduce '%%%s': %s '%%%s' runs on %s, none of the all-reduce's ranks %s, "
+                       "so its backward is no point in their program",
+                       op->name, what[k], u->name, plan_text(tmp, &u->plan),
+                       plan_text(tmp, &op->plan));
+            return;
+        }
+    }
+    if (at[1] >= at[0])
+        diag_error(
+            d, op->loc,
+            "allreduce '%%%s' must be complete before the backward of '%%%s', which does not "
+            "come after its start '%%%s' in the backward (complete names an op before "
+            "start, or none: before the optimizer)",
+            op->name, g->ops[at[1]].name, g->ops[at[0]].name);
+}
+
 /* The checks of explicit communication; see the file's comment. A comm op's
  * rank set is where it runs (infer_comm() made sure it has one): a reshard
  * delivers to its own ranks, an allreduce sums over its own ranks, and those
@@ -108,6 +178,7 @@ static void verify_comm(const ir_graph *g, arena *tmp, diag_ctx *d)
                        "allreduce '%%%s' must run on the ranks of '%%%s', %s, which hold its "
                        "parameters",
                        op->name, x->name, plan_text(tmp, &x->plan));
+        verify_placement(g, i, tmp, d);
     }
     /* Users of a reshard run where it delivers; every layer whose replicas
      * would drift apart has its all-reduce. */

@@ -5,7 +5,13 @@
  * is consumed on a different rank set than the one that produced it, this
  * pass inserts a `reshard` op (from the producer's ranks to the consumer's);
  * after every layer with parameters on more than one rank it adds an
- * `allreduce` marker of the gradient among those ranks. Codegen turns both
+ * `allreduce` of the gradient among those ranks, placed where the planner's
+ * overlap assumption puts it: it starts as soon as the layer's backward has
+ * written the gradients (start = the layer) and hides behind the backward of
+ * the layers before it, to be complete before the optimizer step (complete =
+ * none; docs/plan.md, "Overlap"). Without --overlap-allreduce the planner
+ * prices every all-reduce as if it were waited for at once, an upper bound
+ * of the same placement, so the placement does not change. Codegen turns both
  * into runtime calls, so the IR, not codegen, says what moves where. A graph
  * that already holds communication ops (a planned dump read back) is left
  * alone. The ops themselves are in ir/ops.def; each runs on its own rank set
@@ -67,7 +73,9 @@ bool pass_comm(pass_ctx *ctx)
         map[i] = id;
         if (op->plan.nranks > 1 && ir_op_params(g, op) > 0) {
             const char *name = arena_printf(m->arena, "%s.grad", op->name);
-            int ar = ir_op_add(m, &ng, OP_ALLREDUCE, name, &id, 1, NULL, 0, op->loc);
+            ir_attr place[2] = {{.key = "start", .kind = AK_REF, .u.ref = id},
+                                {.key = "complete", .kind = AK_REF, .u.ref = -1}};
+            int ar = ir_op_add(m, &ng, OP_ALLREDUCE, name, &id, 1, place, 2, op->loc);
             ng.ops[ar].plan = op->plan;
             ok &= ir_op_check(m, &ng, ar, ctx->d);
         }

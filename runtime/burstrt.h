@@ -215,6 +215,11 @@ void rt_params_allreduce_grads(rt_params *ps);
 void rt_grad_allreduce_start(const rt_comm *c, float *grad, int64_t n);
 /* Completes every started gradient all-reduce (the sums are in place afterwards). */
 void rt_grads_wait(void);
+/* Completes the all-reduce of one started gradient (and whatever went out with it in
+ * its bucket) before the optimizer would: where the IR's allreduce says `complete`.
+ * Every member of the set calls it at the same point of the program, after starting
+ * the gradient. No-op on non-members, one-rank sets and gradients already complete. */
+void rt_grad_allreduce_wait(const rt_comm *c, float *grad);
 
 /* A layer id that is stable across plans: a 31-bit hash of the layer's name in the
  * model. Layer ids key initialisation and dropout masks, so they must not depend on

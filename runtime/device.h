@@ -68,10 +68,12 @@ typedef struct rt_transport {
     void (*group)(bool begin);
     /* Optional (NULL: gradients are all-reduced at once, blocking): starts the
      * sum-all-reduce of a gradient (n floats, members of sets of two or more ranks only),
-     * completed by grad_wait; grad_progress lets started ones advance (between ops). */
+     * completed by grad_wait; grad_progress lets started ones advance (between ops).
+     * grad_wait_one completes one started gradient (NULL: grad_wait completes all). */
     void (*grad_start)(const rt_comm *c, float *data, int64_t n);
     void (*grad_wait)(void);
     void (*grad_progress)(void);
+    void (*grad_wait_one)(const rt_comm *c, float *data);
 } rt_transport;
 
 /* Defined by the backend linked into the library (cpu/device.c, cuda/device.c and

@@ -118,6 +118,24 @@ void rt_grad_allreduce_start(const rt_comm *c, float *grad, int64_t n)
     grads_pending = true;
 }
 
+void rt_grad_allreduce_wait(const rt_comm *c, float *grad)
+{
+    /* Not started here (a non-member, one rank) or summed when started (no grad_start):
+     * nothing to wait for. A background copy never waits for the foreground's. */
+    if (!rt_comm_member(c) || rt_comm_size(c) == 1 || !rt_net.grad_start || !grads_pending ||
+        rt_bg_running())
+        return;
+    if (!rt_net.grad_wait_one) {
+        rt_grads_wait();
+        return;
+    }
+    rt_trace_push("grad_allreduce.wait_one");
+    rt_wait_begin("allreduce");
+    rt_net.grad_wait_one(c, grad);
+    rt_wait_end();
+    rt_trace_pop();
+}
+
 void rt_grads_wait(void)
 {
     /* A background copy's optimizer (inside a slice, inside one of the foreground's

@@ -153,4 +153,5 @@ const rt_transport rt_net = {
     .grad_start = rt_grad_mpi_start,
     .grad_wait = rt_grad_mpi_wait,
     .grad_progress = rt_grad_mpi_progress,
+    .grad_wait_one = rt_grad_mpi_wait_one,
 };

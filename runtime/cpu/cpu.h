@@ -23,6 +23,7 @@ extern bool rt_cpu_oversubscribed;
 void rt_grad_mpi_start(const rt_comm *c, float *grad, int64_t n);
 void rt_grad_mpi_wait(void);
 void rt_grad_mpi_progress(void);
+void rt_grad_mpi_wait_one(const rt_comm *c, float *grad);
 void rt_grad_buckets_free(void);
 /* comm_mpi.c: waits for n requests (sleeping between polls when ranks oversubscribe). */
 void rt_mpi_wait(int n, MPI_Request *req, const char *op);

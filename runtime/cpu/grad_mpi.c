@@ -1,12 +1,13 @@
 /* grad_mpi.c: the CPU transport's gradient all-reduce, overlapped with the backward pass
- * (device.h's grad_start / grad_wait / grad_progress; comm_mpi.c points at them). A
+ * (device.h's grad_start / grad_wait / grad_progress / grad_wait_one; comm_mpi.c points at them). A
  * gradient that the backward has finished is copied into its rank set's open bucket;
  * when the bucket holds --bucket-mb megabytes (the first bucket of a step at most 1 MB,
  * as PyTorch DDP does, so the last layers' gradients leave early) it goes out as one
  * MPI_Iallreduce on the set's communicator and a new bucket opens. Between ops the
  * started all-reduces are tested (OpenMPI advances non-blocking collectives only inside
  * MPI calls); rt_grads_wait sends the open buckets, waits for all of them and copies the
- * sums back. Every member of a set starts the same gradients in the same order, so all
+ * sums back. rt_grad_allreduce_wait (where the IR's allreduce says `complete`) does that
+ * for the one bucket that holds a gradient. Every member of a set starts the same gradients in the same order, so all
  * members cut the same buckets. With --no-overlap nothing goes out before the wait,
  * which then sends one bucket per set: the all-reduce after the backward. */
 #include "../mpi_glue.h"
@@ -166,6 +167,32 @@ void rt_grad_mpi_wait(void)
         b->c = NULL;
     }
     nbuckets = 0;
+}
+
+void rt_grad_mpi_wait_one(const rt_comm *c, float *grad)
+{
+    bucket *b = NULL;
+    for (int i = 0; i < nbuckets && !b; i++)
+        for (int p = 0; p < buckets[i].nparts && buckets[i].c == c; p++)
+            if (buckets[i].parts[p].grad == grad) {
+                b = &buckets[i];
+                break;
+            }
+    if (!b) /* complete already, or never started on this rank */
+        return;
+    if (!b->sent)
+        send_bucket(b);
+    if (b->nreq > 0) {
+        waiting = true;
+        rt_mpi_wait(b->nreq, b->req, "grad_allreduce");
+        waiting = false;
+        b->nreq = 0;
+    }
+    /* The bucket stays in the step's list, sent and empty: the set's next gradients
+     * open a new one, as its peers' do, and rt_grad_mpi_wait copies nothing twice. */
+    for (int p = 0; p < b->nparts; p++)
+        memcpy(b->parts[p].grad, b->buf + b->parts[p].at, (size_t)b->parts[p].n * sizeof(float));
+    b->nparts = 0;
 }
 
 void rt_grad_buckets_free(void)

@@ -1,10 +1,17 @@
 /* comm_nccl.c: the CUDA backend's transport (device.h) over NCCL. Every rank set of more
  * than one rank gets an NCCL communicator, bootstrapped by broadcasting an ncclUniqueId
  * over the set's MPI communicator (rankset.c makes it); a world-wide one carries
- * resharding. Gradient all-reduce is ncclAllReduce on the set's communicator (grouped,
- * so all parameters go out as one call); a reshard plan (rt_reshard_plan) becomes
- * ncclSend/ncclRecv in one group, local ranges device copies. All of it is enqueued on
- * the current stream. rt_nccl_poll checks the communicators' asynchronous errors while
+ * resharding. A reshard plan (rt_reshard_plan) becomes ncclSend/ncclRecv in one group,
+ * local ranges device copies, enqueued on the current stream, as are blocking
+ * all-reduces (rt_allreduce_sum). A gradient
+ * all-reduce started during the backward (grad_start) goes to a dedicated
+ * communication stream instead, after an event that marks the gradient written on the
+ * compute stream, so it runs while the backward goes on; an event recorded after it
+ * on the communication stream is what the compute stream waits for where the gradient
+ * must be complete (grad_wait_one, the IR's `complete`) or before the optimizer
+ * (grad_wait, all of them). The host never blocks on it: the stream order carries the
+ * dependency. Every rank starts the same all-reduces in the same order, so each
+ * communicator sees its collectives in one order on every rank. rt_nccl_poll checks the communicators' asynchronous errors while
  * the host waits for the stream and, on an error, aborts every communicator and ends the
  * job with a message naming the rank, the op and NCCL's error string; a peer that dies
  * without an NCCL error is caught by the watchdog, so every rank exits within the step
@@ -96,9 +103,94 @@ static void nccl_start(void)
 #endif
 }
 
+#ifndef BURSTRT_NO_NCCL
+/* A gradient all-reduce started this step, and the event after it on comm_stream. */
+typedef struct started {
+    const rt_comm *c;
+    const float *grad;
+    cudaEvent_t done;
+} started;
+
+static cudaStream_t comm_stream; /* the started all-reduces, in the order started */
+static cudaEvent_t written;      /* the compute stream has written the gradient */
+static started *starts;          /* this step's; their events are kept for the next */
+static int nstarts, capstarts;
+
+static cudaEvent_t new_event(const char *op)
+{
+    cudaEvent_t e;
+    RT_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), op);
+    return e;
+}
+
+static void grad_start(const rt_comm *c, float *grad, int64_t n)
+{
+    const char *op = "grad_allreduce";
+    rt_cuda_not_capturing(op);
+    if (!comm_stream) {
+        int lo, hi;
+        RT_CUDA(cudaDeviceGetStreamPriorityRange(&lo, &hi), op);
+        RT_CUDA(cudaStreamCreateWithPriority(&comm_stream, cudaStreamNonBlocking, hi), op);
+        written = new_event(op);
+    }
+    if (nstarts == capstarts) {
+        int cap = capstarts ? 2 * capstarts : 16;
+        started *ns = realloc(starts, (size_t)cap * sizeof *ns);
+        if (!ns)
+            rt_fatal(op, "out of memory");
+        for (int i = capstarts; i < cap; i++)
+            ns[i].done = new_event(op);
+        starts = ns;
+        capstarts = cap;
+    }
+    started *s = &starts[nstarts++];
+    s->c = c;
+    s->grad = grad;
+    RT_CUDA(cudaEventRecord(written, rt_cuda_g.cur), op);
+    RT_CUDA(cudaStreamWaitEvent(comm_stream, written, 0), op);
+    NCCL(ncclAllReduce(grad, grad, (size_t)n, ncclFloat32, ncclSum, (ncclComm_t)c->transport,
+                       comm_stream),
+         op);
+    RT_CUDA(cudaEventRecord(s->done, comm_stream), op);
+}
+
+static void grad_wait_one(const rt_comm *c, float *grad)
+{
+    for (int i = nstarts - 1; i >= 0; i--)
+        if (starts[i].c == c && starts[i].grad == grad) {
+            RT_CUDA(cudaStreamWaitEvent(rt_cuda_g.cur, starts[i].done, 0), "grad_allreduce");
+            return;
+        }
+}
+
+static void grad_wait(void)
+{
+    /* comm_stream runs them in order: the last one's event covers all. */
+    if (nstarts > 0)
+        RT_CUDA(cudaStreamWaitEvent(rt_cuda_g.cur, starts[nstarts - 1].done, 0), "grad_allreduce");
+    nstarts = 0;
+}
+
+static void grads_free(void)
+{
+    if (comm_stream) {
+        cudaStreamSynchronize(comm_stream);
+        cudaStreamDestroy(comm_stream);
+        cudaEventDestroy(written);
+    }
+    for (int i = 0; i < capstarts; i++)
+        cudaEventDestroy(starts[i].done);
+    free(starts);
+    starts = NULL;
+    comm_stream = NULL;
+    nstarts = capstarts = 0;
+}
+#endif
+
 static void nccl_stop(void)
 {
 #ifndef BURSTRT_NO_NCCL
+    grads_free();
     if (world_nccl)
         ncclCommDestroy(world_nccl);
     world_nccl = NULL;
@@ -193,4 +285,9 @@ const rt_transport rt_net = {
     .allreduce = nccl_allreduce,
     .exchange = nccl_exchange,
     .group = nccl_group,
+#ifndef BURSTRT_NO_NCCL
+    .grad_start = grad_start,
+    .grad_wait = grad_wait,
+    .grad_wait_one = grad_wait_one,
+#endif
 };

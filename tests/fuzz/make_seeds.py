@@ -92,11 +92,11 @@ PLAN = """graph mlp {
   %x = input : f32[N,8] @[0..3]
   %y = input : i32[N] @[0..1]
   %fc1 = linear %x {out = 4, bias = 1, tie = none} : f32[N,4] @[0..3]
-  %fc1.grad = allreduce %fc1 : f32[N,4] @[0..3]
+  %fc1.grad = allreduce %fc1 {start = %fc1, complete = none} : f32[N,4] @[0..3]
   %relu = relu %fc1 : f32[N,4] @[0..3]
   %relu.to.fc2 = reshard %relu : f32[N,4] @[0..1]
   %fc2 = linear %relu.to.fc2 {out = 3, bias = 1, tie = none} : f32[N,3] @[0..1]
-  %fc2.grad = allreduce %fc2 : f32[N,3] @[0..1]
+  %fc2.grad = allreduce %fc2 {start = %fc2, complete = none} : f32[N,3] @[0..1]
   %loss = cross_entropy %fc2, %y : f32[N] @[0..1]
 }
 gpu g {flops.f32 = 1e+12, bandwidth = 1e+11, memory = 1e+10}
@@ -105,7 +105,7 @@ job j {model = mlp, cluster = c, batch = 8}
 """
 plans = {
     "plan": PLAN,
-    "plan_outside": PLAN.replace("allreduce %fc1 : f32[N,4] @[0..3]", "allreduce %fc1 : f32[N,4] @[0..2, 7]"),
+    "plan_outside": PLAN.replace("allreduce %fc1 {start = %fc1, complete = none} : f32[N,4] @[0..3]", "allreduce %fc1 {start = %fc1, complete = none} : f32[N,4] @[0..2, 7]"),
     "plan_no_set": PLAN.replace("reshard %relu : f32[N,4] @[0..1]", "reshard %relu : f32[N,4]"),
     "plan_deleted": "\n".join(l for l in PLAN.split("\n") if "fc2.grad" not in l),
     "plan_ranges": PLAN.replace("@[0..3]", "@[0..999999]"),

@@ -3,7 +3,8 @@
  * within rank sets, the world sum, resharding between rank sets of every kind (grow,
  * shrink, disjoint, overlapping, unordered, i32), checking that every consumer ends with
  * exactly the samples of its shard, and SyncBN over rank sets (uneven and empty shards, a
- * large offset) against the reference batchnorm of the whole batch on one rank. */
+ * large offset) against the reference batchnorm of the whole batch on one rank, and the
+ * wait for one started gradient all-reduce. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "check.h"
 #include "cpu/ref.h"
@@ -133,6 +134,41 @@ static void check_syncbn(int k, const int *ranks, int64_t B, float offset)
     }
 }
 
+/* rt_grad_allreduce_wait, where the IR's allreduce says `complete`: the gradient waited
+ * for holds its set's sum at once (whatever went out in its bucket with it, and however
+ * the buckets were cut: ctest runs this with the default buckets, one per gradient and
+ * --no-overlap), waiting twice is harmless, and the rest arrive with rt_grads_wait. The
+ * sets overlap, as a plan's do; non-members keep their values. */
+static void check_grad_wait(void)
+{
+    rt_comm *all = rt_comm_new(4, (int[]){0, 1, 2, 3}), *c13 = rt_comm_new(2, (int[]){1, 3});
+    enum { N = 1000 };
+    static float a[N], b[N], c[N];
+    int r = rt_rank();
+    for (int i = 0; i < N; i++) {
+        a[i] = (float)(r + i);
+        b[i] = (float)(10 * r + i);
+        c[i] = (float)(100 * r + i);
+    }
+    rt_grad_allreduce_start(all, a, N);
+    rt_grad_allreduce_start(c13, c, N);
+    rt_grad_allreduce_start(all, b, N);
+    rt_grad_allreduce_wait(all, a);
+    int bad = 0;
+    for (int i = 0; i < N; i++)
+        bad += a[i] != (float)(6 + 4 * i);
+    CHECK(bad == 0, "rank %d: %d elements of the gradient waited for are not its sum", r, bad);
+    rt_grad_allreduce_wait(all, a);
+    rt_grad_allreduce_wait(c13, c); /* a non-member's call does nothing */
+    rt_grads_wait();
+    bad = 0;
+    for (int i = 0; i < N; i++) {
+        bad += a[i] != (float)(6 + 4 * i) || b[i] != (float)(60 + 4 * i);
+        bad += c[i] != (rt_comm_member(c13) ? (float)(400 + 2 * i) : (float)(100 * r + i));
+    }
+    CHECK(bad == 0, "rank %d: %d elements wrong after rt_grads_wait", r, bad);
+}
+
 int main(int argc, char **argv)
 {
     const rt_options *o = rt_init(&argc, &argv, "test_comm");
@@ -193,6 +229,7 @@ int main(int argc, char **argv)
     check_syncbn(3, (int[]){2, 0, 3}, 2, 0.0f); /* one shard empty */
     check_syncbn(2, (int[]){1, 3}, 7, 1000.0f); /* a large offset */
     check_syncbn(1, (int[]){2}, 5, 0.0f);       /* one rank */
+    check_grad_wait();
 
     rt_pool_free(P);
     int failed = (int)rt_world_sum(check_failures);
