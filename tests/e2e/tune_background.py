@@ -48,7 +48,7 @@ def main():
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                BURSTC_LAUNCH="mpirun --oversubscribe -np {np}")
     common = ["--runner", "exec", "--gpus", "2", "--steps", "4", "--data", "synthetic",
-              "--budget", "240s"]
+              "--budget", "1200s"]
     with tempfile.TemporaryDirectory() as d:
         best, js, cmp = (os.path.join(d, f) for f in ("best.ir", "t.json", "c.txt"))
         p = run([a.burstc, "tune", a.input, "--candidates", "3", "--max-comparisons", "3",

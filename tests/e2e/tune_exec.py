@@ -38,7 +38,7 @@ def main():
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                BURSTC_LAUNCH="mpirun --oversubscribe -np {np}")
     common = ["--runner", "exec", "--gpus", "2", "--candidates", "2", "--steps", "4",
-              "--warmup", "1", "--data", "synthetic", "--budget", "240s"]
+              "--warmup", "1", "--data", "synthetic", "--budget", "1200s"]
     with tempfile.TemporaryDirectory() as d:
         best, js, cmp = (os.path.join(d, f) for f in ("best.ir", "t.json", "c.txt"))
         p = run([a.burstc, "tune", a.input, "--max-comparisons", "3", "-o", best, "--json", js,
