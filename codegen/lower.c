@@ -15,8 +15,11 @@
  * follow from the rank set and the global batch at startup.
  *
  * Gradients of a value with one consumer are written in place by that
- * consumer; with several consumers (residual adds, branches) each writes its
- * own buffer and the contributions are summed into the value's gradient.
+ * consumer; with several consumers (residual adds, branches) the first to run
+ * its backward (the last in the graph) writes the value's gradient and each
+ * later one writes its own buffer, added to it: no zeroing, no copy. An add
+ * passes its gradient on: an operand whose only consumer it is (same rank
+ * set, same type) shares the add's gradient tensor instead of a copy of it.
  *
  * Graph segments: runs of layers on one rank set with no communication, no
  * data loading and no host synchronisation between them. The CUDA backend
@@ -40,6 +43,8 @@ typedef struct lowerer {
     int *uses;         /* per op: number of operand slots using it */
     bool *direct;      /* per op and operand (op * MAXIN + j): gradient written in place */
     bool *accum;       /* per op: its gradient is a sum of contributions */
+    bool *zero;        /* per op: summed, and no contribution writes it first: zeroed */
+    int *pass;         /* per op: the add whose gradient tensor it shares, or -1 */
     bool *has_grad;    /* per op: has a gradient tensor */
     int *allreduce_of; /* per op: the allreduce op that sums its gradients, or -1 */
     int *layer;        /* per op: its number among the model's own ops */
@@ -257,6 +262,51 @@ static bool analyse_ops(lowerer *L)
     return analyse_data(L) && ok;
 }
 
+/* A summed gradient is written, not added to, by its first contribution: the
+ * consumer whose backward runs first (backward runs in reverse graph order)
+ * among those that write one, on the value's ranks (or a reshard, whose
+ * backward brings the gradient to them). Every backward kernel overwrites
+ * its operands' gradients whole. Without such a consumer the sum starts
+ * from zero. */
+static void choose_first_writers(lowerer *L)
+{
+    const cg_program *p = L->p;
+    for (int q = 0; q < L->n; q++)
+        L->zero[q] = L->accum[q];
+    for (int i = L->n - 1; i >= 0; i--) {
+        const ir_op *op = OP(L, i);
+        if (op->opcode == OP_ALLREDUCE || (!L->has_grad[i] && op->opcode != OP_CROSSENTROPY))
+            continue;
+        for (int j = 0; j < op->ninputs; j++) {
+            int q = op->inputs[j];
+            if (!L->zero[q] || (p->set_of[q] != p->set_of[i] && op->opcode != OP_RESHARD))
+                continue;
+            L->direct[i * MAXIN + j] = true;
+            L->zero[q] = false;
+        }
+    }
+}
+
+/* An add's backward is the identity twice: an operand whose gradient it
+ * alone writes, of the add's type, shares the add's gradient tensor. That
+ * tensor is complete before the add's backward runs (its consumers ran
+ * first) and nothing writes it later (the operand's only consumer is the
+ * add), so the operand's backward reads what a copy would hold. */
+static void choose_pass_through(lowerer *L)
+{
+    for (int i = 0; i < L->n; i++) {
+        const ir_op *op = OP(L, i);
+        if (op->opcode != OP_ADD || !L->has_grad[i])
+            continue;
+        for (int j = 0; j < op->ninputs; j++) {
+            int q = op->inputs[j];
+            if (L->has_grad[q] && L->uses[q] == 1 && L->direct[i * MAXIN + j] &&
+                L->p->set_of[q] == L->p->set_of[i] && ir_type_equal(&OP(L, q)->type, &op->type))
+                L->pass[q] = i;
+        }
+    }
+}
+
 /* Where each gradient goes, and that the communication is explicit. */
 static bool analyse_grads(lowerer *L)
 {
@@ -283,6 +333,8 @@ static bool analyse_grads(lowerer *L)
                 L->accum[q] = true;
         }
     }
+    choose_first_writers(L);
+    choose_pass_through(L);
     /* Gradients are summed by the allreduce ops the IR holds, and only by
      * them (docs/ir.md): a layer whose parameters live on several ranks
      * without one would train replicas that drift apart. */
@@ -320,6 +372,19 @@ static int tensor(lowerer *L, int i, const char *name, const ir_type *t, int set
     return cg_var_add(L->a, L->p, &v);
 }
 
+/* Op i's gradient tensor: its own, or that of the add it passes through to
+ * (made here when the operand comes first). */
+static int grad_var(lowerer *L, int i)
+{
+    int r = i;
+    while (L->pass[r] >= 0)
+        r = L->pass[r];
+    if (L->dy[r] < 0)
+        L->dy[r] = tensor(L, r, arena_printf(L->a, "dy_%s", cname(L, r)), &OP(L, r)->type,
+                          L->p->set_of[r], NULL);
+    return L->dy[r];
+}
+
 static void make_vars(lowerer *L, int i)
 {
     const ir_op *op = OP(L, i);
@@ -331,7 +396,7 @@ static void make_vars(lowerer *L, int i)
     if (op->opcode != OP_CROSSENTROPY)
         L->y[i] = tensor(L, i, arena_printf(L->a, "y_%s", c), &op->type, s, NULL);
     if (L->has_grad[i])
-        L->dy[i] = tensor(L, i, arena_printf(L->a, "dy_%s", c), &op->type, s, NULL);
+        L->dy[i] = grad_var(L, i);
     for (int j = 0; j < op->ninputs; j++) {
         int q = op->inputs[j];
         if (!L->has_grad[q] || L->direct[i * MAXIN + j])
@@ -452,7 +517,7 @@ static void build_setup(lowerer *L)
         cg_block *b = guard(L, &p->setup, i, s, op->name);
         if (L->y[i] >= 0)
             cg_add(L->a, b, CS_NEW, i, NULL)->var = L->y[i];
-        if (L->dy[i] >= 0)
+        if (L->dy[i] >= 0 && L->pass[i] < 0)
             cg_add(L->a, b, CS_NEW, i, NULL)->var = L->dy[i];
         for (int j = 0; j < op->ninputs && op->opcode != OP_RESHARD; j++)
             if (L->gbuf[i * MAXIN + j] >= 0)
@@ -638,7 +703,7 @@ static void build_backward(lowerer *L)
     /* A background step zeroes them in its first backward unit. */
     cg_block *ub = unit_block(L, b, L->n - 1);
     for (int i = 0; i < L->n; i++)
-        if (L->accum[i]) {
+        if (L->zero[i]) {
             cg_stmt *s =
                 cg_add(L->a, ub, CS_IF, i,
                        arena_printf(L->a, "%s: summed from %d uses", OP(L, i)->name, L->uses[i]));
@@ -674,6 +739,8 @@ static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg
     L.uses = zalloc(&L, n + 1, sizeof(int));
     L.direct = zalloc(&L, (n + 1) * MAXIN, sizeof(bool));
     L.accum = zalloc(&L, n + 1, sizeof(bool));
+    L.zero = zalloc(&L, n + 1, sizeof(bool));
+    L.pass = zalloc(&L, n + 1, sizeof(int));
     L.has_grad = zalloc(&L, n + 1, sizeof(bool));
     L.allreduce_of = zalloc(&L, n + 1, sizeof(int));
     L.layer = zalloc(&L, n + 1, sizeof(int));
@@ -685,7 +752,7 @@ static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg
     L.nparams = zalloc(&L, n + 1, sizeof(int));
     L.code = zalloc(&L, n + 1, sizeof(cg_op_code));
     for (int i = 0, id = 0; i < L.n; i++) {
-        L.allreduce_of[i] = L.y[i] = L.dy[i] = -1;
+        L.allreduce_of[i] = L.y[i] = L.dy[i] = L.pass[i] = -1;
         for (int j = 0; j < MAXIN; j++)
             L.gbuf[(size_t)i * MAXIN + j] = -1;
         /* Communication inserted by passes does not count: every plan of a

@@ -234,11 +234,13 @@ static void lower_dropout(const cg_op_env *e, cg_op_code *out)
         cg_set_arg(CA_SHARD_FIRST, e->set), DX(0));
 }
 
+/* An operand's gradient that is the add's own tensor (lower.c passes it on)
+ * needs no copy. */
 static void lower_add(const cg_op_env *e, cg_op_code *out)
 {
     FWD("rt_add_fwd", X(0), X(1), Y);
     for (int j = 0; j < 2; j++)
-        if (e->dx[j] >= 0)
+        if (e->dx[j] >= 0 && e->dx[j] != e->dy)
             BWD("rt_tensor_copy", DX(j), DY);
 }
 
