@@ -20,6 +20,8 @@
  * later one writes its own buffer, added to it: no zeroing, no copy. An add
  * passes its gradient on: an operand whose only consumer it is (same rank
  * set, same type) shares the add's gradient tensor instead of a copy of it.
+ * Flatten and reshape are views: of the operand's value, and their gradient
+ * of the operand's gradient where they alone write it.
  *
  * Graph segments: runs of layers on one rank set with no communication, no
  * data loading and no host synchronisation between them. The CUDA backend
@@ -45,6 +47,8 @@ typedef struct lowerer {
     bool *accum;       /* per op: its gradient is a sum of contributions */
     bool *zero;        /* per op: summed, and no contribution writes it first: zeroed */
     int *pass;         /* per op: the add whose gradient tensor it shares, or -1 */
+    bool *y_view;      /* per op (flatten, reshape): its value is a view of its operand's */
+    bool *dy_view;     /* per op (flatten, reshape): its gradient is a view of its operand's */
     bool *has_grad;    /* per op: has a gradient tensor */
     int *allreduce_of; /* per op: the allreduce op that sums its gradients, or -1 */
     int *layer;        /* per op: its number among the model's own ops */
@@ -307,6 +311,27 @@ static void choose_pass_through(lowerer *L)
     }
 }
 
+/* Flatten and reshape keep the elements in order: their value is a view of
+ * the operand's (which nothing writes after the operand's forward). Their
+ * gradient is a view of the operand's where they alone write that (one use,
+ * in place) and own theirs (not an add's they pass through to): the
+ * operand's gradient is then exactly theirs, complete when their backward
+ * would have copied it. */
+static void choose_views(lowerer *L)
+{
+    for (int i = 0; i < L->n; i++) {
+        const ir_op *op = OP(L, i);
+        if (op->opcode != OP_FLATTEN && op->opcode != OP_RESHAPE)
+            continue;
+        int q = op->inputs[0];
+        if (L->p->set_of[q] != L->p->set_of[i] || OP(L, q)->type.elem != op->type.elem)
+            continue;
+        L->y_view[i] = true;
+        L->dy_view[i] = L->has_grad[i] && L->has_grad[q] && L->uses[q] == 1 &&
+                        L->direct[i * MAXIN] && L->pass[i] < 0;
+    }
+}
+
 /* Where each gradient goes, and that the communication is explicit. */
 static bool analyse_grads(lowerer *L)
 {
@@ -335,6 +360,7 @@ static bool analyse_grads(lowerer *L)
     }
     choose_first_writers(L);
     choose_pass_through(L);
+    choose_views(L);
     /* Gradients are summed by the allreduce ops the IR holds, and only by
      * them (docs/ir.md): a layer whose parameters live on several ranks
      * without one would train replicas that drift apart. */
@@ -459,7 +485,9 @@ static void make_calls(lowerer *L, int i)
                      .pinfo = &L->pinfo[owner * IR_MAX_OP_PARAMS],
                      .nparams = L->nparams[owner],
                      .tied = tie >= 0 ? L->params[tie * IR_MAX_OP_PARAMS] : -1,
-                     .first_loss = i == L->first_loss};
+                     .first_loss = i == L->first_loss,
+                     .y_view = L->y_view[i],
+                     .dy_view = L->dy_view[i]};
     cg_op_calls(&env, &L->code[i]);
 }
 
@@ -515,9 +543,9 @@ static void build_setup(lowerer *L)
                 L->gbuf[i * MAXIN];
         }
         cg_block *b = guard(L, &p->setup, i, s, op->name);
-        if (L->y[i] >= 0)
+        if (L->y[i] >= 0 && !L->y_view[i])
             cg_add(L->a, b, CS_NEW, i, NULL)->var = L->y[i];
-        if (L->dy[i] >= 0 && L->pass[i] < 0)
+        if (L->dy[i] >= 0 && L->pass[i] < 0 && !L->dy_view[i])
             cg_add(L->a, b, CS_NEW, i, NULL)->var = L->dy[i];
         for (int j = 0; j < op->ninputs && op->opcode != OP_RESHARD; j++)
             if (L->gbuf[i * MAXIN + j] >= 0)
@@ -547,10 +575,25 @@ static void build_setup(lowerer *L)
         }
         append(L, b, &L->code[i].setup);
     }
-    /* Views, once every tensor exists. */
-    for (int i = 0; i < L->n; i++)
-        if (L->code[i].views.n)
-            append(L, guard(L, &p->setup, i, p->set_of[i], NULL), &L->code[i].views);
+    /* Views, once every tensor exists; in graph order, so that a view's
+     * source that is a view itself exists too. */
+    for (int i = 0; i < L->n; i++) {
+        if (!L->y_view[i] && !L->dy_view[i] && !L->code[i].views.n)
+            continue;
+        cg_block *b = guard(L, &p->setup, i, p->set_of[i], NULL);
+        int q = OP(L, i)->inputs[0];
+        if (L->y_view[i]) {
+            cg_stmt *s = cg_add(L->a, b, CS_VIEW, i, NULL);
+            s->var = L->y[i];
+            s->src = L->y[q];
+        }
+        if (L->dy_view[i]) {
+            cg_stmt *s = cg_add(L->a, b, CS_VIEW, i, NULL);
+            s->var = L->dy[i];
+            s->src = L->dy[q];
+        }
+        append(L, b, &L->code[i].views);
+    }
 }
 
 static bool graphable(const lowerer *L, int i)
@@ -741,6 +784,8 @@ static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg
     L.accum = zalloc(&L, n + 1, sizeof(bool));
     L.zero = zalloc(&L, n + 1, sizeof(bool));
     L.pass = zalloc(&L, n + 1, sizeof(int));
+    L.y_view = zalloc(&L, n + 1, sizeof(bool));
+    L.dy_view = zalloc(&L, n + 1, sizeof(bool));
     L.has_grad = zalloc(&L, n + 1, sizeof(bool));
     L.allreduce_of = zalloc(&L, n + 1, sizeof(int));
     L.layer = zalloc(&L, n + 1, sizeof(int));
