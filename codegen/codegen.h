@@ -103,7 +103,7 @@ typedef enum cg_stmt_kind {
     CS_SCOPE,   /* a nested scope: one op's part of a graph segment */
     CS_SEGMENT, /* a graph segment (see lower.c): body, captured and replayed on GPUs */
     CS_NEW,     /* allocate tensor variable var (its var says shape and rank set) */
-    CS_VIEW,    /* var = a 3-d view of tensor src (-1: none) with var's shape */
+    CS_VIEW,    /* var = a view of tensor src (-1: none) with var's shape */
     CS_PARAM,   /* create parameter var (its var says name, shape, rank set) */
 } cg_stmt_kind;
 
@@ -252,6 +252,8 @@ typedef struct cg_op_env {
     int nparams;
     int tied; /* a linear layer tied to an embedding: the embedding's weight, else -1 */
     bool first_loss;
+    bool y_view;  /* flatten, reshape: y is a view of x[0] (lower.c made it) */
+    bool dy_view; /* flatten, reshape: dy is a view of dx[0] (lower.c made it) */
 } cg_op_env;
 
 /* What an op contributes to the program: statements for setup (its extra

@@ -648,7 +648,7 @@ static LLVMValueRef view_of(lw *w, const void *sp)
 {
     const cg_stmt *s = sp;
     const cg_var *v = &w->p->vars[s->var];
-    return CALL(w, "rt_tensor_view", w->pool, var_of(w, s->src), i32c(w, 3), shape_of(w, v));
+    return CALL(w, "rt_tensor_view", w->pool, var_of(w, s->src), i32c(w, v->rank), shape_of(w, v));
 }
 
 static void build_stmt(lw *w, const cg_stmt *s)

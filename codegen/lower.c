@@ -15,8 +15,13 @@
  * follow from the rank set and the global batch at startup.
  *
  * Gradients of a value with one consumer are written in place by that
- * consumer; with several consumers (residual adds, branches) each writes its
- * own buffer and the contributions are summed into the value's gradient.
+ * consumer; with several consumers (residual adds, branches) the first to run
+ * its backward (the last in the graph) writes the value's gradient and each
+ * later one writes its own buffer, added to it: no zeroing, no copy. An add
+ * passes its gradient on: an operand whose only consumer it is (same rank
+ * set, same type) shares the add's gradient tensor instead of a copy of it.
+ * Flatten and reshape are views: of the operand's value, and their gradient
+ * of the operand's gradient where they alone write it.
  *
  * Graph segments: runs of layers on one rank set with no communication, no
  * data loading and no host synchronisation between them. The CUDA backend
@@ -40,6 +45,10 @@ typedef struct lowerer {
     int *uses;         /* per op: number of operand slots using it */
     bool *direct;      /* per op and operand (op * MAXIN + j): gradient written in place */
     bool *accum;       /* per op: its gradient is a sum of contributions */
+    bool *zero;        /* per op: summed, and no contribution writes it first: zeroed */
+    int *pass;         /* per op: the add whose gradient tensor it shares, or -1 */
+    bool *y_view;      /* per op (flatten, reshape): its value is a view of its operand's */
+    bool *dy_view;     /* per op (flatten, reshape): its gradient is a view of its operand's */
     bool *has_grad;    /* per op: has a gradient tensor */
     int *allreduce_of; /* per op: the allreduce op that sums its gradients, or -1 */
     /* Per op: the first allreduce whose placement names it as start (complete), or
@@ -269,6 +278,72 @@ static bool analyse_ops(lowerer *L)
     return analyse_data(L) && ok;
 }
 
+/* A summed gradient is written, not added to, by its first contribution: the
+ * consumer whose backward runs first (backward runs in reverse graph order)
+ * among those that write one, on the value's ranks (or a reshard, whose
+ * backward brings the gradient to them). Every backward kernel overwrites
+ * its operands' gradients whole. Without such a consumer the sum starts
+ * from zero. */
+static void choose_first_writers(lowerer *L)
+{
+    const cg_program *p = L->p;
+    for (int q = 0; q < L->n; q++)
+        L->zero[q] = L->accum[q];
+    for (int i = L->n - 1; i >= 0; i--) {
+        const ir_op *op = OP(L, i);
+        if (op->opcode == OP_ALLREDUCE || (!L->has_grad[i] && op->opcode != OP_CROSSENTROPY))
+            continue;
+        for (int j = 0; j < op->ninputs; j++) {
+            int q = op->inputs[j];
+            if (!L->zero[q] || (p->set_of[q] != p->set_of[i] && op->opcode != OP_RESHARD))
+                continue;
+            L->direct[i * MAXIN + j] = true;
+            L->zero[q] = false;
+        }
+    }
+}
+
+/* An add's backward is the identity twice: an operand whose gradient it
+ * alone writes, of the add's type, shares the add's gradient tensor. That
+ * tensor is complete before the add's backward runs (its consumers ran
+ * first) and nothing writes it later (the operand's only consumer is the
+ * add), so the operand's backward reads what a copy would hold. */
+static void choose_pass_through(lowerer *L)
+{
+    for (int i = 0; i < L->n; i++) {
+        const ir_op *op = OP(L, i);
+        if (op->opcode != OP_ADD || !L->has_grad[i])
+            continue;
+        for (int j = 0; j < op->ninputs; j++) {
+            int q = op->inputs[j];
+            if (L->has_grad[q] && L->uses[q] == 1 && L->direct[i * MAXIN + j] &&
+                L->p->set_of[q] == L->p->set_of[i] && ir_type_equal(&OP(L, q)->type, &op->type))
+                L->pass[q] = i;
+        }
+    }
+}
+
+/* Flatten and reshape keep the elements in order: their value is a view of
+ * the operand's (which nothing writes after the operand's forward). Their
+ * gradient is a view of the operand's where they alone write that (one use,
+ * in place) and own theirs (not an add's they pass through to): the
+ * operand's gradient is then exactly theirs, complete when their backward
+ * would have copied it. */
+static void choose_views(lowerer *L)
+{
+    for (int i = 0; i < L->n; i++) {
+        const ir_op *op = OP(L, i);
+        if (op->opcode != OP_FLATTEN && op->opcode != OP_RESHAPE)
+            continue;
+        int q = op->inputs[0];
+        if (L->p->set_of[q] != L->p->set_of[i] || OP(L, q)->type.elem != op->type.elem)
+            continue;
+        L->y_view[i] = true;
+        L->dy_view[i] = L->has_grad[i] && L->has_grad[q] && L->uses[q] == 1 &&
+                        L->direct[i * MAXIN] && L->pass[i] < 0;
+    }
+}
+
 /* Where each gradient goes, and that the communication is explicit. */
 static bool analyse_grads(lowerer *L)
 {
@@ -295,6 +370,9 @@ static bool analyse_grads(lowerer *L)
                 L->accum[q] = true;
         }
     }
+    choose_first_writers(L);
+    choose_pass_through(L);
+    choose_views(L);
     /* Gradients are summed by the allreduce ops the IR holds, and only by
      * them (docs/ir.md): a layer whose parameters live on several ranks
      * without one would train replicas that drift apart. */
@@ -332,6 +410,19 @@ static int tensor(lowerer *L, int i, const char *name, const ir_type *t, int set
     return cg_var_add(L->a, L->p, &v);
 }
 
+/* Op i's gradient tensor: its own, or that of the add it passes through to
+ * (made here when the operand comes first). */
+static int grad_var(lowerer *L, int i)
+{
+    int r = i;
+    while (L->pass[r] >= 0)
+        r = L->pass[r];
+    if (L->dy[r] < 0)
+        L->dy[r] = tensor(L, r, arena_printf(L->a, "dy_%s", cname(L, r)), &OP(L, r)->type,
+                          L->p->set_of[r], NULL);
+    return L->dy[r];
+}
+
 static void make_vars(lowerer *L, int i)
 {
     const ir_op *op = OP(L, i);
@@ -343,7 +434,7 @@ static void make_vars(lowerer *L, int i)
     if (op->opcode != OP_CROSSENTROPY)
         L->y[i] = tensor(L, i, arena_printf(L->a, "y_%s", c), &op->type, s, NULL);
     if (L->has_grad[i])
-        L->dy[i] = tensor(L, i, arena_printf(L->a, "dy_%s", c), &op->type, s, NULL);
+        L->dy[i] = grad_var(L, i);
     for (int j = 0; j < op->ninputs; j++) {
         int q = op->inputs[j];
         if (!L->has_grad[q] || L->direct[i * MAXIN + j])
@@ -406,7 +497,9 @@ static void make_calls(lowerer *L, int i)
                      .pinfo = &L->pinfo[owner * IR_MAX_OP_PARAMS],
                      .nparams = L->nparams[owner],
                      .tied = tie >= 0 ? L->params[tie * IR_MAX_OP_PARAMS] : -1,
-                     .first_loss = i == L->first_loss};
+                     .first_loss = i == L->first_loss,
+                     .y_view = L->y_view[i],
+                     .dy_view = L->dy_view[i]};
     cg_op_calls(&env, &L->code[i]);
 }
 
@@ -462,9 +555,9 @@ static void build_setup(lowerer *L)
                 L->gbuf[i * MAXIN];
         }
         cg_block *b = guard(L, &p->setup, i, s, op->name);
-        if (L->y[i] >= 0)
+        if (L->y[i] >= 0 && !L->y_view[i])
             cg_add(L->a, b, CS_NEW, i, NULL)->var = L->y[i];
-        if (L->dy[i] >= 0)
+        if (L->dy[i] >= 0 && L->pass[i] < 0 && !L->dy_view[i])
             cg_add(L->a, b, CS_NEW, i, NULL)->var = L->dy[i];
         for (int j = 0; j < op->ninputs && op->opcode != OP_RESHARD; j++)
             if (L->gbuf[i * MAXIN + j] >= 0)
@@ -494,10 +587,25 @@ static void build_setup(lowerer *L)
         }
         append(L, b, &L->code[i].setup);
     }
-    /* Views, once every tensor exists. */
-    for (int i = 0; i < L->n; i++)
-        if (L->code[i].views.n)
-            append(L, guard(L, &p->setup, i, p->set_of[i], NULL), &L->code[i].views);
+    /* Views, once every tensor exists; in graph order, so that a view's
+     * source that is a view itself exists too. */
+    for (int i = 0; i < L->n; i++) {
+        if (!L->y_view[i] && !L->dy_view[i] && !L->code[i].views.n)
+            continue;
+        cg_block *b = guard(L, &p->setup, i, p->set_of[i], NULL);
+        int q = OP(L, i)->inputs[0];
+        if (L->y_view[i]) {
+            cg_stmt *s = cg_add(L->a, b, CS_VIEW, i, NULL);
+            s->var = L->y[i];
+            s->src = L->y[q];
+        }
+        if (L->dy_view[i]) {
+            cg_stmt *s = cg_add(L->a, b, CS_VIEW, i, NULL);
+            s->var = L->dy[i];
+            s->src = L->dy[q];
+        }
+        append(L, b, &L->code[i].views);
+    }
 }
 
 static bool graphable(const lowerer *L, int i)
@@ -666,7 +774,7 @@ static void build_backward(lowerer *L)
     /* A background step zeroes them in its first backward unit. */
     cg_block *ub = unit_block(L, b, L->n - 1);
     for (int i = 0; i < L->n; i++)
-        if (L->accum[i]) {
+        if (L->zero[i]) {
             cg_stmt *s =
                 cg_add(L->a, ub, CS_IF, i,
                        arena_printf(L->a, "%s: summed from %d uses", OP(L, i)->name, L->uses[i]));
@@ -704,6 +812,10 @@ static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg
     L.uses = zalloc(&L, n + 1, sizeof(int));
     L.direct = zalloc(&L, (n + 1) * MAXIN, sizeof(bool));
     L.accum = zalloc(&L, n + 1, sizeof(bool));
+    L.zero = zalloc(&L, n + 1, sizeof(bool));
+    L.pass = zalloc(&L, n + 1, sizeof(int));
+    L.y_view = zalloc(&L, n + 1, sizeof(bool));
+    L.dy_view = zalloc(&L, n + 1, sizeof(bool));
     L.has_grad = zalloc(&L, n + 1, sizeof(bool));
     L.allreduce_of = zalloc(&L, n + 1, sizeof(int));
     L.starts_at = zalloc(&L, n + 1, sizeof(int));
@@ -719,7 +831,7 @@ static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg
     L.nparams = zalloc(&L, n + 1, sizeof(int));
     L.code = zalloc(&L, n + 1, sizeof(cg_op_code));
     for (int i = 0, id = 0; i < L.n; i++) {
-        L.allreduce_of[i] = L.y[i] = L.dy[i] = -1;
+        L.allreduce_of[i] = L.y[i] = L.dy[i] = L.pass[i] = -1;
         L.starts_at[i] = L.next_start[i] = L.completes_at[i] = L.next_complete[i] = -1;
         for (int j = 0; j < MAXIN; j++)
             L.gbuf[(size_t)i * MAXIN + j] = -1;

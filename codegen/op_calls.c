@@ -234,11 +234,13 @@ static void lower_dropout(const cg_op_env *e, cg_op_code *out)
         cg_set_arg(CA_SHARD_FIRST, e->set), DX(0));
 }
 
+/* An operand's gradient that is the add's own tensor (lower.c passes it on)
+ * needs no copy. */
 static void lower_add(const cg_op_env *e, cg_op_code *out)
 {
     FWD("rt_add_fwd", X(0), X(1), Y);
     for (int j = 0; j < 2; j++)
-        if (e->dx[j] >= 0)
+        if (e->dx[j] >= 0 && e->dx[j] != e->dy)
             BWD("rt_tensor_copy", DX(j), DY);
 }
 
@@ -253,11 +255,13 @@ static void lower_concat(const cg_op_env *e, cg_op_code *out)
     BWD("rt_concat_bwd", DY, cg_int(axis), cg_int(n), dxs);
 }
 
-/* Flatten and reshape: the same elements under another shape. */
+/* Flatten and reshape: the same elements under another shape; no copy where
+ * lower.c made the value and the gradient views. */
 static void lower_view(const cg_op_env *e, cg_op_code *out)
 {
-    FWD("rt_tensor_copy", Y, X(0));
-    if (e->dx[0] >= 0)
+    if (!e->y_view)
+        FWD("rt_tensor_copy", Y, X(0));
+    if (e->dx[0] >= 0 && !e->dy_view)
         BWD("rt_tensor_copy", DX(0), DY);
 }
 

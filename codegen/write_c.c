@@ -247,7 +247,8 @@ static void print_stmt(writer *w, const cg_stmt *s, int depth)
             W("%s = NULL;\n", v->name);
             break;
         }
-        W("%s = %s ? rt_tensor_view(pool, %s, 3, ", v->name, var(w, s->src), var(w, s->src));
+        W("%s = %s ? rt_tensor_view(pool, %s, %d, ", v->name, var(w, s->src), var(w, s->src),
+          v->rank);
         print_shape(w, v);
         W(") : NULL;\n");
         break;

@@ -10,9 +10,13 @@
  * x86-64 and again for AVX2 and AVX-512; the loader picks the best the CPU runs (GCC's
  * function multi-versioning), so they vectorise on the machine they run on. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define RT_VECTOR __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#define RT_VECTOR       __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+/* Loops over short rows (pooling's 7 to 28 outputs): AVX-512's 16 lanes would leave most
+ * of a row to the scalar epilogue, AVX2's 8 do not. */
+#define RT_VECTOR_SHORT __attribute__((target_clones("default", "arch=x86-64-v3")))
 #else
 #define RT_VECTOR
+#define RT_VECTOR_SHORT
 #endif
 
 /* device.c: the threads of the node's ranks outnumber its CPUs (set by rt_init). */

@@ -1,10 +1,11 @@
-/* cpu/elementwise.c: the memory-bound ops on the CPU: relu, gelu (tanh approximation),
- * tanh and sigmoid on oneDNN's eltwise primitives; add and gradient accumulation, dropout with the
- * counter-based mask, concat, transpose of two axes, softmax along an axis, and the
- * optimizers' per-element updates as plain loops over contiguous memory, written without
- * branches in the loop bodies (selects, and one loop per case of the optimizers' options)
- * so that the compiler vectorises them (RT_VECTOR: also for AVX2 and AVX-512, chosen at
- * load time). Shapes are checked once per call, never per element. */
+/* cpu/elementwise.c: the memory-bound ops on the CPU: relu, gelu (tanh approximation), tanh
+ * and sigmoid on oneDNN's eltwise primitives (relu's backward as a plain loop); add and
+ * gradient accumulation, dropout with the counter-based mask, concat, transpose of two axes,
+ * softmax along an axis, and the optimizers' per-element updates as plain loops over
+ * contiguous memory, written without branches in the loop bodies (selects, and one loop per
+ * case of the optimizers' options) so that the compiler vectorises them (RT_VECTOR: also for
+ * AVX2 and AVX-512, chosen at load time). Shapes are checked once per call, never per
+ * element. */
 #include "onednn.h"
 
 #include <math.h>
@@ -87,9 +88,29 @@ void rt_relu_fwd(const rt_tensor *x, rt_tensor *y)
     eltwise_fwd(dnnl_eltwise_relu, "relu_fwd", x, y);
 }
 
+/* ReLU's backward is a select per element: a plain loop that the compiler vectorises
+ * (compare, mask) runs faster than oneDNN's eltwise backward on flat f32, which is
+ * memory-bound the same way but pays a primitive call per layer. */
+#define RELU_CHUNK ((int64_t)1 << 14)
+
+RT_VECTOR static void relu_bwd_range(const float *x, const float *dy, float *dx, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
 void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 {
-    eltwise_bwd(dnnl_eltwise_relu, "relu_bwd", x, dy, dx);
+    rt_same_numel("relu_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("relu_bwd", x, "input", dx, "input gradient");
+    const int64_t n = x->numel, chunks = (n + RELU_CHUNK - 1) / RELU_CHUNK;
+    const float *xs = rt_f32(x), *g = rt_f32(dy);
+    float *d = rt_f32(dx);
+#pragma omp parallel for schedule(static) if (chunks >= 4)
+    for (int64_t t = 0; t < chunks; t++) {
+        const int64_t at = t * RELU_CHUNK;
+        relu_bwd_range(xs + at, g + at, d + at, n - at < RELU_CHUNK ? n - at : RELU_CHUNK);
+    }
 }
 
 /* GELU, tanh approximation (GPT-2): oneDNN's gelu_tanh is the same formula. */

@@ -1,4 +1,5 @@
-/* cpu/pool.c: max and average pooling on oneDNN, global average pooling as a plain loop.
+/* cpu/pool.c: max and average pooling on oneDNN, except max pooling's common 2x2, stride-2
+ * window (an own kernel: max2x2_*), and global average pooling as a plain loop.
  * One cache entry per layer shape holds the forward and backward primitives on the
  * runtime's NCHW tensors (pooling reads each element about once, so reordering to a
  * blocked layout would cost more than it saves). Max pooling runs oneDNN's training
@@ -19,7 +20,99 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- the 2x2, stride-2 window without padding: an own kernel -------------------------- */
+
+/* The common case (VGG, the small CNNs): every window lies inside the image and no two
+ * overlap. oneDNN's NCHW pooling walks it one window at a time; this kernel reads two rows
+ * and writes one, in loops the compiler vectorises (two-element interleaved loads, selects).
+ * The forward keeps each window's argmax (0..3, row-major in the window; int32, as the
+ * vectorised loop computes it: bytes would need packing that costs more than they save), so
+ * the backward writes all four gradients of a window from it, zeros included, without
+ * recomputing anything and without a zeroing pass. An odd last row or column (floor mode)
+ * lies in no window: its gradient is zero. Rows of at least 8 outputs (one AVX2 vector):
+ * shorter ones run mostly in the scalar epilogue, where oneDNN is faster
+ * (tests/bench/runtime/bench_kernels.c, 64x64x14x14: 7 outputs a row). */
+static bool own_2x2(const rt_pool_dims *d, const rt_pool2d_attrs *a)
+{
+    return a->kh == 2 && a->kw == 2 && a->sh == 2 && a->sw == 2 && a->ph == 0 && a->pw == 0 &&
+           d->OH == d->H / 2 && d->OW == d->W / 2 && d->OW >= 8;
+}
+
+/* One output row: the maximum by PyTorch's rule (an element replaces the current one when
+ * it is larger or NaN, in row-major order within the window) and its offset. Bitwise |, not
+ * ||: no branch for the vectoriser to if-convert. */
+RT_VECTOR_SHORT static void max2x2_row(const float *r0, const float *r1, float *out, int32_t *arg,
+                                       int64_t OW)
+{
+    for (int64_t ow = 0; ow < OW; ow++) {
+        const float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], e = r1[2 * ow + 1];
+        float mx = a;
+        int32_t k = 0;
+        bool take = (b > mx) | (b != b);
+        mx = take ? b : mx;
+        k = take ? 1 : k;
+        take = (c > mx) | (c != c);
+        mx = take ? c : mx;
+        k = take ? 2 : k;
+        take = (e > mx) | (e != e);
+        mx = take ? e : mx;
+        k = take ? 3 : k;
+        out[ow] = mx;
+        arg[ow] = k;
+    }
+}
+
+RT_VECTOR_SHORT static void max2x2_bwd_row(const int32_t *arg, const float *g, float *d0, float *d1,
+                                           int64_t OW)
+{
+    for (int64_t ow = 0; ow < OW; ow++) {
+        const int32_t k = arg[ow];
+        const float v = g[ow];
+        const float z0 = k == 0 ? v : 0.0f, z1 = k == 1 ? v : 0.0f, z2 = k == 2 ? v : 0.0f,
+                    z3 = k == 3 ? v : 0.0f;
+        d0[2 * ow] = z0;
+        d0[2 * ow + 1] = z1;
+        d1[2 * ow] = z2;
+        d1[2 * ow + 1] = z3;
+    }
+}
+
+static void max2x2_fwd(const rt_pool_dims *d, const float *x, float *y, int32_t *arg)
+{
+    const int64_t planes = d->N * d->C, H = d->H, W = d->W, OH = d->OH, OW = d->OW;
+#pragma omp parallel for schedule(static) if (planes * H * W >= ((int64_t)1 << 16))
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t oh = 0; oh < OH; oh++) {
+            const float *r0 = x + (p * H + 2 * oh) * W;
+            const int64_t o = (p * OH + oh) * OW;
+            max2x2_row(r0, r0 + W, y + o, arg + o, OW);
+        }
+}
+
+static void max2x2_bwd(const rt_pool_dims *d, const int32_t *arg, const float *dy, float *dx)
+{
+    const int64_t planes = d->N * d->C, H = d->H, W = d->W, OH = d->OH, OW = d->OW;
+#pragma omp parallel for schedule(static) if (planes * H * W >= ((int64_t)1 << 16))
+    for (int64_t p = 0; p < planes; p++) {
+        float *plane = dx + p * H * W;
+        for (int64_t oh = 0; oh < OH; oh++) {
+            float *d0 = plane + 2 * oh * W;
+            const int64_t o = (p * OH + oh) * OW;
+            max2x2_bwd_row(arg + o, dy + o, d0, d0 + W, OW);
+            if (W % 2) {
+                d0[W - 1] = 0.0f;
+                d0[2 * W - 1] = 0.0f;
+            }
+        }
+        if (H % 2)
+            memset(plane + (H - 1) * W, 0, (size_t)W * sizeof(float));
+    }
+}
+
+/* ---- oneDNN ---------------------------------------------------------------------------- */
+
 typedef struct pool_entry {
+    bool own; /* max pooling 2x2, stride 2, unpadded: max2x2_*() below */
     bool fallback;
     bool have_bwd;
     rt_dnnl_prim fwd, bwd;
@@ -59,6 +152,10 @@ static pool_entry *pool_entry_for(const rt_pool_dims *d, const rt_pool2d_attrs *
     e = rt_xcalloc(1, sizeof *e, op);
     rt_dnnl_insert(&k, e, pool_destroy);
     e->alg = alg;
+    if (max && own_2x2(d, a)) {
+        e->own = true;
+        return e;
+    }
     const bool clipped_divisor =
         alg == dnnl_pooling_avg_include_padding && (pr_h > a->ph || pr_w > a->pw);
     if (clipped_divisor || d->N * d->C * d->H * d->W > INT32_MAX) {
@@ -85,7 +182,7 @@ static pool_entry *pool_entry_for(const rt_pool_dims *d, const rt_pool2d_attrs *
 
 static void pool_make_bwd(pool_entry *e, const char *op)
 {
-    if (e->have_bwd || e->fallback)
+    if (e->have_bwd || e->fallback || e->own)
         return;
     dnnl_pooling_desc_t bd;
     rt_dnnl_ok(dnnl_pooling_backward_desc_init(&bd, e->alg, &e->x_md, &e->y_md, e->strides,
@@ -120,6 +217,11 @@ void rt_maxpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y
     if (empty(&d))
         return;
     pool_entry *e = pool_entry_for(&d, a, true, op);
+    if (e->own) {
+        max2x2_fwd(&d, rt_f32(x), rt_f32(y),
+                   rt_dnnl_keep(e, x->data, (size_t)y->numel * sizeof(int32_t)));
+        return;
+    }
     if (e->fallback) {
         rt_ref_maxpool2d_fwd(x, a, y);
         return;
@@ -139,6 +241,18 @@ void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy, const rt_pool2d_a
     }
     pool_entry *e = pool_entry_for(&d, a, true, op);
     pool_make_bwd(e, op);
+    if (e->own) {
+        const size_t bytes = (size_t)dy->numel * sizeof(int32_t);
+        int32_t *arg = rt_dnnl_kept(e, x->data, bytes);
+        if (!arg) {
+            /* No forward kept the argmax: run one (its output is not needed). */
+            arg = rt_dnnl_keep(e, x->data, bytes);
+            float *y = rt_dnnl_scratch(NULL, rt_dnnl_align((size_t)dy->numel * sizeof(float)));
+            max2x2_fwd(&d, rt_f32(x), y, arg);
+        }
+        max2x2_bwd(&d, arg, rt_f32(dy), rt_f32(dx));
+        return;
+    }
     if (e->fallback) {
         rt_ref_maxpool2d_bwd(x, dy, a, dx);
         return;

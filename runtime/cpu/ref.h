@@ -1,6 +1,6 @@
 /* ref.h: the reference kernels of the CPU backend. Production kernels of the ops below run
  * on oneDNN (conv2d, pooling, relu/gelu, the GEMMs of linear) or on vectorised f32 loops
- * (batchnorm); these are the plain implementations they replaced, kept so that the tests
+ * (batchnorm, 2x2 max pooling, relu's backward); these are the plain implementations they replaced, kept so that the tests
  * can check every production path against them on random shapes (tests/unit/runtime/
  * test_onednn.c), and used in production only where oneDNN has no implementation for an
  * attribute combination. Same arguments and semantics as the public kernels of burstrt.h;

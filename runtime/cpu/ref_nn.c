@@ -1,5 +1,6 @@
 /* cpu/ref_nn.c: the reference kernels of the CPU backend for the ops that run elsewhere in
- * production: max and average pooling and relu/gelu (oneDNN: pool.c, elementwise.c),
+ * production: max and average pooling and relu/gelu (oneDNN or own vectorised loops: pool.c,
+ * elementwise.c),
  * batchnorm in training mode (the vectorised f32 kernels of norm.c) and linear (oneDNN's
  * sgemm: dense.c). Plain loops, reductions in double; the tests check every production
  * path against these on random shapes, and the production kernels fall back to them for

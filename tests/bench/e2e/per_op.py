@@ -14,7 +14,7 @@ gives the step time (the profiler's own cost is not in it). The median over --ro
 turn. Prints ms per step and the ratio burstc / PyTorch (below 1: burstc is faster).
 
     /usr/bin/python3 tests/bench/e2e/per_op.py [--burstc build/release/tools/burstc]
-        [--nets fmnist,resnet] [--threads 1] [--steps 30] [--warmup 5] [--rounds 3]
+        [--nets fmnist,resnet] [--threads 1] [--steps 30] [--warmup 5] [--rounds 3] [--no-pytorch]
 """
 import argparse
 import json
@@ -141,6 +141,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--as-is", action="store_true", help="PyTorch without the malloc tunables")
+    ap.add_argument("--no-pytorch", action="store_true",
+                    help="burstc's rows only (before and after a change to burstc)")
     ap.add_argument("--wait-quiet", type=float, default=0, metavar="SEC",
                     help="before each run, wait up to SEC seconds for the machine to be idle")
     a = ap.parse_args()
@@ -157,10 +159,12 @@ def main():
                 if a.wait_quiet:
                     peer_models.wait_quiet(a.wait_quiet)
                 ours.append(burstc_times(a.burstc, net, prog, kinds, a.threads, a.steps, a.warmup, tmp))
+                if a.no_pytorch:
+                    continue
                 if a.wait_quiet:
                     peer_models.wait_quiet(a.wait_quiet)
                 theirs.append(torch_times(net, a.threads, a.steps, a.warmup, not a.as_is))
-            o, t = median_table(ours), median_table(theirs)
+            o, t = median_table(ours), median_table(theirs) if theirs else {"step": 0.0}
             print("\n%s (batch %d), %d thread(s), ms per step, median of %d rounds of %d steps; "
                   "PyTorch %s" % (net, peer_models.BATCH[net], a.threads, a.rounds, a.steps,
                                   "as-is" if a.as_is else "with the malloc tunables"))
@@ -171,7 +175,8 @@ def main():
                 if ob < 0.005 and tb < 0.005:
                     continue
                 print("%-16s %4s %10.2f %10.2f %8s" % (k[0], k[1], ob, tb, "%.2f" % (ob / tb) if tb > 0 else "-"))
-            print("%-16s %4s %10.2f %10.2f %8.2f" % ("step", "", o["step"], t["step"], o["step"] / t["step"]))
+            print("%-16s %4s %10.2f %10.2f %8s" % ("step", "", o["step"], t["step"],
+                                                 "%.2f" % (o["step"] / t["step"]) if t["step"] > 0 else "-"))
     print("\nload average at start %.2f %.2f %.2f, at end %.2f %.2f %.2f" % (load + os.getloadavg()))
 
 

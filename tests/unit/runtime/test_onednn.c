@@ -153,6 +153,7 @@ static void pool_case(int N, int C, int H, int W, rt_pool2d_attrs a, bool max)
         rt_maxpool2d_fwd(x, &a, y);
         rt_ref_maxpool2d_bwd(x, dy, &a, dxr);
         rt_maxpool2d_fwd(x2, &a, y); /* another input's forward in between */
+        fill(dx);                    /* the backward writes every element, zeros too */
         rt_maxpool2d_bwd(x, dy, &a, dx);
         SAME("input gradient", dx, dxr, 1e-6, 1e-6, POOL_FMT, POOL_ARGS);
         rt_maxpool2d_fwd(x, &a, y);
@@ -174,6 +175,37 @@ static void pool_case(int N, int C, int H, int W, rt_pool2d_attrs a, bool max)
 #undef POOL_FMT
 }
 
+/* Equal element by element, NaN equal to NaN. */
+static bool same_or_nan(const rt_tensor *a, const rt_tensor *b)
+{
+    for (int64_t i = 0; i < a->numel; i++) {
+        float u = rt_f32(a)[i], v = rt_f32(b)[i];
+        if (!(u == v || (u != u && v != v)))
+            return false;
+    }
+    return true;
+}
+
+/* NaNs in 2x2 windows: the maximum is NaN and the gradient goes to the window's last NaN,
+ * as the reference (PyTorch's rule) has it, in every position of the window. */
+static void pool_nan_case(void)
+{
+    rt_pool2d_attrs a = {2, 2, 2, 2, 0, 0, 0, 0};
+    rt_tensor *x = T4(2, 3, 6, 20), *y = T4(2, 3, 3, 10), *yr = like(y), *dy = like(y);
+    rt_tensor *dx = like(x), *dxr = like(x);
+    fill(x);
+    fill(dy);
+    for (int k = 0; k < 40; k++)
+        rt_f32(x)[rnd(0, (int)x->numel - 1)] = NAN;
+    rt_ref_maxpool2d_fwd(x, &a, yr);
+    rt_ref_maxpool2d_bwd(x, dy, &a, dxr);
+    rt_maxpool2d_fwd(x, &a, y);
+    rt_maxpool2d_bwd(x, dy, &a, dx);
+    cases++;
+    CHECK(same_or_nan(y, yr), "2x2 max pooling with NaNs: the forward differs from the reference");
+    CHECK(same_or_nan(dx, dxr), "2x2 max pooling with NaNs: the input gradient differs");
+}
+
 static void test_pool(void)
 {
     pool_case(8, 32, 28, 28, (rt_pool2d_attrs){2, 2, 2, 2, 0, 0, 0, 0}, true);
@@ -188,6 +220,13 @@ static void test_pool(void)
         a.pw = rnd(0, a.kw / 2);
         pool_case(rnd(1, 3), rnd(1, 20), rnd(1, 11), rnd(1, 11), a, t % 2 == 0);
     }
+    /* 2x2, stride 2 (pool.c's own kernel where rows have at least 8 outputs, oneDNN
+     * below): odd heights and widths, whose last row or column lies in no window, and ceil
+     * mode, whose windows at an odd edge are partial. */
+    for (int t = 0; t < 60; t++)
+        pool_case(rnd(1, 3), rnd(1, 6), rnd(2, 21), rnd(2, 37),
+                  (rt_pool2d_attrs){2, 2, 2, 2, 0, 0, rnd(0, 1), 0}, true);
+    pool_nan_case();
 }
 
 /* ---- activations, batchnorm, linear ------------------------------------------------------ */
