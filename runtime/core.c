@@ -20,6 +20,10 @@ rt_options rt_opts_g = {.iterations = 10,
                         .step_timeout = 20.0,
                         .bucket_mb = 25.0,
                         .background = true,
+                        .loss_scale_init = 65536.0,
+                        .loss_scale_growth = 2.0,
+                        .loss_scale_backoff = 0.5,
+                        .loss_scale_interval = 2000,
                         .world_size = 1};
 static bool mpi_started;
 

@@ -46,6 +46,10 @@ typedef struct rt_device {
     void (*step_end)(int64_t step);
     void (*op_begin)(const char *name);
     void (*op_end)(const char *name);
+    /* Loss scaling (loss_scale.c), ordered with kernels: x[0..n) *= s in place; when found
+     * is not NULL (device memory, one int32), first sets *found to 1 if any element is
+     * inf or nan (else leaves it). */
+    void (*scale_check)(float *x, int64_t n, float s, int32_t *found, const char *op);
     /* Optional (NULL: the host computes them): synthetic samples made on the device. */
     void (*synth)(const rt_synth_keys *k, void *x, int32_t *labels);
 } rt_device;
