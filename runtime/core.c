@@ -242,6 +242,7 @@ void rt_finalize(void)
         return;
     }
     rt_grads_wait(); /* a program that started all-reduces and never stepped */
+    rt_loss_scale_report();
     rt_watchdog_finishing();
     rt_watchdog_limit(step_limit());
     rt_dev.sync("finalize");

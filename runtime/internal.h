@@ -238,6 +238,9 @@ void rt_loss_scaler_configure(void);
  * backoff factor, after `interval` clean steps in a row by the growth factor (where the
  * result is finite in f32); a fixed scale never changes. */
 void rt_loss_scaler_update(rt_loss_scaler *s, bool overflow);
+/* Rank 0 says the scale at the end and how many steps were skipped (rt_finalize), when
+ * loss scaling was on. */
+void rt_loss_scale_report(void);
 
 /* checkpoint.c */
 /* Makes --checkpoint-dir (and its parents) and checks that this rank can write there. */

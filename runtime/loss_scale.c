@@ -10,10 +10,13 @@
  * on every overflow and doubled (--loss-scale-growth) after --loss-scale-interval (2000)
  * clean steps in a row. The multiply and the check are the device's (rt_dev.scale_check):
  * this file only decides. The scale and the clean-step count go into checkpoints
- * (checkpoint.c), so a resumed run continues with the same scale. */
+ * (checkpoint.c), so a resumed run continues with the same scale. Rank 0 reports each
+ * skipped step and, at the end, the scale and the number of steps skipped. */
 #include "internal.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 static rt_loss_scaler scaler;
 static bool configured;
@@ -74,12 +77,37 @@ void rt_loss_scale_grad(rt_tensor *dloss)
     rt_dev.scale_check(rt_f32(dloss), dloss->numel, (float)s->scale, NULL, "loss_scale");
 }
 
+/* BURSTRT_TEST_FAULT=inf-grad@R:S: rank R writes inf into its first gradient at step S,
+ * before the check, so that the tests can watch a step being skipped on every rank. */
+static void test_fault_inf(rt_params *ps, int64_t step)
+{
+    const char *f = getenv("BURSTRT_TEST_FAULT");
+    int rank;
+    long long at;
+    if (!f || sscanf(f, "inf-grad@%d:%lld", &rank, &at) != 2 || rank != rt_opts_g.rank ||
+        at != step)
+        return;
+    for (int i = 0; i < rt_params_count(ps); i++) {
+        rt_param *p = rt_params_at(ps, i);
+        if (p->grad && p->grad->numel > 0) {
+            const float inf = INFINITY;
+            rt_dev.copy(rt_f32(p->grad), &inf, sizeof inf, RT_COPY_H2D, "loss_scale");
+            rt_message("loss_scale", "BURSTRT_TEST_FAULT: inf in the gradient of %s at step %lld",
+                       p->name, at);
+            return;
+        }
+    }
+}
+
 bool rt_loss_scale_unscale(rt_params *ps)
 {
     rt_loss_scaler *s = rt_loss_scaler_get();
     if (!s->on)
         return true;
     rt_grads_wait();
+    int64_t step = -1;
+    rt_progress_now(&step);
+    test_fault_inf(ps, step);
     rt_trace_push("loss_scale.unscale");
     int32_t *flag = rt_params_overflow_flag(ps);
     rt_dev.zero(flag, sizeof *flag, "loss_scale");
@@ -99,8 +127,6 @@ bool rt_loss_scale_unscale(rt_params *ps)
     rt_loss_scaler_update(s, overflow);
     if (overflow) {
         s->skipped++;
-        int64_t step = -1;
-        rt_progress_now(&step);
         if (rt_opts_g.rank == 0)
             rt_message("loss_scale",
                        "step %lld: inf or nan in the gradients at loss scale %g: the step is "
@@ -108,4 +134,18 @@ bool rt_loss_scale_unscale(rt_params *ps)
                        (long long)step, was, s->scale);
     }
     return !overflow;
+}
+
+void rt_loss_scale_report(void)
+{
+    if (!configured || !scaler.on || rt_opts_g.rank != 0)
+        return;
+    if (scaler.dynamic)
+        rt_message("loss_scale",
+                   "dynamic scale %g at the end (%lld clean steps since it last changed); "
+                   "%lld steps skipped in this run",
+                   scaler.scale, (long long)scaler.clean, (long long)scaler.skipped);
+    else
+        rt_message("loss_scale", "fixed scale %g; %lld steps skipped in this run", scaler.scale,
+                   (long long)scaler.skipped);
 }
