@@ -261,7 +261,7 @@ typedef struct rt_adam {
  * in the params set and is checkpointed. */
 void rt_adam_step(rt_params *ps, const rt_adam *cfg);
 
-/* ---- loss scaling (f16 mixed precision; docs/runtime.md, "Loss scaling") ------------ */
+/* ---- loss scaling (f16; docs/runtime.md, "Loss scaling (f16)") ---------------------- */
 
 /* Multiplies the loss gradient (the loss's backward output, this rank's shard) by the
  * loss scale S when loss scaling is on, so that the backward pass computes S times every
