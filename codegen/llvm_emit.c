@@ -92,6 +92,8 @@ static const rt_sig rt_sigs[] = {
     {"rt_layernorm_fwd", "vpppfpp"},
     {"rt_linear_bwd", "vpppppp"},
     {"rt_linear_fwd", "vpppp"},
+    {"rt_loss_scale_grad", "vp"},
+    {"rt_loss_scale_unscale", "bp"},
     {"rt_matmul_bwd", "vppppp"},
     {"rt_matmul_fwd", "vppp"},
     {"rt_maxpool2d_bwd", "vpppp"},
@@ -132,7 +134,7 @@ static const rt_sig rt_sigs[] = {
  * build_types() spells the structs, codegen.llvm_abi holds them to it). */
 enum { TENSOR_NUMEL = 3, TENSOR_DATA = 4 };
 enum { PARAM_VALUE = 1, PARAM_GRAD = 2 };
-enum { OPT_ITERATIONS = 0, OPT_SEED = 3, OPT_RANK = 14 };
+enum { OPT_ITERATIONS = 0, OPT_SEED = 3, OPT_RANK = 19 };
 
 /* Enum values of burstrt.h. */
 enum { RT_F32_ = 0, RT_I32_ = 1, RT_DATA_SYNTHETIC_ = 0, RT_DATA_FMNIST_ = 1 };
@@ -1067,7 +1069,14 @@ static void build_main(lw *w, LLVMValueRef setup, LLVMValueRef forward, LLVMValu
     LLVMValueRef loss = CALL(w, "rt_world_sum", l);
     CALL(w, "rt_params_zero_grad", ps);
     call_own(w, backward, (LLVMValueRef[]){pool, seed, step}, 3);
+    /* if (rt_loss_scale_unscale(ps)) the optimizer's step (false: skip it) */
+    LLVMBasicBlockRef update = new_block(w, "update");
+    LLVMBasicBlockRef stepped = new_block(w, "stepped");
+    LLVMBuildCondBr(w->b, CALL(w, "rt_loss_scale_unscale", ps), update, stepped);
+    place(w, update);
     CALL(w, j->optimizer == OPT_ADAM ? "rt_adam_step" : "rt_sgd_step", ps, opt);
+    LLVMBuildBr(w->b, stepped);
+    place(w, stepped);
     CALL(w, "rt_step_end", step);
     CALL(w, "rt_report_loss", step, loss);
     LLVMBuildStore(w->b, LLVMBuildAdd(w->b, step, i64c(w, 1), ""), stepv);
@@ -1168,11 +1177,12 @@ static void build_types(lw *w)
     LLVMTypeRef path = LLVMArrayType(w->t_i8, 512);
     /* iterations, data, data_dir, seed, trace_path, checkpoint_dir,
      * checkpoint_every, resume, threads, step_timeout, bucket_mb, no_overlap, background,
-     * slowdown, rank, world_size */
-    LLVMTypeRef of[] = {w->t_i64, w->t_i32, path,     w->t_i64, path,     path,
-                        w->t_i64, w->t_i8,  w->t_i32, w->t_f64, w->t_f64, w->t_i8,
-                        w->t_i8,  w->t_f64, w->t_i32, w->t_i32};
-    LLVMStructSetBody(w->t_options, of, 16, 0);
+     * slowdown, loss_scale, loss_scale_init, loss_scale_growth, loss_scale_backoff,
+     * loss_scale_interval, rank, world_size */
+    LLVMTypeRef of[] = {w->t_i64, w->t_i32, path,     w->t_i64, path,     path,     w->t_i64,
+                        w->t_i8,  w->t_i32, w->t_f64, w->t_f64, w->t_i8,  w->t_i8,  w->t_f64,
+                        w->t_i32, w->t_f64, w->t_f64, w->t_f64, w->t_i64, w->t_i32, w->t_i32};
+    LLVMStructSetBody(w->t_options, of, 21, 0);
     w->t_sgd = LLVMStructCreateNamed(cx, "rt_sgd");
     LLVMTypeRef sf[] = {w->t_f32, w->t_f32, w->t_f32, w->t_i8};
     LLVMStructSetBody(w->t_sgd, sf, 4, 0);

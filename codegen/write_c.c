@@ -478,7 +478,8 @@ static void write_main(writer *w)
     W("\t\tdouble loss = rt_world_sum(forward(pool, data, o->seed, step, true, NULL));\n");
     W("\t\trt_params_zero_grad(ps);\n");
     W("\t\tbackward(pool, o->seed, step);\n");
-    W("\t\trt_%s_step(ps, &opt);\n", j->optimizer == OPT_ADAM ? "adam" : "sgd");
+    W("\t\tif (rt_loss_scale_unscale(ps))   /* false: inf/nan in a gradient, skip */\n");
+    W("\t\t\trt_%s_step(ps, &opt);\n", j->optimizer == OPT_ADAM ? "adam" : "sgd");
     W("\t\trt_step_end(step);\n");
     W("\t\trt_report_loss(step, loss);\n");
     W("\t}\n");

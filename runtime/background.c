@@ -376,7 +376,7 @@ void rt_bg_checkpoint_save(const char *dir, int64_t round_step)
     for (int i = 0; i < bg.n; i++) {
         char suffix[96];
         copy_suffix(&bg.c[i], suffix, sizeof suffix);
-        rt_checkpoint_write(dir, round_step, suffix, bg.c[i].ps, bg.c[i].step, bg.c[i].seed);
+        rt_checkpoint_write(dir, round_step, suffix, bg.c[i].ps, bg.c[i].step, bg.c[i].seed, NULL);
     }
 }
 
@@ -386,7 +386,7 @@ void rt_bg_checkpoint_load(const char *dir, int64_t round_step)
         copy *c = &bg.c[i];
         char suffix[96];
         copy_suffix(c, suffix, sizeof suffix);
-        int64_t step = rt_checkpoint_read(dir, round_step, suffix, c->ps, -1, c->seed);
+        int64_t step = rt_checkpoint_read(dir, round_step, suffix, c->ps, -1, c->seed, NULL);
         if (step < 0) {
             rt_message("checkpoint",
                        "the round of step %lld holds no state of background '%s' (seed %llu): "

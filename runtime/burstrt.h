@@ -71,6 +71,15 @@ int64_t rt_tensor_per_sample(const rt_tensor *t);
 
 typedef enum { RT_DATA_SYNTHETIC, RT_DATA_FMNIST } rt_data_kind;
 
+/* --loss-scale: the job's default (dynamic when it computes in f16, else off), off,
+ * dynamic (PyTorch's GradScaler), or a fixed scale. */
+typedef enum {
+    RT_LOSS_SCALE_DEFAULT,
+    RT_LOSS_SCALE_OFF,
+    RT_LOSS_SCALE_DYNAMIC,
+    RT_LOSS_SCALE_FIXED
+} rt_loss_scale_mode;
+
 typedef struct rt_options {
     int64_t iterations;       /* --iterations N (default 10, or rt_set_defaults') */
     rt_data_kind data;        /* --data synthetic|fmnist[:DIR] */
@@ -89,7 +98,12 @@ typedef struct rt_options {
     bool no_overlap;          /* --no-overlap: all-reduce the gradients after the backward */
     bool background;          /* --background on|off (default on) */
     double slowdown;          /* --slowdown X: the background guard's bound (0: the job's) */
-    int rank, world_size;     /* filled by rt_init */
+    rt_loss_scale_mode loss_scale; /* --loss-scale dynamic|off|S */
+    double loss_scale_init;        /* dynamic: --loss-scale-init S (65536); fixed: S */
+    double loss_scale_growth;      /* --loss-scale-growth X (default 2) */
+    double loss_scale_backoff;     /* --loss-scale-backoff X (default 0.5) */
+    int64_t loss_scale_interval;   /* --loss-scale-interval N (default 2000) */
+    int rank, world_size;          /* filled by rt_init */
 } rt_options;
 
 /* The defaults of --iterations and --data (the job's), set before rt_init. */
@@ -251,6 +265,22 @@ typedef struct rt_adam {
 /* PyTorch torch.optim.Adam (L2 weight decay, bias correction); the step count lives
  * in the params set and is checkpointed. */
 void rt_adam_step(rt_params *ps, const rt_adam *cfg);
+
+/* ---- loss scaling (f16; docs/runtime.md, "Loss scaling (f16)") ---------------------- */
+
+/* Multiplies the loss gradient (the loss's backward output, this rank's shard) by the
+ * loss scale S when loss scaling is on, so that the backward pass computes S times every
+ * gradient and small gradients survive 16-bit arithmetic. No-op when it is off. */
+void rt_loss_scale_grad(rt_tensor *dloss);
+/* After the backward pass, on every rank (collective over the world): completes the
+ * gradient all-reduces, divides every gradient of ps by S and checks them for inf and
+ * nan. The verdict is combined over the world, so every rank decides alike: false when
+ * any rank's gradients overflowed; the caller then skips the optimizer step (parameters
+ * and optimizer state stay as they are). The dynamic scale backs off on an overflow and
+ * grows after --loss-scale-interval clean steps in a row. Without loss scaling: true. */
+bool rt_loss_scale_unscale(rt_params *ps);
+/* The loss scale S of the next step (1 when loss scaling is off). */
+double rt_loss_scale(void);
 
 /* ---- kernels: f32, NCHW ------------------------------------------------------- */
 

@@ -9,10 +9,12 @@
  * checks the marker) and present on every rank (the ranks agree on the oldest of their
  * newest rounds; where DIR is not shared between nodes each node holds its ranks' files).
  *
- * A rank's file: magic BURSTCK2; the next step, seed, Adam step count, rank and world
- * size; then for every parameter and buffer it holds in registration order: name,
+ * A rank's file: magic BURSTCK3; the next step, seed, Adam step count, rank and world
+ * size, parameter count; the loss scaler's scale (f64, 0 when the run did not scale) and
+ * clean-step count (int64); then for every parameter and buffer it holds in registration order: name,
  * shape, which optimizer states exist, values, states (raw little-endian f32); then an
- * FNV-1a checksum of everything before it. Loading checks every field against the
+ * FNV-1a checksum of everything before it. Files of the previous format (BURSTCK2,
+ * the same without the scaler's fields) still load. Loading checks every field against the
  * program (the round's step, seed, rank, world size, parameter count, names, shapes,
  * which states a parameter can have, the checksum, no trailing bytes) before the step
  * reaches the data or the optimizer. All random numbers of the runtime are counter-based
@@ -23,6 +25,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,7 +34,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAGIC "BURSTCK2"
+#define MAGIC    "BURSTCK3"
+#define MAGIC_V2 "BURSTCK2" /* without the loss scaler's state */
 
 static rt_params *attached;
 
@@ -289,7 +293,7 @@ void rt_checkpoint_save(const char *dir, const rt_params *ps, int64_t next_step)
     if (mkdir(round, 0777) != 0 && errno != EEXIST)
         rt_fatal("checkpoint", "cannot create directory %s: %s", round, strerror(errno));
     sync_dir(dir);
-    rt_checkpoint_write(dir, next_step, "", ps, next_step, rt_opts_g.seed);
+    rt_checkpoint_write(dir, next_step, "", ps, next_step, rt_opts_g.seed, rt_loss_scaler_get());
     rt_bg_checkpoint_save(dir, next_step);
     test_fault_in_save(next_step);
     /* Every rank's file is durable: the round can be committed. */
@@ -308,7 +312,7 @@ void rt_checkpoint_save(const char *dir, const rt_params *ps, int64_t next_step)
 }
 
 void rt_checkpoint_write(const char *dir, int64_t round_step, const char *suffix,
-                         const rt_params *ps, int64_t step, uint64_t seed)
+                         const rt_params *ps, int64_t step, uint64_t seed, const rt_loss_scaler *ls)
 {
     char round[1100], path[1200], tmp[1200], tsuffix[104];
     path_of(round, sizeof round, dir, round_step, NULL);
@@ -322,6 +326,10 @@ void rt_checkpoint_write(const char *dir, int64_t round_step, const char *suffix
     put(&s, head, sizeof head);
     int32_t who[3] = {rt_opts_g.rank, rt_opts_g.world_size, rt_params_count(ps)};
     put(&s, who, sizeof who);
+    double scale = ls && ls->on ? ls->scale : 0.0;
+    int64_t clean = ls && ls->on ? ls->clean : 0;
+    put(&s, &scale, sizeof scale);
+    put(&s, &clean, sizeof clean);
     for (int i = 0; i < who[2]; i++) {
         const rt_param *p = rt_params_at(ps, i);
         uint32_t len = (uint32_t)strlen(p->name);
@@ -394,14 +402,14 @@ int64_t rt_checkpoint_load(const char *dir, rt_params *ps)
                  "step %lld)",
                  dir, (long long)mine);
     }
-    rt_checkpoint_read(dir, step, "", ps, step, rt_opts_g.seed);
+    rt_checkpoint_read(dir, step, "", ps, step, rt_opts_g.seed, rt_loss_scaler_get());
     rt_bg_checkpoint_load(dir, step);
     rt_progress_phase(was, was_step);
     return step;
 }
 
 int64_t rt_checkpoint_read(const char *dir, int64_t round_step, const char *suffix, rt_params *ps,
-                           int64_t step, uint64_t seed)
+                           int64_t step, uint64_t seed, rt_loss_scaler *ls)
 {
     char path[1200];
     rank_file(path, sizeof path, dir, round_step, suffix);
@@ -413,7 +421,8 @@ int64_t rt_checkpoint_read(const char *dir, int64_t round_step, const char *suff
     }
     char magic[8];
     get(&s, magic, 8);
-    if (memcmp(magic, MAGIC, 8) != 0)
+    const bool v2 = memcmp(magic, MAGIC_V2, 8) == 0;
+    if (memcmp(magic, MAGIC, 8) != 0 && !v2)
         bad(path, "not a burstrt checkpoint");
     int64_t head[3];
     get(&s, head, sizeof head);
@@ -436,6 +445,17 @@ int64_t rt_checkpoint_read(const char *dir, int64_t round_step, const char *suff
     const int n = rt_params_count(ps);
     if (who[2] != n)
         bad(path, "holds %d parameters, this rank has %d", who[2], n);
+    double scale = 0.0;
+    int64_t clean = 0;
+    if (!v2) {
+        get(&s, &scale, sizeof scale);
+        get(&s, &clean, sizeof clean);
+        if (!(scale >= 0.0 && scale <= FLT_MAX))
+            bad(path, "loss scale %g is not a finite scale >= 0", scale);
+        if (clean < 0 || clean > head[0])
+            bad(path, "loss scaler's clean-step count %lld outside 0..%lld", (long long)clean,
+                (long long)head[0]);
+    }
     for (int i = 0; i < n; i++) {
         rt_param *p = rt_params_at(ps, i);
         uint32_t len;
@@ -477,6 +497,12 @@ int64_t rt_checkpoint_read(const char *dir, int64_t round_step, const char *suff
         bad(path, "corrupt (bytes after the checksum)");
     fclose(s.f);
     rt_params_set_adam_step(ps, head[2]);
+    /* A dynamic scale continues where it was; a fixed one is the command line's; a file
+     * of a run without scaling leaves the scaler at its start. */
+    if (ls && ls->on && ls->dynamic && scale > 0.0) {
+        ls->scale = scale;
+        ls->clean = clean;
+    }
     return head[0];
 }
 

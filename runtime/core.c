@@ -20,6 +20,10 @@ rt_options rt_opts_g = {.iterations = 10,
                         .step_timeout = 20.0,
                         .bucket_mb = 25.0,
                         .background = true,
+                        .loss_scale_init = 65536.0,
+                        .loss_scale_growth = 2.0,
+                        .loss_scale_backoff = 0.5,
+                        .loss_scale_interval = 2000,
                         .world_size = 1};
 static bool mpi_started;
 
@@ -238,6 +242,7 @@ void rt_finalize(void)
         return;
     }
     rt_grads_wait(); /* a program that started all-reduces and never stepped */
+    rt_loss_scale_report();
     rt_watchdog_finishing();
     rt_watchdog_limit(step_limit());
     rt_dev.sync("finalize");

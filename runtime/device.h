@@ -1,9 +1,10 @@
 /* device.h: the boundary between libburstrt's shared code and a backend, in the manner of
  * QBE's targets: two structs of hooks that each backend (cpu/, cuda/) defines once. The
  * shared code (options, errors, watchdog, steps, pools and tensors, trace, data,
- * checkpoints, optimizer loops, RNG, rank sets and the reshard plan, argument checks) is
- * compiled once and linked into every backend's library; it reaches device memory,
- * streams and the interconnect only through these hooks. Kernels are not hooks: each
+ * checkpoints, optimizer loops, loss scaling, RNG, rank sets and the reshard plan, argument
+ * checks) is compiled once and linked into every backend's library; it reaches device
+ * memory, streams and the interconnect only through these hooks (and loss scaling's one
+ * kernel, scale_check, which shared code calls). Other kernels are not hooks: each
  * backend defines the kernel functions of burstrt.h (and rt_sgd_update / rt_adam_update of
  * internal.h) itself, and the test cuda.api_complete keeps both libraries complete. */
 #ifndef BURSTRT_DEVICE_H
@@ -46,6 +47,10 @@ typedef struct rt_device {
     void (*step_end)(int64_t step);
     void (*op_begin)(const char *name);
     void (*op_end)(const char *name);
+    /* Loss scaling (loss_scale.c), ordered with kernels: x[0..n) *= s in place; when found
+     * is not NULL (device memory, one int32), first sets *found to 1 if any element is
+     * inf or nan (else leaves it). */
+    void (*scale_check)(float *x, int64_t n, float s, int32_t *found, const char *op);
     /* Optional (NULL: the host computes them): synthetic samples made on the device. */
     void (*synth)(const rt_synth_keys *k, void *x, int32_t *labels);
 } rt_device;

@@ -219,24 +219,53 @@ typedef struct rt_transfers {
 bool rt_reshard_plan(const rt_comm *from, const rt_comm *to, int64_t B, rt_transfers *t);
 void rt_transfers_free(rt_transfers *t);
 
+/* loss_scale.c: the foreground's loss scaler (PyTorch's GradScaler) */
+typedef struct rt_loss_scaler {
+    bool on;      /* gradients are scaled */
+    bool dynamic; /* the scale adapts (else it is fixed) */
+    double scale; /* S, a value an f32 holds */
+    double growth, backoff;
+    int64_t interval;
+    int64_t clean;   /* steps without an overflow since the scale last changed */
+    int64_t skipped; /* steps skipped in this run */
+} rt_loss_scaler;
+/* The scaler, set from the options on first use (--loss-scale; the default follows the
+ * compute dtype, rt_set_compute_dtype). */
+rt_loss_scaler *rt_loss_scaler_get(void);
+/* Sets it from the options again (tests change rt_opts_g between cases). */
+void rt_loss_scaler_configure(void);
+/* One step's outcome, GradScaler.update: on an overflow the scale is multiplied by the
+ * backoff factor, after `interval` clean steps in a row by the growth factor (where the
+ * result is finite in f32); a fixed scale never changes. */
+void rt_loss_scaler_update(rt_loss_scaler *s, bool overflow);
+/* Rank 0 says the scale at the end and how many steps were skipped (rt_finalize), when
+ * loss scaling was on. */
+void rt_loss_scale_report(void);
+
 /* checkpoint.c */
 /* Makes --checkpoint-dir (and its parents) and checks that this rank can write there. */
 void rt_checkpoint_check_dir(void);
 void rt_checkpoint_maybe_save(int64_t step);
 /* This rank's file DIR/step-R/rank-R.ckptSUFFIX of the round of step R: ps with the
- * given step and seed in its header (through a temporary file, durable on return). */
+ * given step and seed in its header, and the loss scaler's state (ls NULL: none), through
+ * a temporary file, durable on return. */
 void rt_checkpoint_write(const char *dir, int64_t round_step, const char *suffix,
-                         const rt_params *ps, int64_t step, uint64_t seed);
+                         const rt_params *ps, int64_t step, uint64_t seed,
+                         const rt_loss_scaler *ls);
 /* Loads such a file into ps after checking every field (step: the header's must be
- * this; -1: any, and a missing file returns -1); returns the header's step. */
+ * this; -1: any, and a missing file returns -1); returns the header's step. A dynamic
+ * scaler ls continues from the file's scale and clean-step count when the file has one
+ * (NULL: the file's are not used). */
 int64_t rt_checkpoint_read(const char *dir, int64_t round_step, const char *suffix, rt_params *ps,
-                           int64_t step, uint64_t seed);
+                           int64_t step, uint64_t seed, rt_loss_scaler *ls);
 
 /* optim.c: the Adam step count that checkpoints carry */
 int64_t rt_params_adam_step(const rt_params *ps);
 void rt_params_set_adam_step(rt_params *ps, int64_t t);
 int rt_params_count(const rt_params *ps);
 rt_param *rt_params_at(const rt_params *ps, int i);
+/* The params set's overflow flag for loss scaling: one device int32, made on first use. */
+int32_t *rt_params_overflow_flag(rt_params *ps);
 /* Optimizer state k of p, made (zero) on first use. */
 rt_tensor *rt_param_state(rt_params *ps, rt_param *p, int k);
 

@@ -15,7 +15,8 @@ struct rt_params {
     rt_pool *pool;
     rt_param **items;
     int n, cap;
-    int64_t adam_t; /* Adam steps taken */
+    int64_t adam_t;      /* Adam steps taken */
+    rt_tensor *overflow; /* loss scaling's inf/nan flag (i32 [1]), made on first use */
 };
 
 rt_params *rt_params_new(rt_pool *pool)
@@ -149,6 +150,13 @@ void rt_grads_wait(void)
     rt_net.grad_wait();
     rt_wait_end();
     rt_trace_pop();
+}
+
+int32_t *rt_params_overflow_flag(rt_params *ps)
+{
+    if (!ps->overflow)
+        ps->overflow = rt_tensor_new(ps->pool, RT_I32, 1, (int64_t[]){1});
+    return rt_i32(ps->overflow);
 }
 
 rt_tensor *rt_param_state(rt_params *ps, rt_param *p, int k)

@@ -1,11 +1,13 @@
 /* options.c: the command line every generated program shares (rt_init parses it):
  * iterations, data source, seed, trace, checkpoints, threads per rank, the watchdog's step
  * timeout, the gradient all-reduce's buckets and overlap, background work and its slowdown
- * bound. Both "--opt V" and "--opt=V"; an unknown option or a bad value is a fatal error
- * naming it, and --help prints the usage on rank 0 and exits 0. */
+ * bound, loss scaling. Both "--opt V" and "--opt=V"; an unknown option or a bad value is
+ * a fatal error naming it, and --help prints the usage on rank 0 and exits 0. */
 #include "internal.h"
 
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +47,17 @@ static void usage(FILE *f, const char *program)
             "                        time (default on); off: the foreground alone\n"
             "  --slowdown X          bound on the foreground's step time with background\n"
             "                        work over without it (default: the job's, 1.1)\n"
+            "  --loss-scale dynamic|off|S\n"
+            "                        loss scaling (default: dynamic when the job's dtype is\n"
+            "                        f16, else off): dynamic as PyTorch's GradScaler, or a\n"
+            "                        fixed scale S; a step whose gradients hold inf or nan is\n"
+            "                        skipped on every rank\n"
+            "  --loss-scale-init S   the dynamic scale's first value (default 65536)\n"
+            "  --loss-scale-growth X the dynamic scale grows by X (> 1, default 2) after\n"
+            "  --loss-scale-interval N\n"
+            "                        clean steps in a row (default 2000), and\n"
+            "  --loss-scale-backoff X\n"
+            "                        shrinks by X (0 < X < 1, default 0.5) on an overflow\n"
             "  --help                this text\n",
             program, (long long)rt_opts_g.iterations,
             rt_opts_g.data == RT_DATA_FMNIST ? "fmnist" : "synthetic");
@@ -60,6 +73,19 @@ static int64_t parse_int(const char *opt, const char *v, int64_t lo)
     return x;
 }
 
+/* A finite number in (lo, hi) (open at each end, or closed where *_closed). */
+static double parse_real(const char *opt, const char *v, double lo, bool lo_closed, double hi,
+                         bool hi_closed, const char *expect)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || *end || end == v || !isfinite(x) || (lo_closed ? x < lo : x <= lo) ||
+        (hi_closed ? x > hi : x >= hi))
+        rt_fatal("options", "%s expects %s, got '%s'", opt, expect, v);
+    return x;
+}
+
 static void copy_str(char *dst, size_t cap, const char *opt, const char *v)
 {
     if (strlen(v) >= cap)
@@ -72,11 +98,25 @@ static const struct {
     const char *name;
     bool value;
 } known[] = {
-    {"--help", false},      {"--resume", false},        {"--iterations", true},
-    {"--seed", true},       {"--threads", true},        {"--checkpoint-every", true},
-    {"--trace", true},      {"--checkpoint-dir", true}, {"--step-timeout", true},
-    {"--data", true},       {"--bucket-mb", true},      {"--no-overlap", false},
-    {"--background", true}, {"--slowdown", true},
+    {"--help", false},
+    {"--resume", false},
+    {"--iterations", true},
+    {"--seed", true},
+    {"--threads", true},
+    {"--checkpoint-every", true},
+    {"--trace", true},
+    {"--checkpoint-dir", true},
+    {"--step-timeout", true},
+    {"--data", true},
+    {"--bucket-mb", true},
+    {"--no-overlap", false},
+    {"--background", true},
+    {"--slowdown", true},
+    {"--loss-scale", true},
+    {"--loss-scale-init", true},
+    {"--loss-scale-growth", true},
+    {"--loss-scale-backoff", true},
+    {"--loss-scale-interval", true},
 };
 
 void rt_parse_options(int argc, char **argv, const char *program)
@@ -150,6 +190,25 @@ void rt_parse_options(int argc, char **argv, const char *program)
             o->slowdown = strtod(val, &end);
             if (*end || end == val || !(o->slowdown >= 1) || o->slowdown > 1e6)
                 rt_fatal("options", "--slowdown expects a number >= 1, got '%s'", val);
+        } else if (!strcmp(name, "--loss-scale")) {
+            if (!strcmp(val, "dynamic")) {
+                o->loss_scale = RT_LOSS_SCALE_DYNAMIC;
+            } else if (!strcmp(val, "off")) {
+                o->loss_scale = RT_LOSS_SCALE_OFF;
+            } else {
+                o->loss_scale = RT_LOSS_SCALE_FIXED;
+                o->loss_scale_init =
+                    parse_real(name, val, 0, false, FLT_MAX, true, "dynamic, off or a scale > 0");
+            }
+        } else if (!strcmp(name, "--loss-scale-init")) {
+            o->loss_scale_init = parse_real(name, val, 0, false, FLT_MAX, true, "a scale > 0");
+        } else if (!strcmp(name, "--loss-scale-growth")) {
+            o->loss_scale_growth = parse_real(name, val, 1, false, 1e6, true, "a factor > 1");
+        } else if (!strcmp(name, "--loss-scale-backoff")) {
+            o->loss_scale_backoff =
+                parse_real(name, val, 0, false, 1, false, "a factor between 0 and 1 (exclusive)");
+        } else if (!strcmp(name, "--loss-scale-interval")) {
+            o->loss_scale_interval = parse_int(name, val, 1);
         } else {
             if (!strcmp(val, "synthetic")) {
                 o->data = RT_DATA_SYNTHETIC;

@@ -32,6 +32,9 @@ void rt_grad_buckets_free(void);
 /* comm_mpi.c: waits for n requests (sleeping between polls when ranks oversubscribe). */
 void rt_mpi_wait(int n, MPI_Request *req, const char *op);
 
+/* elementwise.c: the device's scale_check (device.h). */
+void rt_cpu_scale_check(float *x, int64_t n, float s, int32_t *found, const char *op);
+
 /* ref_conv.c: samples per GEMM of the reference conv2d (bench_conv mirrors its lowering) */
 #define RT_CONV_COLUMNS 1024
 int64_t rt_conv2d_chunk(int64_t N, int64_t ohw);

@@ -189,6 +189,7 @@ const rt_device rt_dev = {
     .step_end = cpu_step,
     .op_begin = cpu_op,
     .op_end = cpu_op,
+    .scale_check = rt_cpu_scale_check,
     .synth = NULL,
 };
 

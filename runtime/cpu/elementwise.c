@@ -1,11 +1,11 @@
 /* cpu/elementwise.c: the memory-bound ops on the CPU: relu, gelu (tanh approximation), tanh
  * and sigmoid on oneDNN's eltwise primitives (relu's backward as a plain loop); add and
  * gradient accumulation, dropout with the counter-based mask, concat, transpose of two axes,
- * softmax along an axis, and the optimizers' per-element updates as plain loops over
- * contiguous memory, written without branches in the loop bodies (selects, and one loop per
- * case of the optimizers' options) so that the compiler vectorises them (RT_VECTOR: also for
- * AVX2 and AVX-512, chosen at load time). Shapes are checked once per call, never per
- * element. */
+ * softmax along an axis, the optimizers' per-element updates and loss scaling's multiply
+ * and inf/nan check as plain loops over contiguous memory, written without branches in the
+ * loop bodies (selects, and one loop per case of the optimizers' options) so that the
+ * compiler vectorises them (RT_VECTOR: also for AVX2 and AVX-512, chosen at load time).
+ * Shapes are checked once per call, never per element. */
 #include "onednn.h"
 
 #include <math.h>
@@ -379,4 +379,34 @@ void rt_adam_update(float *w, const float *g, float *m, float *v, int64_t n, flo
         adam_range(w + at, g + at, m + at, v + at, len, step, beta1, beta2, eps, weight_decay,
                    bc2_sqrt);
     }
+}
+
+/* ---- loss scaling (the device's scale_check, loss_scale.c) ------------------------------ */
+
+/* Whether any x is inf or nan (all exponent bits set), tested on the bits so that the
+ * loop is an integer OR that vectorises. */
+RT_VECTOR static int scale_range(float *restrict x, int64_t n, float s)
+{
+    uint32_t bad = 0;
+    for (int64_t j = 0; j < n; j++) {
+        uint32_t u;
+        memcpy(&u, &x[j], sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+        x[j] *= s;
+    }
+    return bad != 0;
+}
+
+void rt_cpu_scale_check(float *x, int64_t n, float s, int32_t *found, const char *op)
+{
+    (void)op;
+    const int64_t chunks = (n + CHUNK - 1) / CHUNK;
+    int bad = 0;
+#pragma omp parallel for schedule(static) reduction(| : bad) if (chunks >= 4)
+    for (int64_t t = 0; t < chunks; t++) {
+        const int64_t at = t * CHUNK, len = n - at < CHUNK ? n - at : CHUNK;
+        bad |= scale_range(x + at, len, s);
+    }
+    if (found && bad)
+        *found = 1;
 }

@@ -89,6 +89,9 @@ void rt_nccl_poll(const char *op);
  * synth hook): fills x (count*per_sample elements, or NULL) and labels (or NULL). */
 void rt_cuda_synth(const rt_synth_keys *k, void *x, int32_t *labels);
 
+/* elementwise.cu: the device's scale_check (device.h): x *= s, *found = 1 on inf/nan. */
+void rt_cuda_scale_check(float *x, int64_t n, float s, int32_t *found, const char *op);
+
 /* Grid size for n elements at 256 threads, capped (kernels use grid-stride loops). */
 static inline unsigned rt_cuda_blocks(int64_t n)
 {

@@ -416,5 +416,6 @@ const rt_device rt_dev = {
     .step_end = cuda_step_end,
     .op_begin = cuda_op_begin,
     .op_end = cuda_op_end,
+    .scale_check = rt_cuda_scale_check,
     .synth = rt_cuda_synth,
 };

@@ -1,6 +1,7 @@
 /* elementwise.cu: the memory-bound ops of the CUDA backend: relu, gelu (tanh
  * approximation), tanh, sigmoid, add and gradient accumulation, dropout, concat, transpose, softmax
- * along an axis, and the optimizers' per-element updates. One thread per element
+ * along an axis, the optimizers' per-element updates and loss scaling's multiply and
+ * inf/nan check. One thread per element
  * (grid-stride), f32 in and out; every result equals the CPU backend's up to float
  * rounding of the transcendental functions. Dropout keys its mask exactly as the CPU
  * backend, so a GPU run drops the same elements; its step key comes from device memory
@@ -404,4 +405,23 @@ extern "C" void rt_adam_update(float *w, const float *g, float *m, float *v, int
                                float b1, float b2, float eps, float wd, float bc2_sqrt)
 {
     LAUNCH("adam", adam_k, n, w, g, m, v, n, step, b1, b2, eps, wd, bc2_sqrt);
+}
+
+/* ---- loss scaling (the device's scale_check, loss_scale.c) -------------------------------- */
+
+/* Threads that meet an inf or nan all write the same 1: no atomics needed. */
+__global__ void scale_check_k(float *x, int64_t n, float s, int32_t *found)
+{
+    RT_FOR(j, n)
+    {
+        float v = x[j];
+        if (found && !isfinite(v))
+            *found = 1;
+        x[j] = v * s;
+    }
+}
+
+extern "C" void rt_cuda_scale_check(float *x, int64_t n, float s, int32_t *found, const char *op)
+{
+    LAUNCH(op, scale_check_k, n, x, n, s, found);
 }

@@ -2,8 +2,9 @@
  * 3-layer MLP under a burst plan: layer 1 (linear+relu+dropout) on rank set c1, layer 2
  * (linear+relu) on c2, layer 3 (linear + cross entropy) on c3, with resharding of the
  * activations forward and of their gradients backward wherever consecutive rank sets
- * differ, gradient all-reduce within each set and SGD. Used by test_mlp_burst (burst
- * plan vs one rank) and test_checkpoint (resume vs uninterrupted). */
+ * differ, gradient all-reduce within each set and SGD, with the calls of loss scaling
+ * (no-ops unless it is on). Used by test_mlp_burst (burst plan vs one rank),
+ * test_checkpoint (resume vs uninterrupted) and test_loss_scale_mpi (scaled vs not). */
 #ifndef RT_TEST_MLP_PROGRAM_H
 #define RT_TEST_MLP_PROGRAM_H
 
@@ -113,6 +114,7 @@ static double mlp_step(mlp *m, rt_data *data, int64_t step, uint64_t seed, const
         rt_linear_fwd(m->x3, m->w3->value, m->b3->value, m->z3);
         local_loss = rt_cross_entropy_fwd(m->z3, m->lab, B);
         rt_cross_entropy_bwd(m->z3, m->lab, B, m->dz3);
+        rt_loss_scale_grad(m->dz3); /* as generated programs: a no-op unless scaling is on */
         rt_linear_bwd(m->x3, m->w3->value, m->dz3, m->dx3, m->w3->grad, m->b3->grad);
         /* as generated programs do: each layer's all-reduces start after its backward */
         rt_grad_allreduce_start(m->c3, rt_f32(m->w3->grad), m->w3->grad->numel);
@@ -137,7 +139,8 @@ static double mlp_step(mlp *m, rt_data *data, int64_t step, uint64_t seed, const
         rt_grad_allreduce_start(m->c1, rt_f32(m->b1->grad), m->b1->grad->numel);
     }
     rt_trace_push("allreduce+sgd");
-    rt_sgd_step(m->ps, opt); /* completes the all-reduces first */
+    if (rt_loss_scale_unscale(m->ps)) /* completes the all-reduces first */
+        rt_sgd_step(m->ps, opt);
     rt_trace_pop();
     rt_step_end(step);
     return loss;

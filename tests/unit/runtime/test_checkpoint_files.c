@@ -5,8 +5,9 @@
  * round is; the checkpoint directory and its parents are made at start, and a path that
  * cannot be a directory is an error then. Loading: every header field is checked against
  * the program, each rewritten with a valid checksum (step -5, another round's step, seed,
- * Adam step count, rank, world size, optimizer state on a buffer, a huge name), as are a
- * flipped byte, trailing bytes, a truncated file, an empty directory and an old format. */
+ * Adam step count, rank, world size, loss scale, the loss scaler's clean steps, optimizer
+ * state on a buffer, a huge name), as are a flipped byte, trailing bytes, a truncated file,
+ * an empty directory and an old format. */
 #include "check.h"
 #include "internal.h"
 
@@ -94,8 +95,18 @@ static void spill(const char *p, const unsigned char *b, size_t n, bool fix_sum)
 }
 
 /* The header: magic[8], next step, seed, Adam count (int64), rank, world size, count
- * (int32), then the first parameter's name length (uint32). */
-enum { OFF_STEP = 8, OFF_SEED = 16, OFF_ADAM = 24, OFF_RANK = 32, OFF_WORLD = 36, OFF_NAME = 44 };
+ * (int32), loss scale (f64), clean steps (int64), then the first parameter's name length
+ * (uint32). */
+enum {
+    OFF_STEP = 8,
+    OFF_SEED = 16,
+    OFF_ADAM = 24,
+    OFF_RANK = 32,
+    OFF_WORLD = 36,
+    OFF_SCALE = 44,
+    OFF_CLEAN = 52,
+    OFF_NAME = 60
+};
 
 static const char *load_dir = dir;
 static void run_load(void *ctx)
@@ -217,6 +228,15 @@ int main(void)
     v32 = 4;
     with_field("world size", OFF_WORLD, &v32, 4, true,
                "was written by rank 0 of 4, this is rank 0 of 1");
+    double scale = -1.0;
+    with_field("negative loss scale", OFF_SCALE, &scale, 8, true,
+               "loss scale -1 is not a finite scale >= 0");
+    scale = NAN;
+    with_field("nan loss scale", OFF_SCALE, &scale, 8, true,
+               "loss scale nan is not a finite scale >= 0");
+    v64 = 10;
+    with_field("clean steps", OFF_CLEAN, &v64, 8, true,
+               "loss scaler's clean-step count 10 outside 0..9");
     uint32_t huge = 1u << 31;
     with_field("name length", OFF_NAME, &huge, 4, true,
                "parameter 0 has a name of 2147483648 bytes");
