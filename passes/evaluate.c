@@ -353,13 +353,16 @@ bool plan_evaluate(const plan_problem *p, const int *k, const int *first, plan_r
         lr->k = k[l];
         lr->first = first[l];
         lr->shard = plan_shard(p->batch, k[l]);
-        lr->fwd = ev->fw[l];
-        lr->bwd = ev->bw[l];
         lr->allreduce = plan_price_allreduce(&ev->pr, l, k[l], first[l]);
         double t, g, ex;
-        plan_price_node(&ev->pr, l, k[l], first[l], lr->fwd, lr->bwd, &t, &g, &ex);
+        plan_price_node(&ev->pr, l, k[l], first[l], ev->fw[l], ev->bw[l], &t, &g, &ex);
         lr->ar_exposed = ex;
-        lr->amplification = ev->t1[l] > 0 ? k[l] * (lr->fwd + lr->bwd) / ev->t1[l] : 1;
+        /* Amplification compares compute alone; the layer's times are what
+		 * it takes at its ranks, with their node's cores shared. */
+        lr->amplification = ev->t1[l] > 0 ? k[l] * (ev->fw[l] + ev->bw[l]) / ev->t1[l] : 1;
+        double share = plan_core_share(&p->cluster, first[l], k[l]);
+        lr->fwd = ev->fw[l] * share;
+        lr->bwd = ev->bw[l] * share;
         lr->mem_bytes = layer_mem(p, &p->layers[l], lr->shard);
     }
     for (int e = 0; e < p->nedges; e++) {
