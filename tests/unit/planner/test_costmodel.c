@@ -1,7 +1,8 @@
 /*
  * test_costmodel.c: the compute model's device rules on hand-computed cases:
  * ranks sharing a node's cores (plan_core_share, and its effect on a plan's
- * time, its layers' times and its timeline), and a class's own curve and
+ * time, its layers' times and its timeline; branches side by side only
+ * within the cores), and a class's own curve and
  * bandwidth (plan_cluster.cls_*).
  */
 #include <string.h>
@@ -120,6 +121,60 @@ static void shared_plan(void)
     plan_result_free(&r);
 }
 
+/* A block of two branches: a -> b -> d and a -> c -> d, b on ranks 0..1 and
+ * c on 2..3, each 40 ms (1 GFLOP per sample, 4 samples at 1e11 FLOP/s); a
+ * and d views, moves free (alpha 0, no bytes). Side by side the block takes
+ * 40 ms; on a node of 2 cores the two branches would put 4 ranks on them,
+ * so they run one after the other: 80 ms. */
+static void branches_on_shared_cores(void)
+{
+    plan_layer l[4];
+    memset(l, 0, sizeof l);
+    const char *names[4] = {"a", "b", "c", "d"};
+    for (int i = 0; i < 4; i++) {
+        l[i].name = names[i];
+        l[i].cls = PC_CONV;
+    }
+    l[1].fwd_flops = l[2].fwd_flops = 1e9;
+    plan_edge e[4] = {{0, 1, 0}, {0, 2, 0}, {1, 3, 0}, {2, 3, 0}};
+    plan_problem p = {0};
+    p.cluster = (plan_cluster){.gpus = 4,
+                               .gpus_per_node = 4,
+                               .intra_bw = 1e9,
+                               .peak_flops = 1e11,
+                               .mem_bw = 1e12,
+                               .umax = 1};
+    p.nlayers = 4;
+    p.layers = l;
+    p.nedges = 4;
+    p.edges = e;
+    p.batch = 8;
+    p.dtype_bytes = 4;
+    int k[4] = {4, 2, 2, 4}, first[4] = {0, 0, 2, 0};
+    char err[256];
+    plan_result r;
+    CHECK(plan_evaluate(&p, k, first, &r, err, sizeof err));
+    CHECK_NEAR(r.time, 0.040, 1e-12);
+    CHECK(r.nconcurrent == 1);
+    plan_result_free(&r);
+    p.cluster.cores = 2;
+    CHECK(plan_evaluate(&p, k, first, &r, err, sizeof err));
+    CHECK_NEAR(r.time, 0.080, 1e-12);
+    CHECK(r.nconcurrent == 0);
+    plan_result_free(&r);
+    /* The planner finds no faster plan either: every layer of b and c on
+	 * 2 ranks at best (4 ranks cost as much, shared), in sequence. */
+    CHECK(plan_solve(&p, PS_BURST, &r, err, sizeof err));
+    CHECK_NEAR(r.time, 0.080, 1e-12);
+    CHECK(r.nconcurrent == 0);
+    plan_result_free(&r);
+    /* With 4 cores it runs them side by side. */
+    p.cluster.cores = 4;
+    CHECK(plan_solve(&p, PS_BURST, &r, err, sizeof err));
+    CHECK_NEAR(r.time, 0.040, 1e-12);
+    plan_result_free(&r);
+}
+
 static void class_curves(void)
 {
     plan_cluster c = {.gpus = 1,
@@ -158,6 +213,7 @@ int main(void)
 {
     core_share();
     shared_plan();
+    branches_on_shared_cores();
     class_curves();
     return check_done("test_costmodel");
 }
