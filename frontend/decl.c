@@ -49,7 +49,12 @@ static void fe_collect(fe_ctx *c, const fe_item *it, const fe_keys *k, const fe_
     for (int i = 0; i < k->nkeys; i++)
         out[i] = NULL;
     for (const fe_field *f = it->fields; f; f = f->next) {
-        if (flops_ok && strcmp(f->key, "flops") == 0)
+        /* A gpu's qualified fields: flops per dtype, a class's curve
+		 * (fe_lower_gpu reads them). */
+        if (flops_ok &&
+            (strcmp(f->key, "flops") == 0 ||
+             (f->sub && (strcmp(f->key, "efficiency") == 0 || strcmp(f->key, "half_work") == 0 ||
+                         strcmp(f->key, "bandwidth") == 0))))
             continue;
         int i = 0;
         while (i < k->nkeys && !fe_key_is(k->keys[i], f->key))
@@ -186,6 +191,48 @@ static const char *const fe_gpu_keys[] = {"memory", "bandwidth", "launch", "effi
                                           "half_work"};
 static const fe_keys fe_gpu = {"gpu", fe_gpu_keys, 5};
 
+/* A class's own curve: `efficiency conv = 0.4`, `half_work conv = 1e6`,
+ * `bandwidth pool = 3 GB/s` (classes conv, gemm, pool, other); a class
+ * without them takes the device-wide ones. */
+static void fe_gpu_classes(fe_ctx *c, const fe_item *it, ir_gpu *g)
+{
+    const fe_field *seen[3][KC_COUNT] = {{0}};
+    static const char *const keys[3] = {"efficiency", "half_work", "bandwidth"};
+    for (const fe_field *fl = it->fields; fl; fl = fl->next) {
+        int q = 0;
+        while (q < 3 && strcmp(fl->key, keys[q]) != 0)
+            q++;
+        if (q == 3 || !fl->sub)
+            continue;
+        ir_kclass k;
+        if (!ir_kclass_lookup(fl->sub, &k)) {
+            fe_error(c, fl->loc, "unknown class '%s' (conv, gemm, pool, other)", fl->sub);
+            continue;
+        }
+        if (seen[q][k]) {
+            fe_error(c, fl->loc, "duplicate field '%s %s' in gpu '%s'", fl->key, fl->sub, it->name);
+            fe_note(c, seen[q][k]->loc, "first given here");
+            continue;
+        }
+        seen[q][k] = fl;
+        ir_curve *cv = &g->cls[k];
+        if (q == 0 && fe_real_field(c, fl->value, "efficiency", &cv->efficiency) &&
+            !(cv->efficiency > 0 && cv->efficiency <= 1))
+            fe_error(c, fl->value->loc, "'efficiency %s' is a fraction of the peak, in (0, 1]",
+                     fl->sub);
+        if (q == 1 && fe_real_field(c, fl->value, "half_work", &cv->half_work) && cv->half_work < 0)
+            fe_error(c, fl->value->loc, "'half_work %s' (FLOPs) must not be negative", fl->sub);
+        if (q == 2 && fe_qty(c, fl->value, "bandwidth", DIM_RATE, &cv->bandwidth) &&
+            cv->bandwidth <= 0)
+            fe_error(c, fl->value->loc, "'bandwidth %s' must be positive", fl->sub);
+    }
+    for (int k = 0; k < KC_COUNT; k++)
+        if (!seen[0][k] != !seen[1][k])
+            fe_error(c, it->name_loc,
+                     "gpu '%s' needs both 'efficiency %s' and 'half_work %s', or neither", it->name,
+                     ir_kclass_name((ir_kclass)k), ir_kclass_name((ir_kclass)k));
+}
+
 void fe_lower_gpu(fe_ctx *c, const fe_item *it)
 {
     int old = ir_gpu_find(c->module, it->name);
@@ -254,20 +301,21 @@ void fe_lower_gpu(fe_ctx *c, const fe_item *it)
                  it->name);
         ok = false;
     }
+    fe_gpu_classes(c, it, &g);
     (void)ok;
     ir_gpu_add(c->module, &g);
 }
 
-static const char *const fe_cluster_keys[] = {"gpu", "nodes", "gpus_per_node",
-                                              "intra|nvlink|pcie|shm", "network|inter"};
-static const fe_keys fe_cluster = {"cluster", fe_cluster_keys, 5};
+static const char *const fe_cluster_keys[] = {
+    "gpu", "nodes", "gpus_per_node", "intra|nvlink|pcie|shm", "network|inter", "cores"};
+static const fe_keys fe_cluster = {"cluster", fe_cluster_keys, 6};
 
 void fe_lower_cluster(fe_ctx *c, const fe_item *it)
 {
     int old = ir_cluster_find(c->module, it->name);
     if (!fe_check_redef(c, it, old, old >= 0 ? c->module->clusters[old].loc : it->loc, "cluster"))
         return;
-    const fe_field *f[5];
+    const fe_field *f[6];
     fe_collect(c, it, &fe_cluster, f, false);
     ir_cluster cl = {.name = it->name, .loc = it->name_loc, .gpu = -1, .nodes = 1};
     if (fe_require(c, it, &fe_cluster, f, 0)) {
@@ -296,6 +344,10 @@ void fe_lower_cluster(fe_ctx *c, const fe_item *it)
         fe_error(c, it->name_loc,
                  "cluster '%s' has %d nodes and needs 'network' = bandwidth @ latency", it->name,
                  cl.nodes);
+    /* Ranks beyond a node's cores share them (passes/costmodel.c,
+	 * plan_core_share); more cores than ranks is what leaving it out says. */
+    if (f[5] && fe_int_field(c, f[5], 1, IR_MAX_GPUS, &v))
+        cl.cores = (int)v;
     if ((int64_t)cl.nodes * cl.gpus_per_node > IR_MAX_GPUS)
         fe_error(c, it->name_loc, "cluster '%s' has more than %d gpus", it->name, IR_MAX_GPUS);
     ir_cluster_add(c->module, &cl);

@@ -186,8 +186,16 @@ typedef struct ir_op_info {
 const ir_op_info *ir_op_info_of(ir_opcode op);
 /* Returns OP_COUNT when name is not an op. */
 ir_opcode ir_op_lookup(const char *name);
+/* Classes of layers whose kernels a device runs at different speeds: the
+ * planner's classes (passes/plan.h plan_class). A `gpu` may give each its
+ * own utilisation curve and memory bandwidth (`efficiency conv = ...`). */
+typedef enum ir_kclass { KC_CONV, KC_GEMM, KC_POOL, KC_OTHER, KC_COUNT } ir_kclass;
+
 const char *ir_dtype_name(ir_dtype dt);
 bool ir_dtype_lookup(const char *name, ir_dtype *out);
+/* conv, gemm, pool, other. */
+const char *ir_kclass_name(ir_kclass k);
+bool ir_kclass_lookup(const char *name, ir_kclass *out);
 int ir_dtype_size(ir_dtype dt);
 const char *ir_elem_name(ir_elem el);
 
@@ -295,6 +303,12 @@ typedef struct ir_link {
     double latency;   /* seconds */
 } ir_link;
 
+/* One class's curve on a device; 0 fields: the device-wide ones. */
+typedef struct ir_curve {
+    double efficiency, half_work; /* both or neither */
+    double bandwidth;             /* bytes/s the class's kernels reach */
+} ir_curve;
+
 typedef struct ir_gpu {
     const char *name;
     src_loc loc;
@@ -307,6 +321,7 @@ typedef struct ir_gpu {
 	 * 0: the curve calibrated on the A100 (passes/costmodel.c). */
     double efficiency;
     double half_work; /* FLOPs */
+    ir_curve cls[KC_COUNT];
 } ir_gpu;
 
 typedef struct ir_cluster {
@@ -315,6 +330,9 @@ typedef struct ir_cluster {
     int gpu; /* index into module gpus */
     int nodes;
     int gpus_per_node;
+    /* The physical cores a node's ranks share (a CPU cluster whose ranks
+	 * outnumber its cores); 0: every rank has its own device. */
+    int cores;
     ir_link intra; /* inside a node (NVLink, PCIe) */
     ir_link inter; /* between nodes, per node (network) */
 } ir_cluster;

@@ -128,6 +128,23 @@ bool ir_dtype_lookup(const char *name, ir_dtype *out)
     return false;
 }
 
+static const char *const kclass_names[KC_COUNT] = {"conv", "gemm", "pool", "other"};
+
+const char *ir_kclass_name(ir_kclass k)
+{
+    return kclass_names[k];
+}
+
+bool ir_kclass_lookup(const char *name, ir_kclass *out)
+{
+    for (int i = 0; i < KC_COUNT; i++)
+        if (strcmp(kclass_names[i], name) == 0) {
+            *out = (ir_kclass)i;
+            return true;
+        }
+    return false;
+}
+
 const char *ir_elem_name(ir_elem el)
 {
     return el == EL_I32 ? "i32" : "f32";

@@ -156,12 +156,28 @@ void ir_print_module(FILE *out, const ir_module *m)
             fputs(", half_work = ", out);
             ir_print_real(out, gp->half_work);
         }
+        for (int k = 0; k < KC_COUNT; k++) {
+            const ir_curve *cv = &gp->cls[k];
+            const char *cn = ir_kclass_name((ir_kclass)k);
+            if (cv->efficiency > 0) {
+                fprintf(out, ", efficiency.%s = ", cn);
+                ir_print_real(out, cv->efficiency);
+                fprintf(out, ", half_work.%s = ", cn);
+                ir_print_real(out, cv->half_work);
+            }
+            if (cv->bandwidth > 0) {
+                fprintf(out, ", bandwidth.%s = ", cn);
+                ir_print_real(out, cv->bandwidth);
+            }
+        }
         fputs("}\n", out);
     }
     for (int i = 0; i < m->nclusters; i++) {
         const ir_cluster *c = &m->clusters[i];
         fprintf(out, "cluster %s {gpu = %s, nodes = %d, gpus_per_node = %d", c->name,
                 m->gpus[c->gpu].name, c->nodes, c->gpus_per_node);
+        if (c->cores > 0)
+            fprintf(out, ", cores = %d", c->cores);
         print_link(out, "intra", &c->intra);
         print_link(out, "inter", &c->inter);
         fputs("}\n", out);

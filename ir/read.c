@@ -683,9 +683,17 @@ skip:
     eat(r, '}');
 }
 
-static const char *const gpu_keys[] = {"flops.f32", "flops.tf32", "flops.f16", "flops.bf16",
-                                       "bandwidth", "memory",     "launch",    "efficiency",
-                                       "half_work", NULL};
+static const char *const gpu_keys[] = {"flops.f32",        "flops.tf32",
+                                       "flops.f16",        "flops.bf16",
+                                       "bandwidth",        "memory",
+                                       "launch",           "efficiency",
+                                       "half_work",        "efficiency.conv",
+                                       "half_work.conv",   "bandwidth.conv",
+                                       "efficiency.gemm",  "half_work.gemm",
+                                       "bandwidth.gemm",   "efficiency.pool",
+                                       "half_work.pool",   "bandwidth.pool",
+                                       "efficiency.other", "half_work.other",
+                                       "bandwidth.other",  NULL};
 
 static bool apply_gpu(reader *r, void *obj, const field *f)
 {
@@ -698,14 +706,25 @@ static bool apply_gpu(reader *r, void *obj, const field *f)
         g->flops[dt] = v;
         return true;
     }
-    bool launch = strcmp(f->key, "launch") == 0, half = strcmp(f->key, "half_work") == 0;
+    /* One class's curve: efficiency.conv, half_work.pool, bandwidth.other. */
+    const char *dot = strchr(f->key, '.');
+    ir_kclass kc = KC_COUNT;
+    if (dot && !ir_kclass_lookup(dot + 1, &kc))
+        return false;
+    size_t klen = dot ? (size_t)(dot - f->key) : strlen(f->key);
+    bool launch = strcmp(f->key, "launch") == 0, half = strncmp(f->key, "half_work", klen) == 0;
     if (!num(r, f, &v, !launch && !half))
         return false;
+    if (strncmp(f->key, "efficiency", klen) == 0 && v > 1) {
+        err_at(r, f->val.loc, "'%s' is a fraction of the peak, at most 1", f->key);
+        return false;
+    }
+    if (dot) {
+        ir_curve *cv = &g->cls[kc];
+        *(half ? &cv->half_work : f->key[0] == 'e' ? &cv->efficiency : &cv->bandwidth) = v;
+        return true;
+    }
     if (strcmp(f->key, "efficiency") == 0) {
-        if (v > 1) {
-            err_at(r, f->val.loc, "'efficiency' is a fraction of the peak, at most 1");
-            return false;
-        }
         g->efficiency = v;
     } else if (half)
         g->half_work = v;
@@ -718,9 +737,15 @@ static bool apply_gpu(reader *r, void *obj, const field *f)
     return true;
 }
 
-static const char *const cluster_keys[] = {
-    "gpu",           "nodes",           "gpus_per_node", "intra.bandwidth",
-    "intra.latency", "inter.bandwidth", "inter.latency", NULL};
+static const char *const cluster_keys[] = {"gpu",
+                                           "nodes",
+                                           "gpus_per_node",
+                                           "intra.bandwidth",
+                                           "intra.latency",
+                                           "inter.bandwidth",
+                                           "inter.latency",
+                                           "cores",
+                                           NULL};
 
 static bool apply_cluster(reader *r, void *obj, const field *f)
 {
@@ -737,6 +762,12 @@ static bool apply_cluster(reader *r, void *obj, const field *f)
         if (!integer(r, f, &n, IR_MAX_GPUS))
             return false;
         *(f->key[0] == 'n' ? &c->nodes : &c->gpus_per_node) = (int)n;
+        return true;
+    }
+    if (strcmp(f->key, "cores") == 0) {
+        if (!integer(r, f, &n, IR_MAX_GPUS))
+            return false;
+        c->cores = (int)n;
         return true;
     }
     /* A one-node cluster has no network (inter.bandwidth = 0), a node of one
@@ -1030,6 +1061,10 @@ static void parse_item(reader *r)
         else if (r->d->nerrors == before &&
                  (seen & (1ull << 4 | 1ull << 5)) != (1ull << 4 | 1ull << 5))
             err_at(r, loc, "gpu '%s' needs 'bandwidth' and 'memory'", name);
+        for (int k = 0; k < KC_COUNT && r->d->nerrors == before; k++)
+            if (!(seen >> (9 + 3 * k) & 1) != !(seen >> (10 + 3 * k) & 1))
+                err_at(r, loc, "gpu '%s' needs both 'efficiency.%s' and 'half_work.%s', or neither",
+                       name, ir_kclass_name((ir_kclass)k), ir_kclass_name((ir_kclass)k));
         ir_gpu_add(r->m, &g);
     } else if (what[0] == 'c') {
         ir_cluster c = {.name = name, .loc = loc, .gpu = -1, .nodes = 1, .gpus_per_node = 1};

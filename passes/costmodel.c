@@ -30,6 +30,9 @@ plan_util plan_util_curve[PC_COUNT] = {
     [PC_CONV] = {0.536, 1e10, 0.6, 0.30},
     [PC_LINEAR] = {0.253, 1e8, 1.2, 1.00},
     [PC_OTHER] = {0.050, 5.62e10, 0.4, 0.30},
+    /* Pooling was fitted with the rest (PC_OTHER); its own class lets a
+	 * device with measured curves (examples/clusters/cpu.burst) tell them apart. */
+    [PC_POOL] = {0.050, 5.62e10, 0.4, 0.30},
 };
 
 static double kernel_group_time(const plan_cluster *c, plan_class cls, double flops, double bytes,
@@ -42,13 +45,17 @@ static double kernel_group_time(const plan_cluster *c, plan_class cls, double fl
     double t = nk * c->launch;
     double tc = 0, tm = 0;
     plan_util own = {c->umax, c->whalf, 1.0, 1.0};
-    const plan_util *u = c->umax > 0 ? &own : &plan_util_curve[cls];
+    if (c->cls_umax[cls] > 0)
+        own = (plan_util){c->cls_umax[cls], c->cls_whalf[cls], 1.0, 1.0};
+    const plan_util *u = own.umax > 0 ? &own : &plan_util_curve[cls];
     if (flops > 0 && c->peak_flops > 0) {
         double w = flops / nk;
         double util = u->umax * pow(w / (w + u->whalf), u->gamma);
         tc = flops / (c->peak_flops * util);
     }
-    if (bytes > 0 && c->mem_bw > 0)
+    if (bytes > 0 && c->cls_bw[cls] > 0)
+        tm = bytes / c->cls_bw[cls];
+    else if (bytes > 0 && c->mem_bw > 0)
         tm = bytes / (c->mem_bw * u->mem_eff);
     return t + fmax(tc, tm);
 }
@@ -63,6 +70,19 @@ void plan_layer_time_analytic(const plan_cluster *c, int dtype_bytes, const plan
                              (l->fwd_elems * n + l->params) * dtype_bytes, l->fwd_kernels);
     *bwd = kernel_group_time(c, l->cls, l->bwd_flops * n,
                              (l->bwd_elems * n + 2 * l->params) * dtype_bytes, l->bwd_kernels);
+}
+
+double plan_core_share(const plan_cluster *c, int first, int k)
+{
+    int gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+    if (c->cores <= 0 || c->cores >= gpn || k <= c->cores)
+        return 1;
+    /* The most ranks on one node: the first node's part, else a whole node
+	 * (or the rest when the ranks end in the second node). */
+    int head = gpn - first % gpn, most = k < head ? k : head;
+    if (k - most > most)
+        most = k - most < gpn ? k - most : gpn;
+    return most > c->cores ? (double)most / c->cores : 1;
 }
 
 /* One column of a table (the totals or the forward parts) at batch b. */

@@ -217,6 +217,18 @@ static double block_time(plan_evaluator *ev, const eblock *B, const int *k, cons
     for (int i = 0; i < m; i++)
         for (int j = i + 1; j < m; j++)
             ov[i][j] = ov[j][i] = branches_overlap(ev, B, i, j, k, first);
+    /* Each branch's lowest and highest rank: groups side by side must not
+	 * put more ranks on a node than it has cores (plan_core_share). */
+    int lo[MAXB], hi[MAXB];
+    for (int i = 0; i < m; i++) {
+        lo[i] = ev->G;
+        hi[i] = -1;
+        for (int x = B->lstart[i]; x < B->lstart[i + 1]; x++) {
+            int l = ev->blayers[x];
+            lo[i] = first[l] < lo[i] ? first[l] : lo[i];
+            hi[i] = first[l] + k[l] - 1 > hi[i] ? first[l] + k[l] - 1 : hi[i];
+        }
+    }
     double E[1 << MAXB];
     bool conc[1 << MAXB];
     for (int M = 1; M <= full; M++) {
@@ -239,10 +251,18 @@ static double block_time(plan_evaluator *ev, const eblock *B, const int *k, cons
                 conc[M] = conc[g] || conc[h];
             }
             bool disjoint = true;
-            for (int i = 0; i < m && disjoint; i++)
+            int a = ev->G, z = -1;
+            for (int i = 0; i < m; i++) {
                 for (int j = 0; j < m && disjoint; j++)
                     if ((g >> i & 1) && (h >> j & 1) && ov[i][j])
                         disjoint = false;
+                if ((M >> i & 1) && hi[i] >= lo[i]) {
+                    a = lo[i] < a ? lo[i] : a;
+                    z = hi[i] > z ? hi[i] : z;
+                }
+            }
+            if (disjoint && z >= a && plan_core_share(&ev->p->cluster, a, z - a + 1) > 1)
+                disjoint = false;
             if (disjoint && fmax(E[g], E[h]) < E[M]) {
                 E[M] = fmax(E[g], E[h]);
                 conc[M] = true;
@@ -353,13 +373,16 @@ bool plan_evaluate(const plan_problem *p, const int *k, const int *first, plan_r
         lr->k = k[l];
         lr->first = first[l];
         lr->shard = plan_shard(p->batch, k[l]);
-        lr->fwd = ev->fw[l];
-        lr->bwd = ev->bw[l];
         lr->allreduce = plan_price_allreduce(&ev->pr, l, k[l], first[l]);
         double t, g, ex;
-        plan_price_node(&ev->pr, l, k[l], first[l], lr->fwd, lr->bwd, &t, &g, &ex);
+        plan_price_node(&ev->pr, l, k[l], first[l], ev->fw[l], ev->bw[l], &t, &g, &ex);
         lr->ar_exposed = ex;
-        lr->amplification = ev->t1[l] > 0 ? k[l] * (lr->fwd + lr->bwd) / ev->t1[l] : 1;
+        /* Amplification compares compute alone; the layer's times are what
+		 * it takes at its ranks, with their node's cores shared. */
+        lr->amplification = ev->t1[l] > 0 ? k[l] * (ev->fw[l] + ev->bw[l]) / ev->t1[l] : 1;
+        double share = plan_core_share(&p->cluster, first[l], k[l]);
+        lr->fwd = ev->fw[l] * share;
+        lr->bwd = ev->bw[l] * share;
         lr->mem_bytes = layer_mem(p, &p->layers[l], lr->shard);
     }
     for (int e = 0; e < p->nedges; e++) {

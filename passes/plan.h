@@ -17,7 +17,7 @@
 #include <stdio.h>
 
 /* Classes of layers for the utilisation curve of the compute model. */
-typedef enum plan_class { PC_CONV, PC_LINEAR, PC_OTHER, PC_COUNT } plan_class;
+typedef enum plan_class { PC_CONV, PC_LINEAR, PC_OTHER, PC_POOL, PC_COUNT } plan_class;
 
 typedef struct plan_cluster {
     int gpus; /* G */
@@ -31,6 +31,13 @@ typedef struct plan_cluster {
     /* This device's own utilisation curve (all classes); umax 0: the
 	 * calibrated plan_util_curve. */
     double umax, whalf;
+    /* Per class, overriding the above when > 0: its own curve (cls_umax,
+	 * cls_whalf) and the memory bandwidth its kernels reach (cls_bw). */
+    double cls_umax[PC_COUNT], cls_whalf[PC_COUNT], cls_bw[PC_COUNT];
+    /* Physical cores of a node that its ranks share; 0: one per rank (a
+	 * GPU). A layer with more ranks on a node than it has cores computes
+	 * slower (plan_core_share). */
+    int cores;
 } plan_cluster;
 
 /* How DeepPool's planner names a layer (passes/deeppool.c decides with it):
@@ -159,6 +166,11 @@ extern plan_util plan_util_curve[PC_COUNT];
 /* Forward and backward seconds of layer at per-GPU batch b. */
 void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, double *fwd,
                      double *bwd);
+/* How much slower a layer computes on k ranks from rank `first` than on
+ * ranks of their own: max over the nodes it runs on of max(1, its ranks on
+ * that node / the node's cores); 1 when the cluster gives every rank a core
+ * (cores 0). The time-sliced ranks of a node share its cores evenly. */
+double plan_core_share(const plan_cluster *c, int first, int k);
 /* Analytic only (ignores l->measured). */
 void plan_layer_time_analytic(const plan_cluster *c, int dtype_bytes, const plan_layer *l,
                               int64_t b, double *fwd, double *bwd);

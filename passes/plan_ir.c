@@ -65,7 +65,12 @@ void pass_plan_layer(const ir_graph *g, const ir_op *op, plan_layer *l)
     switch (ir_op_class_of(op)) {
     case OC_CONV: l->cls = PC_CONV; break;
     case OC_GEMM: l->cls = PC_LINEAR; break;
-    default: l->cls = PC_OTHER; break;
+    default:
+        l->cls = op->opcode == OP_MAXPOOL2D || op->opcode == OP_AVGPOOL2D ||
+                         op->opcode == OP_GLOBALAVGPOOL
+                     ? PC_POOL
+                     : PC_OTHER;
+        break;
     }
     l->fwd_flops = c.fwd_flops;
     l->bwd_flops = c.bwd_flops;
@@ -259,6 +264,14 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
     p->cluster.launch = gpu->launch;
     p->cluster.umax = gpu->efficiency;
     p->cluster.whalf = gpu->half_work;
+    p->cluster.cores = cl->cores;
+    static const plan_class cls_of[KC_COUNT] = {
+        [KC_CONV] = PC_CONV, [KC_GEMM] = PC_LINEAR, [KC_POOL] = PC_POOL, [KC_OTHER] = PC_OTHER};
+    for (int k = 0; k < KC_COUNT; k++) {
+        p->cluster.cls_umax[cls_of[k]] = gpu->cls[k].efficiency;
+        p->cluster.cls_whalf[cls_of[k]] = gpu->cls[k].half_work;
+        p->cluster.cls_bw[cls_of[k]] = gpu->cls[k].bandwidth;
+    }
     if (p->cluster.peak_flops <= 0) {
         diag_error(d, j->loc, "GPU '%s' has no FLOP rate for dtype %s", gpu->name,
                    ir_dtype_name(j->dtype));

@@ -461,12 +461,14 @@ static void block_of(ctx *c, int t, block *B)
     }
 }
 
-/* The widths a window of w GPUs may give its first concurrent group: any in
- * the exact search; whole nodes, a power of two of them, in the coarse one
- * (smaller groups come from the exact search on the first EXACT_GPUS). */
-static bool split_ok(ctx *c, int s, int w)
+/* The widths a window of w GPUs from rank o may give its first concurrent
+ * group: any in the exact search; whole nodes, a power of two of them, in
+ * the coarse one (smaller groups come from the exact search on the first
+ * EXACT_GPUS). None when the window puts more ranks on a node than it has
+ * cores: groups side by side there would share the cores (evaluate.c). */
+static bool split_ok(ctx *c, int s, int o, int w)
 {
-    if (s < 1 || s >= w)
+    if (s < 1 || s >= w || plan_core_share(&c->p->cluster, o, w) > 1)
         return false;
     if (c->exact)
         return true;
@@ -530,7 +532,7 @@ static int block_request(ctx *c, int q, const block *B, int mask, int o, int w, 
         if (!nest)
             continue;
         for (int s = next_split(c, 0, w); s < w; s = next_split(c, s, w)) {
-            if (!split_ok(c, s, w))
+            if (!split_ok(c, s, o, w))
                 continue;
             block_request(c, q, B, g, o, s, c->exact);
             block_request(c, q, B, mask & ~g, o + s, w - s, c->exact);
@@ -565,7 +567,7 @@ static int block_compute(ctx *c, int q, const block *B, int mask, int o, int w, 
         if (!nest)
             continue;
         for (int s = next_split(c, 0, w); s < w; s = next_split(c, s, w)) {
-            if (!split_ok(c, s, w))
+            if (!split_ok(c, s, o, w))
                 continue;
             block_compute(c, q, B, g, o, s, c->exact, nu, nv);
             block_compute(c, q, B, mask & ~g, o + s, w - s, c->exact, nu, nv);
@@ -611,7 +613,7 @@ static int block_compute(ctx *c, int q, const block *B, int mask, int o, int w, 
                 }
             }
             for (int s = next_split(c, 0, w); s < w; s = next_split(c, s, w)) {
-                if (!split_ok(c, s, w))
+                if (!split_ok(c, s, o, w))
                     continue;
                 table A = entry_values(c, S, entry_find(S, (ekey){g, o - S->key.o, s, c->exact}));
                 table Bv =

@@ -159,7 +159,7 @@ void plan_price_node(const plan_pricer *pr, int l, int k, int o, double fwd, dou
     double ar = plan_price_allreduce(pr, l, k, o), ex = ar;
     if (pr->p->ar_overlap)
         ex = pr->nin[l] != 1 ? fmax(0, ar - pr->hide[l]) : 0; /* one input: on its edge */
-    *time = fwd + bwd + ex;
+    *time = (fwd + bwd) * plan_core_share(&pr->p->cluster, o, k) + ex;
     *gpu = *time * k;
     if (exposed)
         *exposed = ex;
@@ -176,7 +176,8 @@ void plan_price_edge(plan_pricer *pr, int e, int ku, int ou, double bwd_u, int k
         r = 2 * plan_reshard_time(&p->cluster, rs, pe->elems * p->dtype_bytes);
     }
     if (p->ar_overlap && pr->nin[pe->to] == 1)
-        ex = fmax(0, plan_price_allreduce(pr, pe->to, kv, ov) - bwd_u - pr->hide[pe->to] +
+        ex = fmax(0, plan_price_allreduce(pr, pe->to, kv, ov) -
+                         bwd_u * plan_core_share(&p->cluster, ou, ku) - pr->hide[pe->to] +
                          pr->bwd1[pe->from]);
     *time = r + ex;
     *gpu = r * (ku > kv ? ku : kv) + ex * kv;
@@ -214,7 +215,8 @@ void plan_price_edge_table(plan_pricer *pr, int e, int nu, const int *ku, const 
                 }
             }
             if (ex_on)
-                ex = fmax(0, plan_price_allreduce(pr, pe->to, kv[j], fv[j]) - bwd_u[i] - hide);
+                ex = fmax(0, plan_price_allreduce(pr, pe->to, kv[j], fv[j]) -
+                                 bwd_u[i] * plan_core_share(cl, fu[i], ku[i]) - hide);
             double t = r + ex, g = r * (ku[i] > kv[j] ? ku[i] : kv[j]) + ex * kv[j];
             S[i * nv + j] = alpha * t + beta * g;
             if (T != S)

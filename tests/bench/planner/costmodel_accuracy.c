@@ -201,7 +201,7 @@ static int collect(double *v, int model, int cls)
     for (int i = 0; i < nS; i++) {
         if (model >= 0 && S[i].model != model)
             continue;
-        if (cls == -1 && S[i].layer.cls == PC_OTHER)
+        if (cls == -1 && (S[i].layer.cls == PC_OTHER || S[i].layer.cls == PC_POOL))
             continue;
         if (cls >= 0 && (int)S[i].layer.cls != cls)
             continue;
@@ -256,7 +256,7 @@ static void fit(double *v)
     a100.launch = best_launch;
     memcpy(plan_util_curve, best_u, sizeof best_u);
     printf("fitted: launch %.0f us\n", best_launch * 1e6);
-    static const char *cn[PC_COUNT] = {"PC_CONV", "PC_LINEAR", "PC_OTHER"};
+    static const char *cn[PC_COUNT] = {"PC_CONV", "PC_LINEAR", "PC_OTHER", "PC_POOL"};
     for (int c = 0; c < PC_COUNT; c++)
         printf("\t[%s] = { %.3f, %.3g, %.1f, %.2f },\n", cn[c], best_u[c].umax, best_u[c].whalf,
                best_u[c].gamma, best_u[c].mem_eff);
