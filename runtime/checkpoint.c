@@ -11,15 +11,16 @@
  *
  * A rank's file: magic BURSTCK3; the next step, seed, Adam step count, rank and world
  * size, parameter count; the loss scaler's scale (f64, 0 when the run did not scale) and
- * clean-step count (int64); then for every parameter and buffer it holds in registration order: name,
- * shape, which optimizer states exist, values, states (raw little-endian f32); then an
- * FNV-1a checksum of everything before it. Files of the previous format (BURSTCK2,
- * the same without the scaler's fields) still load. Loading checks every field against the
- * program (the round's step, seed, rank, world size, parameter count, names, shapes,
- * which states a parameter can have, the checksum, no trailing bytes) before the step
- * reaches the data or the optimizer. All random numbers of the runtime are counter-based
- * functions of (seed, step, ...), so the step is the whole RNG state and a resumed run
- * continues bit-identically. */
+ * clean-step count (int64); then for every parameter and buffer it holds in registration
+ * order: name, shape, which optimizer states exist, values, states (raw little-endian
+ * f32); then an FNV-1a checksum of everything before it. Files of the previous format
+ * (BURSTCK2, the same without the scaler's fields) still load. Loading checks every field
+ * against the program (the round's step, seed, rank, world size, parameter count, a finite
+ * scale, names, shapes, which states a parameter can have, the checksum, no trailing
+ * bytes) before the step reaches the data or the optimizer. All random numbers of the
+ * runtime are counter-based functions of (seed, step, ...), so the step is the whole RNG
+ * state and a resumed run continues bit-identically; the loss scaler's two fields are the
+ * rest of the training state. */
 #include "mpi_glue.h"
 
 #include <dirent.h>
