@@ -8,6 +8,7 @@
  * on a shared machine disturbs them much less than wall time; median and minimum of
  * interleaved runs after one warm-up. Not a test: run it by hand.
  *   usage: bench_conv [repeats]   (default 5) */
+#include "bench_time.h"
 #include "burstrt.h"
 #include "cpu/ref.h"
 
@@ -29,19 +30,6 @@ static const layer layers[] = {
     {"conv2_2", 128, 128, 28, 1}, {"conv3_1", 128, 256, 14, 1},  {"conv3_2/3", 256, 256, 14, 2},
     {"conv4_1", 256, 512, 7, 1},  {"conv4_2/3", 512, 512, 7, 2}, {"conv5_1/2/3", 512, 512, 3, 3},
 };
-
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static double median(double *v, int n)
 {

@@ -8,6 +8,7 @@
  * median and minimum of interleaved runs after one warm-up, in ms per call. Not a test:
  * run it by hand, before and after a change to those kernels.
  *   usage: bench_kernels [repeats]   (default 21) */
+#include "bench_time.h"
 #include "burstrt.h"
 #include "cpu/ref.h"
 
@@ -15,19 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 #define MAXREPS 256
 
