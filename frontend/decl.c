@@ -307,15 +307,15 @@ void fe_lower_gpu(fe_ctx *c, const fe_item *it)
 }
 
 static const char *const fe_cluster_keys[] = {
-    "gpu", "nodes", "gpus_per_node", "intra|nvlink|pcie|shm", "network|inter", "cores"};
-static const fe_keys fe_cluster = {"cluster", fe_cluster_keys, 6};
+    "gpu", "nodes", "gpus_per_node", "intra|nvlink|pcie|shm", "network|inter", "cores", "slice"};
+static const fe_keys fe_cluster = {"cluster", fe_cluster_keys, 7};
 
 void fe_lower_cluster(fe_ctx *c, const fe_item *it)
 {
     int old = ir_cluster_find(c->module, it->name);
     if (!fe_check_redef(c, it, old, old >= 0 ? c->module->clusters[old].loc : it->loc, "cluster"))
         return;
-    const fe_field *f[6];
+    const fe_field *f[7];
     fe_collect(c, it, &fe_cluster, f, false);
     ir_cluster cl = {.name = it->name, .loc = it->name_loc, .gpu = -1, .nodes = 1};
     if (fe_require(c, it, &fe_cluster, f, 0)) {
@@ -348,6 +348,10 @@ void fe_lower_cluster(fe_ctx *c, const fe_item *it)
 	 * plan_core_share); more cores than ranks is what leaving it out says. */
     if (f[5] && fe_int_field(c, f[5], 1, IR_MAX_GPUS, &v))
         cl.cores = (int)v;
+    /* What a message step waits for its peer's turn on those cores
+	 * (passes/plan.h, plan_step_wait); left out: PLAN_SLICE_DEFAULT. */
+    if (f[6] && fe_qty(c, f[6]->value, "slice", DIM_TIME, &cl.slice))
+        cl.has_slice = true;
     if ((int64_t)cl.nodes * cl.gpus_per_node > IR_MAX_GPUS)
         fe_error(c, it->name_loc, "cluster '%s' has more than %d gpus", it->name, IR_MAX_GPUS);
     ir_cluster_add(c->module, &cl);

@@ -333,6 +333,11 @@ typedef struct ir_cluster {
     /* The physical cores a node's ranks share (a CPU cluster whose ranks
 	 * outnumber its cores); 0: every rank has its own device. */
     int cores;
+    /* Seconds a message step waits on a node whose ranks outnumber its
+	 * cores (the scheduler's slice; passes/plan.h, plan_step_wait);
+	 * has_slice false: PLAN_SLICE_DEFAULT. */
+    double slice;
+    bool has_slice;
     ir_link intra; /* inside a node (NVLink, PCIe) */
     ir_link inter; /* between nodes, per node (network) */
 } ir_cluster;

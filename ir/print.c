@@ -178,6 +178,10 @@ void ir_print_module(FILE *out, const ir_module *m)
                 m->gpus[c->gpu].name, c->nodes, c->gpus_per_node);
         if (c->cores > 0)
             fprintf(out, ", cores = %d", c->cores);
+        if (c->has_slice) {
+            fputs(", slice = ", out);
+            ir_print_real(out, c->slice);
+        }
         print_link(out, "intra", &c->intra);
         print_link(out, "inter", &c->inter);
         fputs("}\n", out);

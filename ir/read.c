@@ -737,15 +737,11 @@ static bool apply_gpu(reader *r, void *obj, const field *f)
     return true;
 }
 
-static const char *const cluster_keys[] = {"gpu",
-                                           "nodes",
-                                           "gpus_per_node",
-                                           "intra.bandwidth",
-                                           "intra.latency",
-                                           "inter.bandwidth",
-                                           "inter.latency",
-                                           "cores",
-                                           NULL};
+static const char *const cluster_keys[] = {"gpu",           "nodes",
+                                           "gpus_per_node", "intra.bandwidth",
+                                           "intra.latency", "inter.bandwidth",
+                                           "inter.latency", "cores",
+                                           "slice",         NULL};
 
 static bool apply_cluster(reader *r, void *obj, const field *f)
 {
@@ -768,6 +764,13 @@ static bool apply_cluster(reader *r, void *obj, const field *f)
         if (!integer(r, f, &n, IR_MAX_GPUS))
             return false;
         c->cores = (int)n;
+        return true;
+    }
+    if (strcmp(f->key, "slice") == 0) {
+        if (!num(r, f, &v, false))
+            return false;
+        c->slice = v;
+        c->has_slice = true;
         return true;
     }
     /* A one-node cluster has no network (inter.bandwidth = 0), a node of one

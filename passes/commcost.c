@@ -97,9 +97,11 @@ double plan_reshard_time(const plan_cluster *c, const plan_reshard *r, double by
 {
     if (r->gpu_samples <= 0)
         return 0;
-    double t = r->gpu_msgs * c->intra_alpha + r->gpu_samples * bytes_per_sample / c->intra_bw;
+    double t = r->gpu_msgs * (c->intra_alpha + plan_step_wait(c)) +
+               r->gpu_samples * bytes_per_sample / c->intra_bw;
     if (r->node_samples > 0) {
-        double tn = c->inter_alpha + r->node_samples * bytes_per_sample / c->inter_bw;
+        double tn =
+            c->inter_alpha + plan_step_wait(c) + r->node_samples * bytes_per_sample / c->inter_bw;
         if (tn > t)
             t = tn;
     }
@@ -113,7 +115,8 @@ plan_allreduce_algo plan_allreduce_choice(const plan_cluster *c, int first, int 
         return a;
     int gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
     bool multi = first / gpn != (first + k - 1) / gpn;
-    a.alpha = multi ? c->inter_alpha : c->intra_alpha;
+    /* On nodes of shared cores every step also waits for the peer's turn. */
+    a.alpha = (multi ? c->inter_alpha : c->intra_alpha) + plan_step_wait(c);
     a.bw = multi ? fmin(c->inter_bw, c->intra_bw) : c->intra_bw;
     double ring_bytes = 2.0 * (k - 1) / k * bytes, tree_bytes = 2.0 * bytes;
     double ring = ring_bytes / a.bw + 2.0 * (k - 1) * a.alpha;

@@ -327,6 +327,8 @@ bool plan_evaluator_run(plan_evaluator *ev, const int *k, const int *first, doub
         }
         T = ev->vt[sp->root];
     }
+    /* Every rank joins the loss sum between the forward and the backward. */
+    T += plan_loss_sum_time(&ev->p->cluster);
     *time = T;
     *gpu_seconds = G;
     return true;

@@ -38,7 +38,19 @@ typedef struct plan_cluster {
 	 * GPU). A layer with more ranks on a node than it has cores computes
 	 * slower (plan_core_share). */
     int cores;
+    /* Seconds a message step waits on a node whose ranks outnumber its
+	 * cores (the peer must be scheduled first: about one scheduler time
+	 * slice); plan_step_wait. plan_ir.c gives PLAN_SLICE_DEFAULT when the
+	 * cluster does not say; hand-built problems: 0. */
+    double slice;
 } plan_cluster;
+
+/* The slice of a cluster that does not give one, in seconds: 4 ranks on
+ * this 2-core machine, each computing 5 ms of CPU time then joining one
+ * 8-byte MPI_Allreduce (a tree of 4 steps in this model), take 0.23 ms a
+ * step longer (median of 3) than with no all-reduce; 0.23 ms / 4 steps
+ * (docs/plan.md, "Ranks sharing cores"). */
+#define PLAN_SLICE_DEFAULT 60e-6
 
 /* How DeepPool's planner names a layer (passes/deeppool.c decides with it):
  * PDK_GENERIC is its catch-all layer (batch split, whole-tensor transfers, no
@@ -171,6 +183,14 @@ void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, doub
  * that node / the node's cores); 1 when the cluster gives every rank a core
  * (cores 0). The time-sliced ranks of a node share its cores evenly. */
 double plan_core_share(const plan_cluster *c, int first, int k);
+/* The extra latency of every message step of a collective or reshard: the
+ * cluster's slice when its nodes hold more ranks than cores (cores > 0,
+ * gpus_per_node > cores), else 0. Every rank of a node is a process there
+ * whether or not it computes, so a step waits for its peer's turn on a core. */
+double plan_step_wait(const plan_cluster *c);
+/* The loss sum (every rank adds its loss, rt_world_sum, 8 bytes): the
+ * all-reduce's steps x plan_step_wait; its alpha-beta time is not priced. */
+double plan_loss_sum_time(const plan_cluster *c);
 /* Analytic only (ignores l->measured). */
 void plan_layer_time_analytic(const plan_cluster *c, int dtype_bytes, const plan_layer *l,
                               int64_t b, double *fwd, double *bwd);

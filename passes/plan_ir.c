@@ -265,6 +265,7 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
     p->cluster.umax = gpu->efficiency;
     p->cluster.whalf = gpu->half_work;
     p->cluster.cores = cl->cores;
+    p->cluster.slice = cl->has_slice ? cl->slice : PLAN_SLICE_DEFAULT;
     static const plan_class cls_of[KC_COUNT] = {
         [KC_CONV] = PC_CONV, [KC_GEMM] = PC_LINEAR, [KC_POOL] = PC_POOL, [KC_OTHER] = PC_OTHER};
     for (int k = 0; k < KC_COUNT; k++) {

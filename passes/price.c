@@ -204,10 +204,11 @@ void plan_price_edge_table(plan_pricer *pr, int e, int nu, const int *ku, const 
                 /* plan_reshard_time, term for term */
                 const plan_reshard *rs = plan_price_reshard(pr, ku[i], fu[i], kv[j], fv[j]);
                 if (rs->gpu_samples > 0) {
-                    double t =
-                        rs->gpu_msgs * cl->intra_alpha + rs->gpu_samples * bps / cl->intra_bw;
+                    double t = rs->gpu_msgs * (cl->intra_alpha + plan_step_wait(cl)) +
+                               rs->gpu_samples * bps / cl->intra_bw;
                     if (rs->node_samples > 0) {
-                        double tn = cl->inter_alpha + rs->node_samples * bps / cl->inter_bw;
+                        double tn = cl->inter_alpha + plan_step_wait(cl) +
+                                    rs->node_samples * bps / cl->inter_bw;
                         if (tn > t)
                             t = tn;
                     }

@@ -19,8 +19,8 @@
  * compute op starts on a rank when the rank's previous op is done and takes
  * the layer's time; a communication op starts when every rank taking part
  * has reached it (and its communication stream is free: with ar_overlap an
- * all-reduce runs beside the rank's compute); the sum of the loss takes no
- * time (the planner does not price it). One pass, linear in the steps.
+ * all-reduce runs beside the rank's compute); the sum of the loss takes
+ * plan_loss_sum_time (0 unless ranks share cores). One pass, linear in the steps.
  * From it come every rank's idle windows, each anchored at the program
  * point where it ends. The simulator (sim/) plays the same programs; the
  * interleave pass puts background work into the windows. docs/sim.md has
@@ -237,6 +237,7 @@ bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timel
             o->first = 0;
             o->k = G;
             o->bytes = 8;
+            o->dur = plan_loss_sum_time(c);
             for (int g = 0; g < G; g++)
                 tl->part[np++] = g;
         } else if (o->kind == PTL_RESHARD_FWD || o->kind == PTL_RESHARD_BWD) {

@@ -20,7 +20,7 @@
  * after the latency that makes them, alone, take the planner's time; the
  * loss sum is an all-reduce of 8 bytes over every rank. With --ideal every
  * op takes the timeline's duration (compute at the layer's largest shard,
- * launches included; communication its model time, the loss sum none) and
+ * launches included; communication its model time, the loss sum plan_loss_sum_time) and
  * no link is shared: the run reproduces the timeline's ideal schedule.
  *
  * Background slices become ready on their rank's compute stream when the

@@ -119,5 +119,35 @@ int main(void)
     /* Across nodes the network sets both terms. */
     CHECK_NEAR(plan_allreduce_time(&c, 0, 16, big), 2.0 * 15 / 16 * big / 10e9 + 30 * 10e-6, 1e-12);
     CHECK(plan_allreduce_time(&c, 0, 1, big) == 0);
+
+    /* Ranks sharing cores: 4 ranks on a node of 2 cores, slice 1 ms. Every
+     * message step waits 1 ms more (plan_step_wait). 8 bytes among 4: ring
+     * 6 x 1.001 ms + 12 B / 1 GB/s, tree 4 x 1.001 ms + 16 B / 1 GB/s: the tree. */
+    plan_cluster s = {.gpus = 4,
+                      .gpus_per_node = 4,
+                      .intra_alpha = 1e-6,
+                      .intra_bw = 1e9,
+                      .cores = 2,
+                      .slice = 1e-3};
+    CHECK_NEAR(plan_step_wait(&s), 1e-3, 1e-15);
+    plan_allreduce_algo a = plan_allreduce_choice(&s, 0, 4, 8);
+    CHECK(a.tree && a.steps == 4);
+    CHECK_NEAR(a.alpha, 1.001e-3, 1e-15);
+    CHECK_NEAR(a.time, 4 * 1.001e-3 + 16e-9, 1e-15);
+    /* Between two ranks of the four (the node still holds 4 processes):
+     * ring and tree take 2 steps, the ring moves 8 B, the tree 16 B. */
+    CHECK_NEAR(plan_allreduce_time(&s, 0, 2, 8), 2 * 1.001e-3 + 8e-9, 1e-15);
+    /* The loss sum: 4 tree steps of the wait, its alpha-beta part unpriced. */
+    CHECK_NEAR(plan_loss_sum_time(&s), 4e-3, 1e-15);
+    /* A reshard: 1 message of 2 samples of 1 kB from rank 0 to rank 1. */
+    plan_reshard r3 = plan_reshard_count(4, 4, 0, 1, 0, 2);
+    CHECK(r3.gpu_msgs == 1 && r3.gpu_samples == 2);
+    CHECK_NEAR(plan_reshard_time(&s, &r3, 1e3), 1.001e-3 + 2e3 / 1e9, 1e-15);
+    /* A core per rank (cores 4, or 0: a GPU): no wait, whatever the slice. */
+    s.cores = 4;
+    CHECK(plan_step_wait(&s) == 0 && plan_loss_sum_time(&s) == 0);
+    CHECK_NEAR(plan_allreduce_time(&s, 0, 4, 8), 4e-6 + 16e-9, 1e-15);
+    s.cores = 0;
+    CHECK(plan_step_wait(&s) == 0);
     return check_done("test_comm");
 }

@@ -119,6 +119,27 @@ static void shared_plan(void)
     CHECK_NEAR(r.layer[0].fwd, 0.045, 1e-12);
     CHECK_NEAR(r.layer[0].bwd, 0.090, 1e-12);
     plan_result_free(&r);
+
+    /* A slice of 1 ms (plan_step_wait): 4 processes on 2 cores, so every
+	 * message step waits 1 ms more, on 4 ranks or 2. On 4 the all-reduce is
+	 * the tree, 4 x 1.001 ms + 8000 B / 1e9 = 4.012 ms (the ring: 6.012);
+	 * the loss sum 4 tree steps x 1 ms. */
+    p.cluster.slice = 1e-3;
+    k = 4;
+    first = 0;
+    CHECK(plan_evaluate(&p, &k, &first, &r, err, sizeof err));
+    CHECK_NEAR(r.layer[0].allreduce, 4.012e-3, 1e-12);
+    CHECK_NEAR(r.time, 0.120 + 4.012e-3 + 4e-3, 1e-12);
+    CHECK(plan_timeline_build(&p, &r, &tl, err, sizeof err));
+    CHECK_NEAR(tl.time, r.time, 1e-12);
+    plan_timeline_free(&tl);
+    plan_result_free(&r);
+    /* On 2 of the 4: ring, 2 x 1.001 ms + 4000 B / 1e9; the loss sum is
+	 * still every rank's. */
+    k = 2;
+    CHECK(plan_evaluate(&p, &k, &first, &r, err, sizeof err));
+    CHECK_NEAR(r.time, 0.120 + 2.006e-3 + 4e-3, 1e-12);
+    plan_result_free(&r);
 }
 
 /* A block of two branches: a -> b -> d and a -> c -> d, b on ranks 0..1 and
