@@ -201,19 +201,8 @@ void plan_price_edge_table(plan_pricer *pr, int e, int nu, const int *ku, const 
         for (int j = 0; j < nv; j++) {
             double r = 0, ex = 0;
             if (ku[i] != kv[j] || fu[i] != fv[j]) {
-                /* plan_reshard_time, term for term */
                 const plan_reshard *rs = plan_price_reshard(pr, ku[i], fu[i], kv[j], fv[j]);
-                if (rs->gpu_samples > 0) {
-                    double t = rs->gpu_msgs * (cl->intra_alpha + plan_step_wait(cl)) +
-                               rs->gpu_samples * bps / cl->intra_bw;
-                    if (rs->node_samples > 0) {
-                        double tn = cl->inter_alpha + plan_step_wait(cl) +
-                                    rs->node_samples * bps / cl->inter_bw;
-                        if (tn > t)
-                            t = tn;
-                    }
-                    r = 2 * t;
-                }
+                r = 2 * plan_reshard_time(cl, rs, bps);
             }
             if (ex_on)
                 ex = fmax(0, plan_price_allreduce(pr, pe->to, kv[j], fv[j]) -
