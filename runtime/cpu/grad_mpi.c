@@ -1,15 +1,16 @@
 /* grad_mpi.c: the CPU transport's gradient all-reduce, overlapped with the backward pass
- * (device.h's grad_start / grad_wait / grad_progress / grad_wait_one; comm_mpi.c points at them). A
- * gradient that the backward has finished is copied into its rank set's open bucket;
- * when the bucket holds --bucket-mb megabytes (the first bucket of a step at most 1 MB,
- * as PyTorch DDP does, so the last layers' gradients leave early) it goes out as one
- * MPI_Iallreduce on the set's communicator and a new bucket opens. Between ops the
+ * (device.h's grad_start / grad_wait / grad_progress / grad_wait_one; comm_mpi.c points
+ * at them). A gradient that the backward has finished is copied into its rank set's open
+ * bucket; when the bucket holds --bucket-mb megabytes (the first bucket of a step at most
+ * 1 MB, as PyTorch DDP does, so the last layers' gradients leave early) it goes out as
+ * one MPI_Iallreduce on the set's communicator and a new bucket opens. Between ops the
  * started all-reduces are tested (OpenMPI advances non-blocking collectives only inside
  * MPI calls); rt_grads_wait sends the open buckets, waits for all of them and copies the
  * sums back. rt_grad_allreduce_wait (where the IR's allreduce says `complete`) does that
- * for the one bucket that holds a gradient. Every member of a set starts the same gradients in the same order, so all
- * members cut the same buckets. With --no-overlap nothing goes out before the wait,
- * which then sends one bucket per set: the all-reduce after the backward. */
+ * for the one bucket that holds a gradient. Every member of a set starts the same
+ * gradients in the same order, so all members cut the same buckets. With --no-overlap
+ * nothing goes out before the wait, which then sends one bucket per set: the all-reduce
+ * after the backward. */
 #include "../mpi_glue.h"
 #include "cpu.h"
 
