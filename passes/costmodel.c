@@ -136,4 +136,8 @@ void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, doub
         *fwd = total * ffrac;
         *bwd = total - *fwd;
     }
+    for (int i = 0; i < l->ndata; i++)
+        *fwd += column_at(p->data[l->data_first + i], p->data[l->data_first + i]->fwd, b);
+    if (p->update && p->update_params > 0)
+        *bwd += l->params / p->update_params * plan_timing_at(p->update, b);
 }

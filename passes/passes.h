@@ -69,6 +69,7 @@ typedef struct pass_plan_input {
     int *layer_of_op;  /* op id -> layer, -1 for inputs */
     plan_profile prof; /* --profile, if any */
     int nmeasured;     /* layers with a measured table */
+    int ndata;         /* measured inputs (p.data) */
 } pass_plan_input;
 
 /* Builds the planning problem of job as the module holds it (the options add
@@ -78,6 +79,10 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
 void pass_plan_input_free(pass_plan_input *in);
 /* One layer's per-sample costs from ir_op_cost. */
 void pass_plan_layer(const ir_graph *g, const ir_op *op, plan_layer *l);
+/* "profile FILE: measured times for N of M layers[, K inputs][, the
+ * optimizer's update]" and a blank line: what a plan made with --profile
+ * took from it. */
+void pass_plan_profile_summary(const pass_plan_input *in, const char *path, FILE *out);
 /* The measured table of a profile for op, or NULL. */
 const plan_timing *pass_plan_profile_match(const plan_profile *pr, const ir_graph *g,
                                            const ir_op *op);

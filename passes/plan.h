@@ -98,6 +98,10 @@ typedef struct plan_layer {
     double saved;                 /* elements per sample kept for backward */
     int fwd_kernels, bwd_kernels; /* launches; 0 counts as 1 */
     const plan_timing *measured;  /* optional: replaces the analytic model */
+    /* The measured inputs (`burstc profile`) this layer consumes first: their
+     * data arrive on its ranks before its forward, plan_problem.data[data_first
+     * .. data_first + ndata). */
+    int data_first, ndata;
     plan_dp_layer dp;             /* how DeepPool sees it (strategy deeppool) */
 } plan_layer;
 
@@ -129,6 +133,13 @@ typedef struct plan_problem {
 	 * layers before it. false (the default) is what the runtime does today:
 	 * each all-reduce runs, blocking, right after its layer's backward. */
     bool ar_overlap;
+    const plan_timing **data; /* the measured inputs' tables (plan_layer.data_first) */
+    /* The optimizer's update of update_params parameter elements, measured
+     * per step at per-GPU batches (`burstc profile`'s optimizer lines), or
+     * NULL: not modelled. A layer's share is in proportion to its parameters;
+     * every rank of a layer updates the layer's whole parameters. */
+    const plan_timing *update;
+    double update_params;
 } plan_problem;
 
 /* Per-layer result and breakdown, all in seconds per iteration. */
@@ -175,7 +186,10 @@ typedef struct plan_util {
 } plan_util;
 extern plan_util plan_util_curve[PC_COUNT];
 
-/* Forward and backward seconds of layer at per-GPU batch b. */
+/* Forward and backward seconds of layer at per-GPU batch b: the analytic
+ * model's or the measured profile's, with the measured inputs it consumes
+ * first added to its forward and the measured optimizer's update of its
+ * parameters to its backward. */
 void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, double *fwd,
                      double *bwd);
 /* How much slower a layer computes on k ranks from rank `first` than on

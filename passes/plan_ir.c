@@ -212,8 +212,7 @@ static bool profile_layers_known(const plan_profile *pr, const ir_graph *g, diag
         const plan_profile_entry *e = &pr->e[i];
         if (!e->layer)
             continue;
-        int id = ir_op_find(g, e->layer);
-        if (id >= 0 && g->ops[id].opcode != OP_INPUT)
+        if (ir_op_find(g, e->layer) >= 0)
             continue;
         if (!first)
             first = e;
@@ -232,12 +231,96 @@ static bool profile_layers_known(const plan_profile *pr, const ir_graph *g, diag
     return false;
 }
 
+/* The measured inputs: an input's data arrive where the layer that consumes
+ * it first runs (pass_plan_apply puts the input there), before its forward. */
+static bool profile_inputs(pass_plan_input *in, const ir_graph *g, diag_ctx *d)
+{
+    plan_problem *p = &in->p;
+    for (int l = 0; l < p->nlayers; l++) {
+        const ir_op *op = &g->ops[in->op_of_layer[l]];
+        p->layers[l].data_first = 0;
+        p->layers[l].ndata = 0;
+        for (int q = 0; q < op->ninputs; q++) {
+            int x = op->inputs[q];
+            const ir_op *xo = &g->ops[x];
+            if (xo->opcode != OP_INPUT)
+                continue;
+            bool first = true, dup = false;
+            for (int c = x + 1; c < in->op_of_layer[l] && first; c++)
+                for (int k = 0; k < g->ops[c].ninputs; k++)
+                    first &= g->ops[c].inputs[k] != x;
+            for (int k = 0; k < q; k++)
+                dup |= op->inputs[k] == x;
+            const plan_profile_entry *le = plan_profile_find_layer(&in->prof, xo->name);
+            if (!first || dup || !le)
+                continue;
+            if (!layer_line_fits(&in->prof, le, g, xo, d))
+                return false;
+            if (!p->data)
+                p->data = plan_xcalloc((size_t)g->nops, sizeof *p->data);
+            if (p->layers[l].ndata == 0)
+                p->layers[l].data_first = in->ndata;
+            p->data[in->ndata++] = &le->timing;
+            p->layers[l].ndata++;
+        }
+    }
+    return true;
+}
+
+/* The measured optimizer's update: its lines must be of the job's optimizer. */
+static bool profile_optimizer(pass_plan_input *in, const ir_job *j, diag_ctx *d)
+{
+    const char *want = j->optimizer == OPT_ADAM ? "adam" : "sgd";
+    const plan_profile_entry *seen = NULL;
+    for (int i = 0; i < in->prof.n; i++) {
+        const plan_profile_entry *e = &in->prof.e[i];
+        int64_t params;
+        if (strcmp(e->op, "optimizer") != 0 || !plan_profile_attr(e, "params", &params))
+            continue;
+        char op[16];
+        const char *at = strstr(e->attrs, "\"op\":\"");
+        snprintf(op, sizeof op, "%.*s", at ? (int)strcspn(at + 6, "\"") : 0, at ? at + 6 : "");
+        if (strcmp(op, want) != 0) {
+            fprintf(d->out,
+                    "%s:%d: error: the profile measured the optimizer %s, but job '%s' trains "
+                    "with %s (a profile of another job?)\n",
+                    in->prof.path ? in->prof.path : "profile", e->line, op, j->name, want);
+            d->nerrors++;
+            return false;
+        }
+        if (seen) {
+            fprintf(d->out,
+                    "%s:%d: error: the optimizer updates another number of parameters here "
+                    "than on line %d\n",
+                    in->prof.path ? in->prof.path : "profile", e->line, seen->line);
+            d->nerrors++;
+            return false;
+        }
+        seen = e;
+        in->p.update = &e->timing;
+        in->p.update_params = (double)params;
+    }
+    return true;
+}
+
+void pass_plan_profile_summary(const pass_plan_input *in, const char *path, FILE *out)
+{
+    fprintf(out, "profile %s: measured times for %d of %d layers", path, in->nmeasured,
+            in->p.nlayers);
+    if (in->ndata)
+        fprintf(out, ", %d input%s", in->ndata, in->ndata == 1 ? "" : "s");
+    if (in->p.update)
+        fputs(", the optimizer's update", out);
+    fputs("\n\n", out);
+}
+
 void pass_plan_input_free(pass_plan_input *in)
 {
     free(in->p.layers);
     free(in->p.edges);
     free(in->op_of_layer);
     free(in->layer_of_op);
+    free(in->p.data);
     plan_profile_free(&in->prof);
     memset(in, 0, sizeof *in);
 }
@@ -323,7 +406,8 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
         n++;
     }
     p->nlayers = n;
-    if (!profile_layers_known(&in->prof, g, d))
+    if (!profile_layers_known(&in->prof, g, d) || !profile_inputs(in, g, d) ||
+        !profile_optimizer(in, j, d))
         return false;
     int ne = 0, cap = 0;
     for (int i = 0; i < g->nops; i++)

@@ -18,7 +18,11 @@
  *   layer{"name":"conv1","op":"conv2d"}[batch][input shape]  fwd_ms bwd_ms [fwd_iqr bwd_iqr]
  *
  * Such a line belongs to one model: plan_ir.c matches it by name and refuses
- * a profile whose layers the model does not have.
+ * a profile whose layers the model does not have. An input's line (op
+ * "input") is the time its data take; the optimizer's update has a line of
+ * its own, with the parameters it updated:
+ *
+ *   optimizer{"op":"sgd","params":421642}[batch][]  update_ms [iqr]
  */
 #include <ctype.h>
 #include <errno.h>
@@ -348,6 +352,29 @@ static bool parse_line(plan_profile *pr, const char *path, int ln, const char *p
                 return perr(err, path, ln, "time must be a finite number, not negative");
         return add_sample(pr, path, ln, op, oplen, canon_attrs(a0, alen), shape, nshape, batch,
                           (vals[0] + vals[1]) * 1e-3, vals[0] * 1e-3, err);
+    }
+    if (oplen == 9 && strncmp(op, "optimizer", 9) == 0) {
+        char *attrs = canon_attrs(a0, alen), *name = attr_string(attrs, "op");
+        int64_t params = 0;
+        bool known = name && (strcmp(name, "sgd") == 0 || strcmp(name, "adam") == 0);
+        free(name);
+        const char *at = strstr(attrs, "\"params\":");
+        if (!known || !at || !parse_int(&(const char *){at + 9}, &params) || params < 1) {
+            free(attrs);
+            return perr(err, path, ln,
+                        "an optimizer line needs the attributes \"op\" (\"sgd\" or \"adam\") "
+                        "and \"params\" (a positive integer)");
+        }
+        if (nv != 1 && nv != 2) {
+            free(attrs);
+            return perr(err, path, ln, "an optimizer line has 1 or 2 times (update_ms [iqr])");
+        }
+        if (!(vals[0] >= 0) || !isfinite(vals[0])) {
+            free(attrs);
+            return perr(err, path, ln, "time must be a finite number, not negative");
+        }
+        return add_sample(pr, path, ln, op, oplen, attrs, shape, nshape, batch, vals[0] * 1e-3, -1,
+                          err);
     }
     if (nv == 0)
         return perr(err, path, ln, "missing the average time (ms)");

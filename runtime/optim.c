@@ -169,6 +169,7 @@ rt_tensor *rt_param_state(rt_params *ps, rt_param *p, int k)
 void rt_sgd_step(rt_params *ps, const rt_sgd *cfg)
 {
     rt_grads_wait();
+    rt_trace_push("optimizer.step"); /* burstc profile times the update apart */
     for (int i = 0; i < ps->n; i++) {
         rt_param *p = ps->items[i];
         if (!p->grad)
@@ -178,11 +179,13 @@ void rt_sgd_step(rt_params *ps, const rt_sgd *cfg)
         rt_sgd_update(rt_f32(p->value), rt_f32(p->grad), buf, p->value->numel, cfg->lr,
                       cfg->momentum, cfg->weight_decay, cfg->nesterov);
     }
+    rt_trace_pop();
 }
 
 void rt_adam_step(rt_params *ps, const rt_adam *cfg)
 {
     rt_grads_wait();
+    rt_trace_push("optimizer.step");
     ps->adam_t++;
     const double t = (double)ps->adam_t;
     const float bc1 = (float)(1.0 - pow(cfg->beta1, t));
@@ -195,4 +198,5 @@ void rt_adam_step(rt_params *ps, const rt_adam *cfg)
                        rt_f32(rt_param_state(ps, p, 1)), p->value->numel, cfg->lr / bc1, cfg->beta1,
                        cfg->beta2, cfg->eps, cfg->weight_decay, bc2_sqrt);
     }
+    rt_trace_pop();
 }

@@ -251,8 +251,7 @@ int cmd_plan(int argc, char **argv)
         printf("%s\n\n", why);
     }
     if (popt.profile)
-        printf("profile %s: measured times for %d of %d layers\n\n", popt.profile, in.nmeasured,
-               in.p.nlayers);
+        pass_plan_profile_summary(&in, popt.profile, stdout);
 
     if (frontier) {
         plan_point pts[64];

@@ -5,14 +5,22 @@
  * For every per-GPU batch the planner can choose (the powers of two up to the
  * job's batch, and the batch itself; or --batches), it builds the job as a
  * one-rank program at that batch, through `burstc build` itself (cmd_build(),
- * in this process), runs it on this machine's backend with warm-up steps and
- * timed steps, pinned to the first CPUs this process may use, and reads the
- * Chrome trace that every generated program writes with --trace: each layer's
- * forward span is called after the layer and its backward span NAME.bwd
- * (codegen/lower.c). The medians over the timed steps and their
- * interquartile ranges become `layer` lines (passes/profile.c, docs/plan.md):
+ * in this process), and runs it on this machine's backend with warm-up steps
+ * and timed steps, pinned to the first CPUs this process may use. The runs go
+ * in rounds: every round runs every batch's program once, so that a stretch
+ * of seconds in which the machine is slow (another process, a virtual
+ * machine's host) spoils one run of each batch, not every sample of one. It
+ * reads the Chrome trace that every generated program writes with --trace:
+ * each layer's forward span is called after the layer and its backward span
+ * NAME.bwd (codegen/lower.c); an input's span is the time its data takes to
+ * arrive; the optimizer's update is the span optimizer.step (runtime/optim.c).
+ * The medians over the timed steps of all rounds and their interquartile
+ * ranges become `layer` lines and one `optimizer` line per batch
+ * (passes/profile.c, docs/plan.md):
  *
  *   layer{"name":"conv1","op":"conv2d"}[8][1,28,28]  fwd_ms  bwd_ms  fwd_iqr  bwd_iqr
+ *   layer{"name":"x","op":"input"}[8][]  fwd_ms  0  fwd_iqr  0
+ *   optimizer{"op":"sgd","params":431080}[8][]  ms  iqr
  *
  * A batch whose one-rank plan does not fit the GPU's memory is skipped with a
  * note. The profile is written to a temporary file and renamed at the end.
@@ -36,10 +44,12 @@ static const char profile_usage[] =
     "usage: burstc profile [options] JOB.burst\n"
     "\n"
     "Measures every layer's forward and backward time on this machine at each per-GPU\n"
-    "batch the planner can choose, and writes a profile for `burstc plan --profile`\n"
-    "(docs/plan.md, \"Measured profiles\"). Each batch is a one-rank program of the job\n"
-    "built as `burstc build --gpus 1 --batch B` builds it, run with warm-up steps and\n"
-    "timed steps on synthetic data; a layer's time is the median over the timed steps.\n"
+    "batch the planner can choose, the time its inputs' data take and the optimizer's\n"
+    "update, and writes a profile for `burstc plan --profile` (docs/plan.md, \"Measured\n"
+    "profiles\"). Each batch is a one-rank program of the job built as `burstc build\n"
+    "--gpus 1 --batch B` builds it, run on synthetic data in rounds (each round runs\n"
+    "every batch once: warm-up steps, then timed steps); a layer's time is the median\n"
+    "over the timed steps of all rounds.\n"
     "\n"
     "  -o PROFILE           where to write the profile (default: JOBNAME.profile);\n"
     "                       written atomically, '-' for standard output\n"
@@ -50,8 +60,9 @@ static const char profile_usage[] =
     "                       or the GPU (each op waited for; CUDA graphs off)\n"
     "  --threads N          CPU threads of the program (default 1: one rank per core,\n"
     "                       as the `cpu` device of examples/clusters/cpu.burst)\n"
-    "  --warmup N           untimed steps first (default 3)\n"
-    "  --repeat N           timed steps (default 10)\n"
+    "  --rounds N           rounds of runs (default 3)\n"
+    "  --warmup N           untimed steps at the start of each run (default 2)\n"
+    "  --repeat N           timed steps of each run (default 5)\n"
     "  --job NAME           the job to profile when the file holds several\n"
     "  --help               show this help\n"
     "\n"
@@ -59,6 +70,7 @@ static const char profile_usage[] =
 
 #define MAX_BATCHES 64
 #define MAX_STEPS   100000
+#define MAX_ROUNDS  100
 
 typedef struct layer_info {
     const char *name;
@@ -68,14 +80,27 @@ typedef struct layer_info {
 } layer_info;
 
 typedef struct profile_run {
-    const char *input, *job_name, *target;
+    const char *input, *job_name, *target, *optimizer;
     bool cuda;
-    int threads, warmup, repeat;
-    char dir[32]; /* private temporary folder */
+    int threads, warmup, repeat, rounds;
+    int samples;       /* timed steps per batch: rounds x repeat */
+    char dir[32];      /* private temporary folder */
+    double params;     /* the model's trainable parameters */
     int nlayers;
     layer_info *layers;
     int *by_name; /* layer indices sorted by name */
 } profile_run;
+
+/* One batch's measurements: per layer and timed step (all rounds) the summed
+ * durations (ms) of its forward and backward spans, [layer * samples + step];
+ * per timed step the optimizer's update and the whole step. */
+typedef struct batch_run {
+    int64_t batch;
+    enum { B_SKIPPED, B_BUILT } state;
+    int done; /* timed steps recorded so far */
+    double *fwd, *bwd, *opt, *iter;
+    bool has_opt;
+} batch_run;
 
 /* --batches: a comma-separated list of integers 1..2^31, sorted, duplicates
  * dropped. False (reported) on anything else. */
@@ -209,9 +234,10 @@ static int run_program(const profile_run *r, const char *prog, const char *trace
     char iters[32], threads[32];
     snprintf(iters, sizeof iters, "%d", r->warmup + r->repeat);
     snprintf(threads, sizeof threads, "%d", r->threads);
-    char *argv[] = {(char *)prog, "--iterations",   iters,         "--data",
-                    "synthetic",  "--trace",        (char *)trace, "--threads",
-                    threads,      "--step-timeout", "600",         NULL};
+    /* the foreground alone: background copies would share its core */
+    char *argv[] = {(char *)prog,   "--iterations", iters,        "--data",  "synthetic",
+                    "--trace",      (char *)trace,  "--threads",  threads,   "--step-timeout",
+                    "600",          "--background", "off",        NULL};
     cpu_set_t mine, pin;
     CPU_ZERO(&pin);
     int chosen = 0;
@@ -294,11 +320,11 @@ static const char *json_field(const char *line, const char *key)
     return p ? p + strlen(key) : NULL;
 }
 
-/* Reads a run's trace: per layer and timed step the summed durations (ms) of
- * its forward (fwd) and backward (bwd) spans, and each timed step's time.
- * False (reported) when the trace is unreadable or misses a layer. */
-static bool read_trace(const profile_run *r, const char *path, double *fwd, double *bwd,
-                       double *iter)
+/* Reads a run's trace into br's samples from br->done on: per layer and
+ * timed step the summed durations (ms) of its forward (fwd) and backward
+ * (bwd) spans, the optimizer's update and the step's time. False (reported)
+ * when the trace is unreadable or misses a layer. */
+static bool read_trace(const profile_run *r, const char *path, batch_run *br)
 {
     char *text, why[256];
     size_t len;
@@ -307,11 +333,8 @@ static bool read_trace(const profile_run *r, const char *path, double *fwd, doub
                 why);
         return false;
     }
-    int R = r->repeat, step = 0;
-    size_t cells = (size_t)r->nlayers * (size_t)R;
-    memset(fwd, 0, cells * sizeof *fwd);
-    memset(bwd, 0, cells * sizeof *bwd);
-    bool *seen = calloc((size_t)r->nlayers, sizeof *seen);
+    int R = r->repeat, S = r->samples, step = 0;
+    bool *seen = calloc((size_t)r->nlayers + 1, sizeof *seen);
     if (!seen) {
         free(text);
         fputs("burstc profile: error: out of memory\n", stderr);
@@ -323,22 +346,27 @@ static bool read_trace(const profile_run *r, const char *path, double *fwd, doub
             *nl = 0;
         const char *name = json_field(line, "\"name\":\"");
         const char *dur = json_field(line, "\"dur\":");
-        if (name && dur && strstr(line, "\"ph\":\"X\"")) {
+        /* the foreground's spans only (tid 0; background copies have their own) */
+        if (name && dur && strstr(line, "\"ph\":\"X\"") && strstr(line, "\"tid\":0,")) {
             const char *q = strchr(name, '"');
             size_t n = q ? (size_t)(q - name) : 0;
             double ms = strtod(dur, NULL) * 1e-3;
             int t = step - r->warmup;
+            size_t at = (size_t)br->done + (size_t)t;
             if (n == 9 && strncmp(name, "iteration", 9) == 0) {
                 if (t >= 0 && t < R)
-                    iter[t] = ms;
+                    br->iter[at] = ms;
                 step++;
             } else if (t >= 0 && t < R) {
                 bool back = n > 4 && strncmp(name + n - 4, ".bwd", 4) == 0;
                 int l = layer_index(r, name, back ? n - 4 : n);
                 if (l >= 0) {
-                    (back ? bwd : fwd)[(size_t)l * (size_t)R + (size_t)t] += ms;
+                    (back ? br->bwd : br->fwd)[(size_t)l * (size_t)S + at] += ms;
                     if (!back)
                         seen[l] = true;
+                } else if (n == 14 && strncmp(name, "optimizer.step", 14) == 0) {
+                    br->opt[at] += ms;
+                    seen[r->nlayers] = true;
                 }
             }
         }
@@ -357,6 +385,7 @@ static bool read_trace(const profile_run *r, const char *path, double *fwd, doub
                     r->layers[l].name);
             ok = false;
         }
+    br->has_opt |= seen[r->nlayers];
     free(seen);
     return ok;
 }
@@ -372,76 +401,116 @@ static void put_json_string(FILE *f, const char *s)
     }
 }
 
-/* Measures batch b and appends its lines to out. 1: done, 0: skipped with a
- * note, -1: failed (reported). */
-static int profile_batch(const profile_run *r, int64_t b, FILE *out, double *fwd, double *bwd,
-                         double *iter)
+static void batch_prog(const profile_run *r, const batch_run *br, char *prog, size_t n)
+{
+    snprintf(prog, n, "%s/prog-%lld", r->dir, (long long)br->batch);
+}
+
+/* Runs batch br's program once (one round) and adds its timed steps. 1:
+ * done, 0: skipped with a note (out of GPU memory), -1: failed (reported). */
+static int run_batch(const profile_run *r, batch_run *br, int round)
 {
     char prog[64], trace[64], log[64];
-    snprintf(prog, sizeof prog, "%s/prog", r->dir);
+    batch_prog(r, br, prog, sizeof prog);
     snprintf(trace, sizeof trace, "%s/trace.json", r->dir);
     snprintf(log, sizeof log, "%s/run.log", r->dir);
-    fprintf(stderr, "burstc profile: batch %lld: building\n", (long long)b);
-    if (!build_at(r, b, prog)) {
-        fprintf(stderr, "burstc profile: error: building the program at batch %lld failed\n",
-                (long long)b);
-        return -1;
-    }
-    fprintf(stderr, "burstc profile: batch %lld: running %d + %d steps\n", (long long)b, r->warmup,
-            r->repeat);
+    long long b = (long long)br->batch;
+    fprintf(stderr, "burstc profile: round %d of %d, batch %lld: running %d + %d steps\n",
+            round + 1, r->rounds, b, r->warmup, r->repeat);
     int st = run_program(r, prog, trace, log);
-    unlink(prog);
     if (st != 0) {
         char tail[2048];
-        fprintf(stderr, "burstc profile: the program at batch %lld failed (exit status %d):\n",
-                (long long)b, st);
+        fprintf(stderr, "burstc profile: the program at batch %lld failed (exit status %d):\n", b,
+                st);
         print_log_tail(log, tail, sizeof tail);
         unlink(log);
         unlink(trace);
         if (strstr(tail, "out of memory")) {
-            fprintf(stderr, "burstc profile: note: batch %lld skipped: out of memory\n",
-                    (long long)b);
+            fprintf(stderr, "burstc profile: note: batch %lld skipped: out of memory\n", b);
             return 0;
         }
         return -1;
     }
     unlink(log);
-    bool ok = read_trace(r, trace, fwd, bwd, iter);
+    bool ok = read_trace(r, trace, br);
     unlink(trace);
     if (!ok)
         return -1;
-    int R = r->repeat;
-    /* What a step spends outside its layers' spans (data, the loss's sum,
-     * the optimizer), per step before the quantiles sort the columns. */
-    for (int t = 0; t < R; t++)
+    br->done += r->repeat;
+    return 1;
+}
+
+/* Writes batch br's lines: the medians and interquartile ranges over all
+ * its timed steps. */
+static void write_batch(const profile_run *r, batch_run *br, FILE *out)
+{
+    int S = br->done;
+    size_t stride = (size_t)r->samples;
+    /* What a step spends outside its layers' spans and the optimizer (the
+     * loss's sum, zeroing gradients), per step before the quantiles sort
+     * the columns. */
+    for (int t = 0; t < S; t++) {
+        br->iter[t] -= br->opt[t];
         for (int l = 0; l < r->nlayers; l++)
-            iter[t] -=
-                fwd[(size_t)l * (size_t)R + (size_t)t] + bwd[(size_t)l * (size_t)R + (size_t)t];
-    double sum = 0, rest = quantile(iter, R, 0.5);
+            br->iter[t] -= br->fwd[(size_t)l * stride + (size_t)t] +
+                           br->bwd[(size_t)l * stride + (size_t)t];
+    }
+    double sum = 0, rest = quantile(br->iter, S, 0.5);
     for (int l = 0; l < r->nlayers; l++) {
-        double *f = fwd + (size_t)l * (size_t)R, *g = bwd + (size_t)l * (size_t)R;
-        double fm = quantile(f, R, 0.5), fi = quantile(f, R, 0.75) - quantile(f, R, 0.25);
-        double bm = quantile(g, R, 0.5), bi = quantile(g, R, 0.75) - quantile(g, R, 0.25);
+        double *f = br->fwd + (size_t)l * stride, *g = br->bwd + (size_t)l * stride;
+        double fm = quantile(f, S, 0.5), fi = quantile(f, S, 0.75) - quantile(f, S, 0.25);
+        double bm = quantile(g, S, 0.5), bi = quantile(g, S, 0.75) - quantile(g, S, 0.25);
         const layer_info *li = &r->layers[l];
         fputs("layer{\"name\":\"", out);
         put_json_string(out, li->name);
-        fprintf(out, "\",\"op\":\"%s\"}[%lld][", li->op, (long long)b);
+        fprintf(out, "\",\"op\":\"%s\"}[%lld][", li->op, (long long)br->batch);
         for (int k = 0; k < li->nshape; k++)
             fprintf(out, "%s%lld", k ? "," : "", (long long)li->shape[k]);
         fprintf(out, "]  %.6f %.6f %.6f %.6f\n", fm, bm, fi, bi);
         sum += fm + bm;
     }
+    double om = 0;
+    if (br->has_opt) {
+        om = quantile(br->opt, S, 0.5);
+        double oi = quantile(br->opt, S, 0.75) - quantile(br->opt, S, 0.25);
+        fprintf(out, "optimizer{\"op\":\"%s\",\"params\":%.0f}[%lld][]  %.6f %.6f\n", r->optimizer,
+                r->params, (long long)br->batch, om, oi);
+    }
     fprintf(out,
-            "# batch %lld: the layers' medians sum to %.6f ms; a step spends %.6f ms (median) "
-            "outside them (data, the loss's sum, the optimizer)\n",
-            (long long)b, sum, rest);
-    return 1;
+            "# batch %lld: the layers' medians sum to %.6f ms, the optimizer's update takes "
+            "%.6f ms; a step spends %.6f ms (median) outside them (the loss's sum, zeroing "
+            "gradients)\n",
+            (long long)br->batch, sum, om, rest);
+}
+
+static bool runs_have_opt(const batch_run *runs, int nb)
+{
+    bool any = false;
+    for (int k = 0; k < nb; k++)
+        any |= runs[k].state == B_BUILT && runs[k].has_opt;
+    return any;
+}
+
+/* n1 * n2 * n3 doubles, or NULL (reported) when that overflows or memory is short. */
+static double *alloc_cells(size_t n1, size_t n2, size_t n3)
+{
+    size_t cells, bytes;
+    if (__builtin_mul_overflow(n1, n2, &cells) || __builtin_mul_overflow(cells, n3, &cells) ||
+        __builtin_mul_overflow(cells ? cells : 1, sizeof(double), &bytes)) {
+        fputs("burstc profile: error: too many samples to keep (fewer --rounds or --repeat)\n",
+              stderr);
+        return NULL;
+    }
+    double *v = calloc(1, bytes);
+    if (!v)
+        fputs("burstc profile: error: out of memory\n", stderr);
+    return v;
 }
 
 int cmd_profile(int argc, char **argv)
 {
     const char *output = NULL, *batches_arg = NULL;
-    profile_run r = {.target = "cpu", .threads = 1, .warmup = 3, .repeat = 10};
+    profile_run r = {.target = "cpu", .threads = 1, .warmup = 2, .repeat = 5, .rounds = 3};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -469,6 +538,9 @@ int cmd_profile(int argc, char **argv)
 #endif
         } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--threads"))) {
             if (!parse_count("--threads", v, 1, 1024, &r.threads))
+                return 1;
+        } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--rounds"))) {
+            if (!parse_count("--rounds", v, 1, MAX_ROUNDS, &r.rounds))
                 return 1;
         } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--warmup"))) {
             if (!parse_count("--warmup", v, 0, MAX_STEPS, &r.warmup))
@@ -498,7 +570,7 @@ int cmd_profile(int argc, char **argv)
     int status = 1, done = 0;
     bool have_dir = false, have_out = false;
     out_file out;
-    double *fwd = NULL, *bwd = NULL, *iter = NULL;
+    batch_run runs[MAX_BATCHES] = {0};
     ir_module *m = load_input(ar, r.input, &d);
     if (!m || d.nerrors)
         goto end;
@@ -513,6 +585,7 @@ int cmd_profile(int argc, char **argv)
     const ir_job *job = &m->jobs[ctx.job];
     const ir_graph *g = m->graphs[job->graph];
     r.job_name = job->name;
+    r.optimizer = job->optimizer == OPT_ADAM ? "adam" : "sgd";
     if (!batches_arg)
         for (int64_t b = 1; nb < MAX_BATCHES; b *= 2) {
             batches[nb++] = b < job->batch ? b : job->batch;
@@ -525,10 +598,10 @@ int cmd_profile(int argc, char **argv)
         fputs("burstc profile: error: out of memory\n", stderr);
         goto end;
     }
+    /* Every op is measured, the inputs too: an input's span is the time its
+     * data take to arrive, which the planner charges where it is consumed. */
     for (int i = 0; i < g->nops; i++) {
         const ir_op *op = &g->ops[i];
-        if (op->opcode == OP_INPUT)
-            continue;
         layer_info *li = &r.layers[r.nlayers];
         li->name = op->name;
         li->op = ir_op_info_of(op->opcode)->name;
@@ -537,6 +610,8 @@ int cmd_profile(int argc, char **argv)
             li->nshape = t->rank - 1;
             li->shape = t->dim + 1;
         }
+        int64_t n = ir_op_params(g, op);
+        r.params += n > 0 ? (double)n : 0;
         r.by_name[r.nlayers] = r.nlayers;
         r.nlayers++;
     }
@@ -561,36 +636,62 @@ int cmd_profile(int argc, char **argv)
         goto end;
     }
     have_dir = true;
-    size_t cells = (size_t)r.nlayers * (size_t)r.repeat;
-    fwd = malloc((cells ? cells : 1) * sizeof *fwd);
-    bwd = malloc((cells ? cells : 1) * sizeof *bwd);
-    iter = malloc((size_t)r.repeat * sizeof *iter);
-    if (!fwd || !bwd || !iter) {
-        fputs("burstc profile: error: out of memory\n", stderr);
-        goto end;
+    r.samples = r.rounds * r.repeat; /* at most MAX_ROUNDS x MAX_STEPS */
+    for (int k = 0; k < nb; k++) {
+        batch_run *br = &runs[k];
+        br->batch = batches[k];
+        if (!(br->fwd = alloc_cells((size_t)r.nlayers, (size_t)r.samples, 1)) ||
+            !(br->bwd = alloc_cells((size_t)r.nlayers, (size_t)r.samples, 1)) ||
+            !(br->opt = alloc_cells((size_t)r.samples, 1, 1)) ||
+            !(br->iter = alloc_cells((size_t)r.samples, 1, 1)))
+            goto end;
     }
     fprintf(out.fp,
             "# burstc profile of job %s (model %s) from %s: target %s, %d thread%s pinned, "
-            "%d warm-up + %d timed steps per batch\n"
+            "%d round%s of %d warm-up + %d timed steps per batch\n"
             "# layer{\"name\",\"op\"}[per-GPU batch][input shape per sample]  fwd_ms bwd_ms "
-            "(medians)  fwd_iqr bwd_iqr (interquartile ranges)\n",
-            r.job_name, g->name, r.input, r.target, r.threads, r.threads == 1 ? "" : "s", r.warmup,
-            r.repeat);
+            "(medians)  fwd_iqr bwd_iqr (interquartile ranges)\n"
+            "# optimizer{\"op\",\"params\"}[per-GPU batch][]  update_ms (median)  iqr\n",
+            r.job_name, g->name, r.input, r.target, r.threads, r.threads == 1 ? "" : "s", r.rounds,
+            r.rounds == 1 ? "" : "s", r.warmup, r.repeat);
     for (int k = 0; k < nb; k++) {
-        char why[1024];
-        if (!fits_one_gpu(&r, batches[k], why, sizeof why, &d)) {
+        char why[1024], prog[64];
+        batch_run *br = &runs[k];
+        if (!fits_one_gpu(&r, br->batch, why, sizeof why, &d)) {
             if (d.nerrors)
                 goto end;
-            fprintf(stderr, "burstc profile: note: batch %lld skipped: %s\n", (long long)batches[k],
+            fprintf(stderr, "burstc profile: note: batch %lld skipped: %s\n", (long long)br->batch,
                     why);
-            fprintf(out.fp, "# batch %lld skipped: %s\n", (long long)batches[k], why);
+            fprintf(out.fp, "# batch %lld skipped: %s\n", (long long)br->batch, why);
             continue;
         }
-        int got = profile_batch(&r, batches[k], out.fp, fwd, bwd, iter);
-        if (got < 0)
+        fprintf(stderr, "burstc profile: batch %lld: building\n", (long long)br->batch);
+        batch_prog(&r, br, prog, sizeof prog);
+        if (!build_at(&r, br->batch, prog)) {
+            fprintf(stderr, "burstc profile: error: building the program at batch %lld failed\n",
+                    (long long)br->batch);
             goto end;
-        done += got;
+        }
+        br->state = B_BUILT;
     }
+    for (int round = 0; round < r.rounds; round++)
+        for (int k = 0; k < nb; k++) {
+            batch_run *br = &runs[k];
+            if (br->state != B_BUILT)
+                continue;
+            int got = run_batch(&r, br, round);
+            if (got < 0)
+                goto end;
+            if (got == 0) {
+                fprintf(out.fp, "# batch %lld skipped: out of memory\n", (long long)br->batch);
+                br->state = B_SKIPPED;
+            }
+        }
+    for (int k = 0; k < nb; k++)
+        if (runs[k].state == B_BUILT) {
+            write_batch(&r, &runs[k], out.fp);
+            done++;
+        }
     if (done == 0) {
         fprintf(stderr, "burstc profile: error: no batch could be measured; nothing written\n");
         goto end;
@@ -598,17 +699,30 @@ int cmd_profile(int argc, char **argv)
     have_out = false;
     if (!out_commit(&out))
         goto end;
-    fprintf(stderr, "burstc profile: %d layers at %d batch%s written to %s\n", r.nlayers, done,
+    int ninputs = 0;
+    for (int l = 0; l < r.nlayers; l++)
+        ninputs += strcmp(r.layers[l].op, "input") == 0;
+    fprintf(stderr, "burstc profile: %d layers, %d input%s%s at %d batch%s written to %s\n",
+            r.nlayers - ninputs, ninputs, ninputs == 1 ? "" : "s",
+            runs_have_opt(runs, nb) ? " and the optimizer's update" : "", done,
             done == 1 ? "" : "es", output);
     status = 0;
 end:
     if (have_out)
         out_abort(&out);
+    for (int k = 0; k < nb; k++) {
+        char prog[64];
+        if (have_dir) {
+            batch_prog(&r, &runs[k], prog, sizeof prog);
+            unlink(prog);
+        }
+        free(runs[k].fwd);
+        free(runs[k].bwd);
+        free(runs[k].opt);
+        free(runs[k].iter);
+    }
     if (have_dir)
         rmdir(r.dir);
-    free(fwd);
-    free(bwd);
-    free(iter);
     free(r.layers);
     free(r.by_name);
     if (d.nerrors > 0)

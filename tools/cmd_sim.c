@@ -321,8 +321,7 @@ int cmd_sim(int argc, char **argv)
                             .overlap = popt.overlap_allreduce,
                             .mux = have_mux ? &mux : NULL};
     if (popt.profile)
-        printf("profile %s: measured times for %d of %d layers\n\n", popt.profile, in.nmeasured,
-               in.p.nlayers);
+        pass_plan_profile_summary(&in, popt.profile, stdout);
     sim_print_table(stdout, &in.p, &info, &run);
     if (trace) {
         so.trace = NULL;

@@ -6,9 +6,15 @@ small per-GPU batches, then require that the written profile
     batch, the op and per-sample input shape of that layer, finite times, a
     positive forward time for every layer with work, a positive backward time for
     every layer with parameters;
-  - is read back by `burstc plan --profile`, which says it covers every layer, and
-    whose one-GPU plan at each measured batch shows exactly the measured forward
-    and backward times of every layer (to the table's four decimals);
+  - has a line for each input (op input, a positive forward time, no backward)
+    and one `optimizer` line per batch with the model's parameter count (burstc
+    stats) and a positive update time;
+  - is read back by `burstc plan --profile`, which says it covers every layer,
+    both inputs and the optimizer, and whose one-GPU plan at each measured batch
+    shows exactly the measured forward and backward times of every layer (to the
+    table's four decimals), the layer that consumes an input first with the
+    input's time added to its forward, and every layer with its share of the
+    update (its parameters over the model's) added to its backward;
   - was written atomically (no temporary file left beside it);
   - skipped, with a note, a third batch too large for the GPU's memory.
 """
@@ -41,13 +47,20 @@ def main():
 
     # The model's layers, their ops and per-sample shapes, from burstc stats.
     stats, _ = run([a.burstc, "stats", a.job])
-    layers = []  # (name, op, output shape per sample)
+    layers = []  # (name, op)
+    inputs = []
+    params = {}
     for line in stats.splitlines()[1:]:
-        m = re.match(r"^(\S+)\s+(\S+)\s+\w+\[N(?:,([\d,]+))?\]", line)
-        if m and m.group(2) != "input":
-            layers.append((m.group(1), m.group(2)))
-    if len(layers) != 11:
-        fail("expected the 11 layers of fmnist_cnn in burstc stats, got %d" % len(layers))
+        m = re.match(r"^(\S+)\s+(\S+)\s+\w+\[N(?:,([\d,]+))?\]\s+([\d,]+)\s", line)
+        if m:
+            (inputs if m.group(2) == "input" else layers).append((m.group(1), m.group(2)))
+            params[m.group(1)] = int(m.group(4).replace(",", ""))
+    if len(layers) != 11 or [n for n, _ in inputs] != ["x", "y"]:
+        fail("expected the 11 layers and inputs x, y of fmnist_cnn in burstc stats, got %s %s" %
+             (layers, inputs))
+    total = sum(params.values())
+    if total != 421642:
+        fail("burstc stats: %d parameters, expected fmnist_cnn's 421,642" % total)
     with_params = {n for n, op in layers if op in ("conv2d", "linear")}
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,7 +68,7 @@ def main():
         # 2^30 samples do not fit the `cpu` device's 4 GiB: skipped with a note.
         _, err = run([a.burstc, "profile", a.job, "--batches", ",".join(map(str, BATCHES)) + ",1073741824",
                       "--warmup", "1", "--repeat", "3", "-o", out])
-        if "11 layers at 2 batches written" not in err:
+        if "11 layers, 2 inputs and the optimizer's update at 2 batches written" not in err:
             fail("unexpected summary:\n" + err)
         if "note: batch 1073741824 skipped: layer" not in err:
             fail("no note for the batch that does not fit:\n" + err)
@@ -65,8 +78,18 @@ def main():
         if left:
             fail("files left beside the profile: %s" % left)
         times = {}
+        update = {}
         for line in open(out):
             if line.startswith("#") or not line.strip():
+                continue
+            m = re.match(r'^optimizer\{"op":"sgd","params":(\d+)\}\[(\d+)\]\[\]\s+(\S+) (\S+)$', line.rstrip("\n"))
+            if m:
+                if int(m.group(1)) != total:
+                    fail("optimizer line with %s parameters, the model has %d" % (m.group(1), total))
+                b, ms = int(m.group(2)), float(m.group(3))
+                if b in update or not 0 < ms < 1e4:
+                    fail("optimizer line twice or out of range: %s" % line)
+                update[b] = ms
                 continue
             m = re.match(r'^layer\{"name":"([^"]+)","op":"([^"]+)"\}\[(\d+)\]\[([\d,]*)\]\s+(\S+) (\S+) (\S+) (\S+)$',
                          line.rstrip("\n"))
@@ -93,14 +116,25 @@ def main():
                     fail("layer %s at %d: forward time %g" % (name, b, fwd))
                 if name in with_params and not bwd > 0:
                     fail("layer %s at %d: backward time %g" % (name, b, bwd))
-        if len(times) != len(layers) * len(BATCHES):
-            fail("%d lines for %d layers at %d batches" % (len(times), len(layers), len(BATCHES)))
+        for name, _ in inputs:
+            for b in BATCHES:
+                if (name, b) not in times:
+                    fail("no line for input %s at batch %d" % (name, b))
+                pop, shape, fwd, bwd = times[(name, b)]
+                if pop != "input" or shape != "" or not fwd > 0 or bwd != 0:
+                    fail("input %s at %d: %s [%s] %g %g" % (name, b, pop, shape, fwd, bwd))
+        if len(times) != (len(layers) + len(inputs)) * len(BATCHES):
+            fail("%d lines for %d layers and inputs at %d batches" %
+                 (len(times), len(layers) + len(inputs), len(BATCHES)))
+        if sorted(update) != list(BATCHES):
+            fail("optimizer lines at batches %s, expected %s" % (sorted(update), BATCHES))
+        first_use = {"conv1": "x", "loss": "y"}  # the layer that consumes each input first
 
         # Read back: the planner uses exactly these times.
         for b in BATCHES:
             plan, _ = run([a.burstc, "plan", a.job, "--profile", out, "--gpus", "1", "--batch", str(b),
                            "--strategy", "dp"])
-            if "measured times for 11 of 11 layers" not in plan:
+            if "measured times for 11 of 11 layers, 2 inputs, the optimizer's update" not in plan:
                 fail("the plan does not use the profile for every layer:\n" + plan)
             rows = {}
             for line in plan.splitlines():
@@ -109,6 +143,9 @@ def main():
                     rows[f[0]] = (float(f[4]), float(f[5]))
             for name, _ in layers:
                 _, _, fwd, bwd = times[(name, b)]
+                if name in first_use:
+                    fwd += times[(first_use[name], b)][2]
+                bwd += update[b] * params[name] / total
                 if name not in rows:
                     fail("layer %s missing from the plan at batch %d" % (name, b))
                 pf, pb = rows[name]

@@ -12,7 +12,9 @@ dp and burst strategies (dp only on one rank):
   - builds each plan's program (`burstc build`, the same --profile for the
     profiled plan) and trains it under mpirun, one rank per core, one thread each,
     synthetic data; the measured iteration time is the median over the steps
-    after the warm-up of the slowest rank's step, and the median of --runs runs;
+    after the warm-up of the slowest rank's step, and the median of --runs runs.
+    The runs go in rounds (each round runs every program once), so that a slow
+    stretch of the machine spoils one run of each program, not every run of one;
   - prints predicted against measured for both models.
 
 The machine's load (other processes) is printed before and after: timings on a
@@ -52,25 +54,26 @@ def predicted(burstc, job, gpus, strategy, profile):
     return float(m.group(1))
 
 
-def measured(burstc, job, gpus, strategy, profile, tmp, iters, warmup, runs):
-    prog = os.path.join(tmp, "prog")
+def build(burstc, job, gpus, strategy, profile, prog):
     cmd = [burstc, "build", job, "--gpus", str(gpus), "--strategy", strategy, "-o", prog]
     if profile:
         cmd += ["--profile", profile]
     run(cmd)
-    times = []
-    for _ in range(runs):
-        trace = os.path.join(tmp, "trace.json")
-        run(["mpirun", "-np", str(gpus), "--bind-to", "core", "--map-by", "core", prog,
-             "--iterations", str(iters), "--threads", "1", "--data", "synthetic",
-             "--trace", trace], timeout=900)
-        steps = {}
-        for e in json.load(open(trace))["traceEvents"]:
-            if e.get("ph") == "X" and e["name"] == "iteration":
-                steps.setdefault(e["pid"], []).append(e["dur"] / 1e3)
-        per_step = [max(s[i] for s in steps.values()) for i in range(warmup, iters)]
-        times.append(statistics.median(per_step))
-    return statistics.median(times), times
+
+
+def measure_once(prog, gpus, tmp, iters, warmup):
+    """One run of a program: the median over the steps after the warm-up of the
+    slowest rank's step (ms)."""
+    trace = os.path.join(tmp, "trace.json")
+    run(["mpirun", "-np", str(gpus), "--bind-to", "core", "--map-by", "core", prog,
+         "--iterations", str(iters), "--threads", "1", "--data", "synthetic",
+         "--trace", trace], timeout=900)
+    steps = {}
+    for e in json.load(open(trace))["traceEvents"]:
+        if e.get("ph") == "X" and e["name"] == "iteration" and e.get("tid", 0) == 0:
+            steps.setdefault(e["pid"], []).append(e["dur"] / 1e3)
+    per_step = [max(s[i] for s in steps.values()) for i in range(warmup, iters)]
+    return statistics.median(per_step)
 
 
 def load():
@@ -82,7 +85,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--burstc", default="build/release/tools/burstc")
     ap.add_argument("--gpus", default="1,2", help="rank counts, one rank per core (default 1,2)")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--jobs", default="fmnist,resnet")
@@ -90,6 +93,10 @@ def main():
     print("load average (1 min) at start: %s on %d CPUs" % (load(), os.cpu_count()))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        # Every program is built first; then each round runs every program once,
+        # so that a slow stretch of the machine spoils one run of each, not all
+        # runs of one.
+        progs = []  # (row key, which plan, gpus, path)
         for name in a.jobs.split(","):
             job = JOBS[name]
             prof = os.path.join(tmp, name + ".profile")
@@ -99,30 +106,43 @@ def main():
             took = time.time() - t0
             for g in map(int, a.gpus.split(",")):
                 for strategy in ("dp", "burst") if g > 1 else ("dp",):
+                    key = (name, g, strategy)
                     pp = predicted(a.burstc, job, g, strategy, prof)
                     pa = predicted(a.burstc, job, g, strategy, None)
-                    mp, runs_p = measured(a.burstc, job, g, strategy, prof, tmp, a.iterations,
-                                          a.warmup, a.runs)
-                    if strategy == "dp":
-                        ma, runs_a = mp, runs_p  # the same plan: all layers on all ranks
-                    else:
-                        ma, runs_a = measured(a.burstc, job, g, strategy, None, tmp,
-                                              a.iterations, a.warmup, a.runs)
-                    rows.append((name, g, strategy, took, mp, pp, ma, pa))
-                    print("  %s G=%d %s: profiled plan runs %s ms, analytic plan runs %s ms" %
-                          (name, g, strategy, " ".join("%.2f" % t for t in runs_p),
-                           " ".join("%.2f" % t for t in runs_a)), flush=True)
+                    rows.append([name, g, strategy, took, None, pp, None, pa])
+                    path = os.path.join(tmp, "%s-%d-%s-profiled" % key)
+                    build(a.burstc, job, g, strategy, prof, path)
+                    progs.append((key, "profiled", g, path))
+                    if strategy != "dp":  # dp is one plan for both models
+                        path = os.path.join(tmp, "%s-%d-%s-analytic" % key)
+                        build(a.burstc, job, g, strategy, None, path)
+                        progs.append((key, "analytic", g, path))
+        times = {}
+        for r in range(a.runs):
+            for key, which, g, path in progs:
+                times.setdefault((key, which), []).append(
+                    measure_once(path, g, tmp, a.iterations, a.warmup))
+            print("  round %d of %d done (load %s)" % (r + 1, a.runs, load()), flush=True)
+        for row in rows:
+            key = tuple(row[:3])
+            runs_p = times[(key, "profiled")]
+            runs_a = times.get((key, "analytic"), runs_p)
+            row[4], row[6] = statistics.median(runs_p), statistics.median(runs_a)
+            row.append(min(runs_p))
+            print("  %s G=%d %s: profiled plan runs %s ms, analytic plan runs %s ms" %
+                  (key + (" ".join("%.2f" % t for t in runs_p), " ".join("%.2f" % t for t in runs_a))))
     print()
     print("G ranks (one core and one thread each), synthetic data; measured: median step of"
           " the slowest rank, median of %d runs" % a.runs)
-    print("%-7s %2s %-6s %9s | %11s %11s %7s | %11s %11s %7s" %
-          ("job", "G", "plan", "profile s", "measured ms", "profile ms", "error",
-           "measured ms", "analytic ms", "error"))
-    for name, g, strategy, took, mp, pp, ma, pa in rows:
-        print("%-7s %2d %-6s %9.1f | %11.3f %11.3f %+6.1f%% | %11.3f %11.3f %+6.1f%%" %
-              (name, g, strategy, took, mp, pp, 100 * (pp / mp - 1), ma, pa, 100 * (pa / ma - 1)))
-    print("(left: the plan made with the measured profile; right: the plan of the analytic"
-          " `cpu` device; dp is one plan for both)")
+    print("%-7s %2s %-6s %9s | %11s %11s %7s %8s %7s | %11s %11s %7s" %
+          ("job", "G", "plan", "profile s", "measured ms", "profile ms", "error", "best ms",
+           "error", "measured ms", "analytic ms", "error"))
+    for name, g, strategy, took, mp, pp, ma, pa, best in rows:
+        print("%-7s %2d %-6s %9.1f | %11.3f %11.3f %+6.1f%% %8.3f %+6.1f%% | %11.3f %11.3f %+6.1f%%" %
+              (name, g, strategy, took, mp, pp, 100 * (pp / mp - 1), best, 100 * (pp / best - 1),
+               ma, pa, 100 * (pa / ma - 1)))
+    print("(left: the plan made with the measured profile, against the median run and the"
+          " best run; right: the plan of the analytic `cpu` device; dp is one plan for both)")
     print("load average (1 min) at end: %s" % load())
 
 

@@ -182,10 +182,77 @@ static void test_layer_lines(void)
     plan_profile_free(&pr);
 }
 
+/* Optimizer lines: the update's table, and hostile ones refused without a
+ * crash (huge or overflowing counts, nested attributes, a key inside a string). */
+static void test_optimizer_lines(void)
+{
+    static const char *text = "optimizer{\"op\":\"sgd\",\"params\":1000}[8][]  0.5 0.01\n"
+                              "optimizer{\"params\":1000,\"op\":\"sgd\"}[16][]  0.7\n";
+    plan_profile pr = {0};
+    FILE *err = tmpfile();
+    CHECK(plan_profile_parse(&pr, "o.txt", text, err));
+    CHECK(ftell(err) == 0);
+    fclose(err);
+    CHECK(pr.n == 1 && strcmp(pr.e[0].op, "optimizer") == 0 && pr.e[0].timing.n == 2);
+    if (pr.n == 1)
+        CHECK_NEAR(plan_timing_at(&pr.e[0].timing, 12), 0.6e-3, 1e-12);
+    plan_profile_free(&pr);
+
+    static const char *hostile[] = {
+        "optimizer{\"op\":\"sgd\",\"params\":99999999999999999999999}[8][]  0.5\n",
+        "optimizer{\"op\":\"sgd\",\"params\":-5}[8][]  0.5\n",
+        "optimizer{\"op\":\"sgd\",\"x\":\"\\\"params\\\":\"}[8][]  0.5\n",
+        "optimizer{\"op\":{\"op\":\"sgd\"},\"params\":4}[8][]  0.5\n",
+        "optimizer{\"op\":\"sgd\",\"params\":4}[8][]\n",
+        "optimizer{\"op\":\"sgd\",\"params\":4}[8][]  nan\n",
+        "optimizer{}[8][]  1\n",
+    };
+    for (size_t i = 0; i < sizeof hostile / sizeof *hostile; i++) {
+        plan_profile q = {0};
+        err = tmpfile();
+        CHECK(!plan_profile_parse(&q, "h.txt", hostile[i], err));
+        CHECK(ftell(err) > 0);
+        fclose(err);
+        plan_profile_free(&q);
+    }
+}
+
+/* What a profile adds to a layer besides its own times: the inputs it
+ * consumes first on its forward, its parameters' share of the update on its
+ * backward. */
+static void test_data_and_update(void)
+{
+    int64_t b4[] = {4, 8};
+    double data_s[] = {1e-3, 2e-3}, data_f[] = {1e-3, 2e-3};
+    double upd_s[] = {4e-3, 4e-3};
+    plan_timing data = {.n = 2, .batch = b4, .seconds = data_s, .fwd = data_f};
+    plan_timing upd = {.n = 2, .batch = b4, .seconds = upd_s};
+    const plan_timing *datas[] = {&data};
+    plan_problem p = {.cluster = {.gpus = 1, .gpus_per_node = 1, .peak_flops = 1e14},
+                      .batch = 8,
+                      .dtype_bytes = 4,
+                      .data = datas,
+                      .update = &upd,
+                      .update_params = 1000};
+    plan_layer with = {.name = "c", .cls = PC_CONV, .fwd_flops = 1e8, .params = 250,
+                       .data_first = 0, .ndata = 1};
+    plan_layer without = with;
+    without.ndata = 0;
+    plan_problem bare = p;
+    bare.update = NULL;
+    double f0, b0, f1, b1;
+    plan_layer_time(&bare, &without, 6, &f0, &b0);
+    plan_layer_time(&p, &with, 6, &f1, &b1);
+    CHECK_NEAR(f1 - f0, 1.5e-3, 1e-12); /* the data, interpolated at 6 */
+    CHECK_NEAR(b1 - b0, 1e-3, 1e-12);   /* 250 of 1000 parameters of 4 ms */
+}
+
 int main(int argc, char **argv)
 {
     test_parse();
     test_layer_lines();
+    test_optimizer_lines();
+    test_data_and_update();
     test_shared(argc > 1 ? argv[1] : NULL);
     return check_done("test_profile");
 }
