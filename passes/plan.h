@@ -102,7 +102,7 @@ typedef struct plan_layer {
      * data arrive on its ranks before its forward, plan_problem.data[data_first
      * .. data_first + ndata). */
     int data_first, ndata;
-    plan_dp_layer dp;             /* how DeepPool sees it (strategy deeppool) */
+    plan_dp_layer dp; /* how DeepPool sees it (strategy deeppool) */
 } plan_layer;
 
 /* A data dependency: per-sample activation elements from layer `from` to `to`

@@ -83,9 +83,9 @@ typedef struct profile_run {
     const char *input, *job_name, *target, *optimizer;
     bool cuda;
     int threads, warmup, repeat, rounds;
-    int samples;       /* timed steps per batch: rounds x repeat */
-    char dir[32];      /* private temporary folder */
-    double params;     /* the model's trainable parameters */
+    int samples;   /* timed steps per batch: rounds x repeat */
+    char dir[32];  /* private temporary folder */
+    double params; /* the model's trainable parameters */
     int nlayers;
     layer_info *layers;
     int *by_name; /* layer indices sorted by name */
@@ -235,9 +235,9 @@ static int run_program(const profile_run *r, const char *prog, const char *trace
     snprintf(iters, sizeof iters, "%d", r->warmup + r->repeat);
     snprintf(threads, sizeof threads, "%d", r->threads);
     /* the foreground alone: background copies would share its core */
-    char *argv[] = {(char *)prog,   "--iterations", iters,        "--data",  "synthetic",
-                    "--trace",      (char *)trace,  "--threads",  threads,   "--step-timeout",
-                    "600",          "--background", "off",        NULL};
+    char *argv[] = {(char *)prog, "--iterations", iters,       "--data", "synthetic",
+                    "--trace",    (char *)trace,  "--threads", threads,  "--step-timeout",
+                    "600",        "--background", "off",       NULL};
     cpu_set_t mine, pin;
     CPU_ZERO(&pin);
     int chosen = 0;
@@ -452,8 +452,8 @@ static void write_batch(const profile_run *r, batch_run *br, FILE *out)
     for (int t = 0; t < S; t++) {
         br->iter[t] -= br->opt[t];
         for (int l = 0; l < r->nlayers; l++)
-            br->iter[t] -= br->fwd[(size_t)l * stride + (size_t)t] +
-                           br->bwd[(size_t)l * stride + (size_t)t];
+            br->iter[t] -=
+                br->fwd[(size_t)l * stride + (size_t)t] + br->bwd[(size_t)l * stride + (size_t)t];
     }
     double sum = 0, rest = quantile(br->iter, S, 0.5);
     for (int l = 0; l < r->nlayers; l++) {

@@ -234,8 +234,8 @@ static void test_data_and_update(void)
                       .data = datas,
                       .update = &upd,
                       .update_params = 1000};
-    plan_layer with = {.name = "c", .cls = PC_CONV, .fwd_flops = 1e8, .params = 250,
-                       .data_first = 0, .ndata = 1};
+    plan_layer with = {
+        .name = "c", .cls = PC_CONV, .fwd_flops = 1e8, .params = 250, .data_first = 0, .ndata = 1};
     plan_layer without = with;
     without.ndata = 0;
     plan_problem bare = p;
