@@ -382,9 +382,10 @@ bool plan_evaluate(const plan_problem *p, const int *k, const int *first, plan_r
         /* Amplification compares compute alone; the layer's times are what
 		 * it takes at its ranks, with their node's cores shared. */
         lr->amplification = ev->t1[l] > 0 ? k[l] * (ev->fw[l] + ev->bw[l]) / ev->t1[l] : 1;
-        double share = plan_core_share(&p->cluster, first[l], k[l]);
-        lr->fwd = ev->fw[l] * share;
-        lr->bwd = ev->bw[l] * share;
+        double share = plan_core_share(&p->cluster, first[l], k[l]), sf, sb;
+        plan_layer_sync_time(&p->cluster, &p->layers[l], first[l], k[l], &sf, &sb);
+        lr->fwd = ev->fw[l] * share + sf;
+        lr->bwd = ev->bw[l] * share + sb;
         lr->mem_bytes = layer_mem(p, &p->layers[l], lr->shard);
     }
     for (int e = 0; e < p->nedges; e++) {

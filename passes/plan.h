@@ -97,7 +97,10 @@ typedef struct plan_layer {
     double params;                /* trainable parameter elements */
     double saved;                 /* elements per sample kept for backward */
     int fwd_kernels, bwd_kernels; /* launches; 0 counts as 1 */
-    const plan_timing *measured;  /* optional: replaces the analytic model */
+    /* batchnorm2d: 2C + 1, the f64 statistics per rank that its all-reduces
+     * carry when it runs on several ranks (SyncBN, runtime/cpu/norm.c); else 0 */
+    double sync_stats;
+    const plan_timing *measured; /* optional: replaces the analytic model */
     /* The measured inputs (`burstc profile`) this layer consumes first: their
      * data arrive on its ranks before its forward, plan_problem.data[data_first
      * .. data_first + ndata). */
@@ -269,8 +272,15 @@ void plan_pricer_free(plan_pricer *pr);
 const plan_reshard *plan_price_reshard(plan_pricer *pr, int k1, int r1, int k2, int r2);
 /* Gradient all-reduce of layer l among k ranks from rank o. */
 double plan_price_allreduce(const plan_pricer *pr, int l, int k, int o);
-/* Layer l on k ranks from o, with compute fwd + bwd at its shard: time,
- * GPU-seconds and the exposed all-reduce (all of it unless ar_overlap). */
+/* The collectives inside layer l's forward and backward on k ranks from o:
+ * a synchronised batch norm all-reduces its statistics in both (forward: every
+ * rank's 2C + 1 in its slot, k(2C + 1) f64; backward: 2C + 1 f64 sums). 0 on
+ * one rank and for other layers. */
+void plan_layer_sync_time(const plan_cluster *c, const plan_layer *l, int o, int k, double *fwd,
+                          double *bwd);
+/* Layer l on k ranks from o, with compute fwd + bwd at its shard: time (with
+ * its cores' share, its collectives and the exposed all-reduce), GPU-seconds
+ * and the exposed all-reduce (all of it unless ar_overlap). */
 void plan_price_node(const plan_pricer *pr, int l, int k, int o, double fwd, double bwd,
                      double *time, double *gpu, double *exposed);
 /* Edge e from its layer u (ku ranks from ou, backward bwd_u) to v (kv from

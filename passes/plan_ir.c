@@ -78,6 +78,9 @@ void pass_plan_layer(const ir_graph *g, const ir_op *op, plan_layer *l)
     l->bwd_elems = c.bwd_read + c.bwd_written;
     l->params = (double)c.params;
     l->saved = c.saved;
+    const ir_type *in = op->ninputs ? &g->ops[op->inputs[0]].type : NULL;
+    if (op->opcode == OP_BATCHNORM2D && in && in->rank == 4)
+        l->sync_stats = 2.0 * (double)in->dim[1] + 1.0;
     l->fwd_kernels = c.fwd_kernels;
     l->bwd_kernels = c.bwd_kernels;
     dp_layer(g, op, &l->dp);

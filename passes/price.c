@@ -153,13 +153,24 @@ double plan_price_allreduce(const plan_pricer *pr, int l, int k, int o)
     return plan_allreduce_time(&pr->p->cluster, o, k, pr->p->layers[l].params * pr->p->dtype_bytes);
 }
 
+void plan_layer_sync_time(const plan_cluster *c, const plan_layer *l, int o, int k, double *fwd,
+                          double *bwd)
+{
+    *fwd = *bwd = 0;
+    if (k <= 1 || !(l->sync_stats > 0))
+        return;
+    *fwd = plan_allreduce_time(c, o, k, 8.0 * k * l->sync_stats);
+    *bwd = plan_allreduce_time(c, o, k, 8.0 * l->sync_stats);
+}
+
 void plan_price_node(const plan_pricer *pr, int l, int k, int o, double fwd, double bwd,
                      double *time, double *gpu, double *exposed)
 {
-    double ar = plan_price_allreduce(pr, l, k, o), ex = ar;
+    double ar = plan_price_allreduce(pr, l, k, o), ex = ar, sf, sb;
     if (pr->p->ar_overlap)
         ex = pr->nin[l] != 1 ? fmax(0, ar - pr->hide[l]) : 0; /* one input: on its edge */
-    *time = (fwd + bwd) * plan_core_share(&pr->p->cluster, o, k) + ex;
+    plan_layer_sync_time(&pr->p->cluster, &pr->p->layers[l], o, k, &sf, &sb);
+    *time = (fwd + bwd) * plan_core_share(&pr->p->cluster, o, k) + sf + sb + ex;
     *gpu = *time * k;
     if (exposed)
         *exposed = ex;

@@ -309,8 +309,9 @@ bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timel
             /* The analytic curve is not monotone in the batch at tiny work
 			 * for every class (gamma > 1); the evaluator's rule, the
 			 * largest shard sets the time, bounds every shard. */
-            double share = plan_core_share(&p->cluster, o->first, o->k);
-            small = fmin((o->kind == PTL_FWD ? f : b) * share, o->dur);
+            double share = plan_core_share(&p->cluster, o->first, o->k), sf, sb;
+            plan_layer_sync_time(&p->cluster, &p->layers[o->layer], o->first, o->k, &sf, &sb);
+            small = fmin(o->kind == PTL_FWD ? f * share + sf : b * share + sb, o->dur);
         }
         for (int i = 0; i < o->nparts; i++) {
             plan_tl_step *s = &tl->step[tl->prog0[tl->part[o->part0 + i] + 1]++];

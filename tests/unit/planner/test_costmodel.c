@@ -230,10 +230,52 @@ static void class_curves(void)
     CHECK_NEAR(f, 1e-6 + 0.2e-3, 1e-12);
 }
 
+/* A synchronised batch norm: its statistics' all-reduces are inside its
+ * forward and backward on several ranks, and absent on one. */
+static void sync_batchnorm(void)
+{
+    plan_layer l;
+    plan_problem p = one_layer(&l, 4, 0);
+    l.params = 0;              /* no gradient all-reduce: only the statistics' */
+    l.sync_stats = 2 * 62 + 1; /* 62 channels: 125 f64 = 1000 bytes per rank */
+    char err[256];
+    plan_result r;
+    int k = 1, first = 0;
+    CHECK(plan_evaluate(&p, &k, &first, &r, err, sizeof err));
+    CHECK_NEAR(r.layer[0].fwd, 0.080, 1e-12);
+    CHECK_NEAR(r.time, 0.240, 1e-12);
+    plan_result_free(&r);
+    /* On 2 ranks: forward all-gathers 2 x 1000 bytes, ring 2 * 1/2 * 2000 /
+     * 1e9 + 2 us = 4 us (tree: 2 us + 4 us); backward 1000 bytes, 1 + 2 = 3 us. */
+    k = 2;
+    CHECK(plan_evaluate(&p, &k, &first, &r, err, sizeof err));
+    CHECK_NEAR(r.layer[0].fwd, 0.040 + 4e-6, 1e-12);
+    CHECK_NEAR(r.layer[0].bwd, 0.080 + 3e-6, 1e-12);
+    CHECK_NEAR(r.time, 0.120 + 7e-6, 1e-12);
+    CHECK_NEAR(r.gpu_seconds, 2 * (0.120 + 7e-6), 1e-12);
+    plan_timeline tl;
+    CHECK(plan_timeline_build(&p, &r, &tl, err, sizeof err));
+    CHECK_NEAR(tl.time, r.time, 1e-12);
+    plan_timeline_free(&tl);
+    plan_result_free(&r);
+    /* The planner sees them: with a 50 ms latency one rank (240 ms) beats 2
+     * (120 + 2 x 100 ms) and 4 (60 + 2 x 200 ms, the tree); without the
+     * statistics 4 ranks win. */
+    p.cluster.intra_alpha = 0.05;
+    CHECK(plan_solve(&p, PS_BURST, &r, err, sizeof err));
+    CHECK(r.layer[0].k == 1);
+    plan_result_free(&r);
+    l.sync_stats = 0;
+    CHECK(plan_solve(&p, PS_BURST, &r, err, sizeof err));
+    CHECK(r.layer[0].k == 4);
+    plan_result_free(&r);
+}
+
 int main(void)
 {
     core_share();
     shared_plan();
+    sync_batchnorm();
     branches_on_shared_cores();
     class_curves();
     return check_done("test_costmodel");
