@@ -43,6 +43,11 @@ typedef struct plan_cluster {
 	 * slice); plan_step_wait. plan_ir.c gives PLAN_SLICE_DEFAULT when the
 	 * cluster does not say; hand-built problems: 0. */
     double slice;
+    /* How a synchronised batch norm exchanges its forward statistics: the CPU
+     * backend (the device called cpu) all-gathers every rank's in one
+     * all-reduce of k(2C + 1) f64; the CUDA backend all-reduces sums twice
+     * (C + 1, then C f64). plan_layer_sync_time. */
+    bool sync_gather;
 } plan_cluster;
 
 /* The slice of a cluster that does not give one, in seconds: 4 ranks on
@@ -273,9 +278,10 @@ const plan_reshard *plan_price_reshard(plan_pricer *pr, int k1, int r1, int k2, 
 /* Gradient all-reduce of layer l among k ranks from rank o. */
 double plan_price_allreduce(const plan_pricer *pr, int l, int k, int o);
 /* The collectives inside layer l's forward and backward on k ranks from o:
- * a synchronised batch norm all-reduces its statistics in both (forward: every
- * rank's 2C + 1 in its slot, k(2C + 1) f64; backward: 2C + 1 f64 sums). 0 on
- * one rank and for other layers. */
+ * a synchronised batch norm all-reduces its statistics in both (forward, on
+ * the CPU backend (sync_gather): every rank's 2C + 1 in its slot, k(2C + 1)
+ * f64; on the CUDA backend the sums, C + 1 f64, then the squared deviations,
+ * C f64; backward: 2C + 1 f64 sums). 0 on one rank and for other layers. */
 void plan_layer_sync_time(const plan_cluster *c, const plan_layer *l, int o, int k, double *fwd,
                           double *bwd);
 /* Layer l on k ranks from o, with compute fwd + bwd at its shard: time (with

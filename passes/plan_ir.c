@@ -352,6 +352,8 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
     p->cluster.whalf = gpu->half_work;
     p->cluster.cores = cl->cores;
     p->cluster.slice = cl->has_slice ? cl->slice : PLAN_SLICE_DEFAULT;
+    /* the CPU backend's device, by the rule interleave_ir.c's mux options use */
+    p->cluster.sync_gather = strcmp(gpu->name, "cpu") == 0;
     static const plan_class cls_of[KC_COUNT] = {
         [KC_CONV] = PC_CONV, [KC_GEMM] = PC_LINEAR, [KC_POOL] = PC_POOL, [KC_OTHER] = PC_OTHER};
     for (int k = 0; k < KC_COUNT; k++) {

@@ -159,7 +159,11 @@ void plan_layer_sync_time(const plan_cluster *c, const plan_layer *l, int o, int
     *fwd = *bwd = 0;
     if (k <= 1 || !(l->sync_stats > 0))
         return;
-    *fwd = plan_allreduce_time(c, o, k, 8.0 * k * l->sync_stats);
+    if (c->sync_gather)
+        *fwd = plan_allreduce_time(c, o, k, 8.0 * k * l->sync_stats);
+    else /* sync_stats = 2C + 1: C + 1 sums (and the count), then C */
+        *fwd = plan_allreduce_time(c, o, k, 8.0 * (l->sync_stats + 1) / 2) +
+               plan_allreduce_time(c, o, k, 8.0 * (l->sync_stats - 1) / 2);
     *bwd = plan_allreduce_time(c, o, k, 8.0 * l->sync_stats);
 }
 

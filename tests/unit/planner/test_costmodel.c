@@ -245,8 +245,10 @@ static void sync_batchnorm(void)
     CHECK_NEAR(r.layer[0].fwd, 0.080, 1e-12);
     CHECK_NEAR(r.time, 0.240, 1e-12);
     plan_result_free(&r);
-    /* On 2 ranks: forward all-gathers 2 x 1000 bytes, ring 2 * 1/2 * 2000 /
-     * 1e9 + 2 us = 4 us (tree: 2 us + 4 us); backward 1000 bytes, 1 + 2 = 3 us. */
+    /* On 2 ranks, the CPU backend's exchange: forward all-gathers 2 x 1000
+     * bytes, ring 2 * 1/2 * 2000 / 1e9 + 2 us = 4 us (tree: 2 us + 4 us);
+     * backward 1000 bytes, 1 + 2 = 3 us. */
+    p.cluster.sync_gather = true;
     k = 2;
     CHECK(plan_evaluate(&p, &k, &first, &r, err, sizeof err));
     CHECK_NEAR(r.layer[0].fwd, 0.040 + 4e-6, 1e-12);
@@ -257,6 +259,13 @@ static void sync_batchnorm(void)
     CHECK(plan_timeline_build(&p, &r, &tl, err, sizeof err));
     CHECK_NEAR(tl.time, r.time, 1e-12);
     plan_timeline_free(&tl);
+    plan_result_free(&r);
+    /* The CUDA backend's: the sums (63 f64, 504 bytes: 0.504 + 2 us), then the
+     * squared deviations (62 f64, 496 bytes: 0.496 + 2 us). */
+    p.cluster.sync_gather = false;
+    CHECK(plan_evaluate(&p, &k, &first, &r, err, sizeof err));
+    CHECK_NEAR(r.layer[0].fwd, 0.040 + 5e-6, 1e-12);
+    CHECK_NEAR(r.layer[0].bwd, 0.080 + 3e-6, 1e-12);
     plan_result_free(&r);
     /* The planner sees them: with a 50 ms latency one rank (240 ms) beats 2
      * (120 + 2 x 100 ms) and 4 (60 + 2 x 200 ms, the tree); without the
