@@ -61,6 +61,10 @@ static const char profile_usage[] =
     "  --threads N          CPU threads of the program (default 1: one rank per core,\n"
     "                       as the `cpu` device of examples/clusters/cpu.burst)\n"
     "  --rounds N           rounds of runs (default 3)\n"
+    "  --concurrent N       run N copies of each program at once, each on its own\n"
+    "                       --threads CPUs, and pool their steps: the layers' times\n"
+    "                       with N ranks sharing the machine's memory and caches, as\n"
+    "                       a plan of N ranks per node runs them (default 1)\n"
     "  --warmup N           untimed steps at the start of each run (default 2)\n"
     "  --repeat N           timed steps of each run (default 5)\n"
     "  --job NAME           the job to profile when the file holds several\n"
@@ -68,9 +72,10 @@ static const char profile_usage[] =
     "\n"
     "exit status: 0 success, 1 errors in the input or a run that failed, 2 internal error\n";
 
-#define MAX_BATCHES 64
-#define MAX_STEPS   100000
-#define MAX_ROUNDS  100
+#define MAX_BATCHES    64
+#define MAX_STEPS      100000
+#define MAX_ROUNDS     100
+#define MAX_CONCURRENT 64
 
 typedef struct layer_info {
     const char *name;
@@ -82,8 +87,8 @@ typedef struct layer_info {
 typedef struct profile_run {
     const char *input, *job_name, *target, *optimizer;
     bool cuda;
-    int threads, warmup, repeat, rounds;
-    int samples;   /* timed steps per batch: rounds x repeat */
+    int threads, warmup, repeat, rounds, concurrent;
+    int samples;   /* timed steps per batch: rounds x repeat x concurrent */
     char dir[32];  /* private temporary folder */
     double params; /* the model's trainable parameters */
     int nlayers;
@@ -227,9 +232,11 @@ static bool build_at(const profile_run *r, int64_t b, const char *prog)
     return cmd_build((int)(sizeof argv / sizeof argv[0]) - 1, argv) == 0;
 }
 
-/* Runs the program pinned to the first r->threads CPUs of this process's
- * affinity mask, output to log. Returns its exit status (128 + signal). */
-static int run_program(const profile_run *r, const char *prog, const char *trace, const char *log)
+/* Starts copy `copy` of the program, pinned to CPUs copy * r->threads ..
+ * (copy + 1) * r->threads - 1 of this process's affinity mask, output to
+ * log. Returns its pid, or -1 (reported). */
+static pid_t start_program(const profile_run *r, const char *prog, const char *trace,
+                           const char *log, int copy)
 {
     char iters[32], threads[32];
     snprintf(iters, sizeof iters, "%d", r->warmup + r->repeat);
@@ -240,10 +247,10 @@ static int run_program(const profile_run *r, const char *prog, const char *trace
                     "600",        "--background", "off",       NULL};
     cpu_set_t mine, pin;
     CPU_ZERO(&pin);
-    int chosen = 0;
+    int seen = 0, chosen = 0;
     if (sched_getaffinity(0, sizeof mine, &mine) == 0)
         for (int c = 0; c < CPU_SETSIZE && chosen < r->threads; c++)
-            if (CPU_ISSET(c, &mine)) {
+            if (CPU_ISSET(c, &mine) && seen++ >= copy * r->threads) {
                 CPU_SET(c, &pin);
                 chosen++;
             }
@@ -272,6 +279,12 @@ static int run_program(const profile_run *r, const char *prog, const char *trace
         fprintf(stderr, "cannot run '%s': %s\n", prog, strerror(errno));
         _exit(127);
     }
+    return pid;
+}
+
+/* Waits for a program; its exit status (128 + signal), or -1. */
+static int wait_program(pid_t pid)
+{
     int status;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR)
@@ -406,38 +419,56 @@ static void batch_prog(const profile_run *r, const batch_run *br, char *prog, si
     snprintf(prog, n, "%s/prog-%lld", r->dir, (long long)br->batch);
 }
 
-/* Runs batch br's program once (one round) and adds its timed steps. 1:
- * done, 0: skipped with a note (out of GPU memory), -1: failed (reported). */
+/* Runs batch br's program once (one round; --concurrent copies at once, each
+ * on its own CPUs) and adds every copy's timed steps. 1: done, 0: skipped
+ * with a note (out of GPU memory), -1: failed (reported). */
 static int run_batch(const profile_run *r, batch_run *br, int round)
 {
-    char prog[64], trace[64], log[64];
+    char prog[64], trace[MAX_CONCURRENT][64], log[MAX_CONCURRENT][64];
+    pid_t pid[MAX_CONCURRENT];
     batch_prog(r, br, prog, sizeof prog);
-    snprintf(trace, sizeof trace, "%s/trace.json", r->dir);
-    snprintf(log, sizeof log, "%s/run.log", r->dir);
     long long b = (long long)br->batch;
-    fprintf(stderr, "burstc profile: round %d of %d, batch %lld: running %d + %d steps\n",
-            round + 1, r->rounds, b, r->warmup, r->repeat);
-    int st = run_program(r, prog, trace, log);
-    if (st != 0) {
+    fprintf(stderr, "burstc profile: round %d of %d, batch %lld: running %d + %d steps%s\n",
+            round + 1, r->rounds, b, r->warmup, r->repeat,
+            r->concurrent > 1 ? " in each copy" : "");
+    int started = 0;
+    for (int c = 0; c < r->concurrent; c++) {
+        snprintf(trace[c], sizeof trace[c], "%s/trace-%d.json", r->dir, c);
+        snprintf(log[c], sizeof log[c], "%s/run-%d.log", r->dir, c);
+        if ((pid[c] = start_program(r, prog, trace[c], log[c], c)) < 0)
+            break;
+        started++;
+    }
+    int failed = -1, st = 0, got = 1;
+    for (int c = 0; c < started; c++) {
+        int s = wait_program(pid[c]);
+        if (s != 0 && failed < 0) {
+            failed = c;
+            st = s;
+        }
+    }
+    if (started < r->concurrent)
+        got = -1;
+    if (failed >= 0) {
         char tail[2048];
         fprintf(stderr, "burstc profile: the program at batch %lld failed (exit status %d):\n", b,
                 st);
-        print_log_tail(log, tail, sizeof tail);
-        unlink(log);
-        unlink(trace);
+        print_log_tail(log[failed], tail, sizeof tail);
+        got = -1;
         if (strstr(tail, "out of memory")) {
             fprintf(stderr, "burstc profile: note: batch %lld skipped: out of memory\n", b);
-            return 0;
+            got = 0;
         }
-        return -1;
     }
-    unlink(log);
-    bool ok = read_trace(r, trace, br);
-    unlink(trace);
-    if (!ok)
-        return -1;
-    br->done += r->repeat;
-    return 1;
+    for (int c = 0; c < started; c++) {
+        unlink(log[c]);
+        if (got == 1 && read_trace(r, trace[c], br))
+            br->done += r->repeat;
+        else if (got == 1)
+            got = -1;
+        unlink(trace[c]);
+    }
+    return got;
 }
 
 /* Writes batch br's lines: the medians and interquartile ranges over all
@@ -510,7 +541,8 @@ static double *alloc_cells(size_t n1, size_t n2, size_t n3)
 int cmd_profile(int argc, char **argv)
 {
     const char *output = NULL, *batches_arg = NULL;
-    profile_run r = {.target = "cpu", .threads = 1, .warmup = 2, .repeat = 5, .rounds = 3};
+    profile_run r = {
+        .target = "cpu", .threads = 1, .warmup = 2, .repeat = 5, .rounds = 3, .concurrent = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -541,6 +573,9 @@ int cmd_profile(int argc, char **argv)
                 return 1;
         } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--rounds"))) {
             if (!parse_count("--rounds", v, 1, MAX_ROUNDS, &r.rounds))
+                return 1;
+        } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--concurrent"))) {
+            if (!parse_count("--concurrent", v, 1, MAX_CONCURRENT, &r.concurrent))
                 return 1;
         } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--warmup"))) {
             if (!parse_count("--warmup", v, 0, MAX_STEPS, &r.warmup))
@@ -636,7 +671,13 @@ int cmd_profile(int argc, char **argv)
         goto end;
     }
     have_dir = true;
-    r.samples = r.rounds * r.repeat; /* at most MAX_ROUNDS x MAX_STEPS */
+    r.samples = r.rounds * r.repeat; /* at most MAX_ROUNDS x MAX_STEPS ... */
+    if (__builtin_mul_overflow(r.samples, r.concurrent, &r.samples)) {
+        fputs("burstc profile: error: too many samples to keep (fewer --rounds, --repeat or "
+              "--concurrent)\n",
+              stderr);
+        goto end;
+    }
     for (int k = 0; k < nb; k++) {
         batch_run *br = &runs[k];
         br->batch = batches[k];
@@ -648,12 +689,13 @@ int cmd_profile(int argc, char **argv)
     }
     fprintf(out.fp,
             "# burstc profile of job %s (model %s) from %s: target %s, %d thread%s pinned, "
-            "%d round%s of %d warm-up + %d timed steps per batch\n"
+            "%d round%s of %d warm-up + %d timed steps per batch, %d cop%s at once\n"
             "# layer{\"name\",\"op\"}[per-GPU batch][input shape per sample]  fwd_ms bwd_ms "
             "(medians)  fwd_iqr bwd_iqr (interquartile ranges)\n"
             "# optimizer{\"op\",\"params\"}[per-GPU batch][]  update_ms (median)  iqr\n",
             r.job_name, g->name, r.input, r.target, r.threads, r.threads == 1 ? "" : "s", r.rounds,
-            r.rounds == 1 ? "" : "s", r.warmup, r.repeat);
+            r.rounds == 1 ? "" : "s", r.warmup, r.repeat, r.concurrent,
+            r.concurrent == 1 ? "y" : "ies");
     for (int k = 0; k < nb; k++) {
         char why[1024], prog[64];
         batch_run *br = &runs[k];

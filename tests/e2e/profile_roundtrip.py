@@ -152,6 +152,17 @@ def main():
                 if abs(pf - fwd) > 6e-5 or abs(pb - bwd) > 6e-5:
                     fail("layer %s at %d: plan says %.4f/%.4f ms, profile %.6f/%.6f" %
                          (name, b, pf, pb, fwd, bwd))
+        # Two copies at once (--concurrent 2), one round: the same lines, and the
+        # header says how it was measured.
+        out2 = os.path.join(tmp, "fmnist2.profile")
+        _, err = run([a.burstc, "profile", a.job, "--batches", "2", "--concurrent", "2", "--rounds",
+                      "1", "--warmup", "1", "--repeat", "2", "-o", out2])
+        text = open(out2).read()
+        if "1 round of 1 warm-up + 2 timed steps per batch, 2 copies at once" not in text:
+            fail("--concurrent 2: unexpected header:\n" + text[:400])
+        got = len(re.findall(r"^layer\{", text, re.M))
+        if got != len(layers) + len(inputs) or len(re.findall(r"^optimizer\{", text, re.M)) != 1:
+            fail("--concurrent 2: %d layer lines, expected %d" % (got, len(layers) + len(inputs)))
     print("ok: %d layers at batches %s measured and read back" % (len(layers), BATCHES))
 
 

@@ -19,6 +19,11 @@ dp and burst strategies (dp only on one rank):
 
 The machine's load (other processes) is printed before and after: timings on a
 shared machine are noisy, and the table says under what load it was measured.
+With --paired, every round measures the profile afresh and runs each plan made
+with it right after, and a row's error is the median over rounds of that
+round's prediction over its run: on a machine whose speed drifts over minutes
+(a virtual machine on a shared host) both sides of each ratio then see the same
+speed.
 
     /usr/bin/python3 tests/bench/profile/plan_accuracy.py --burstc build/release/tools/burstc
 """
@@ -76,6 +81,39 @@ def measure_once(prog, gpus, tmp, iters, warmup):
     return statistics.median(per_step)
 
 
+def paired(a, tmp):
+    """--paired: every round measures each job's profile afresh and runs each
+    profiled plan's program right after; the error of a round is its
+    prediction over its run, and a row's error the median over rounds. Both
+    sides of a ratio then see the machine in the same minute."""
+    rows = {}
+    for r in range(a.runs):
+        for name in a.jobs.split(","):
+            job = JOBS[name]
+            prof = os.path.join(tmp, name + ".profile")
+            subprocess.run([a.burstc, "profile", job, "-o", prof], check=True, env=ENV,
+                           stderr=subprocess.DEVNULL)
+            for g in map(int, a.gpus.split(",")):
+                for strategy in ("dp", "burst") if g > 1 else ("dp",):
+                    pp = predicted(a.burstc, job, g, strategy, prof)
+                    path = os.path.join(tmp, "prog")
+                    build(a.burstc, job, g, strategy, prof, path)
+                    mp = measure_once(path, g, tmp, a.iterations, a.warmup)
+                    rows.setdefault((name, g, strategy), []).append((pp, mp))
+        print("  round %d of %d done (load %s)" % (r + 1, a.runs, load()), flush=True)
+    print()
+    print("paired: each round profiles afresh, then runs each plan made with that profile;"
+          " median of %d rounds" % a.runs)
+    print("%-7s %2s %-6s | %11s %11s | %-44s | %7s" %
+          ("job", "G", "plan", "measured ms", "profile ms", "errors per round", "median"))
+    for (name, g, strategy), v in rows.items():
+        errs = [100 * (pp / mp - 1) for pp, mp in v]
+        print("%-7s %2d %-6s | %11.3f %11.3f | %-44s | %+6.1f%%" %
+              (name, g, strategy, statistics.median(mp for _, mp in v),
+               statistics.median(pp for pp, _ in v), " ".join("%+.1f" % e for e in errs),
+               statistics.median(errs)))
+
+
 def load():
     with open("/proc/loadavg") as f:
         return f.read().split()[0]
@@ -89,8 +127,16 @@ def main():
     ap.add_argument("--iterations", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--jobs", default="fmnist,resnet")
+    ap.add_argument("--paired", action="store_true",
+                    help="profile afresh in every round and pair each round's prediction with"
+                    " its run (the analytic model is left out)")
     a = ap.parse_args()
     print("load average (1 min) at start: %s on %d CPUs" % (load(), os.cpu_count()))
+    if a.paired:
+        with tempfile.TemporaryDirectory() as tmp:
+            paired(a, tmp)
+        print("load average (1 min) at end: %s" % load())
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         # Every program is built first; then each round runs every program once,
