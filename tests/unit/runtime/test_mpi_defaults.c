@@ -23,11 +23,10 @@ int main(int argc, char **argv)
     if (user)
         CHECK(alg && strcmp(alg, user) == 0, "the user's %s became %s", user, alg ? alg : "unset");
     else if (local && atol(local) <= cpus)
-        CHECK(alg && strcmp(alg, "3") == 0, "%s ranks on %ld CPUs: algorithm %s, expected 3",
-              local, cpus, alg ? alg : "unset");
+        CHECK(alg && strcmp(alg, "3") == 0, "%s ranks on %ld CPUs: algorithm %s, expected 3", local,
+              cpus, alg ? alg : "unset");
     else
-        CHECK(alg == NULL, "%s ranks on %ld CPUs: algorithm %s, expected none", local, cpus,
-              alg);
+        CHECK(alg == NULL, "%s ranks on %ld CPUs: algorithm %s, expected none", local, cpus, alg);
 
     /* The sum a bucket makes with the chosen algorithm: rank r adds (r + 1) * i. */
     enum { N = 300000 }; /* 1.2 MB, a bucket of fmnist's size */
