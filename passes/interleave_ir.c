@@ -90,8 +90,7 @@ bool pass_mux_options(const ir_module *m, const ir_job *j, const pass_options *o
     memset(o, 0, sizeof *o);
     (void)opt; /* --slowdown is already the job's (pass_select_job) */
     o->slowdown = j->slowdown > 0 ? j->slowdown : IR_SLOWDOWN_DEFAULT;
-    /* A "gpu" named cpu is one CPU core (examples/clusters/cpu.burst). */
-    o->cpu = strcmp(m->gpus[m->clusters[j->cluster].gpu].name, "cpu") == 0;
+    o->cpu = pass_gpu_is_cpu(&m->gpus[m->clusters[j->cluster].gpu]);
     return true;
 }
 

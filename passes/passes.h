@@ -79,6 +79,9 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
 void pass_plan_input_free(pass_plan_input *in);
 /* One layer's per-sample costs from ir_op_cost. */
 void pass_plan_layer(const ir_graph *g, const ir_op *op, plan_layer *l);
+/* Whether the job's "GPU" is a CPU core, which the CPU backend runs: the
+ * device called cpu (examples/clusters/cpu.burst). */
+bool pass_gpu_is_cpu(const ir_gpu *gpu);
 /* "profile FILE: measured times for N of M layers[, K inputs][, the
  * optimizer's update]" and a blank line: what a plan made with --profile
  * took from it. */

@@ -661,7 +661,8 @@ typedef struct plan_profile_entry {
     int64_t shape[8]; /* input shape without the batch */
     plan_timing timing;
     char *layer;    /* "layer" lines: the layer's name ... */
-    char *layer_op; /* ... and its op (attributes "name", "op"); else NULL */
+    char *layer_op; /* ... and its op (attributes "name", "op"); "optimizer"
+                     * lines: the optimizer (attribute "op"); else NULL */
     int line;       /* the first line of the entry in the file */
 } plan_profile_entry;
 

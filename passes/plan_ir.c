@@ -239,35 +239,32 @@ static bool profile_layers_known(const plan_profile *pr, const ir_graph *g, diag
 static bool profile_inputs(pass_plan_input *in, const ir_graph *g, diag_ctx *d)
 {
     plan_problem *p = &in->p;
-    for (int l = 0; l < p->nlayers; l++) {
+    /* charged[x]: input x has found its first consumer (ops are in order) */
+    bool *charged = plan_xcalloc((size_t)g->nops + 1, sizeof *charged);
+    bool ok = true;
+    for (int l = 0; l < p->nlayers && ok; l++) {
         const ir_op *op = &g->ops[in->op_of_layer[l]];
-        p->layers[l].data_first = 0;
+        p->layers[l].data_first = in->ndata;
         p->layers[l].ndata = 0;
-        for (int q = 0; q < op->ninputs; q++) {
+        for (int q = 0; q < op->ninputs && ok; q++) {
             int x = op->inputs[q];
             const ir_op *xo = &g->ops[x];
-            if (xo->opcode != OP_INPUT)
+            if (xo->opcode != OP_INPUT || charged[x])
                 continue;
-            bool first = true, dup = false;
-            for (int c = x + 1; c < in->op_of_layer[l] && first; c++)
-                for (int k = 0; k < g->ops[c].ninputs; k++)
-                    first &= g->ops[c].inputs[k] != x;
-            for (int k = 0; k < q; k++)
-                dup |= op->inputs[k] == x;
+            charged[x] = true;
             const plan_profile_entry *le = plan_profile_find_layer(&in->prof, xo->name);
-            if (!first || dup || !le)
+            if (!le)
                 continue;
-            if (!layer_line_fits(&in->prof, le, g, xo, d))
-                return false;
+            if (!(ok = layer_line_fits(&in->prof, le, g, xo, d)))
+                break;
             if (!p->data)
                 p->data = plan_xcalloc((size_t)g->nops, sizeof *p->data);
-            if (p->layers[l].ndata == 0)
-                p->layers[l].data_first = in->ndata;
             p->data[in->ndata++] = &le->timing;
             p->layers[l].ndata++;
         }
     }
-    return true;
+    free(charged);
+    return ok;
 }
 
 /* The measured optimizer's update: its lines must be of the job's optimizer. */
@@ -280,9 +277,7 @@ static bool profile_optimizer(pass_plan_input *in, const ir_job *j, diag_ctx *d)
         int64_t params;
         if (strcmp(e->op, "optimizer") != 0 || !plan_profile_attr(e, "params", &params))
             continue;
-        char op[16];
-        const char *at = strstr(e->attrs, "\"op\":\"");
-        snprintf(op, sizeof op, "%.*s", at ? (int)strcspn(at + 6, "\"") : 0, at ? at + 6 : "");
+        const char *op = e->layer_op;
         if (strcmp(op, want) != 0) {
             fprintf(d->out,
                     "%s:%d: error: the profile measured the optimizer %s, but job '%s' trains "
@@ -304,6 +299,11 @@ static bool profile_optimizer(pass_plan_input *in, const ir_job *j, diag_ctx *d)
         in->p.update_params = (double)params;
     }
     return true;
+}
+
+bool pass_gpu_is_cpu(const ir_gpu *gpu)
+{
+    return strcmp(gpu->name, "cpu") == 0;
 }
 
 void pass_plan_profile_summary(const pass_plan_input *in, const char *path, FILE *out)
@@ -352,8 +352,7 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
     p->cluster.whalf = gpu->half_work;
     p->cluster.cores = cl->cores;
     p->cluster.slice = cl->has_slice ? cl->slice : PLAN_SLICE_DEFAULT;
-    /* the CPU backend's device, by the rule interleave_ir.c's mux options use */
-    p->cluster.sync_gather = strcmp(gpu->name, "cpu") == 0;
+    p->cluster.sync_gather = pass_gpu_is_cpu(gpu);
     static const plan_class cls_of[KC_COUNT] = {
         [KC_CONV] = PC_CONV, [KC_GEMM] = PC_LINEAR, [KC_POOL] = PC_POOL, [KC_OTHER] = PC_OTHER};
     for (int k = 0; k < KC_COUNT; k++) {

@@ -131,6 +131,8 @@ static bool parse_int(const char **pp, int64_t *out)
     return true;
 }
 
+static bool attr_int(const char *attrs, const char *key, int64_t *out);
+
 /* The string value of "key" in canonical attributes (no whitespace), unescaped;
  * NULL if absent or not a string. */
 static char *attr_string(const char *attrs, const char *key)
@@ -167,6 +169,8 @@ static bool add_sample(plan_profile *pr, const char *path, int ln, const char *o
                        double fwd, FILE *err)
 {
     char *layer = NULL, *layer_op = NULL;
+    if (oplen == 9 && strncmp(op, "optimizer", 9) == 0)
+        layer_op = attr_string(attrs, "op"); /* parse_line checked it */
     if (fwd >= 0) {
         layer = attr_string(attrs, "name");
         layer_op = attr_string(attrs, "op");
@@ -358,8 +362,7 @@ static bool parse_line(plan_profile *pr, const char *path, int ln, const char *p
         int64_t params = 0;
         bool known = name && (strcmp(name, "sgd") == 0 || strcmp(name, "adam") == 0);
         free(name);
-        const char *at = strstr(attrs, "\"params\":");
-        if (!known || !at || !parse_int(&(const char *){at + 9}, &params) || params < 1) {
+        if (!known || !attr_int(attrs, "params", &params) || params < 1) {
             free(attrs);
             return perr(err, path, ln,
                         "an optimizer line needs the attributes \"op\" (\"sgd\" or \"adam\") "
@@ -489,10 +492,12 @@ bool plan_profile_attr_pair(const plan_profile_entry *e, const char *key, int64_
     return false;
 }
 
-bool plan_profile_attr(const plan_profile_entry *e, const char *key, int64_t *out)
+/* The integer (or boolean) attribute `key` of canonical attributes; false if
+ * absent, not a number or out of range. */
+static bool attr_int(const char *attrs, const char *key, int64_t *out)
 {
     size_t kl = strlen(key);
-    for (const char *p = e->attrs; (p = strchr(p, '"')) != NULL; p++) {
+    for (const char *p = attrs; (p = strchr(p, '"')) != NULL; p++) {
         if (strncmp(p + 1, key, kl) == 0 && p[1 + kl] == '"' && p[2 + kl] == ':') {
             const char *v = p + 3 + kl;
             if (strncmp(v, "true", 4) == 0) {
@@ -504,12 +509,18 @@ bool plan_profile_attr(const plan_profile_entry *e, const char *key, int64_t *ou
                 return true;
             }
             char *end;
+            errno = 0;
             long long x = strtoll(v, &end, 10);
-            if (end == v)
+            if (end == v || errno)
                 return false;
             *out = x;
             return true;
         }
     }
     return false;
+}
+
+bool plan_profile_attr(const plan_profile_entry *e, const char *key, int64_t *out)
+{
+    return attr_int(e->attrs, key, out);
 }
