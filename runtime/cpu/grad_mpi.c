@@ -3,7 +3,10 @@
  * at them). A gradient that the backward has finished is copied into its rank set's open
  * bucket; when the bucket holds --bucket-mb megabytes (the first bucket of a step at most
  * 1 MB, as PyTorch DDP does, so the last layers' gradients leave early) it goes out as
- * one MPI_Iallreduce on the set's communicator and a new bucket opens. Between ops the
+ * one MPI_Iallreduce on the set's communicator and a new bucket opens. A gradient that
+ * reaches the limit by itself is all-reduced where it lies, with no copy in or out (the
+ * open bucket's smaller gradients go out first, as they are): fmnist's fc1, 1.6 MB, would
+ * otherwise be copied twice a step. Between ops the
  * started all-reduces are tested (OpenMPI advances non-blocking collectives only inside
  * MPI calls); rt_grads_wait sends the open buckets, waits for all of them and copies the
  * sums back. rt_grad_allreduce_wait (where the IR's allreduce says `complete`) does that
@@ -27,6 +30,7 @@ typedef struct part {
 typedef struct bucket {
     const rt_comm *c;
     float *buf;
+    float *direct;     /* the one gradient all-reduced in place, or NULL: buf holds the parts */
     int64_t fill, cap; /* floats used and allocated */
     part *parts;
     int nparts, capparts;
@@ -63,8 +67,9 @@ static void send_bucket(bucket *b)
         int64_t chunk = b->fill - off < INT_MAX / 2 ? b->fill - off : INT_MAX / 2;
         if (b->nreq == b->capreq)
             b->req = grow(b->req, &b->capreq, sizeof *b->req);
-        rt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, b->buf + off, (int)chunk, MPI_FLOAT, MPI_SUM,
-                                    rt_comm_mpi(b->c), &b->req[b->nreq++]),
+        rt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, (b->direct ? b->direct : b->buf) + off,
+                                    (int)chunk, MPI_FLOAT, MPI_SUM, rt_comm_mpi(b->c),
+                                    &b->req[b->nreq++]),
                      "grad_allreduce");
     }
 }
@@ -89,6 +94,7 @@ static bucket *open_bucket(const rt_comm *c, bool *first)
     b->fill = 0;
     b->nparts = b->nreq = 0;
     b->sent = false;
+    b->direct = NULL;
     return b;
 }
 
@@ -98,6 +104,24 @@ void rt_grad_mpi_start(const rt_comm *c, float *grad, int64_t n)
     bucket *b = open_bucket(c, &first);
     if (n > INT64_MAX / 4 - b->fill)
         rt_fatal("grad_allreduce", "gradient of %lld floats is too large", (long long)n);
+    double limit = rt_opts_g.bucket_mb * 1e6;
+    if (first && limit > 1e6)
+        limit = 1e6;
+    if (b->nparts == b->capparts)
+        b->parts = grow(b->parts, &b->capparts, sizeof *b->parts);
+    if (!rt_opts_g.no_overlap && (double)n * sizeof(float) >= limit) {
+        if (b->fill > 0) { /* the smaller gradients before it go out as they are */
+            send_bucket(b);
+            b = open_bucket(c, &first);
+            if (b->nparts == b->capparts)
+                b->parts = grow(b->parts, &b->capparts, sizeof *b->parts);
+        }
+        b->parts[b->nparts++] = (part){grad, 0, n};
+        b->fill = n;
+        b->direct = grad;
+        send_bucket(b);
+        return;
+    }
     if (b->fill + n > b->cap) {
         int64_t cap = b->fill + n > 2 * b->cap ? b->fill + n : 2 * b->cap;
         float *nb = realloc(b->buf, (size_t)cap * sizeof(float));
@@ -107,15 +131,10 @@ void rt_grad_mpi_start(const rt_comm *c, float *grad, int64_t n)
         b->cap = cap;
     }
     memcpy(b->buf + b->fill, grad, (size_t)n * sizeof(float));
-    if (b->nparts == b->capparts)
-        b->parts = grow(b->parts, &b->capparts, sizeof *b->parts);
     b->parts[b->nparts++] = (part){grad, b->fill, n};
     b->fill += n;
     if (rt_opts_g.no_overlap)
         return;
-    double limit = rt_opts_g.bucket_mb * 1e6;
-    if (first && limit > 1e6)
-        limit = 1e6;
     if ((double)b->fill * sizeof(float) >= limit)
         send_bucket(b);
 }
@@ -159,13 +178,14 @@ void rt_grad_mpi_wait(void)
     free(req);
     for (int i = 0; i < nbuckets; i++) {
         bucket *b = &buckets[i];
-        for (int p = 0; p < b->nparts; p++)
+        for (int p = 0; p < b->nparts && !b->direct; p++)
             memcpy(b->parts[p].grad, b->buf + b->parts[p].at,
                    (size_t)b->parts[p].n * sizeof(float));
         b->fill = 0;
         b->nparts = b->nreq = 0;
         b->sent = false;
         b->c = NULL;
+        b->direct = NULL;
     }
     nbuckets = 0;
 }
@@ -191,7 +211,7 @@ void rt_grad_mpi_wait_one(const rt_comm *c, float *grad)
     }
     /* The bucket stays in the step's list, sent and empty: the set's next gradients
      * open a new one, as its peers' do, and rt_grad_mpi_wait copies nothing twice. */
-    for (int p = 0; p < b->nparts; p++)
+    for (int p = 0; p < b->nparts && !b->direct; p++)
         memcpy(b->parts[p].grad, b->buf + b->parts[p].at, (size_t)b->parts[p].n * sizeof(float));
     b->nparts = 0;
 }
