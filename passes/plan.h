@@ -687,6 +687,11 @@ const plan_profile_entry *plan_profile_find_layer(const plan_profile *pr, const 
 bool plan_profile_attr(const plan_profile_entry *e, const char *key, int64_t *out);
 /* The same for an integer or a pair `[a,b]` (non-square kernels). */
 bool plan_profile_attr_pair(const plan_profile_entry *e, const char *key, int64_t out[2]);
+/* `burstc profile --concurrent`: copies c = 0..copies-1 of one run left their
+ * `steps` timed samples at v[base + c * steps ..]; v[base + t] becomes the
+ * largest of the copies' sample t (the slowest rank of a synchronous step)
+ * and the other copies' cells are cleared. */
+void plan_profile_slowest(double *v, int base, int steps, int copies);
 
 /* alloc.c: out of memory is "burstc: out of memory", exit 2; n * size is
  * checked for overflow; a zero size still allocates. */

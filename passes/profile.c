@@ -524,3 +524,16 @@ bool plan_profile_attr(const plan_profile_entry *e, const char *key, int64_t *ou
 {
     return attr_int(e->attrs, key, out);
 }
+
+void plan_profile_slowest(double *v, int base, int steps, int copies)
+{
+    for (int t = 0; t < steps; t++) {
+        double m = v[base + t];
+        for (int c = 1; c < copies; c++) {
+            double *x = &v[base + c * steps + t];
+            m = *x > m ? *x : m;
+            *x = 0;
+        }
+        v[base + t] = m;
+    }
+}

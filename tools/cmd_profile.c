@@ -14,7 +14,10 @@
  * each layer's forward span is called after the layer and its backward span
  * NAME.bwd (codegen/lower.c); an input's span is the time its data takes to
  * arrive; the optimizer's update is the span optimizer.step (runtime/optim.c).
- * The medians over the timed steps of all rounds and their interquartile
+ * With --concurrent N each round runs N copies at once and keeps, at each
+ * timed step, the slowest copy's time of every column (the ranks of a
+ * synchronous plan wait for the slowest). The medians over the timed steps of
+ * all rounds and their interquartile
  * ranges become `layer` lines and one `optimizer` line per batch
  * (passes/profile.c, docs/plan.md):
  *
@@ -62,9 +65,10 @@ static const char profile_usage[] =
     "                       as the `cpu` device of examples/clusters/cpu.burst)\n"
     "  --rounds N           rounds of runs (default 3)\n"
     "  --concurrent N       run N copies of each program at once, each on its own\n"
-    "                       --threads CPUs, and pool their steps: the layers' times\n"
-    "                       with N ranks sharing the machine's memory and caches, as\n"
-    "                       a plan of N ranks per node runs them (default 1)\n"
+    "                       --threads CPUs, and keep at each step the slowest copy's\n"
+    "                       times: the layers' times with N ranks sharing the\n"
+    "                       machine, as a plan of N ranks per node waits for its\n"
+    "                       slowest rank (default 1)\n"
     "  --warmup N           untimed steps at the start of each run (default 2)\n"
     "  --repeat N           timed steps of each run (default 5)\n"
     "  --job NAME           the job to profile when the file holds several\n"
@@ -419,6 +423,23 @@ static void batch_prog(const profile_run *r, const batch_run *br, char *prog, si
     snprintf(prog, n, "%s/prog-%lld", r->dir, (long long)br->batch);
 }
 
+/* One round's --concurrent copies as the ranks of one synchronous step: at each
+ * timed step, every layer's forward and backward, the optimizer's update and the
+ * whole step take the slowest copy's time, which is what a plan whose ranks
+ * share the machine waits for (one core slower than the other, or one copy
+ * preempted, holds every rank at the next exchange). */
+static void slowest_copy(const profile_run *r, batch_run *br, int base, int n)
+{
+    size_t stride = (size_t)r->samples;
+    for (int l = 0; l < r->nlayers; l++) {
+        plan_profile_slowest(br->fwd + (size_t)l * stride, base, r->repeat, n);
+        plan_profile_slowest(br->bwd + (size_t)l * stride, base, r->repeat, n);
+    }
+    plan_profile_slowest(br->opt, base, r->repeat, n);
+    plan_profile_slowest(br->iter, base, r->repeat, n);
+    br->done = base + r->repeat;
+}
+
 /* Runs batch br's program once (one round; --concurrent copies at once, each
  * on its own CPUs) and adds every copy's timed steps. 1: done, 0: skipped
  * with a note (out of GPU memory), -1: failed (reported). */
@@ -460,6 +481,7 @@ static int run_batch(const profile_run *r, batch_run *br, int round)
             got = 0;
         }
     }
+    const int base = br->done;
     for (int c = 0; c < started; c++) {
         unlink(log[c]);
         if (got == 1 && read_trace(r, trace[c], br))
@@ -468,6 +490,8 @@ static int run_batch(const profile_run *r, batch_run *br, int round)
             got = -1;
         unlink(trace[c]);
     }
+    if (got == 1 && started > 1)
+        slowest_copy(r, br, base, started);
     return got;
 }
 

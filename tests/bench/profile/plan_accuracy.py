@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """How well the planner predicts a real run with a profile `burstc profile` measured here.
 
-For each CPU job (the Fashion-MNIST CNN and the small residual network), measures
-its profile on this machine with `burstc profile` (one rank = one core, one thread
-pinned), then for each rank count G (--gpus, default 1 and 2: this machine has two
+For each CPU job (the Fashion-MNIST CNN and the small residual network) and each
+rank count G, measures its profile on this machine with `burstc profile
+--concurrent G` (one rank = one core, one thread pinned; G copies at once, as G
+ranks share the machine), then for each rank count G (--gpus, default 1 and 2: this machine has two
 cores; the jobs' own cluster has four ranks, which would share cores here) and the
 dp and burst strategies (dp only on one rank):
 
@@ -23,7 +24,8 @@ With --paired, every round measures the profile afresh and runs each plan made
 with it right after, and a row's error is the median over rounds of that
 round's prediction over its run: on a machine whose speed drifts over minutes
 (a virtual machine on a shared host) both sides of each ratio then see the same
-speed.
+speed. The analytic device's plans run in the same rounds and are scored the
+same way (its prediction is fixed; its runs move with the machine).
 
     /usr/bin/python3 tests/bench/profile/plan_accuracy.py --burstc build/release/tools/burstc
 """
@@ -46,6 +48,16 @@ def run(cmd, **kw):
     if p.returncode != 0:
         sys.exit("failed (%d): %s\n%s%s" % (p.returncode, " ".join(cmd), p.stdout, p.stderr))
     return p.stdout
+
+
+def profile(burstc, job, g, tmp, name):
+    """The job's profile for plans of g ranks on this machine: `burstc profile
+    --concurrent g` (g copies at once, each on its own core, as g ranks share the
+    machine's memory and caches); its path."""
+    prof = os.path.join(tmp, "%s-%d.profile" % (name, g))
+    subprocess.run([burstc, "profile", job, "-o", prof, "--concurrent", str(g)], check=True,
+                   env=ENV, stderr=subprocess.DEVNULL)
+    return prof
 
 
 def predicted(burstc, job, gpus, strategy, profile):
@@ -90,28 +102,34 @@ def paired(a, tmp):
     for r in range(a.runs):
         for name in a.jobs.split(","):
             job = JOBS[name]
-            prof = os.path.join(tmp, name + ".profile")
-            subprocess.run([a.burstc, "profile", job, "-o", prof], check=True, env=ENV,
-                           stderr=subprocess.DEVNULL)
             for g in map(int, a.gpus.split(",")):
+                prof = profile(a.burstc, job, g, tmp, name)
                 for strategy in ("dp", "burst") if g > 1 else ("dp",):
                     pp = predicted(a.burstc, job, g, strategy, prof)
+                    pa = predicted(a.burstc, job, g, strategy, None)
                     path = os.path.join(tmp, "prog")
                     build(a.burstc, job, g, strategy, prof, path)
                     mp = measure_once(path, g, tmp, a.iterations, a.warmup)
-                    rows.setdefault((name, g, strategy), []).append((pp, mp))
+                    ma = mp
+                    if strategy != "dp":  # dp is one plan for both models
+                        build(a.burstc, job, g, strategy, None, path)
+                        ma = measure_once(path, g, tmp, a.iterations, a.warmup)
+                    rows.setdefault((name, g, strategy), []).append((pp, mp, pa, ma))
         print("  round %d of %d done (load %s)" % (r + 1, a.runs, load()), flush=True)
     print()
-    print("paired: each round profiles afresh, then runs each plan made with that profile;"
-          " median of %d rounds" % a.runs)
-    print("%-7s %2s %-6s | %11s %11s | %-44s | %7s" %
-          ("job", "G", "plan", "measured ms", "profile ms", "errors per round", "median"))
+    print("paired: each round profiles afresh, then runs each plan made with that profile and"
+          " the analytic `cpu` device's plan; median of %d rounds" % a.runs)
+    print("%-7s %2s %-6s | %11s %11s | %-40s %7s | %11s | %-40s %7s" %
+          ("job", "G", "plan", "measured ms", "profile ms", "profile's errors per round",
+           "median", "analytic ms", "analytic's errors per round", "median"))
     for (name, g, strategy), v in rows.items():
-        errs = [100 * (pp / mp - 1) for pp, mp in v]
-        print("%-7s %2d %-6s | %11.3f %11.3f | %-44s | %+6.1f%%" %
-              (name, g, strategy, statistics.median(mp for _, mp in v),
-               statistics.median(pp for pp, _ in v), " ".join("%+.1f" % e for e in errs),
-               statistics.median(errs)))
+        errs = [100 * (pp / mp - 1) for pp, mp, _, _ in v]
+        errs_a = [100 * (pa / ma - 1) for _, _, pa, ma in v]
+        print("%-7s %2d %-6s | %11.3f %11.3f | %-40s %+6.1f%% | %11.3f | %-40s %+6.1f%%" %
+              (name, g, strategy, statistics.median(x[1] for x in v),
+               statistics.median(x[0] for x in v), " ".join("%+.1f" % e for e in errs),
+               statistics.median(errs), v[0][2], " ".join("%+.1f" % e for e in errs_a),
+               statistics.median(errs_a)))
 
 
 def load():
@@ -128,8 +146,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--jobs", default="fmnist,resnet")
     ap.add_argument("--paired", action="store_true",
-                    help="profile afresh in every round and pair each round's prediction with"
-                    " its run (the analytic model is left out)")
+                    help="profile afresh in every round and pair each round's predictions (the"
+                    " profile's and the analytic device's) with their runs")
     a = ap.parse_args()
     print("load average (1 min) at start: %s on %d CPUs" % (load(), os.cpu_count()))
     if a.paired:
@@ -145,12 +163,10 @@ def main():
         progs = []  # (row key, which plan, gpus, path)
         for name in a.jobs.split(","):
             job = JOBS[name]
-            prof = os.path.join(tmp, name + ".profile")
-            t0 = time.time()
-            subprocess.run([a.burstc, "profile", job, "-o", prof], check=True, env=ENV,
-                           stderr=subprocess.DEVNULL)
-            took = time.time() - t0
             for g in map(int, a.gpus.split(",")):
+                t0 = time.time()
+                prof = profile(a.burstc, job, g, tmp, name)
+                took = time.time() - t0
                 for strategy in ("dp", "burst") if g > 1 else ("dp",):
                     key = (name, g, strategy)
                     pp = predicted(a.burstc, job, g, strategy, prof)

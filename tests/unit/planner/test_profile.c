@@ -247,8 +247,27 @@ static void test_data_and_update(void)
     CHECK_NEAR(b1 - b0, 1e-3, 1e-12);   /* 250 of 1000 parameters of 4 ms */
 }
 
+/* --concurrent: three copies' samples of one round fold into the slowest copy's
+ * at each step, after an earlier round's samples, and leave zeros behind. */
+static void test_slowest(void)
+{
+    double v[2 + 3 * 2 + 1] = {7, 8, /* an earlier round */
+                               1, 5, /* copy 0 */
+                               3, 2, /* copy 1 */
+                               2, 4, /* copy 2 */
+                               9};   /* past the round */
+    plan_profile_slowest(v, 2, 2, 3);
+    const double want[] = {7, 8, 3, 5, 0, 0, 0, 0, 9};
+    for (int i = 0; i < 9; i++)
+        CHECK(v[i] == want[i]);
+    double one[] = {4, 6};
+    plan_profile_slowest(one, 0, 2, 1);
+    CHECK(one[0] == 4 && one[1] == 6);
+}
+
 int main(int argc, char **argv)
 {
+    test_slowest();
     test_parse();
     test_layer_lines();
     test_optimizer_lines();
