@@ -21,4 +21,13 @@ static inline MPI_Comm rt_comm_mpi(const rt_comm *c)
 /* Fatal error unless err is MPI_SUCCESS. */
 void rt_mpi_check(int err, const char *op);
 
+/* Set by a backend whose ranks' threads outnumber the node's CPUs (cpu/device.c): a
+ * rank that waits for another then sleeps between polls instead of spinning. */
+extern bool rt_mpi_wait_sleeps;
+/* Waits for n requests: MPI_Waitall while every rank has a CPU of its own and no
+ * background work may run; otherwise polls, running one background slice between
+ * polls while there is one (background.c), and after 64 empty polls sleeping between
+ * them when rt_mpi_wait_sleeps (1 us, doubling up to 100 us). */
+void rt_mpi_wait(int n, MPI_Request *req, const char *op);
+
 #endif

@@ -9,6 +9,7 @@
 #include "mpi_glue.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 static rt_comm *all_comms;
 
@@ -19,6 +20,32 @@ void rt_mpi_check(int err, const char *op)
         int len = 0;
         MPI_Error_string(err, msg, &len);
         rt_fatal(op, "MPI error: %s", msg);
+    }
+}
+
+bool rt_mpi_wait_sleeps;
+
+/* MPI's own wait polls without pause, which is right while every rank has a CPU of its
+ * own; when the node's ranks outnumber its CPUs, a polling rank takes CPU time from the
+ * rank it waits for (Open MPI's yield when oversubscribed does not stop that on Linux:
+ * the yielding rank stays runnable and is soon scheduled again). */
+void rt_mpi_wait(int n, MPI_Request *req, const char *op)
+{
+    if (!rt_mpi_wait_sleeps && !rt_bg_ready()) {
+        rt_mpi_check(MPI_Waitall(n, req, MPI_STATUSES_IGNORE), op);
+        return;
+    }
+    long pause = 1000;
+    for (int polls = 0;; polls++) {
+        int done = 0;
+        rt_mpi_check(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE), op);
+        if (done)
+            return;
+        if (rt_bg_idle() || polls < 64 || !rt_mpi_wait_sleeps)
+            continue;
+        struct timespec ts = {0, pause};
+        nanosleep(&ts, NULL);
+        pause = pause < 100000 ? 2 * pause : 100000;
     }
 }
 
@@ -163,13 +190,7 @@ double rt_world_sum(double local)
         MPI_Request req;
         rt_mpi_check(MPI_Iallreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req),
                      "world_sum");
-        for (int done = 0; rt_bg_ready();) {
-            rt_mpi_check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "world_sum");
-            if (done)
-                break;
-            rt_bg_idle();
-        }
-        rt_mpi_check(MPI_Wait(&req, MPI_STATUS_IGNORE), "world_sum");
+        rt_mpi_wait(1, &req, "world_sum");
         rt_wait_end();
     }
     return total;

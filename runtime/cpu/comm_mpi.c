@@ -11,7 +11,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static MPI_Comm reshard_comm = MPI_COMM_NULL;
 
@@ -38,31 +37,6 @@ static void mpi_close(rt_comm *c)
     (void)c;
 }
 
-/* Waits for n requests. MPI's own wait polls without pause, which is right while every
- * rank has a CPU of its own; when the node's ranks outnumber its CPUs, a polling rank
- * takes CPU time from the rank it waits for, so it polls a few times and then sleeps
- * between polls (1 us, doubling up to 100 us). While background work may run
- * (background.c), a wait polls and runs one background slice between polls. */
-static void wait_requests(int n, MPI_Request *req, const char *op)
-{
-    if (!rt_cpu_oversubscribed && !rt_bg_ready()) {
-        rt_mpi_check(MPI_Waitall(n, req, MPI_STATUSES_IGNORE), op);
-        return;
-    }
-    long pause = 1000;
-    for (int polls = 0;; polls++) {
-        int done = 0;
-        rt_mpi_check(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE), op);
-        if (done)
-            return;
-        if (rt_bg_idle() || polls < 64 || !rt_cpu_oversubscribed)
-            continue;
-        struct timespec ts = {0, pause};
-        nanosleep(&ts, NULL);
-        pause = pause < 100000 ? 2 * pause : 100000;
-    }
-}
-
 static void allreduce_now(const rt_comm *c, void *data, int64_t n, bool f64, const char *op)
 {
     const size_t size = f64 ? 8 : 4;
@@ -72,7 +46,7 @@ static void allreduce_now(const rt_comm *c, void *data, int64_t n, bool f64, con
         rt_mpi_check(MPI_Iallreduce(MPI_IN_PLACE, (char *)data + (size_t)off * size, (int)chunk,
                                     f64 ? MPI_DOUBLE : MPI_FLOAT, MPI_SUM, rt_comm_mpi(c), &req),
                      op);
-        wait_requests(1, &req, op);
+        rt_mpi_wait(1, &req, op);
     }
 }
 
@@ -127,19 +101,13 @@ static void mpi_exchange(const rt_transfers *t, const void *src, void *dst, size
             memmove(to, from, bytes);
     }
     if (rq.n > 0)
-        wait_requests(rq.n, rq.req, "reshard");
+        rt_mpi_wait(rq.n, rq.req, "reshard");
     free(rq.req);
 }
 
 static void mpi_group(bool begin)
 {
     (void)begin;
-}
-
-/* grad_mpi.c waits the way the transport's own calls do. */
-void rt_mpi_wait(int n, MPI_Request *req, const char *op)
-{
-    wait_requests(n, req, op);
 }
 
 const rt_transport rt_net = {

@@ -19,9 +19,6 @@
 #define RT_VECTOR_SHORT
 #endif
 
-/* device.c: the threads of the node's ranks outnumber its CPUs (set by rt_init). */
-extern bool rt_cpu_oversubscribed;
-
 /* grad_mpi.c: the gradient all-reduce overlapped with the backward (the transport's
  * grad_start, grad_wait, grad_progress), and its buffers' release. */
 void rt_grad_mpi_start(const rt_comm *c, float *grad, int64_t n);
@@ -29,8 +26,6 @@ void rt_grad_mpi_wait(void);
 void rt_grad_mpi_progress(void);
 void rt_grad_mpi_wait_one(const rt_comm *c, float *grad);
 void rt_grad_buckets_free(void);
-/* comm_mpi.c: waits for n requests (sleeping between polls when ranks oversubscribe). */
-void rt_mpi_wait(int n, MPI_Request *req, const char *op);
 
 /* elementwise.c: the device's scale_check (device.h). */
 void rt_cpu_scale_check(float *x, int64_t n, float s, int32_t *found, const char *op);

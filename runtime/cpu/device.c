@@ -49,8 +49,6 @@ static void cpu_start(char **argv)
     /* Not re-executed (no /proc?): carry on with the generic kernels. */
 }
 
-bool rt_cpu_oversubscribed;
-
 /* The CPUs this rank may use without oversubscribing the other ranks of its node: each
  * CPU of its affinity mask counts 1/k, k the number of the node's ranks whose masks hold
  * it (so 4 unbound ranks on 2 cores get half a CPU each, one rank 2, ranks bound to cores
@@ -110,7 +108,7 @@ static void cpu_init(const rt_options *o)
                         : env > 0      ? env
                         : share < 1.0  ? 1
                                        : (int)(share + 1e-9);
-    rt_cpu_oversubscribed = threads > share + 1e-9;
+    rt_mpi_wait_sleeps = threads > share + 1e-9;
     rt_opts_g.threads = threads;
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);

@@ -21,7 +21,12 @@ Not a test: a benchmark to rerun when the CPU kernels or the cost model change.
 
     /usr/bin/python3 tests/bench/sim/fidelity.py [--burstc build/release/tools/burstc]
         [--jobs fmnist_cpu,resnet_small_cpu] [--ranks 1,2,4] [--strategies dp,burst]
-        [--iterations 30] [--warmup 5] [--threads 1] [--layers]
+        [--iterations 30] [--warmup 5] [--threads 1] [--layers] [--profile]
+
+With --profile the model is calibrated on this machine at the time of the run
+(`burstc profile`, before each job's rows of a rank count) instead of taken from
+the cpu device's record, which was fitted to this virtual machine's speed on one
+day; the one-rank CPU-time table is left out then.
 """
 import argparse
 import json
@@ -57,12 +62,25 @@ def others(before, after):
     return max(0.0, ((after[0] - before[0]) - (after[1] - before[1])) / wall) if wall > 0 else 0.0
 
 
-def measure(burstc, job, ranks, strategy, iters, warmup, threads, tmp):
+def with_profile(cmd, profile):
+    return cmd + ["--profile", profile] if profile else cmd
+
+
+def calibrate(burstc, job, ranks, tmp):
+    """--profile: the job's profile measured now (`burstc profile --concurrent C`,
+    C = the ranks that compute at once: min(ranks, CPUs)); its path."""
+    prof = os.path.join(tmp, "calibration.profile")
+    subprocess.run([burstc, "profile", job, "-o", prof, "--concurrent",
+                    str(min(ranks, os.cpu_count()))], check=True, capture_output=True, env=ENV)
+    return prof
+
+
+def measure(burstc, job, ranks, strategy, iters, warmup, threads, tmp, profile=None):
     """Measured iteration time (s) and per-name seconds per step (slowest rank)."""
     prog = os.path.join(tmp, "prog")
     trace = os.path.join(tmp, "trace.json")
-    subprocess.run([burstc, "build", "--gpus", str(ranks), "--strategy", strategy, job, "-o", prog],
-                   check=True, capture_output=True)
+    subprocess.run(with_profile([burstc, "build", "--gpus", str(ranks), "--strategy", strategy, job,
+                                 "-o", prog], profile), check=True, capture_output=True)
     cmd = ["mpirun", "--oversubscribe", "-np", str(ranks), prog, "--iterations", str(iters),
            "--threads", str(threads), "--trace", trace]
     subprocess.run(cmd, check=True, capture_output=True, env=ENV)
@@ -92,14 +110,14 @@ def measure(burstc, job, ranks, strategy, iters, warmup, threads, tmp):
     return statistics.median(periods), per
 
 
-def predict(burstc, job, ranks, strategy, tmp):
+def predict(burstc, job, ranks, strategy, tmp, profile=None):
     out = os.path.join(tmp, "sim.json")
-    subprocess.run([burstc, "sim", "--gpus", str(ranks), "--strategy", strategy, "--json", out, job],
-                   check=True, capture_output=True)
+    subprocess.run(with_profile([burstc, "sim", "--gpus", str(ranks), "--strategy", strategy, "--json",
+                                 out, job], profile), check=True, capture_output=True)
     sim = json.load(open(out))
     out = os.path.join(tmp, "plan.json")
-    subprocess.run([burstc, "plan", "--gpus", str(ranks), "--strategy", strategy, "--json", out, job],
-                   check=True, capture_output=True)
+    subprocess.run(with_profile([burstc, "plan", "--gpus", str(ranks), "--strategy", strategy, "--json",
+                                 out, job], profile), check=True, capture_output=True)
     plan = next(p for p in json.load(open(out))["plans"] if p["strategy"] == strategy)
     return sim, plan
 
@@ -150,9 +168,15 @@ def main():
     ap.add_argument("--threads", type=int, default=1,
                     help="threads per rank (default 1: the cpu device is one core per rank)")
     ap.add_argument("--layers", action="store_true", help="print the per-layer tables too")
+    ap.add_argument("--profile", action="store_true",
+                    help="calibrate on this machine now: before each job's rows of a rank count,"
+                    " measure its profile (burstc profile --concurrent min(ranks, CPUs)) and plan,"
+                    " build and simulate with it, instead of the cpu device's fixed record")
     a = ap.parse_args()
-    print("simulated (burstc sim, cpu device of examples/clusters/cpu.burst) vs measured (the generated "
-          "program under mpirun, median of %d steps after %d of warm-up)" % (a.iterations - a.warmup, a.warmup))
+    print("simulated (burstc sim, %s) vs measured (the generated program under mpirun, median of %d"
+          " steps after %d of warm-up)" % (
+              "a profile measured just before each job's rows of a rank count" if a.profile else
+              "cpu device of examples/clusters/cpu.burst", a.iterations - a.warmup, a.warmup))
     model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     print("machine: %d CPUs (%s); %d thread(s) per rank; load average at start %s" % (
         os.cpu_count(), model, a.threads, " ".join("%.2f" % x for x in os.getloadavg())))
@@ -168,12 +192,13 @@ def main():
         for name in a.jobs.split(","):
             job = os.path.join(ROOT, "examples/jobs/%s.burst" % name)
             for ranks in (int(x) for x in a.ranks.split(",")):
+                prof = calibrate(a.burstc, job, ranks, tmp) if a.profile else None
                 for strategy in a.strategies.split(","):
                     before = cpu_busy()
                     measured, per = measure(a.burstc, job, ranks, strategy, a.iterations, a.warmup,
-                                            a.threads, tmp)
+                                            a.threads, tmp, prof)
                     load = others(before, cpu_busy())
-                    sim, plan = predict(a.burstc, job, ranks, strategy, tmp)
+                    sim, plan = predict(a.burstc, job, ranks, strategy, tmp, prof)
                     rows = layer_rows(plan, per)
                     compute = [r for r in rows if not r[0].endswith(".allreduce") and
                                not r[0].startswith("reshard into ")]
@@ -185,7 +210,7 @@ def main():
                            1e3 * scaled, scaled / measured, load),
                           flush=True)
                     details.append((name, ranks, strategy, rows))
-    if "1" in a.ranks.split(","):
+    if "1" in a.ranks.split(",") and not a.profile:
         print()
         print("one rank, CPU time per step (CPU time of a %d-step run minus a %d-step run, over the difference;"
               " median of 3)" % (a.iterations + 30, a.iterations))
