@@ -92,7 +92,7 @@ typedef struct profile_run {
     const char *input, *job_name, *target, *optimizer;
     bool cuda;
     int threads, warmup, repeat, rounds, concurrent;
-    int samples;   /* timed steps per batch: rounds x repeat x concurrent */
+    int samples; /* room per batch: rounds x repeat, x concurrent while a round's copies are read */
     char dir[32];  /* private temporary folder */
     double params; /* the model's trainable parameters */
     int nlayers;
@@ -102,7 +102,8 @@ typedef struct profile_run {
 
 /* One batch's measurements: per layer and timed step (all rounds) the summed
  * durations (ms) of its forward and backward spans, [layer * samples + step];
- * per timed step the optimizer's update and the whole step. */
+ * per timed step the optimizer's update and the time outside the spans (read
+ * as the whole step, then less the spans: outside_spans). */
 typedef struct batch_run {
     int64_t batch;
     enum { B_SKIPPED, B_BUILT } state;
@@ -423,9 +424,23 @@ static void batch_prog(const profile_run *r, const batch_run *br, char *prog, si
     snprintf(prog, n, "%s/prog-%lld", r->dir, (long long)br->batch);
 }
 
+/* Turns the whole step's times of the run read at br's samples from..from+R into
+ * what the step spent outside its layers' spans and the optimizer's update (the
+ * loss's sum, zeroing gradients): per copy, before copies are folded and before
+ * the quantiles sort the columns. */
+static void outside_spans(const profile_run *r, batch_run *br, int from)
+{
+    size_t stride = (size_t)r->samples;
+    for (size_t t = (size_t)from; t < (size_t)from + (size_t)r->repeat; t++) {
+        br->iter[t] -= br->opt[t];
+        for (int l = 0; l < r->nlayers; l++)
+            br->iter[t] -= br->fwd[(size_t)l * stride + t] + br->bwd[(size_t)l * stride + t];
+    }
+}
+
 /* One round's --concurrent copies as the ranks of one synchronous step: at each
  * timed step, every layer's forward and backward, the optimizer's update and the
- * whole step take the slowest copy's time, which is what a plan whose ranks
+ * time outside them take the slowest copy's time, which is what a plan whose ranks
  * share the machine waits for (one core slower than the other, or one copy
  * preempted, holds every rank at the next exchange). */
 static void slowest_copy(const profile_run *r, batch_run *br, int base, int n)
@@ -441,7 +456,7 @@ static void slowest_copy(const profile_run *r, batch_run *br, int base, int n)
 }
 
 /* Runs batch br's program once (one round; --concurrent copies at once, each
- * on its own CPUs) and adds every copy's timed steps. 1: done, 0: skipped
+ * on its own CPUs) and adds its timed steps (with copies, the slowest copy's). 1: done, 0: skipped
  * with a note (out of GPU memory), -1: failed (reported). */
 static int run_batch(const profile_run *r, batch_run *br, int round)
 {
@@ -484,9 +499,10 @@ static int run_batch(const profile_run *r, batch_run *br, int round)
     const int base = br->done;
     for (int c = 0; c < started; c++) {
         unlink(log[c]);
-        if (got == 1 && read_trace(r, trace[c], br))
+        if (got == 1 && read_trace(r, trace[c], br)) {
+            outside_spans(r, br, br->done);
             br->done += r->repeat;
-        else if (got == 1)
+        } else if (got == 1)
             got = -1;
         unlink(trace[c]);
     }
@@ -501,15 +517,6 @@ static void write_batch(const profile_run *r, batch_run *br, FILE *out)
 {
     int S = br->done;
     size_t stride = (size_t)r->samples;
-    /* What a step spends outside its layers' spans and the optimizer (the
-     * loss's sum, zeroing gradients), per step before the quantiles sort
-     * the columns. */
-    for (int t = 0; t < S; t++) {
-        br->iter[t] -= br->opt[t];
-        for (int l = 0; l < r->nlayers; l++)
-            br->iter[t] -=
-                br->fwd[(size_t)l * stride + (size_t)t] + br->bwd[(size_t)l * stride + (size_t)t];
-    }
     double sum = 0, rest = quantile(br->iter, S, 0.5);
     for (int l = 0; l < r->nlayers; l++) {
         double *f = br->fwd + (size_t)l * stride, *g = br->bwd + (size_t)l * stride;

@@ -60,6 +60,21 @@ static void *grow(void *p, int *cap, size_t size)
     return q;
 }
 
+static void add_part(bucket *b, float *grad, int64_t at, int64_t n)
+{
+    if (b->nparts == b->capparts)
+        b->parts = grow(b->parts, &b->capparts, sizeof *b->parts);
+    b->parts[b->nparts++] = (part){grad, at, n};
+}
+
+/* Copies a finished bucket's sums back to its gradients (none when it was one
+ * gradient all-reduced in place). */
+static void copy_back(const bucket *b)
+{
+    for (int p = 0; p < b->nparts && !b->direct; p++)
+        memcpy(b->parts[p].grad, b->buf + b->parts[p].at, (size_t)b->parts[p].n * sizeof(float));
+}
+
 static void send_bucket(bucket *b)
 {
     b->sent = true;
@@ -107,16 +122,12 @@ void rt_grad_mpi_start(const rt_comm *c, float *grad, int64_t n)
     double limit = rt_opts_g.bucket_mb * 1e6;
     if (first && limit > 1e6)
         limit = 1e6;
-    if (b->nparts == b->capparts)
-        b->parts = grow(b->parts, &b->capparts, sizeof *b->parts);
     if (!rt_opts_g.no_overlap && (double)n * sizeof(float) >= limit) {
         if (b->fill > 0) { /* the smaller gradients before it go out as they are */
             send_bucket(b);
             b = open_bucket(c, &first);
-            if (b->nparts == b->capparts)
-                b->parts = grow(b->parts, &b->capparts, sizeof *b->parts);
         }
-        b->parts[b->nparts++] = (part){grad, 0, n};
+        add_part(b, grad, 0, n);
         b->fill = n;
         b->direct = grad;
         send_bucket(b);
@@ -131,7 +142,7 @@ void rt_grad_mpi_start(const rt_comm *c, float *grad, int64_t n)
         b->cap = cap;
     }
     memcpy(b->buf + b->fill, grad, (size_t)n * sizeof(float));
-    b->parts[b->nparts++] = (part){grad, b->fill, n};
+    add_part(b, grad, b->fill, n);
     b->fill += n;
     if (rt_opts_g.no_overlap)
         return;
@@ -178,9 +189,7 @@ void rt_grad_mpi_wait(void)
     free(req);
     for (int i = 0; i < nbuckets; i++) {
         bucket *b = &buckets[i];
-        for (int p = 0; p < b->nparts && !b->direct; p++)
-            memcpy(b->parts[p].grad, b->buf + b->parts[p].at,
-                   (size_t)b->parts[p].n * sizeof(float));
+        copy_back(b);
         b->fill = 0;
         b->nparts = b->nreq = 0;
         b->sent = false;
@@ -211,8 +220,7 @@ void rt_grad_mpi_wait_one(const rt_comm *c, float *grad)
     }
     /* The bucket stays in the step's list, sent and empty: the set's next gradients
      * open a new one, as its peers' do, and rt_grad_mpi_wait copies nothing twice. */
-    for (int p = 0; p < b->nparts && !b->direct; p++)
-        memcpy(b->parts[p].grad, b->buf + b->parts[p].at, (size_t)b->parts[p].n * sizeof(float));
+    copy_back(b);
     b->nparts = 0;
 }
 
