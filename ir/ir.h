@@ -399,7 +399,7 @@ typedef struct ir_bg_refusal {
 } ir_bg_refusal;
 
 typedef struct ir_interleave {
-    double slice_bound; /* seconds: no slice predicted longer */
+    double slice_bound; /* seconds: no slice predicted longer, but one op's alone */
     double fg_time;     /* predicted foreground iteration time without background, s */
     double fg_time_bg;  /* ... with it (fg_time_bg <= slowdown * fg_time) */
     int ncopies;

@@ -35,9 +35,14 @@
  * a slice that starts just before the foreground needs the device delays it
  * by at most the slowdown budget. Default: 0.5 ms on a GPU; 2 ms on a CPU
  * core, where one layer of even the small test models often takes more than
- * 0.5 ms and the poll between slices costs a few microseconds. A unit (one
- * op's forward or backward) longer than the bound cannot be sliced: the job
- * is refused on that device.
+ * 0.5 ms and the poll between slices costs a few microseconds. A slice never
+ * splits a unit (one op's forward or backward, or the optimizer update): a
+ * unit longer than the bound is a slice of its own, a long slice, placed only
+ * in a window that holds it whole (it never overruns one), so that it costs
+ * the foreground nothing in the prediction and, started just before the
+ * foreground needs the device, delays it by at most its length. A unit longer
+ * than the budget itself, (slowdown - 1) x the iteration time, cannot be
+ * admitted: the job is refused on that device.
  *
  * Placement tries slices cut at bound / 1, 2, 4 and 8 (finer slices fit
  * shorter windows) and windows allowed to overrun their end by 0, 1/8, 1/4,
@@ -82,13 +87,16 @@ int plan_mux_cut(const double *unit, int nunits, double bound, int *cut)
     double acc = 0;
     cut[0] = 0;
     for (int u = 0; u < nunits; u++) {
-        if (!(unit[u] <= bound))
-            return -1 - u;
-        if (u > cut[n] && acc + unit[u] > bound) {
+        bool alone = !(unit[u] <= bound); /* a long unit: a slice of its own */
+        if (u > cut[n] && (alone || acc + unit[u] > bound)) {
             cut[++n] = u;
             acc = 0;
         }
         acc += unit[u];
+        if (alone && u + 1 < nunits) {
+            cut[++n] = u + 1;
+            acc = 0;
+        }
     }
     cut[++n] = nunits;
     return n;
@@ -183,6 +191,7 @@ typedef struct try_st {
     plan_timeline *tl;
     const plan_mux_options *o;
     const plan_bg_job *jobs;
+    double bound; /* the slice bound: a longer slice (one long unit) never overruns */
     plan_mux_copy *copies;
     int ncopies;
     int64_t *cop0; /* rank g's copies: copies[cop0[g] .. cop0[g + 1]) */
@@ -224,7 +233,8 @@ static double place(try_st *t, double theta, bool record)
                 plan_mux_copy *c = &t->copies[c0 + cur];
                 double d = c->dur[pos[cur]];
                 bool fits = used + d <= L * (1 + 1e-12);
-                bool over = !fits && used < L * (1 - 1e-9) && used + d - L <= theta;
+                bool over = !fits && used < L * (1 - 1e-9) && used + d - L <= theta &&
+                            d <= t->bound * (1 + 1e-12);
                 if (!(fits || over) || t->nslices >= PLAN_MUX_MAX_SLICES)
                     break;
                 if (record) {
@@ -289,8 +299,7 @@ static double bg_rate(const try_st *t, double T)
     return T > 0 ? s / T : 0;
 }
 
-/* Cuts every copy at bound; false (and a refusal per copy's rank) for a job
- * with a unit longer than the bound. */
+/* Cuts every copy at bound (a unit longer than it a slice of its own). */
 static void cut_copies(try_st *t, double bound)
 {
     for (int c = 0; c < t->ncopies; c++) {
@@ -328,7 +337,8 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     double dflt = o->slice_bound > 0 ? o->slice_bound
                   : o->cpu           ? PLAN_MUX_SLICE_CPU
                                      : PLAN_MUX_SLICE_GPU;
-    double bound = fmin(dflt, (o->slowdown - 1) * T0);
+    double budget = (o->slowdown - 1) * T0;
+    double bound = fmin(dflt, budget);
     out->slice_bound = bound > 0 ? bound : dflt;
     out->cut_div = 1;
     double idle = 0;
@@ -365,11 +375,11 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
                      o->slowdown);
         else if (!(step > 0) || !isfinite(step))
             snprintf(why[j], sizeof why[j], "its step takes no time in the cost model");
-        else if (longest > bound)
+        else if (longest > budget)
             snprintf(why[j], sizeof why[j],
-                     "%s takes %.3f ms, longer than the slice bound %.3f ms (slices cannot "
-                     "split an op)",
-                     un, longest * 1e3, bound * 1e3);
+                     "%s takes %.3f ms, longer than the slowdown's budget %.3f ms (%g x the "
+                     "iteration's %.3f ms; a slice cannot split an op)",
+                     un, longest * 1e3, budget * 1e3, o->slowdown - 1, T0 * 1e3);
         else
             sliceable[j] = true;
     }
@@ -426,6 +436,7 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     try_st t = {.tl = tl,
                 .o = o,
                 .jobs = jobs,
+                .bound = bound,
                 .copies = out->copies,
                 .ncopies = out->ncopies,
                 .cop0 = cop0};
@@ -443,12 +454,14 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     int best_div = 1;
     double limit = o->slowdown * T0 * (1 - 1e-12);
     for (size_t di = 0; di < sizeof divs / sizeof divs[0] && out->ncopies > 0; di++) {
+        /* Finer cuts until one would leave a unit no longer than the bound on
+         * its own (long units are alone at every cut). */
         double b = bound / divs[di];
         bool ok = true;
         for (int c = 0; c < out->ncopies && ok; c++) {
             const plan_bg_job *j = &jobs[out->copies[c].job];
             for (int u = 0; u < j->nunits && ok; u++)
-                ok = j->unit[u] <= b;
+                ok = j->unit[u] <= b || j->unit[u] > bound;
         }
         if (!ok)
             break;

@@ -592,7 +592,9 @@ struct plan_mux_result {
  * (timeline tl of it, built by plan_timeline_build): a copy of every job on
  * every rank whose memory holds it beside the foreground's and the copies
  * before it (refusals say why not), each step cut into slices no longer than
- * the bound, slices packed into the windows in order. Predicts the
+ * the bound (a longer unit alone, placed only where a window holds it whole;
+ * a unit longer than the slowdown's budget refuses the job), slices packed
+ * into the windows in order. Predicts the
  * foreground's time with the slices (never more than slowdown x without)
  * and the background's samples/s. tl is rescheduled and left as it was.
  * False with a message when the options are out of range. */
@@ -600,8 +602,8 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
                      const plan_mux_options *o, plan_mux_result *out, char *err, size_t errlen);
 void plan_mux_result_free(plan_mux_result *r);
 /* Cuts units into slices of at most bound seconds, greedily (the fewest
- * slices): writes nslices + 1 cut points to cut (room for nunits + 1) and
- * returns nslices, or -1 - u when unit u alone is longer than bound. */
+ * slices), a unit longer than bound a slice of its own: writes nslices + 1
+ * cut points to cut (room for nunits + 1) and returns nslices. */
 int plan_mux_cut(const double *unit, int nunits, double bound, int *cut);
 /* The seed of the copy of background job `job` on `rank`: deterministic,
  * distinct for distinct pairs below 2^16 jobs, in 1 .. 2^31 - 1. */

@@ -37,7 +37,18 @@ static void test_cut(void)
     n = plan_mux_cut(u, 5, 0.5, cut);
     CHECK(n == 3);
     CHECK(cut[0] == 0 && cut[1] == 2 && cut[2] == 4 && cut[3] == 5);
-    CHECK(plan_mux_cut(u, 5, 0.45, cut) == -1 - 4); /* the 0.5 unit */
+    /* A unit longer than the bound is a slice of its own, wherever it is. */
+    n = plan_mux_cut(u, 5, 0.45, cut);
+    CHECK(n == 5);
+    for (int i = 0; i <= 5 && i <= n; i++)
+        CHECK(cut[i] == i);
+    double l[] = {0.2, 0.9, 0.1, 0.1};
+    n = plan_mux_cut(l, 4, 0.5, cut);
+    CHECK(n == 3 && cut[0] == 0 && cut[1] == 1 && cut[2] == 2 && cut[3] == 4);
+    n = plan_mux_cut(l + 1, 3, 0.5, cut); /* long first */
+    CHECK(n == 2 && cut[0] == 0 && cut[1] == 1 && cut[2] == 3);
+    n = plan_mux_cut(l, 2, 0.5, cut); /* long last */
+    CHECK(n == 2 && cut[0] == 0 && cut[1] == 1 && cut[2] == 2);
     double z[] = {0, 0, 0.3, 0};
     n = plan_mux_cut(z, 4, 0.3, cut);
     CHECK(n == 1 && cut[0] == 0 && cut[1] == 4);
@@ -193,14 +204,46 @@ static void test_hand(void)
     CHECK_NEAR(x.bg_samples_per_s, 3 * 4 / 9e-3, 1e-9);
     plan_mux_result_free(&x);
 
-    /* A unit longer than the bound: refused everywhere, naming it. */
-    units[1] = 1.5e-3;
+    /* A unit longer than the bound (1 ms) but within the budget (1.8 ms): a
+     * long slice, placed only where a window holds it whole. Units 0, 1.5
+     * and 0 ms: slices [0] [1.5] [0]. Rank 0's windows 1-3 and 3-7 ms hold
+     * long slices at 1, 3 and 4.5 ms (the next one, at 2.5 and 6 ms, would
+     * overrun: never tried, although overruns of up to 1 ms are within the
+     * slowdown); 4 + 6 slices. Rank 1's 0-1 ms holds only the first zero
+     * slice, 7-9 ms one long one and two zero ones: 1 + 3. */
+    double units3[3] = {0, 1.5e-3, 0};
+    plan_bg_job job3 = job;
+    job3.unit = units3;
     r.layer[0].mem_bytes = r.layer[1].mem_bytes = 0;
-    CHECK(plan_interleave(&tl, &r, &job, 1, &o, &x, err, sizeof err));
+    CHECK(plan_interleave(&tl, &r, &job3, 1, &o, &x, err, sizeof err));
+    CHECK(x.ncopies == 2 && x.nrefusals == 0 && x.nslices == 14);
+    CHECK_NEAR(x.fg_time_bg, 9e-3, 1e-12);
+    if (x.ncopies == 2) {
+        CHECK(x.copies[0].nslices == 3 && x.copies[0].cut[1] == 1 && x.copies[0].cut[2] == 2);
+        CHECK_NEAR(x.copies[0].steps_per_iter, 10.0 / 3, 1e-12);
+        CHECK_NEAR(x.copies[1].steps_per_iter, 4.0 / 3, 1e-12);
+    }
+    static const double long_at[4] = {1e-3, 3e-3, 4.5e-3, 7e-3};
+    int nlong = 0;
+    for (int64_t i = 0; i < x.nslices; i++)
+        if (x.slices[i].dur > 0) {
+            CHECK(nlong < 4);
+            if (nlong < 4)
+                CHECK_NEAR(x.slices[i].start, long_at[nlong], 1e-12);
+            nlong++;
+        }
+    CHECK(nlong == 4);
+    CHECK_NEAR(x.bg_samples_per_s, 14.0 / 3 * 4 / 9e-3, 1e-9);
+    plan_mux_result_free(&x);
+
+    /* A unit longer than the budget: refused everywhere, naming it. */
+    units3[1] = 2e-3;
+    CHECK(plan_interleave(&tl, &r, &job3, 1, &o, &x, err, sizeof err));
     CHECK(x.ncopies == 0 && x.nrefusals == 2);
     CHECK(x.nrefusals < 1 ||
-          strstr(x.refusals[0].why, "the backward of 'fc' takes 1.500 ms, "
-                                    "longer than the slice bound 1.000 ms") != NULL);
+          strstr(x.refusals[0].why, "the backward of 'fc' takes 2.000 ms, longer than the "
+                                    "slowdown's budget 1.800 ms (0.2 x the iteration's "
+                                    "9.000 ms") != NULL);
     plan_mux_result_free(&x);
     plan_timeline_free(&tl);
     plan_result_free(&r);
@@ -224,7 +267,7 @@ static void test_seeds(void)
 /* Random plans, random background jobs, random slowdowns. */
 static void test_property(void)
 {
-    int placed = 0, delayed = 0;
+    int placed = 0, delayed = 0, longs = 0, long_placed = 0;
     for (int it = 0; it < 400; it++) {
         inst in;
         memset(&in, 0, sizeof in);
@@ -279,7 +322,12 @@ static void test_property(void)
             CHECK(cp->cut[0] == 0 && cp->cut[cp->nslices] == jobs[cp->job].nunits);
             for (int s = 0; s < cp->nslices; s++) {
                 CHECK(cp->cut[s] < cp->cut[s + 1]);
-                CHECK(cp->dur[s] <= x.slice_bound * (1 + 1e-12));
+                /* Longer than the bound: one unit, within the budget. */
+                if (cp->dur[s] > x.slice_bound * (1 + 1e-12)) {
+                    CHECK(cp->cut[s + 1] == cp->cut[s] + 1);
+                    CHECK(cp->dur[s] <= (o.slowdown - 1) * T0 * (1 + 1e-12));
+                    longs++;
+                }
             }
             if (c > 0)
                 CHECK(x.copies[c - 1].rank < cp->rank ||
@@ -296,6 +344,17 @@ static void test_property(void)
             CHECK(x.slices[s].rank == x.copies[x.slices[s].copy].rank);
             if (o.cpu)
                 CHECK(x.slices[s].why != PTW_COMM);
+            /* A long slice lies inside a window of its rank. */
+            if (x.slices[s].dur > x.slice_bound * (1 + 1e-12)) {
+                bool inside = false;
+                int g = x.slices[s].rank;
+                for (int64_t w = tl.win0[g]; w < tl.win0[g + 1] && !inside; w++)
+                    inside = tl.win[w].start <= x.slices[s].start + 1e-15 &&
+                             x.slices[s].start + x.slices[s].dur <=
+                                 tl.win[w].end + 1e-12 * (1 + tl.win[w].end);
+                CHECK(inside);
+                long_placed++;
+            }
         }
         placed += x.ncopies > 0;
         delayed += x.fg_time_bg > T0;
@@ -307,8 +366,10 @@ static void test_property(void)
      * the slowdown budget. */
     CHECK(placed > 50);
     CHECK(delayed > 5);
-    printf("property: %d of 400 plans hosted background copies, %d used the slowdown budget\n",
-           placed, delayed);
+    CHECK(longs > 5 && long_placed > 5);
+    printf("property: %d of 400 plans hosted background copies, %d used the slowdown budget, "
+           "%d copies had long slices, %d long slices placed\n",
+           placed, delayed, longs, long_placed);
 }
 
 int main(void)
