@@ -57,6 +57,12 @@ typedef struct player {
     int *bg_order;    /* background slices by rank, then anchor */
     int64_t *bg0;     /* rank g's: bg_order[bg0[g] .. bg0[g + 1]) */
     double *iter_end;
+    /* Background work counts while the foreground runs: a slice that ends
+     * after the last rank's last iteration (slices queued behind others run
+     * on once the foreground is done) adds no samples, and its time past
+     * that end is taken out of the GPU's busy time (bg_after). */
+    int ranks_done;
+    double *bg_after;
     double bg_samples;
     sim_trace *trace;
 } player;
@@ -99,9 +105,13 @@ static void on_coll(void *ctx, int cl, double start, double end)
 static void on_slice(void *ctx, int gpu, int64_t tag, double start, double end)
 {
     player *pl = ctx;
-    (void)gpu;
-    (void)start;
-    (void)end;
+    if (pl->ranks_done == pl->tl->G) {
+        double T = pl->iter_end[pl->o->iterations - 1];
+        if (end > T) {
+            pl->bg_after[gpu] += end - fmax(start, T);
+            return;
+        }
+    }
     pl->bg_samples += pl->o->bg[tag].samples;
 }
 
@@ -145,6 +155,7 @@ static void advance(player *pl, int g)
             if (now > pl->iter_end[s->iter])
                 pl->iter_end[s->iter] = now;
             if (++s->iter == o->iterations) {
+                pl->ranks_done++;
                 s->wait = W_DONE;
                 return;
             }
@@ -303,6 +314,7 @@ bool sim_play(const plan_timeline *tl, const sim_options *o, sim_result *out, ch
 
     pl.r = plan_xcalloc((size_t)G, sizeof(rank_st));
     pl.iter_end = plan_xcalloc((size_t)o->iterations, sizeof(double));
+    pl.bg_after = plan_xcalloc((size_t)G, sizeof(double));
     for (int g = 0; g < G; g++) {
         pl.r[g].bgp = pl.bg0[g];
         advance(&pl, g);
@@ -348,7 +360,7 @@ bool sim_play(const plan_timeline *tl, const sim_options *o, sim_result *out, ch
     out->bg_busy = plan_xcalloc((size_t)G, sizeof(double));
     for (int g = 0; g < G; g++) {
         out->fg_busy[g] = tot->fg_busy[g] / T;
-        out->bg_busy[g] = tot->bg_busy[g] / T;
+        out->bg_busy[g] = fmax(0, tot->bg_busy[g] - pl.bg_after[g]) / T;
     }
     for (int l = 0; l < tot->nlinks; l++) {
         bool port = l < 2 * G;
@@ -383,6 +395,7 @@ bool sim_play(const plan_timeline *tl, const sim_options *o, sim_result *out, ch
     free(pl.bg0);
     free(pl.r);
     free(pl.iter_end);
+    free(pl.bg_after);
     sim_engine_free(pl.e);
     if (!ok)
         sim_result_free(out);

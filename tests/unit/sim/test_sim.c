@@ -229,11 +229,31 @@ static void test_background(void)
         CHECK(sr.bg_samples == N);
         sim_result_free(&sr);
     }
-    /* at the end of rank 1's program: after its all-reduce */
+    /* at the end of rank 1's program: after its all-reduce, which ends the
+     * iteration; the last iteration's slice runs after the run's end and is
+     * not counted */
     sim_bg_slice at_end = {1, 6, 1e-6, 1, 0};
     o.bg = &at_end;
     if (play(&tl, &o, &sr)) {
-        CHECK(sr.bg_samples == N);
+        CHECK(sr.bg_samples == N - 1);
+        sim_result_free(&sr);
+    }
+    /* more background work than the GPU has time for: 4 slices of a whole
+     * iteration each, every iteration. The queue grows; what runs after the
+     * foreground's last iteration is not the run's: no samples, and the GPU
+     * is never more than 100% busy. */
+    double Ti = base.iter_time[0];
+    sim_bg_slice heavy[4] = {
+        {1, 2, Ti, 1, 0}, {1, 2, Ti, 1, 0}, {1, 2, Ti, 1, 0}, {1, 2, Ti, 1, 0}};
+    o.bg = heavy;
+    o.nbg = 4;
+    if (play(&tl, &o, &sr)) {
+        CHECK(sr.fg_busy[1] + sr.bg_busy[1] <= 1 + 1e-9);
+        CHECK(sr.bg_busy[1] > 0.5);
+        /* a slice ends no later than the run: at most total / Ti of them */
+        CHECK(sr.bg_samples <= floor(sr.total / Ti + 1e-9));
+        CHECK(sr.bg_samples >= N - 1);
+        CHECK_NEAR(sr.bg_samples_per_s * sr.total, sr.bg_samples, 1e-9);
         sim_result_free(&sr);
     }
     /* out of range */
