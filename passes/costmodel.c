@@ -121,6 +121,14 @@ double plan_timing_at(const plan_timing *t, int64_t b)
     return column_at(t, t->seconds, b);
 }
 
+double plan_layer_data_time(const plan_problem *p, const plan_layer *l, int64_t b)
+{
+    double t = 0;
+    for (int i = 0; i < l->ndata; i++)
+        t += column_at(p->data[l->data_first + i], p->data[l->data_first + i]->fwd, b);
+    return t;
+}
+
 void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, double *fwd,
                      double *bwd)
 {
@@ -136,8 +144,7 @@ void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, doub
         *fwd = total * ffrac;
         *bwd = total - *fwd;
     }
-    for (int i = 0; i < l->ndata; i++)
-        *fwd += column_at(p->data[l->data_first + i], p->data[l->data_first + i]->fwd, b);
+    *fwd += plan_layer_data_time(p, l, b);
     if (p->update && p->update_params > 0)
         *bwd += l->params / p->update_params * plan_timing_at(p->update, b);
 }

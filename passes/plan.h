@@ -156,6 +156,7 @@ typedef struct plan_layer_result {
     int first;         /* ranks first .. first + k - 1 (after placement) */
     int64_t shard;     /* largest per-GPU batch */
     double fwd, bwd;   /* compute at the largest shard */
+    double data;       /* of fwd: its inputs' data arriving (a measured profile's input lines) */
     double reshard;    /* forward + backward resharding into this layer */
     double allreduce;  /* gradient all-reduce (whole) */
     double ar_exposed; /* the part not hidden behind earlier backward */
@@ -198,6 +199,9 @@ extern plan_util plan_util_curve[PC_COUNT];
  * model's or the measured profile's, with the measured inputs it consumes
  * first added to its forward and the measured optimizer's update of its
  * parameters to its backward. */
+/* The part of plan_layer_time's forward that is its inputs' data arriving at batch b (a
+ * measured profile's input lines; 0 without them). */
+double plan_layer_data_time(const plan_problem *p, const plan_layer *l, int64_t b);
 void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, double *fwd,
                      double *bwd);
 /* How much slower a layer computes on k ranks from rank `first` than on

@@ -50,9 +50,9 @@ static const char profile_usage[] =
     "batch the planner can choose, the time its inputs' data take and the optimizer's\n"
     "update, and writes a profile for `burstc plan --profile` (docs/plan.md, \"Measured\n"
     "profiles\"). Each batch is a one-rank program of the job built as `burstc build\n"
-    "--gpus 1 --batch B` builds it, run on synthetic data in rounds (each round runs\n"
-    "every batch once: warm-up steps, then timed steps); a layer's time is the median\n"
-    "over the timed steps of all rounds.\n"
+    "--gpus 1 --batch B` builds it, run on synthetic data (or the job's, --data) in\n"
+    "rounds (each round runs every batch once: warm-up steps, then timed steps); a\n"
+    "layer's time is the median over the timed steps of all rounds.\n"
     "\n"
     "  -o PROFILE           where to write the profile (default: JOBNAME.profile);\n"
     "                       written atomically, '-' for standard output\n"
@@ -69,6 +69,11 @@ static const char profile_usage[] =
     "                       times: the layers' times with N ranks sharing the\n"
     "                       machine, as a plan of N ranks per node waits for its\n"
     "                       slowest rank (default 1)\n"
+    "  --data D             the data the programs train on: synthetic (default),\n"
+    "                       job (the job's own), or fmnist[:DIR] as the program's\n"
+    "                       --data takes it; the inputs' lines measure its arrival\n"
+    "                       (a dataset's runs also evaluate its test set after\n"
+    "                       their steps, untimed)\n"
     "  --warmup N           untimed steps at the start of each run (default 2)\n"
     "  --repeat N           timed steps of each run (default 5)\n"
     "  --job NAME           the job to profile when the file holds several\n"
@@ -91,6 +96,7 @@ typedef struct layer_info {
 typedef struct profile_run {
     const char *input, *job_name, *target, *optimizer;
     bool cuda;
+    const char *data; /* the programs' --data (NULL: the job's own, the program's default) */
     int threads, warmup, repeat, rounds, concurrent;
     int samples; /* room per batch: rounds x repeat, x concurrent while a round's copies are read */
     char dir[32];  /* private temporary folder */
@@ -246,10 +252,15 @@ static pid_t start_program(const profile_run *r, const char *prog, const char *t
     char iters[32], threads[32];
     snprintf(iters, sizeof iters, "%d", r->warmup + r->repeat);
     snprintf(threads, sizeof threads, "%d", r->threads);
-    /* the foreground alone: background copies would share its core */
-    char *argv[] = {(char *)prog, "--iterations", iters,       "--data", "synthetic",
-                    "--trace",    (char *)trace,  "--threads", threads,  "--step-timeout",
-                    "600",        "--background", "off",       NULL};
+    /* the foreground alone: background copies would share its core; the job's own
+     * data when asked (the program's default), else synthetic batches (the last two) */
+    char *argv[] = {(char *)prog,    "--iterations",
+                    iters,           "--trace",
+                    (char *)trace,   "--threads",
+                    threads,         "--step-timeout",
+                    "600",           "--background",
+                    "off",           r->data ? "--data" : NULL,
+                    (char *)r->data, NULL};
     cpu_set_t mine, pin;
     CPU_ZERO(&pin);
     int seen = 0, chosen = 0;
@@ -572,8 +583,13 @@ static double *alloc_cells(size_t n1, size_t n2, size_t n3)
 int cmd_profile(int argc, char **argv)
 {
     const char *output = NULL, *batches_arg = NULL;
-    profile_run r = {
-        .target = "cpu", .threads = 1, .warmup = 2, .repeat = 5, .rounds = 3, .concurrent = 1};
+    profile_run r = {.target = "cpu",
+                     .threads = 1,
+                     .warmup = 2,
+                     .repeat = 5,
+                     .rounds = 3,
+                     .concurrent = 1,
+                     .data = "synthetic"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -608,6 +624,17 @@ int cmd_profile(int argc, char **argv)
         } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--concurrent"))) {
             if (!parse_count("--concurrent", v, 1, MAX_CONCURRENT, &r.concurrent))
                 return 1;
+        } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--data"))) {
+            bool dir = strncmp(v, "fmnist:", 7) == 0 && v[7] != 0;
+            if (strcmp(v, "synthetic") != 0 && strcmp(v, "job") != 0 && strcmp(v, "fmnist") != 0 &&
+                !dir) {
+                fprintf(stderr,
+                        "burstc profile: error: unknown --data '%s' (expected synthetic, job, "
+                        "fmnist or fmnist:DIR)\n",
+                        v);
+                return 1;
+            }
+            r.data = strcmp(v, "job") == 0 ? NULL : v;
         } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--warmup"))) {
             if (!parse_count("--warmup", v, 0, MAX_STEPS, &r.warmup))
                 return 1;
@@ -720,13 +747,13 @@ int cmd_profile(int argc, char **argv)
     }
     fprintf(out.fp,
             "# burstc profile of job %s (model %s) from %s: target %s, %d thread%s pinned, "
-            "%d round%s of %d warm-up + %d timed steps per batch, %d cop%s at once\n"
+            "%d round%s of %d warm-up + %d timed steps per batch, %d cop%s at once, data %s\n"
             "# layer{\"name\",\"op\"}[per-GPU batch][input shape per sample]  fwd_ms bwd_ms "
             "(medians)  fwd_iqr bwd_iqr (interquartile ranges)\n"
             "# optimizer{\"op\",\"params\"}[per-GPU batch][]  update_ms (median)  iqr\n",
             r.job_name, g->name, r.input, r.target, r.threads, r.threads == 1 ? "" : "s", r.rounds,
             r.rounds == 1 ? "" : "s", r.warmup, r.repeat, r.concurrent,
-            r.concurrent == 1 ? "y" : "ies");
+            r.concurrent == 1 ? "y" : "ies", r.data ? r.data : "the job's");
     for (int k = 0; k < nb; k++) {
         char why[1024], prog[64];
         batch_run *br = &runs[k];

@@ -17,6 +17,11 @@ small per-GPU batches, then require that the written profile
     update (its parameters over the model's) added to its backward;
   - was written atomically (no temporary file left beside it);
   - skipped, with a note, a third batch too large for the GPU's memory.
+
+With --data job the programs read the job's own data: one batch measured on the
+Fashion-MNIST dataset says so in its header and has every line; --data
+fmnist:DIR with a folder that does not exist fails with the program's message
+naming it, and writes nothing (the option reaches the programs).
 """
 import argparse
 import os
@@ -163,7 +168,30 @@ def main():
         got = len(re.findall(r"^layer\{", text, re.M))
         if got != len(layers) + len(inputs) or len(re.findall(r"^optimizer\{", text, re.M)) != 1:
             fail("--concurrent 2: %d layer lines, expected %d" % (got, len(layers) + len(inputs)))
-    print("ok: %d layers at batches %s measured and read back" % (len(layers), BATCHES))
+        # --data job: the job's own data (its dataset), one batch, one round.
+        out3 = os.path.join(tmp, "fmnist_job.profile")
+        run([a.burstc, "profile", a.job, "--data", "job", "--batches", "32", "--rounds", "1",
+             "--warmup", "1", "--repeat", "2", "-o", out3])
+        text = open(out3).read()
+        if not text.splitlines()[0].endswith("1 copy at once, data the job's"):
+            fail("--data job: unexpected header:\n" + text[:400])
+        got = len(re.findall(r"^layer\{", text, re.M))
+        if got != len(layers) + len(inputs) or len(re.findall(r"^optimizer\{", text, re.M)) != 1:
+            fail("--data job: %d layer lines, expected %d" % (got, len(layers) + len(inputs)))
+        # The data reach the programs: a dataset folder that does not exist fails
+        # the run with the program's message naming it, and nothing is written.
+        missing = os.path.join(tmp, "no-such-data")
+        bad = os.path.join(tmp, "m.profile")
+        p = subprocess.run([a.burstc, "profile", a.job, "--data", "fmnist:" + missing, "--batches",
+                            "4", "--rounds", "1", "--warmup", "1", "--repeat", "1", "-o", bad],
+                           capture_output=True, text=True, timeout=600)
+        if p.returncode != 1 or "no-such-data" not in p.stderr:
+            fail("--data fmnist:MISSING: exit %d, expected 1 naming the folder:\n%s" %
+                 (p.returncode, p.stderr[-800:]))
+        if os.path.exists(bad):
+            fail("--data fmnist:MISSING: a failed profile was written")
+    print("ok: %d layers at batches %s measured and read back; --data reaches the programs"
+          % (len(layers), BATCHES))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ consecutive steps, the simulator's definition) next to `burstc sim`'s (mean of
 20 simulated iterations) and the planner's. Then per layer: the measured
 forward+backward time of the slowest rank (mean over the measured steps)
 against the cost model's (`burstc plan --json`, the largest shard), and the
-same for reshards and all-reduces. Prints the load average around every run:
+same for reshards and all-reduces; with --profile the inputs' data (which the
+plan charges to their first consumers' forward, its `data_s`) have a row of
+their own, beside the inputs' spans. Prints the load average around every run:
 the machine is shared and has 2 cores, so 4 ranks run 2 per core.
 
 On one rank it also measures the CPU time a training step costs (two whole
@@ -31,6 +33,7 @@ day; the one-rank CPU-time table is left out then.
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -67,11 +70,13 @@ def with_profile(cmd, profile):
 
 
 def calibrate(burstc, job, ranks, tmp):
-    """--profile: the job's profile measured now (`burstc profile --concurrent C`,
-    C = the ranks that compute at once: min(ranks, CPUs)); its path."""
+    """--profile: the job's profile measured now (`burstc profile --concurrent C
+    --data job`, C = the ranks that compute at once: min(ranks, CPUs); on the job's
+    own data, which the measured programs read); its path."""
     prof = os.path.join(tmp, "calibration.profile")
     subprocess.run([burstc, "profile", job, "-o", prof, "--concurrent",
-                    str(min(ranks, os.cpu_count()))], check=True, capture_output=True, env=ENV)
+                    str(min(ranks, os.cpu_count())), "--data", "job"], check=True,
+                   capture_output=True, env=ENV)
     return prof
 
 
@@ -122,12 +127,30 @@ def predict(burstc, job, ranks, strategy, tmp, profile=None):
     return sim, plan
 
 
-def layer_rows(plan, measured):
-    """(name, measured s, predicted s) per layer, reshard and all-reduce."""
+def profile_inputs(prof):
+    """The names of the inputs a profile measured (its `op":"input"` lines)."""
+    if not prof:
+        return []
+    names = set()
+    for line in open(prof):
+        m = re.match(r'layer\{"name":"([^"]*)","op":"input"\}', line)
+        if m:
+            names.add(m.group(1))
+    return sorted(names)
+
+
+def layer_rows(plan, measured, inputs=()):
+    """(name, measured s, predicted s) per layer, reshard and all-reduce. A measured
+    profile charges its inputs' data to the forward of the layer that consumes each
+    first (the plan's data_s); those are taken out of the layer's row and set beside
+    the inputs' own spans in a row of their own."""
     rows = []
+    data = 0.0
     for l in plan["layers"]:
         m = measured.get(l["name"], 0.0) + measured.get(l["name"] + ".bwd", 0.0)
-        rows.append((l["name"], m, l["fwd_s"] + l["bwd_s"]))
+        d = l.get("data_s", 0.0)
+        data += d
+        rows.append((l["name"], m, l["fwd_s"] + l["bwd_s"] - d))
         if l["allreduce_s"] > 0:
             rows.append((l["name"] + ".allreduce", measured.get(l["name"] + ".allreduce", 0.0),
                          l["allreduce_s"]))
@@ -135,6 +158,9 @@ def layer_rows(plan, measured):
             m = sum(v for k, v in measured.items() if k.endswith(".to." + l["name"]) or
                     k.endswith(".to." + l["name"] + ".bwd"))
             rows.append(("reshard into " + l["name"], m, l["reshard_s"]))
+    if data > 0:
+        rows.append(("inputs' data (%s)" % ", ".join(inputs),
+                     sum(measured.get(x, 0.0) for x in inputs), data))
     return rows
 
 
@@ -170,7 +196,7 @@ def main():
     ap.add_argument("--layers", action="store_true", help="print the per-layer tables too")
     ap.add_argument("--profile", action="store_true",
                     help="calibrate on this machine now: before each job's rows of a rank count,"
-                    " measure its profile (burstc profile --concurrent min(ranks, CPUs)) and plan,"
+                    " measure its profile (burstc profile --concurrent min(ranks, CPUs) --data job) and plan,"
                     " build and simulate with it, instead of the cpu device's fixed record")
     a = ap.parse_args()
     print("simulated (burstc sim, %s) vs measured (the generated program under mpirun, median of %d"
@@ -199,7 +225,7 @@ def main():
                                             a.threads, tmp, prof)
                     load = others(before, cpu_busy())
                     sim, plan = predict(a.burstc, job, ranks, strategy, tmp, prof)
-                    rows = layer_rows(plan, per)
+                    rows = layer_rows(plan, per, profile_inputs(prof))
                     compute = [r for r in rows if not r[0].endswith(".allreduce") and
                                not r[0].startswith("reshard into ")]
                     mlayers, player = sum(r[1] for r in compute), sum(r[2] for r in compute)
