@@ -129,6 +129,13 @@ double plan_layer_data_time(const plan_problem *p, const plan_layer *l, int64_t 
     return t;
 }
 
+double plan_layer_update_time(const plan_problem *p, const plan_layer *l, int64_t b)
+{
+    if (!p->update || !(p->update_params > 0))
+        return 0;
+    return l->params / p->update_params * plan_timing_at(p->update, b);
+}
+
 void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, double *fwd,
                      double *bwd)
 {
@@ -145,6 +152,5 @@ void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, doub
         *bwd = total - *fwd;
     }
     *fwd += plan_layer_data_time(p, l, b);
-    if (p->update && p->update_params > 0)
-        *bwd += l->params / p->update_params * plan_timing_at(p->update, b);
+    *bwd += plan_layer_update_time(p, l, b);
 }

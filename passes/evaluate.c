@@ -387,6 +387,7 @@ bool plan_evaluate(const plan_problem *p, const int *k, const int *first, plan_r
         lr->fwd = ev->fw[l] * share + sf;
         lr->bwd = ev->bw[l] * share + sb;
         lr->data = plan_layer_data_time(p, &p->layers[l], lr->shard) * share;
+        lr->update = plan_layer_update_time(p, &p->layers[l], lr->shard) * share;
         lr->mem_bytes = layer_mem(p, &p->layers[l], lr->shard);
     }
     for (int e = 0; e < p->nedges; e++) {

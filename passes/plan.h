@@ -157,6 +157,7 @@ typedef struct plan_layer_result {
     int64_t shard;     /* largest per-GPU batch */
     double fwd, bwd;   /* compute at the largest shard */
     double data;       /* of fwd: its inputs' data arriving (a measured profile's input lines) */
+    double update;     /* of bwd: its share of the optimizer's update (a measured profile's) */
     double reshard;    /* forward + backward resharding into this layer */
     double allreduce;  /* gradient all-reduce (whole) */
     double ar_exposed; /* the part not hidden behind earlier backward */
@@ -202,6 +203,9 @@ extern plan_util plan_util_curve[PC_COUNT];
 /* The part of plan_layer_time's forward that is its inputs' data arriving at batch b (a
  * measured profile's input lines; 0 without them). */
 double plan_layer_data_time(const plan_problem *p, const plan_layer *l, int64_t b);
+/* The part of plan_layer_time's backward that is the layer's share of the optimizer's
+ * update at batch b (its parameters over the model's; 0 without a measured update). */
+double plan_layer_update_time(const plan_problem *p, const plan_layer *l, int64_t b);
 void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, double *fwd,
                      double *bwd);
 /* How much slower a layer computes on k ranks from rank `first` than on

@@ -190,10 +190,10 @@ bool plan_write_json(const plan_problem *p, const plan_result *const *rs,
             fprintf(
                 out,
                 ", \"gpus\": %d, \"first_rank\": %d, \"shard\": %lld, \"fwd_s\": %.9g, \"bwd_s\": %.9g, "
-                "\"data_s\": %.9g, \"reshard_s\": %.9g, \"allreduce_s\": %.9g, "
+                "\"data_s\": %.9g, \"update_s\": %.9g, \"reshard_s\": %.9g, \"allreduce_s\": %.9g, "
                 "\"allreduce_exposed_s\": %.9g, \"amplification\": %.6g, \"mem_bytes\": %.9g}",
-                lr->k, lr->first, (long long)lr->shard, lr->fwd, lr->bwd, lr->data, lr->reshard,
-                lr->allreduce, lr->ar_exposed, lr->amplification, lr->mem_bytes);
+                lr->k, lr->first, (long long)lr->shard, lr->fwd, lr->bwd, lr->data, lr->update,
+                lr->reshard, lr->allreduce, lr->ar_exposed, lr->amplification, lr->mem_bytes);
         }
         fprintf(out, "\n    ]");
         const plan_mux_result *x = mux ? mux[i] : NULL;

@@ -11,8 +11,9 @@ consecutive steps, the simulator's definition) next to `burstc sim`'s (mean of
 forward+backward time of the slowest rank (mean over the measured steps)
 against the cost model's (`burstc plan --json`, the largest shard), and the
 same for reshards and all-reduces; with --profile the inputs' data (which the
-plan charges to their first consumers' forward, its `data_s`) have a row of
-their own, beside the inputs' spans. Prints the load average around every run:
+plan charges to their first consumers' forward, its `data_s`) and the
+optimizer's update (charged to the layers' backward by their parameters,
+`update_s`) have rows of their own, beside their spans. Prints the load average around every run:
 the machine is shared and has 2 cores, so 4 ranks run 2 per core.
 
 On one rank it also measures the CPU time a training step costs (two whole
@@ -142,15 +143,17 @@ def profile_inputs(prof):
 def layer_rows(plan, measured, inputs=()):
     """(name, measured s, predicted s) per layer, reshard and all-reduce. A measured
     profile charges its inputs' data to the forward of the layer that consumes each
-    first (the plan's data_s); those are taken out of the layer's row and set beside
-    the inputs' own spans in a row of their own."""
+    first (the plan's data_s) and the optimizer's update to the layers' backward by
+    their parameters (update_s); those are taken out of the layer's row and set
+    beside the inputs' and the update's own spans in rows of their own."""
     rows = []
-    data = 0.0
+    data = update = 0.0
     for l in plan["layers"]:
         m = measured.get(l["name"], 0.0) + measured.get(l["name"] + ".bwd", 0.0)
-        d = l.get("data_s", 0.0)
+        d, u = l.get("data_s", 0.0), l.get("update_s", 0.0)
         data += d
-        rows.append((l["name"], m, l["fwd_s"] + l["bwd_s"] - d))
+        update += u
+        rows.append((l["name"], m, l["fwd_s"] + l["bwd_s"] - d - u))
         if l["allreduce_s"] > 0:
             rows.append((l["name"] + ".allreduce", measured.get(l["name"] + ".allreduce", 0.0),
                          l["allreduce_s"]))
@@ -161,6 +164,8 @@ def layer_rows(plan, measured, inputs=()):
     if data > 0:
         rows.append(("inputs' data (%s)" % ", ".join(inputs),
                      sum(measured.get(x, 0.0) for x in inputs), data))
+    if update > 0:
+        rows.append(("optimizer's update", measured.get("optimizer.step", 0.0), update))
     return rows
 
 
