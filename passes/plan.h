@@ -196,16 +196,16 @@ typedef struct plan_util {
 } plan_util;
 extern plan_util plan_util_curve[PC_COUNT];
 
-/* Forward and backward seconds of layer at per-GPU batch b: the analytic
- * model's or the measured profile's, with the measured inputs it consumes
- * first added to its forward and the measured optimizer's update of its
- * parameters to its backward. */
 /* The part of plan_layer_time's forward that is its inputs' data arriving at batch b (a
  * measured profile's input lines; 0 without them). */
 double plan_layer_data_time(const plan_problem *p, const plan_layer *l, int64_t b);
 /* The part of plan_layer_time's backward that is the layer's share of the optimizer's
  * update at batch b (its parameters over the model's; 0 without a measured update). */
 double plan_layer_update_time(const plan_problem *p, const plan_layer *l, int64_t b);
+/* Forward and backward seconds of layer at per-GPU batch b: the analytic
+ * model's or the measured profile's, with the measured inputs it consumes
+ * first added to its forward and the measured optimizer's update of its
+ * parameters to its backward. */
 void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, double *fwd,
                      double *bwd);
 /* How much slower a layer computes on k ranks from rank `first` than on

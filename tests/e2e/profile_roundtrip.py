@@ -44,6 +44,13 @@ def fail(msg):
     sys.exit("FAIL: " + msg)
 
 
+def check_lines(text, want, what):
+    """A profile of one batch: `want` layer lines and one optimizer line."""
+    got = len(re.findall(r"^layer\{", text, re.M))
+    if got != want or len(re.findall(r"^optimizer\{", text, re.M)) != 1:
+        fail("%s: %d layer lines, expected %d" % (what, got, want))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--burstc", required=True)
@@ -165,9 +172,7 @@ def main():
         text = open(out2).read()
         if "1 round of 1 warm-up + 2 timed steps per batch, 2 copies at once" not in text:
             fail("--concurrent 2: unexpected header:\n" + text[:400])
-        got = len(re.findall(r"^layer\{", text, re.M))
-        if got != len(layers) + len(inputs) or len(re.findall(r"^optimizer\{", text, re.M)) != 1:
-            fail("--concurrent 2: %d layer lines, expected %d" % (got, len(layers) + len(inputs)))
+        check_lines(text, len(layers) + len(inputs), "--concurrent 2")
         # --data job: the job's own data (its dataset), one batch, one round.
         out3 = os.path.join(tmp, "fmnist_job.profile")
         run([a.burstc, "profile", a.job, "--data", "job", "--batches", "32", "--rounds", "1",
@@ -175,9 +180,7 @@ def main():
         text = open(out3).read()
         if not text.splitlines()[0].endswith("1 copy at once, data the job's"):
             fail("--data job: unexpected header:\n" + text[:400])
-        got = len(re.findall(r"^layer\{", text, re.M))
-        if got != len(layers) + len(inputs) or len(re.findall(r"^optimizer\{", text, re.M)) != 1:
-            fail("--data job: %d layer lines, expected %d" % (got, len(layers) + len(inputs)))
+        check_lines(text, len(layers) + len(inputs), "--data job")
         # The data reach the programs: a dataset folder that does not exist fails
         # the run with the program's message naming it, and nothing is written.
         missing = os.path.join(tmp, "no-such-data")

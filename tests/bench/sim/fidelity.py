@@ -13,8 +13,9 @@ against the cost model's (`burstc plan --json`, the largest shard), and the
 same for reshards and all-reduces; with --profile the inputs' data (which the
 plan charges to their first consumers' forward, its `data_s`) and the
 optimizer's update (charged to the layers' backward by their parameters,
-`update_s`) have rows of their own, beside their spans. Prints the load average around every run:
-the machine is shared and has 2 cores, so 4 ranks run 2 per core.
+`update_s`) have rows of their own, beside their spans. Prints the load
+average around every run: the machine is shared and has 2 cores, so 4 ranks
+run 2 per core.
 
 On one rank it also measures the CPU time a training step costs (two whole
 runs of different lengths), which time-slicing by other processes does not
