@@ -8,18 +8,15 @@
  *
  * When they run: only inside a foreground training step, only while this rank waits for
  * peers (a reshard, an all-reduce, the loss sum: the waits poll their requests and call
- * rt_bg_idle between polls), and only while the guard is open. A rank outside the
- * current layer's rank set skips the layer and waits at its next exchange, so that idle
- * time is a wait too. One call runs one slice of the copy whose turn it is (round robin),
- * so the foreground is late by at most one slice when its peer arrives.
- *
- * The guard follows DeepPool's runtime: the foreground's step time without background
- * work is measured (the first step warms up; the next PROBE steps run without
- * background work and give the baseline; every REPROBE steps one more step does, and a
- * paused step counts as one), and an exponential moving average of the step time with
- * background work is compared with bound x baseline. While it exceeds the bound the
- * background pauses for a number of steps that doubles on each consecutive violation
- * (1, 2, 4 .. 32) and starts again from the baseline afterwards.
+ * rt_bg_idle between polls) or its GPU is idle at a sync point (rt_bg_fill), and only
+ * within the guard's allowance for the step (guard.c: probe steps without background
+ * work give the baseline, and the allowance steers the step time to just under bound x
+ * baseline). A rank outside the current layer's rank set skips the layer and waits at
+ * its next exchange, so that idle time is a wait too. One call runs one slice, of the
+ * first copy in round-robin order whose slice fits in what is left of the allowance
+ * (by a moving average of its measured times; a slice left out makes room for itself in
+ * the next allowance, guard.c), so the foreground is late by at most one slice when its
+ * peer arrives.
  *
  * The foreground never reads anything the background writes: the copies have their own
  * pools (scratch memory included), parameters and data; so the foreground's parameters
@@ -31,11 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define PROBE    3   /* steps without background after the warm-up step */
-#define REPROBE  64  /* steps with background between two probe steps */
-#define EMA      0.3 /* weight of the newest step in the moving average */
-#define HOLD_MAX 32  /* longest pause, in steps */
-#define MAX_COPY 64  /* copies on one rank */
+#define MAX_COPY 64 /* copies on one rank */
 
 typedef struct copy {
     const rt_bg_model *m;
@@ -44,6 +37,7 @@ typedef struct copy {
     int *cut;
     char **slice_names; /* "bg MODEL slice S", for the trace */
     char *track;        /* "background MODEL (seed S)" */
+    double *est;        /* each slice's seconds: a moving average (0: not run yet) */
     rt_pool *pool;
     rt_params *ps;
     rt_data *data;
@@ -58,21 +52,11 @@ static struct {
     int n;
     int turn; /* the copy whose slice runs next */
     double bound;
-    bool in_step, open, running;
-    /* the guard */
-    int64_t seen;         /* steps ended */
-    int probes_left;      /* probe steps still to run before background work */
-    int64_t since_probe;  /* steps with background since the last probe */
-    double baseline;      /* step time without background (mean of the probes) */
-    int nbase;            /* probes in it */
-    double ema;           /* moving average of steps with background */
-    int hold, pause_left; /* pause length and what is left of it */
-    bool this_step_bg;    /* background was allowed in the step now running */
-    double step_bg;       /* seconds of background slices in the step now running */
-    /* the measured slowdown */
-    double t_bg, t_fg; /* summed step times with and without background */
-    int64_t n_bg, n_fg;
-    int64_t pauses;
+    bool planned; /* the plan places copies (on some rank) and --background is on */
+    bool in_step, open, running, finished;
+    rt_guard guard;
+    double step_bg; /* seconds of background slices in the step now running */
+    double want;    /* the shortest slice left out of it for not fitting (0: none) */
 } bg = {.bound = 0};
 
 bool rt_bg_enabled(void)
@@ -108,7 +92,10 @@ void rt_bg_add(const rt_bg_model *m, int rank, uint64_t seed, int nslices, const
     double b = rt_opts_g.slowdown > 0 ? rt_opts_g.slowdown : slowdown > 0 ? slowdown : 1.1;
     if (bg.bound == 0 || b < bg.bound)
         bg.bound = b;
-    if (rank != rt_opts_g.rank || !rt_opts_g.background)
+    if (!rt_opts_g.background)
+        return;
+    bg.planned = true;
+    if (rank != rt_opts_g.rank)
         return;
     for (int i = 0; i < bg.n; i++)
         if (bg.c[i].m == m)
@@ -126,6 +113,7 @@ void rt_bg_add(const rt_bg_model *m, int rank, uint64_t seed, int nslices, const
     for (int s = 0; s < nslices; s++)
         c->slice_names[s] = dup_printf("bg %s slice %lld", m->name, s);
     c->track = dup_printf("background %s (seed %lld)", m->name, (long long)seed);
+    c->est = rt_xcalloc((size_t)nslices, sizeof(double), op);
     c->pool = rt_pool_new();
     c->ps = rt_params_new(c->pool);
     /* Its own data stream: the options with the copy's seed and its model's source. */
@@ -135,12 +123,11 @@ void rt_bg_add(const rt_bg_model *m, int rank, uint64_t seed, int nslices, const
     c->data = rt_data_open(&o, m->ndim, m->sample_shape, m->in_dtype, m->vocab, m->classes,
                            m->labels_per_sample);
     m->setup(c->pool, c->ps, seed);
-    bg.probes_left = PROBE;
 }
 
 bool rt_bg_ready(void)
 {
-    return bg.n > 0 && bg.in_step && bg.open && !bg.running;
+    return bg.n > 0 && bg.in_step && bg.open && !bg.running && bg.step_bg < bg.guard.allow;
 }
 
 /* Prints the copy's loss the way rt_report_loss prints the foreground's, tagged with the
@@ -178,6 +165,7 @@ static void run_slice(copy *c, int tid)
     rt_dev.background(false);
     double t1 = rt_now();
     c->busy += t1 - t0;
+    c->est[s] = c->est[s] == 0 ? t1 - t0 : 0.5 * c->est[s] + 0.5 * (t1 - t0);
     bg.step_bg += t1 - t0;
     rt_trace_event(tid, c->slice_names[s], t0, t1);
     rt_trace_track(0, NULL);
@@ -197,18 +185,27 @@ bool rt_bg_idle(void)
 {
     if (!rt_bg_ready())
         return false;
-    bg.running = true;
-    int i = bg.turn;
-    bg.turn = (bg.turn + 1) % bg.n;
-    run_slice(&bg.c[i], 1 + i);
-    bg.running = false;
-    return true;
+    for (int k = 0; k < bg.n; k++) {
+        int i = (bg.turn + k) % bg.n;
+        copy *c = &bg.c[i];
+        if (bg.step_bg + c->est[c->slice] > bg.guard.allow) {
+            if (bg.want == 0 || c->est[c->slice] < bg.want)
+                bg.want = c->est[c->slice];
+            continue;
+        }
+        bg.turn = (i + 1) % bg.n;
+        bg.running = true;
+        run_slice(c, 1 + i);
+        bg.running = false;
+        return true;
+    }
+    return false;
 }
 
 void rt_bg_fill(void)
 {
-    while (rt_bg_ready() && bg.step_bg < (bg.bound - 1) * bg.baseline)
-        rt_bg_idle();
+    while (rt_bg_idle())
+        ;
 }
 
 /* ---- the guard --------------------------------------------------------------------------- */
@@ -217,52 +214,35 @@ void rt_bg_step_begin(int64_t step)
 {
     (void)step;
     bg.in_step = true;
-    bool allow = bg.n > 0 && bg.seen >= 1 && bg.probes_left == 0 && bg.pause_left == 0;
-    if (allow && bg.since_probe >= REPROBE) {
-        bg.since_probe = 0;
-        allow = false; /* a probe step: refreshes the baseline */
-    }
-    bg.open = allow;
-    bg.this_step_bg = allow;
+    if (bg.guard.seen == 0) /* every copy added: the bound is final */
+        rt_guard_init(&bg.guard, bg.bound);
+    bg.open = bg.n > 0 && !bg.finished && rt_guard_step_begin(&bg.guard);
     bg.step_bg = 0;
+    bg.want = 0;
 }
 
+/* The guard steers by the world's mean step time, so that every rank that hosts copies
+ * sees the same steps (one rank's step ends where its last wait does: a rank that runs
+ * background work in its waits, or one a peer's background work slows, would otherwise
+ * steer by its own share of the iteration, and the ranks disagree). One all-reduce of a
+ * number a step, only in runs with copies and background work on. */
 void rt_bg_step_end(int64_t step, double seconds)
 {
     (void)step;
     bg.in_step = false;
     bg.open = false;
-    if (bg.n == 0)
+    if (!bg.planned || bg.finished)
         return;
-    if (bg.seen++ == 0)
-        return; /* the warm-up step: neither baseline nor background */
-    if (!bg.this_step_bg) {
-        /* A step without background: the baseline (the first probes' mean, then a slowly
-         * moving average of later probes and paused steps). */
-        bg.t_fg += seconds;
-        bg.n_fg++;
-        bg.baseline = bg.nbase < PROBE ? (bg.baseline * bg.nbase + seconds) / (bg.nbase + 1)
-                                       : 0.8 * bg.baseline + 0.2 * seconds;
-        bg.nbase++;
-        if (bg.probes_left > 0)
-            bg.probes_left--;
-        if (bg.pause_left > 0 && --bg.pause_left == 0)
-            bg.ema = bg.baseline;
-        if (bg.probes_left == 0 && bg.ema == 0)
-            bg.ema = bg.baseline;
-        return;
+    if (rt_mpi_running() && rt_opts_g.world_size > 1) {
+        double sum = 0;
+        rt_wait_begin("background guard");
+        rt_mpi_check(MPI_Allreduce(&seconds, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+                     "background guard");
+        rt_wait_end();
+        seconds = sum / rt_opts_g.world_size;
     }
-    bg.t_bg += seconds;
-    bg.n_bg++;
-    bg.since_probe++;
-    bg.ema = (1 - EMA) * bg.ema + EMA * seconds;
-    if (bg.ema > bg.bound * bg.baseline) {
-        bg.hold = bg.hold ? (bg.hold < HOLD_MAX ? 2 * bg.hold : HOLD_MAX) : 1;
-        bg.pause_left = bg.hold;
-        bg.pauses++;
-    } else {
-        bg.hold = 0;
-    }
+    if (bg.n > 0)
+        rt_guard_step_end(&bg.guard, seconds, bg.step_bg, bg.want);
 }
 
 /* ---- the end ------------------------------------------------------------------------------ */
@@ -286,15 +266,16 @@ void rt_bg_finish(double elapsed)
         out[i].batch = (double)bg.c[i].m->batch;
         out[i].busy = bg.c[i].busy;
     }
-    double guard[6] = {bg.t_bg,         (double)bg.n_bg,   bg.t_fg,
-                       (double)bg.n_fg, (double)bg.pauses, mine > 0 ? 1.0 : 0.0};
-    double sums[6] = {0};
+    const rt_guard *g = &bg.guard;
+    double guard[9] = {g->t_bg, (double)g->n_bg,      g->t_fg,     (double)g->n_fg, (double)g->over,
+                       g->used, mine > 0 ? 1.0 : 0.0, g->baseline, g->ratio};
+    double sums[9] = {0};
     int *counts = rt_opts_g.rank == 0 ? rt_xcalloc((size_t)world, sizeof(int), "background") : NULL;
     int *offs = rt_opts_g.rank == 0 ? rt_xcalloc((size_t)world, sizeof(int), "background") : NULL;
     int bytes = mine * (int)sizeof(rec);
     rt_wait_begin("background");
     if (rt_mpi_running()) {
-        rt_mpi_check(MPI_Reduce(guard, sums, 6, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD),
+        rt_mpi_check(MPI_Reduce(guard, sums, 9, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD),
                      "background");
         rt_mpi_check(MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD),
                      "background");
@@ -318,7 +299,7 @@ void rt_bg_finish(double elapsed)
     else if (all)
         memcpy(all, out, (size_t)bytes);
     rt_wait_end();
-    if (rt_opts_g.rank == 0 && rt_opts_g.background && sums[5] > 0) {
+    if (rt_opts_g.rank == 0 && rt_opts_g.background && sums[6] > 0) {
         int nrec = total / (int)sizeof(rec);
         bool *done = rt_xcalloc((size_t)(nrec ? nrec : 1), sizeof(bool), "background");
         for (int i = 0; i < nrec; i++) {
@@ -337,14 +318,19 @@ void rt_bg_finish(double elapsed)
                    copies == 1 ? "y" : "ies", steps, elapsed > 0 ? samples / elapsed : 0.0);
         }
         free(done);
-        /* Over all ranks: the mean step time of the run (after the warm-up step) over the
-         * mean of the steps without background work (the guard's probes and pauses). */
-        if (sums[1] > 0 && sums[3] > 0) {
-            double all = (sums[0] + sums[2]) / (sums[1] + sums[3]), alone = sums[2] / sums[3];
-            printf("foreground slowdown %.3f (mean step %.3f ms, %.3f ms without background, "
-                   "%.3f ms in the %.0f steps with it; bound %.2f, %.0f pauses)\n",
-                   all / alone, 1e3 * all, 1e3 * alone, 1e3 * sums[0] / sums[1], sums[1] / sums[5],
-                   bg.bound, sums[4]);
+        /* Over the ranks with copies: the mean over the steps with background work of
+         * each step's time over the baseline of its time (the median of the last probes:
+         * the VM's and a GPU's clocks drift over a run, and the first steps are slower),
+         * then the mean step with background work, the baseline at the end, the steps
+         * of each kind, the background seconds such a step held, and how many took
+         * longer than bound x baseline (counts per rank). */
+        if (sums[1] > 0 && sums[3] > 0 && sums[7] > 0) {
+            printf("foreground slowdown %.3f (%.3f ms a step with background work, baseline "
+                   "%.3f ms at the end; %.0f steps with it, %.0f probes; bound %.2f, "
+                   "background %.3f ms a step, %.0f steps over the bound)\n",
+                   sums[8] / sums[1], 1e3 * sums[0] / sums[1], 1e3 * sums[7] / sums[6],
+                   sums[1] / sums[6], sums[3] / sums[6], bg.bound, 1e3 * sums[5] / sums[1],
+                   sums[4] / sums[6]);
         } else
             printf("foreground slowdown unmeasured (%.0f steps with background, %.0f without)\n",
                    sums[1], sums[3]);
@@ -358,7 +344,7 @@ void rt_bg_finish(double elapsed)
     free(offs);
     free(out);
     /* No more background work in this run (a step cut short stays unfinished). */
-    bg.probes_left = 1 << 30;
+    bg.finished = true;
 }
 
 /* ---- checkpoints ----------------------------------------------------------------------- */
@@ -409,6 +395,7 @@ void rt_bg_free(void)
             free(c->slice_names[s]);
         free(c->slice_names);
         free(c->track);
+        free(c->est);
         free(c->cut);
     }
     bg.n = 0;

@@ -12,7 +12,8 @@ add_library(burstrt_core OBJECT
   ${burstrt_core_dir}/tensor.c ${burstrt_core_dir}/trace.c ${burstrt_core_dir}/rankset.c
   ${burstrt_core_dir}/shapes.c ${burstrt_core_dir}/optim.c ${burstrt_core_dir}/rng.c
   ${burstrt_core_dir}/data.c ${burstrt_core_dir}/checkpoint.c
-  ${burstrt_core_dir}/background.c ${burstrt_core_dir}/loss_scale.c)
+  ${burstrt_core_dir}/background.c ${burstrt_core_dir}/guard.c
+  ${burstrt_core_dir}/loss_scale.c)
 target_include_directories(burstrt_core PUBLIC ${burstrt_core_dir})
 # Position-independent, so that either library may also go into a shared object.
 set_target_properties(burstrt_core PROPERTIES POSITION_INDEPENDENT_CODE ON)

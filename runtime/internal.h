@@ -20,8 +20,38 @@ bool rt_mpi_running(void);
 /* Ends every rank before training (--help, wrong world size): all ranks call it. */
 _Noreturn void rt_exit_early(int status);
 
-/* background.c: the background executor (rt_bg_add) and its slowdown guard. */
-/* Whether this rank has background slices it may run now (inside a step, guard open). */
+/* guard.c: the slowdown guard, a state machine over step times (its rules are there). */
+#define GUARD_PROBES    3   /* probe steps after the warm-up, before any background work */
+#define GUARD_KEEP      7   /* the baseline is the median of the last GUARD_KEEP probes */
+#define GUARD_EARLY_GAP 8   /* steps with background between probes until GUARD_KEEP */
+#define GUARD_REPROBE   64  /* ... and after */
+#define GUARD_MARGIN    0.9 /* the aim: the bound less this share of its budget kept */
+typedef struct rt_guard {
+    double bound;             /* the slowdown bound, >= 1 */
+    int64_t seen;             /* steps ended, the warm-up included */
+    int nprobe;               /* probe steps ended */
+    int64_t since_probe;      /* steps with background since the last probe */
+    double probe[GUARD_KEEP]; /* the last probes' times, a ring */
+    double baseline;          /* their median: the step time without background work */
+    double allow;             /* seconds of background work the next step may hold */
+    bool bg_step;             /* the step now running may run background work */
+    /* totals for the exit report */
+    double t_bg, t_fg, used;  /* step seconds with / without background; background's */
+    double ratio;             /* sum over steps with background of seconds / baseline */
+    int64_t n_bg, n_fg, over; /* steps with / without; steps with it over the bound */
+} rt_guard;
+void rt_guard_init(rt_guard *g, double bound);
+/* A step begins: whether it may run background work. */
+bool rt_guard_step_begin(rt_guard *g);
+/* It ended after `seconds`, `used` of them in background slices; `want`: the shortest
+ * slice left out for not fitting in the allowance (0: none). */
+void rt_guard_step_end(rt_guard *g, double seconds, double used, double want);
+/* The step time the allowance steers to: baseline x (1 + GUARD_MARGIN x (bound - 1)). */
+double rt_guard_aim(const rt_guard *g);
+
+/* background.c: the background executor (rt_bg_add), run under the guard. */
+/* Whether this rank has background slices it may run now (inside a step with background
+ * work, allowance left). */
 bool rt_bg_ready(void);
 /* This rank waits for peers: runs one background slice when rt_bg_ready(); returns
  * whether it ran one (then the caller polls again at once, else it may sleep). Waits
@@ -30,8 +60,7 @@ bool rt_bg_idle(void);
 /* Whether a background slice is running on this rank now. */
 bool rt_bg_running(void);
 /* The device is idle and the foreground waits for whatever runs now (a GPU backend's
- * sync point): runs slices while this step's background time stays within the
- * guard's budget, (bound - 1) x the step time without background. */
+ * sync point): runs the slices that fit in what is left of the step's allowance. */
 void rt_bg_fill(void);
 /* The step hooks of the guard (core.c). */
 void rt_bg_step_begin(int64_t step);

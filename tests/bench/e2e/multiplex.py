@@ -50,7 +50,7 @@ def one(prog, iters, mode):
                "--data", "fmnist", "--background", mode])
     fg = float(re.search(r"^throughput (\S+) samples/s", out, re.M).group(1))
     m = re.search(r"^background bg_mlp: \d+ cop\w+, (\d+) steps, (\S+) samples/s", out, re.M)
-    g = re.search(r"^foreground slowdown (\S+) .*?(\d+) pauses", out, re.M)
+    g = re.search(r"^foreground slowdown (\S+) .*?(\d+) steps over the bound", out, re.M)
     return fg, float(m.group(2)) if m else 0.0, float(g.group(1)) if g else None, \
         int(g.group(2)) if g else None
 
@@ -81,7 +81,7 @@ def main():
     fg_on = statistics.median(r[0] for r in on)
     bg_on = statistics.median(r[1] for r in on)
     guard = statistics.median(r[2] for r in on if r[2] is not None)
-    pauses = statistics.median(r[3] for r in on if r[3] is not None)
+    over = statistics.median(r[3] for r in on if r[3] is not None)
     print("GPU multiplexing on the CPU backend: fmnist_background (fg batch 64, bg_mlp @ 16), "
           "4 ranks on %d CPUs, %d x %d iterations per mode, medians; copies from %s; "
           "load average at the end %.1f" % (os.cpu_count(), a.runs, a.iterations, source, load))
@@ -98,7 +98,7 @@ def main():
     print("| fg slowdown (off / on) | %.3f | %s |" % (fg_off / fg_on, "%.3f" % (tb / t) if pred else "n/a"))
     print("| cluster throughput / fg alone | %.3f | %s |" %
           ((fg_on + bg_on) / fg_off, "%.3f" % ((64 / tb + per_iter * 16 / tb) / (64 / t)) if pred else "n/a"))
-    print("| the program's own slowdown line (guard) | %.3f, %g pauses | |" % (guard, pauses))
+    print("| the program's own slowdown line (guard) | %.3f, %g steps over the bound | |" % (guard, over))
     print()
     print("runs (fg off, fg on, bg on):", [(o[0], n[0], n[1]) for o, n in zip(off, on)])
 
