@@ -8,15 +8,16 @@
  *
  * When they run: only inside a foreground training step, only while this rank waits for
  * peers (a reshard, an all-reduce, the loss sum: the waits poll their requests and call
- * rt_bg_idle between polls) or its GPU is idle at a sync point (rt_bg_fill), and only
- * within the guard's allowance for the step (guard.c: probe steps without background
- * work give the baseline, and the allowance steers the step time to just under bound x
- * baseline). A rank outside the current layer's rank set skips the layer and waits at
- * its next exchange, so that idle time is a wait too. One call runs one slice, of the
- * first copy in round-robin order whose slice fits in what is left of the allowance
- * (by a moving average of its measured times; a slice left out makes room for itself in
- * the next allowance, guard.c), so the foreground is late by at most one slice when its
- * peer arrives.
+ * rt_bg_idle between polls) or for its GPU (cuda/device.c: beside the foreground's
+ * kernels while the host polls their stream, and at the drained sync point,
+ * rt_bg_fill), and only within the guard's allowance for the step (guard.c: probe steps
+ * without background work give the baseline, and the allowance steers the step time to
+ * just under bound x baseline). A rank outside the current layer's rank set skips the
+ * layer and waits at its next exchange, so that idle time is a wait too. One call runs
+ * one slice, of the first copy in round-robin order whose slice fits in what is left
+ * of the allowance (by a moving average of its measured times; a slice left out makes
+ * room for itself in the next allowance, guard.c), so the foreground is late by at most
+ * one slice when its peer arrives.
  *
  * The foreground never reads anything the background writes: the copies have their own
  * pools (scratch memory included), parameters and data; so the foreground's parameters

@@ -25,16 +25,25 @@ extern "C" {
 /* ---- device.c ------------------------------------------------------------------ */
 
 typedef struct {
-    int device;           /* CUDA device ordinal this rank uses */
-    cudaStream_t fg, bg;  /* highest-priority foreground, lowest-priority background */
-    cudaStream_t cur;     /* where work goes now: fg, or bg after rt_use_background_stream */
-    cublasHandle_t blas;  /* bound to cur */
-    int64_t step;         /* the step of the current iteration (rt_step_begin) */
-    int64_t *d_step;      /* device copy of step: graphs read it (dropout keys) */
-    void *blas_workspace; /* cuBLAS's workspace, ours so graph capture never allocates */
-    bool ready;           /* rt_cuda_ensure ran */
+    int device;          /* CUDA device ordinal this rank uses */
+    cudaStream_t fg, bg; /* highest-priority foreground, lowest-priority background */
+    cudaStream_t cur;    /* where work goes now: fg, or bg after rt_use_background_stream */
+    cublasHandle_t blas; /* the handle of cur's side: side[0] the foreground's, [1] bg's */
+    int64_t step;        /* the step of the current iteration (rt_step_begin) */
+    int64_t *d_step;     /* device copy of step: graphs read it (dropout keys) */
+    cublasHandle_t blas_side[2];
+    void *blas_workspace[2]; /* cuBLAS's workspaces, ours so graph capture never allocates */
+    bool ready;              /* rt_cuda_ensure ran */
 } rt_cuda_state;
 extern rt_cuda_state rt_cuda_g;
+
+/* Which side's handles, workspaces and scratch buffers the work issued now uses: 0 the
+ * foreground's, 1 the background's. Background slices run on the low-priority stream
+ * beside foreground kernels still in flight (device.c), so the two sides share none. */
+static inline int rt_cuda_side(void)
+{
+    return rt_cuda_g.cur == rt_cuda_g.bg;
+}
 
 /* Makes the device, streams and cuBLAS handle on first use (rt_init calls it; tests
  * that never call rt_init get it lazily from the first tensor). */

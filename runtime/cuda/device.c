@@ -66,16 +66,20 @@ void rt_cuda_sync(const char *op)
             if (e != cudaErrorNotReady)
                 rt_cuda_check(e, op, "stream work");
             rt_nccl_poll(op);
-            struct timespec ts = {0, 20000}; /* 20 us: short against any step */
-            nanosleep(&ts, NULL);
+            /* The host waits for the foreground's stream (a peer's NCCL transfer, or
+             * kernels): a background slice may run beside it on the low-priority stream
+             * (then poll again at once), else sleep a little. */
+            if (rt_cuda_g.cur != rt_cuda_g.fg || !rt_bg_idle()) {
+                struct timespec ts = {0, 20000}; /* 20 us: short against any step */
+                nanosleep(&ts, NULL);
+            }
             e = cudaStreamQuery(rt_cuda_g.cur);
         }
         rt_wait_end();
     }
     /* The foreground's stream is drained and the host has not queued more: an idle
-     * window, where background slices may run within the step's budget (background.c;
-     * they run on the low-priority stream and are complete before the foreground
-     * continues, so the two never share the GPU, its cuBLAS workspace or memory). */
+     * window, where background slices may run within the step's allowance (background.c;
+     * each is complete before the foreground continues). */
     if (rt_cuda_g.cur == rt_cuda_g.fg)
         rt_bg_fill();
 }
@@ -124,13 +128,18 @@ void rt_cuda_ensure(void)
      * work at low priority. */
     const char *bgenv = getenv("BURSTRT_BACKGROUND");
     rt_cuda_g.cur = bgenv && !strcmp(bgenv, "1") ? rt_cuda_g.bg : rt_cuda_g.fg;
-    RT_CUBLAS(cublasCreate(&rt_cuda_g.blas), "init");
-    RT_CUBLAS(cublasSetStream(rt_cuda_g.blas, rt_cuda_g.cur), "init");
-    /* 32 MiB, NVIDIA's recommendation for Hopper; an explicit workspace keeps cuBLAS
-     * from allocating while a graph is captured. */
+    /* A cuBLAS handle per side, each with its own workspace: 32 MiB, NVIDIA's
+     * recommendation for Hopper; an explicit workspace keeps cuBLAS from allocating while
+     * a graph is captured. */
     const size_t ws = (size_t)32 << 20;
-    RT_CUDA(cudaMalloc(&rt_cuda_g.blas_workspace, ws), "init");
-    RT_CUBLAS(cublasSetWorkspace(rt_cuda_g.blas, rt_cuda_g.blas_workspace, ws), "init");
+    for (int s = 0; s < 2; s++) {
+        RT_CUBLAS(cublasCreate(&rt_cuda_g.blas_side[s]), "init");
+        RT_CUBLAS(cublasSetStream(rt_cuda_g.blas_side[s], s ? rt_cuda_g.bg : rt_cuda_g.fg), "init");
+        RT_CUDA(cudaMalloc(&rt_cuda_g.blas_workspace[s], ws), "init");
+        RT_CUBLAS(cublasSetWorkspace(rt_cuda_g.blas_side[s], rt_cuda_g.blas_workspace[s], ws),
+                  "init");
+    }
+    rt_cuda_g.blas = rt_cuda_g.blas_side[rt_cuda_side()];
     RT_CUDA(cudaMalloc((void **)&rt_cuda_g.d_step, sizeof(int64_t)), "init");
     /* Plain cudaMemset runs on the legacy stream, which the non-blocking streams do not
      * wait for: zero on the stream that will read it. */
@@ -146,17 +155,21 @@ void rt_cuda_ensure(void)
 }
 
 /* Background work inside a foreground program: kernels, copies and cuBLAS calls go to
- * the low-priority stream until switched back; the two streams are not ordered with
- * respect to each other, so the switch waits for the work issued so far. */
+ * the low-priority stream, with the background side's handles and scratch buffers, until
+ * switched back. Switching to it does not wait for the foreground's stream: the slice
+ * reads and writes nothing of the foreground's, and runs beside whatever foreground
+ * work is in flight. Switching back waits for the slice, so that one slice at a time
+ * runs and its measured time is the GPU's. */
 static void cuda_background(bool on)
 {
     rt_cuda_ensure();
     cudaStream_t want = on ? rt_cuda_g.bg : rt_cuda_g.fg;
     if (want == rt_cuda_g.cur)
         return;
-    rt_cuda_sync("background_stream");
+    if (!on)
+        rt_cuda_sync("background_stream"); /* the background's stream: no slice runs */
     rt_cuda_g.cur = want;
-    RT_CUBLAS(cublasSetStream(rt_cuda_g.blas, want), "background_stream");
+    rt_cuda_g.blas = rt_cuda_g.blas_side[rt_cuda_side()];
 }
 
 /* ---- scratch and staging -------------------------------------------------------- */
@@ -170,10 +183,12 @@ typedef struct retired {
 static retired *retired_list;
 static bool graphs_exist;
 
+/* One set per side (rt_cuda_side): a background slice may run while foreground kernels
+ * that use the foreground's buffers are still in flight. */
 static struct {
     void *p;
     size_t bytes;
-} scratch[RT_SCRATCH_COUNT], staging;
+} scratch[2][RT_SCRATCH_COUNT], staging[2];
 
 static void release_device(void *p)
 {
@@ -192,27 +207,29 @@ static void release_device(void *p)
 void *rt_cuda_scratch(int slot, size_t bytes, const char *op)
 {
     rt_cuda_ensure();
-    if (bytes > scratch[slot].bytes) {
+    int side = rt_cuda_side();
+    if (bytes > scratch[side][slot].bytes) {
         rt_cuda_sync(op); /* refuses during capture: the buffer must not move */
-        release_device(scratch[slot].p);
+        release_device(scratch[side][slot].p);
         size_t want = bytes + bytes / 4; /* slack: shards differ by a sample */
-        RT_CUDA(cudaMalloc(&scratch[slot].p, want), op);
-        scratch[slot].bytes = want;
+        RT_CUDA(cudaMalloc(&scratch[side][slot].p, want), op);
+        scratch[side][slot].bytes = want;
     }
-    return scratch[slot].p;
+    return scratch[side][slot].p;
 }
 
 void *rt_cuda_host_staging(size_t bytes, const char *op)
 {
     rt_cuda_ensure();
-    if (bytes > staging.bytes) {
+    int side = rt_cuda_side();
+    if (bytes > staging[side].bytes) {
         rt_cuda_sync(op);
-        if (staging.p)
-            cudaFreeHost(staging.p);
-        RT_CUDA(cudaMallocHost(&staging.p, bytes), op);
-        staging.bytes = bytes;
+        if (staging[side].p)
+            cudaFreeHost(staging[side].p);
+        RT_CUDA(cudaMallocHost(&staging[side].p, bytes), op);
+        staging[side].bytes = bytes;
     }
-    return staging.p;
+    return staging[side].p;
 }
 
 /* ---- device memory ------------------------------------------------------------------ */
@@ -347,19 +364,23 @@ static void cuda_finalize(void)
         cudaFree(r->p);
         free(r);
     }
-    for (int i = 0; i < RT_SCRATCH_COUNT; i++) {
-        cudaFree(scratch[i].p);
-        scratch[i].p = NULL;
-        scratch[i].bytes = 0;
+    for (int s = 0; s < 2; s++) {
+        for (int i = 0; i < RT_SCRATCH_COUNT; i++) {
+            cudaFree(scratch[s][i].p);
+            scratch[s][i].p = NULL;
+            scratch[s][i].bytes = 0;
+        }
+        if (staging[s].p)
+            cudaFreeHost(staging[s].p);
+        staging[s].p = NULL;
+        staging[s].bytes = 0;
     }
-    if (staging.p)
-        cudaFreeHost(staging.p);
-    staging.p = NULL;
-    staging.bytes = 0;
     if (rt_cuda_g.ready) {
         rt_cuda_dnn_finalize();
-        cublasDestroy(rt_cuda_g.blas);
-        cudaFree(rt_cuda_g.blas_workspace);
+        for (int s = 0; s < 2; s++) {
+            cublasDestroy(rt_cuda_g.blas_side[s]);
+            cudaFree(rt_cuda_g.blas_workspace[s]);
+        }
         cudaFree(rt_cuda_g.d_step);
         cudaStreamDestroy(rt_cuda_g.fg);
         cudaStreamDestroy(rt_cuda_g.bg);

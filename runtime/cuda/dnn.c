@@ -103,7 +103,7 @@ void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 
 #define WORKSPACE_LIMIT ((size_t)512 << 20)
 
-static cudnnHandle_t handle;
+static cudnnHandle_t handles[2]; /* per side (rt_cuda_side): each bound to its stream */
 static cudnnActivationDescriptor_t relu_desc;
 static const float one = 1.0f, zero = 0.0f;
 
@@ -119,19 +119,22 @@ static void ok(cudnnStatus_t s, const char *op, const char *what)
 }
 #define DNN(call, op)   ok((call), (op), #call)
 
-/* The handle, bound to the stream work goes to now. */
+/* The handle of the side work goes to now, bound to its stream. */
 static cudnnHandle_t dnn(const char *op)
 {
     rt_cuda_ensure();
-    if (!handle) {
-        DNN(cudnnCreate(&handle), op);
+    if (!relu_desc) {
         DNN(cudnnCreateActivationDescriptor(&relu_desc), op);
         DNN(cudnnSetActivationDescriptor(relu_desc, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN,
                                          0.0),
             op);
     }
-    DNN(cudnnSetStream(handle, rt_cuda_g.cur), op);
-    return handle;
+    cudnnHandle_t *h = &handles[rt_cuda_side()];
+    if (!*h) {
+        DNN(cudnnCreate(h), op);
+        DNN(cudnnSetStream(*h, rt_cuda_g.cur), op);
+    }
+    return *h;
 }
 
 static bool fits_int(int64_t v)
@@ -207,9 +210,11 @@ void rt_cuda_dnn_finalize(void)
     if (relu_desc)
         cudnnDestroyActivationDescriptor(relu_desc);
     relu_desc = NULL;
-    if (handle)
-        cudnnDestroy(handle);
-    handle = NULL;
+    for (int s = 0; s < 2; s++) {
+        if (handles[s])
+            cudnnDestroy(handles[s]);
+        handles[s] = NULL;
+    }
 }
 
 /* ---- conv2d -------------------------------------------------------------------------------- */
