@@ -226,7 +226,8 @@ void rt_bg_step_begin(int64_t step)
  * sees the same steps (one rank's step ends where its last wait does: a rank that runs
  * background work in its waits, or one a peer's background work slows, would otherwise
  * steer by its own share of the iteration, and the ranks disagree). One all-reduce of a
- * number a step, only in runs with copies and background work on. */
+ * number a step (rt_world_sum: its wait sleeps when ranks share cores, and runs no slice
+ * outside a step), only in runs with copies and background work on. */
 void rt_bg_step_end(int64_t step, double seconds)
 {
     (void)step;
@@ -234,14 +235,8 @@ void rt_bg_step_end(int64_t step, double seconds)
     bg.open = false;
     if (!bg.planned || bg.finished)
         return;
-    if (rt_mpi_running() && rt_opts_g.world_size > 1) {
-        double sum = 0;
-        rt_wait_begin("background guard");
-        rt_mpi_check(MPI_Allreduce(&seconds, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
-                     "background guard");
-        rt_wait_end();
-        seconds = sum / rt_opts_g.world_size;
-    }
+    if (rt_mpi_running() && rt_opts_g.world_size > 1)
+        seconds = rt_world_sum(seconds) / rt_opts_g.world_size;
     if (bg.n > 0)
         rt_guard_step_end(&bg.guard, seconds, bg.step_bg, bg.want);
 }
