@@ -7,7 +7,8 @@ job with a background MLP at batch 16), with the interleave pass's copies when
 the pass placed any, else copies on ranks 0, 1 and 3 (the test's fixture), and
 runs it alternately with --background off and on (the job's slowdown bound,
 the guard on), several times. Prints the medians: foreground samples/s with
-background off and on, background samples/s, the measured slowdown (off/on)
+background off and on, background samples/s, the measured slowdown (off/on, and the
+median of each run's pair: the VM's speed drifts between runs)
 and cluster throughput (fg + bg samples/s) over the foreground alone, next to
 what the interleave section predicts (fg_time, fg_time_bg, steps_per_iter),
 where it predicts anything.
@@ -96,6 +97,9 @@ def main():
     print("| fg samples/s, background on | %.1f | %s |" % (fg_on, "%.1f" % (64 / tb) if pred else "n/a"))
     print("| bg samples/s | %.1f | %s |" % (bg_on, "%.1f" % (per_iter * 16 / tb) if pred else "n/a"))
     print("| fg slowdown (off / on) | %.3f | %s |" % (fg_off / fg_on, "%.3f" % (tb / t) if pred else "n/a"))
+    pairs = sorted(o[0] / n[0] for o, n in zip(off, on))
+    print("| fg slowdown, median of the runs' pairs (range) | %.3f (%.3f-%.3f) | |" %
+          (statistics.median(pairs), pairs[0], pairs[-1]))
     print("| cluster throughput / fg alone | %.3f | %s |" %
           ((fg_on + bg_on) / fg_off, "%.3f" % ((64 / tb + per_iter * 16 / tb) / (64 / t)) if pred else "n/a"))
     print("| the program's own slowdown line (guard) | %.3f, %g steps over the bound | |" % (guard, over))
