@@ -262,16 +262,20 @@ void rt_bg_finish(double elapsed)
         out[i].batch = (double)bg.c[i].m->batch;
         out[i].busy = bg.c[i].busy;
     }
+    /* The guard's totals, summed over the ranks (HOSTS: the ranks with copies). */
+    enum { T_BG, N_BG, N_FG, OVER, USED, HOSTS, BASE, RATIO, NSUM };
     const rt_guard *g = &bg.guard;
-    double guard[9] = {g->t_bg, (double)g->n_bg,      g->t_fg,     (double)g->n_fg, (double)g->over,
-                       g->used, mine > 0 ? 1.0 : 0.0, g->baseline, g->ratio};
-    double sums[9] = {0};
+    double guard[NSUM] = {
+        [T_BG] = g->t_bg,         [N_BG] = (double)g->n_bg, [N_FG] = (double)g->n_fg,
+        [OVER] = (double)g->over, [USED] = g->used,         [HOSTS] = mine > 0,
+        [BASE] = g->baseline,     [RATIO] = g->ratio};
+    double sums[NSUM] = {0};
     int *counts = rt_opts_g.rank == 0 ? rt_xcalloc((size_t)world, sizeof(int), "background") : NULL;
     int *offs = rt_opts_g.rank == 0 ? rt_xcalloc((size_t)world, sizeof(int), "background") : NULL;
     int bytes = mine * (int)sizeof(rec);
     rt_wait_begin("background");
     if (rt_mpi_running()) {
-        rt_mpi_check(MPI_Reduce(guard, sums, 9, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD),
+        rt_mpi_check(MPI_Reduce(guard, sums, NSUM, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD),
                      "background");
         rt_mpi_check(MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD),
                      "background");
@@ -295,7 +299,7 @@ void rt_bg_finish(double elapsed)
     else if (all)
         memcpy(all, out, (size_t)bytes);
     rt_wait_end();
-    if (rt_opts_g.rank == 0 && rt_opts_g.background && sums[6] > 0) {
+    if (rt_opts_g.rank == 0 && rt_opts_g.background && sums[HOSTS] > 0) {
         int nrec = total / (int)sizeof(rec);
         bool *done = rt_xcalloc((size_t)(nrec ? nrec : 1), sizeof(bool), "background");
         for (int i = 0; i < nrec; i++) {
@@ -320,16 +324,17 @@ void rt_bg_finish(double elapsed)
          * then the mean step with background work, the baseline at the end, the steps
          * of each kind, the background seconds such a step held, and how many took
          * longer than bound x baseline (counts per rank). */
-        if (sums[1] > 0 && sums[3] > 0 && sums[7] > 0) {
+        if (sums[N_BG] > 0 && sums[N_FG] > 0 && sums[BASE] > 0) {
             printf("foreground slowdown %.3f (%.3f ms a step with background work, baseline "
                    "%.3f ms at the end; %.0f steps with it, %.0f probes; bound %.2f, "
                    "background %.3f ms a step, %.0f steps over the bound)\n",
-                   sums[8] / sums[1], 1e3 * sums[0] / sums[1], 1e3 * sums[7] / sums[6],
-                   sums[1] / sums[6], sums[3] / sums[6], bg.bound, 1e3 * sums[5] / sums[1],
-                   sums[4] / sums[6]);
+                   sums[RATIO] / sums[N_BG], 1e3 * sums[T_BG] / sums[N_BG],
+                   1e3 * sums[BASE] / sums[HOSTS], sums[N_BG] / sums[HOSTS],
+                   sums[N_FG] / sums[HOSTS], bg.bound, 1e3 * sums[USED] / sums[N_BG],
+                   sums[OVER] / sums[HOSTS]);
         } else
             printf("foreground slowdown unmeasured (%.0f steps with background, %.0f without)\n",
-                   sums[1], sums[3]);
+                   sums[N_BG], sums[N_FG]);
         fflush(stdout);
     } else if (rt_opts_g.rank == 0 && !rt_opts_g.background) {
         printf("background off\n");

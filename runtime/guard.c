@@ -12,8 +12,8 @@
  * and no rank's probe is slowed by a peer's background work.
  *
  * The allowance. Each step with background work may spend `allow` seconds in it (in
- * waits and at sync points alike); a slice runs only if what the step spent plus the
- * slice's last measured time fits. After each such step the allowance follows the step
+ * waits and at sync points alike); a slice runs only if what the step spent plus a
+ * moving average of the slice's measured times fits (background.c). After each such step the allowance follows the step
  * time t towards the aim, baseline x (1 + GUARD_MARGIN x (bound - 1)) — the bound less a
  * tenth of its budget for noise — as an integral controller:
  *   t above the aim: allow = max(0, min(allow, used) + GAIN x (aim - t)): first down to
@@ -56,7 +56,8 @@ void rt_guard_init(rt_guard *g, double bound)
     g->bound = bound > 1 ? bound : 1;
 }
 
-double rt_guard_aim(const rt_guard *g)
+/* The step time the allowance steers to. */
+static double aim(const rt_guard *g)
 {
     return g->baseline * (1 + GUARD_MARGIN * (g->bound - 1));
 }
@@ -77,14 +78,13 @@ void rt_guard_step_end(rt_guard *g, double seconds, double used, double want)
     if (g->seen++ == 0)
         return; /* the warm-up step */
     if (!g->bg_step) {
-        g->t_fg += seconds;
         g->n_fg++;
         g->probe[g->nprobe % GUARD_KEEP] = seconds;
         g->nprobe++;
         g->since_probe = 0;
         g->baseline = median(g->probe, g->nprobe < GUARD_KEEP ? g->nprobe : GUARD_KEEP);
         if (g->nprobe == GUARD_PROBES)
-            g->allow = rt_guard_aim(g) - g->baseline; /* the first steps with background */
+            g->allow = aim(g) - g->baseline; /* the first steps with background */
         return;
     }
     g->since_probe++;
@@ -94,7 +94,7 @@ void rt_guard_step_end(rt_guard *g, double seconds, double used, double want)
     g->ratio += seconds / g->baseline;
     if (seconds > g->bound * g->baseline)
         g->over++;
-    double err = rt_guard_aim(g) - seconds;
+    double err = aim(g) - seconds;
     if (err < 0) {
         double a = (g->allow < used ? g->allow : used) + GAIN * err;
         g->allow = a > 0 ? a : 0;

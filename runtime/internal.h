@@ -36,7 +36,7 @@ typedef struct rt_guard {
     double allow;             /* seconds of background work the next step may hold */
     bool bg_step;             /* the step now running may run background work */
     /* totals for the exit report */
-    double t_bg, t_fg, used;  /* step seconds with / without background; background's */
+    double t_bg, used;        /* seconds of the steps with background work; of it */
     double ratio;             /* sum over steps with background of seconds / baseline */
     int64_t n_bg, n_fg, over; /* steps with / without; steps with it over the bound */
 } rt_guard;
@@ -46,8 +46,6 @@ bool rt_guard_step_begin(rt_guard *g);
 /* It ended after `seconds`, `used` of them in background slices; `want`: the shortest
  * slice left out for not fitting in the allowance (0: none). */
 void rt_guard_step_end(rt_guard *g, double seconds, double used, double want);
-/* The step time the allowance steers to: baseline x (1 + GUARD_MARGIN x (bound - 1)). */
-double rt_guard_aim(const rt_guard *g);
 
 /* background.c: the background executor (rt_bg_add), run under the guard. */
 /* Whether this rank has background slices it may run now (inside a step with background

@@ -25,15 +25,14 @@ extern "C" {
 /* ---- device.c ------------------------------------------------------------------ */
 
 typedef struct {
-    int device;          /* CUDA device ordinal this rank uses */
-    cudaStream_t fg, bg; /* highest-priority foreground, lowest-priority background */
-    cudaStream_t cur;    /* where work goes now: fg, or bg after rt_use_background_stream */
-    cublasHandle_t blas; /* the handle of cur's side: side[0] the foreground's, [1] bg's */
-    int64_t step;        /* the step of the current iteration (rt_step_begin) */
-    int64_t *d_step;     /* device copy of step: graphs read it (dropout keys) */
-    cublasHandle_t blas_side[2];
-    void *blas_workspace[2]; /* cuBLAS's workspaces, ours so graph capture never allocates */
-    bool ready;              /* rt_cuda_ensure ran */
+    int device;                  /* CUDA device ordinal this rank uses */
+    cudaStream_t fg, bg;         /* highest-priority foreground, lowest-priority background */
+    cudaStream_t cur;            /* where work goes now: fg, or bg after rt_use_background_stream */
+    int64_t step;                /* the step of the current iteration (rt_step_begin) */
+    int64_t *d_step;             /* device copy of step: graphs read it (dropout keys) */
+    cublasHandle_t blas_side[2]; /* per side (rt_cuda_side), each bound to its stream */
+    void *blas_workspace[2];     /* cuBLAS's workspaces, ours so graph capture never allocates */
+    bool ready;                  /* rt_cuda_ensure ran */
 } rt_cuda_state;
 extern rt_cuda_state rt_cuda_g;
 
@@ -43,6 +42,11 @@ extern rt_cuda_state rt_cuda_g;
 static inline int rt_cuda_side(void)
 {
     return rt_cuda_g.cur == rt_cuda_g.bg;
+}
+/* The cuBLAS handle for work issued now. */
+static inline cublasHandle_t rt_cuda_blas(void)
+{
+    return rt_cuda_g.blas_side[rt_cuda_side()];
 }
 
 /* Makes the device, streams and cuBLAS handle on first use (rt_init calls it; tests

@@ -74,7 +74,7 @@ extern "C" void rt_cuda_gemm(const char *op, bool ta, bool tb, int64_t m, int64_
         pa = lowered(RT_SCRATCH_A, B, span(tb ? n : k, tb ? k : n, ldb, strideB, batch), op);
         pb = lowered(RT_SCRATCH_B, A, span(ta ? k : m, ta ? m : k, lda, strideA, batch), op);
     }
-    RT_CUBLAS(cublasGemmStridedBatchedEx(rt_cuda_g.blas, opA, opB, im, in, ik, &alpha, pa, in_t,
+    RT_CUBLAS(cublasGemmStridedBatchedEx(rt_cuda_blas(), opA, opB, im, in, ik, &alpha, pa, in_t,
                                          ilda, strideB, pb, in_t, ildb, strideA, &beta, C,
                                          CUDA_R_32F, ildc, strideC, ib, CUBLAS_COMPUTE_32F,
                                          CUBLAS_GEMM_DEFAULT),

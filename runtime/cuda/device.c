@@ -139,7 +139,6 @@ void rt_cuda_ensure(void)
         RT_CUBLAS(cublasSetWorkspace(rt_cuda_g.blas_side[s], rt_cuda_g.blas_workspace[s], ws),
                   "init");
     }
-    rt_cuda_g.blas = rt_cuda_g.blas_side[rt_cuda_side()];
     RT_CUDA(cudaMalloc((void **)&rt_cuda_g.d_step, sizeof(int64_t)), "init");
     /* Plain cudaMemset runs on the legacy stream, which the non-blocking streams do not
      * wait for: zero on the stream that will read it. */
@@ -169,7 +168,6 @@ static void cuda_background(bool on)
     if (!on)
         rt_cuda_sync("background_stream"); /* the background's stream: no slice runs */
     rt_cuda_g.cur = want;
-    rt_cuda_g.blas = rt_cuda_g.blas_side[rt_cuda_side()];
 }
 
 /* ---- scratch and staging -------------------------------------------------------- */
