@@ -6,9 +6,11 @@
  * each sample's columns straight into y [N, K, OH*OW], so no transpose is needed. 1x1
  * convolutions with stride 1 and no padding use x itself as the columns. Backward:
  * dcol = W^T dy (batched over samples) and col2im as a gather (one thread per input
- * element, no atomics, deterministic); dW accumulates dy_n col_n^T sample by sample
- * (batched GEMMs cannot accumulate into one output); db sums dy per channel. The chunk
- * keeps the columns under 256 MiB. */
+ * element, no atomics, deterministic); dW is one GEMM per chunk (batched over groups),
+ * dy^T [K, nb*P] times the columns laid out sample-inside-channel [C*kh*kw, nb*P],
+ * so the sum over the chunk's samples and pixels is the GEMM's own inner dimension; db
+ * sums dy per channel. The chunk keeps the columns (and in backward the permuted dy)
+ * under 256 MiB. */
 #include "cuda_internal.h"
 
 #define COL_FLOATS ((int64_t)64 << 20)
@@ -39,9 +41,14 @@ static bool is_pointwise(const conv_dims &d)
     return d.kh == 1 && d.kw == 1 && d.sh == 1 && d.sw == 1 && d.ph == 0 && d.pw == 0;
 }
 
-static int64_t chunk_samples(const conv_dims &d)
+/* Samples per chunk: the columns of a chunk, and in backward (bwd) also its permuted
+ * output gradient, stay under COL_FLOATS each. */
+static int64_t chunk_samples(const conv_dims &d, bool bwd)
 {
-    int64_t per = d.C * d.kh * d.kw * d.OH * d.OW;
+    int64_t rows = d.C * d.kh * d.kw;
+    if (bwd && d.K > rows)
+        rows = d.K;
+    int64_t per = rows * d.OH * d.OW;
     int64_t nb = per ? COL_FLOATS / per : d.N;
     return nb < 1 ? 1 : nb > d.N ? d.N : nb;
 }
@@ -60,6 +67,38 @@ __global__ void im2col_k(const float *x, float *col, conv_dims d, int64_t n)
         r /= d.kh; /* r = sample * C + c */
         int64_t h = oh * d.sh - d.ph + k * d.dh, w = ow * d.sw - d.pw + j * d.dw;
         col[i] = h >= 0 && h < d.H && w >= 0 && w < d.W ? x[(r * d.H + h) * d.W + w] : 0.0f;
+    }
+}
+
+/* The same columns laid out [C, kh, kw, nb, OH, OW]: each row holds one (c, k, j) for
+ * every sample of the chunk, the weight gradient's inner dimension. */
+__global__ void im2col_t_k(const float *x, float *col, conv_dims d, int64_t nb, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        int64_t ow = i % d.OW, r = i / d.OW;
+        int64_t oh = r % d.OH;
+        r /= d.OH;
+        int64_t s = r % nb;
+        r /= nb;
+        int64_t j = r % d.kw;
+        r /= d.kw;
+        int64_t k = r % d.kh;
+        const int64_t c = r / d.kh;
+        int64_t h = oh * d.sh - d.ph + k * d.dh, w = ow * d.sw - d.pw + j * d.dw;
+        col[i] =
+            h >= 0 && h < d.H && w >= 0 && w < d.W ? x[((s * d.C + c) * d.H + h) * d.W + w] : 0.0f;
+    }
+}
+
+/* dyt [K, nb, P] from dy [nb, K, P]. */
+__global__ void dy_t_k(const float *dy, float *dyt, int64_t nb, int64_t K, int64_t P, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        int64_t p = i % P, r = i / P;
+        int64_t s = r % nb, k = r / nb;
+        dyt[i] = dy[(s * K + k) * P + p];
     }
 }
 
@@ -134,7 +173,7 @@ extern "C" void rt_cuda_own_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const 
     conv_dims d = conv_check(op, x, w, a, y, "output", NULL);
     if (b)
         rt_check_f32(b, d.K, op, "bias");
-    const int64_t P = d.OH * d.OW, nbmax = chunk_samples(d);
+    const int64_t P = d.OH * d.OW, nbmax = chunk_samples(d, false);
     for (int64_t n0 = 0; n0 < d.N; n0 += nbmax) {
         const int64_t nb = d.N - n0 < nbmax ? d.N - n0 : nbmax;
         const float *col = columns(op, d, rt_f32(x), n0, nb);
@@ -159,18 +198,24 @@ extern "C" void rt_cuda_own_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const 
     rt_conv_dims sd;
     conv_dims d = conv_check(op, x, w, a, dy, "output gradient", &sd);
     rt_conv2d_bwd_check(op, x, w, &sd, dx, dw, db);
-    const int64_t P = d.OH * d.OW, nbmax = chunk_samples(d), colstride = d.C * d.kh * d.kw * P;
+    const int64_t P = d.OH * d.OW, nbmax = chunk_samples(d, true);
+    const int64_t colstride = d.C * d.kh * d.kw * P;
     for (int64_t n0 = 0; n0 < d.N; n0 += nbmax) {
         const int64_t nb = d.N - n0 < nbmax ? d.N - n0 : nbmax;
         const float *dys = rt_f32(dy) + n0 * d.K * P;
-        if (dw) {
-            const float *col = columns(op, d, rt_f32(x), n0, nb);
-            for (int64_t s = 0; s < nb; s++)
-                for (int64_t g = 0; g < d.G; g++)
-                    rt_cuda_gemm(op, false, true, d.Kg, d.ckk, P, 1.0f,
-                                 dys + (s * d.K + g * d.Kg) * P, P, 0,
-                                 col + s * colstride + g * d.ckk * P, P, 0, 1.0f,
-                                 rt_f32(dw) + g * d.Kg * d.ckk, d.ckk, 0, 1);
+        if (dw && P) {
+            /* dW_g [Kg, ckk] += dyt_g [Kg, nb*P] colt_g [ckk, nb*P]^T, every group in one
+             * strided-batched GEMM. */
+            const int64_t ncol = nb * colstride, ndy = nb * d.K * P, inner = nb * P;
+            float *colt = (float *)rt_cuda_scratch(RT_SCRATCH_C, (size_t)ncol * 4, op);
+            float *dyt = (float *)rt_cuda_scratch(RT_SCRATCH_D, (size_t)ndy * 4, op);
+            im2col_t_k<<<rt_cuda_blocks(ncol), 256, 0, RT_FG>>>(rt_f32(x) + n0 * d.C * d.H * d.W,
+                                                                colt, d, nb, ncol);
+            rt_cuda_launched(op);
+            dy_t_k<<<rt_cuda_blocks(ndy), 256, 0, RT_FG>>>(dys, dyt, nb, d.K, P, ndy);
+            rt_cuda_launched(op);
+            rt_cuda_gemm(op, false, true, d.Kg, d.ckk, inner, 1.0f, dyt, inner, d.Kg * inner, colt,
+                         inner, d.ckk * inner, 1.0f, rt_f32(dw), d.ckk, d.Kg * d.ckk, d.G);
         }
         if (dx) {
             /* Pointwise: dcol is dx itself. Otherwise dcol reuses the column buffer

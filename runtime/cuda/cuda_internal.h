@@ -72,6 +72,7 @@ enum {
     RT_SCRATCH_B,
     RT_SCRATCH_C,
     RT_SCRATCH_RED,
+    RT_SCRATCH_D,    /* conv.cu: the permuted output gradient of a weight gradient */
     RT_SCRATCH_DNN,  /* cuDNN's workspaces (dnn.c) */
     RT_SCRATCH_DNN2, /* dnn.c's temporaries (a max-pool output, unwanted gradients) */
     RT_SCRATCH_COUNT

@@ -82,10 +82,22 @@ def conv_check(N, C, H, W, K, G, kh, kw, sh, sw, ph, pw, dh, dw):
     for g in range(G):
         gemm(False, False, Kg, P, ckk, 1.0, w, g*Kg*ckk, ckk, 0, col, g*ckk*P, P, colstride, 0.0, y, g*Kg*P, P, K*P, N)
     close(y, yref, "conv y")
+    # dW (conv.cu rt_cuda_own_conv2d_bwd): per chunk of nb samples (here 2, so that the
+    # chunk offsets are exercised), im2col_t_k and dy_t_k, then one GEMM batched over groups
     dW = [0.0]*len(w)
-    for s in range(N):
-        for g in range(G):
-            gemm(False, True, Kg, ckk, P, 1.0, dy, (s*K + g*Kg)*P, P, 0, col, s*colstride + g*ckk*P, P, 0, 1.0, dW, g*Kg*ckk, ckk, 0, 1)
+    for n0 in range(0, N, 2):
+        nb = min(2, N - n0); inner = nb*P
+        colt = [0.0]*(nb*colstride)
+        for i_ in range(nb*colstride):
+            ow = i_ % OW; r = i_ // OW; oh = r % OH; r //= OH; s = r % nb; r //= nb
+            j = r % kw; r //= kw; k = r % kh; c = r // kh
+            h = oh*sh - ph + k*dh; ww = ow*sw - pw + j*dw
+            colt[i_] = x[(((n0 + s)*C + c)*H + h)*W + ww] if (0 <= h < H and 0 <= ww < W) else 0.0
+        dyt = [0.0]*(nb*K*P)
+        for i_ in range(nb*K*P):
+            p_ = i_ % P; r = i_ // P; s = r % nb; k_ = r // nb
+            dyt[i_] = dy[((n0 + s)*K + k_)*P + p_]
+        gemm(False, True, Kg, ckk, inner, 1.0, dyt, 0, inner, Kg*inner, colt, 0, inner, ckk*inner, 1.0, dW, 0, ckk, Kg*ckk, G)
     close(dW, dwref, "conv dw")
     dcol = [0.0]*(N*colstride)
     for g in range(G):
@@ -115,6 +127,7 @@ conv_check(2, 4, 7, 6, 6, 1, 3, 3, 2, 1, 1, 1, 1, 1)
 conv_check(2, 4, 8, 8, 6, 2, 3, 3, 1, 1, 2, 2, 2, 2)
 conv_check(2, 8, 5, 5, 4, 1, 1, 1, 1, 1, 0, 0, 1, 1)
 conv_check(1, 6, 9, 9, 6, 3, 2, 3, 2, 2, 0, 1, 1, 2)
+conv_check(3, 4, 6, 5, 6, 2, 3, 3, 1, 2, 1, 0, 1, 1)  # two chunks of the weight gradient (2 + 1)
 
 # ---- linear / matmul -----------------------------------------------------------------------
 M, IN, OUT = 5, 7, 4
