@@ -6,8 +6,10 @@ resnet_small_cpu.burst) on 1, 2 and 4 ranks with the calibrated `cpu` device,
 dp and burst plans: builds the real generated program (`burstc build`), trains
 it under mpirun with --trace, and sets the measured iteration time (median over
 the steps after the warm-up of the time between the last rank's ends of two
-consecutive steps, the simulator's definition) next to `burstc sim`'s (mean of
-20 simulated iterations) and the planner's. Then per layer: the measured
+consecutive steps, the simulator's definition; the median of --runs runs, which
+run in rounds of every plan in an order that rotates, so that no plan always runs
+first after a calibration) next to `burstc sim`'s (mean of 20 simulated
+iterations) and the planner's. Then per layer: the measured
 forward+backward time of the slowest rank (mean over the measured steps)
 against the cost model's (`burstc plan --json`, the largest shard), and the
 same for reshards and all-reduces; with --profile the inputs' data (which the
@@ -25,7 +27,7 @@ Not a test: a benchmark to rerun when the CPU kernels or the cost model change.
 
     /usr/bin/python3 tests/bench/sim/fidelity.py [--burstc build/release/tools/burstc]
         [--jobs fmnist_cpu,resnet_small_cpu] [--ranks 1,2,4] [--strategies dp,burst]
-        [--iterations 30] [--warmup 5] [--threads 1] [--layers] [--profile]
+        [--iterations 30] [--warmup 5] [--runs 3] [--threads 1] [--layers] [--profile]
 
 With --profile the model is calibrated on this machine at the time of the run
 (`burstc profile`, before each job's rows of a rank count) instead of taken from
@@ -82,12 +84,17 @@ def calibrate(burstc, job, ranks, tmp):
     return prof
 
 
-def measure(burstc, job, ranks, strategy, iters, warmup, threads, tmp, profile=None):
-    """Measured iteration time (s) and per-name seconds per step (slowest rank)."""
-    prog = os.path.join(tmp, "prog")
-    trace = os.path.join(tmp, "trace.json")
+def build(burstc, job, ranks, strategy, tmp, profile=None):
+    """The generated program of the plan; its path."""
+    prog = os.path.join(tmp, "prog_%s" % strategy)
     subprocess.run(with_profile([burstc, "build", "--gpus", str(ranks), "--strategy", strategy, job,
                                  "-o", prog], profile), check=True, capture_output=True)
+    return prog
+
+
+def measure(prog, ranks, iters, warmup, threads, tmp):
+    """Measured iteration time (s) and per-name seconds per step (slowest rank)."""
+    trace = os.path.join(tmp, "trace.json")
     cmd = ["mpirun", "--oversubscribe", "-np", str(ranks), prog, "--iterations", str(iters),
            "--threads", str(threads), "--trace", trace]
     subprocess.run(cmd, check=True, capture_output=True, env=ENV)
@@ -199,6 +206,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1,
                     help="threads per rank (default 1: the cpu device is one core per rank)")
+    ap.add_argument("--runs", type=int, default=3,
+                    help="runs of every row (default 3): after each calibration the rows of a job and"
+                    " rank count run in rounds, every plan once a round in an order that rotates; a row"
+                    " is the median of its runs (measured time and every per-layer span)")
     ap.add_argument("--layers", action="store_true", help="print the per-layer tables too")
     ap.add_argument("--profile", action="store_true",
                     help="calibrate on this machine now: before each job's rows of a rank count,"
@@ -206,13 +217,14 @@ def main():
                     " build and simulate with it, instead of the cpu device's fixed record")
     a = ap.parse_args()
     print("simulated (burstc sim, %s) vs measured (the generated program under mpirun, median of %d"
-          " steps after %d of warm-up)" % (
+          " steps after %d of warm-up; the median of %d runs in rotating order)" % (
               "a profile measured just before each job's rows of a rank count" if a.profile else
-              "cpu device of examples/clusters/cpu.burst", a.iterations - a.warmup, a.warmup))
+              "cpu device of examples/clusters/cpu.burst", a.iterations - a.warmup, a.warmup, a.runs))
     model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     print("machine: %d CPUs (%s); %d thread(s) per rank; load average at start %s" % (
         os.cpu_count(), model, a.threads, " ".join("%.2f" % x for x in os.getloadavg())))
-    print("(others: cores other processes kept busy during the run, from /proc/stat minus our own children)")
+    print("(others: cores other processes kept busy during the row's runs (the most of them), from /proc/stat"
+          " minus our own children)")
     print("(layers: the measured forward+backward of every layer, slowest rank each, summed; model: the same"
           " in the cost model;\n scaled: the simulated time x layers / model, what the simulator would say with"
           " the compute the program measured)")
@@ -225,11 +237,21 @@ def main():
             job = os.path.join(ROOT, "examples/jobs/%s.burst" % name)
             for ranks in (int(x) for x in a.ranks.split(",")):
                 prof = calibrate(a.burstc, job, ranks, tmp) if a.profile else None
-                for strategy in a.strategies.split(","):
-                    before = cpu_busy()
-                    measured, per = measure(a.burstc, job, ranks, strategy, a.iterations, a.warmup,
-                                            a.threads, tmp, prof)
-                    load = others(before, cpu_busy())
+                strategies = a.strategies.split(",")
+                progs = {st: build(a.burstc, job, ranks, st, tmp, prof) for st in strategies}
+                runs = {st: [] for st in strategies}  # (measured s, per-name s, others' cores)
+                for r in range(max(a.runs, 1)):
+                    k = r % len(strategies)
+                    for strategy in strategies[k:] + strategies[:k]:
+                        before = cpu_busy()
+                        m, per = measure(progs[strategy], ranks, a.iterations, a.warmup, a.threads, tmp)
+                        runs[strategy].append((m, per, others(before, cpu_busy())))
+                for strategy in strategies:
+                    measured = statistics.median(m for m, _, _ in runs[strategy])
+                    names = set().union(*(per for _, per, _ in runs[strategy]))
+                    per = {n: statistics.median(p.get(n, 0.0) for _, p, _ in runs[strategy])
+                           for n in names}
+                    load = max(o for _, _, o in runs[strategy])
                     sim, plan = predict(a.burstc, job, ranks, strategy, tmp, prof)
                     rows = layer_rows(plan, per, profile_inputs(prof))
                     compute = [r for r in rows if not r[0].endswith(".allreduce") and
