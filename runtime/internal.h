@@ -93,6 +93,8 @@ void rt_watchdog_start(char **argv);
 void rt_watchdog_board(void);
 /* The limit: the time a watched rank may go without progress (0 = off). */
 void rt_watchdog_limit(double seconds);
+/* --step-timeout's largest value, in seconds (about 32 years): its microseconds fit int64. */
+#define RT_STEP_TIMEOUT_MAX 1e9
 /* rt_finalize began; then the thread ends and the board is freed (collective). */
 void rt_watchdog_finishing(void);
 void rt_watchdog_stop(void);

@@ -38,7 +38,8 @@ static void usage(FILE *f, const char *program)
             "                        OMP_NUM_THREADS, else the CPUs this rank may use,\n"
             "                        shared among the node's ranks)\n"
             "  --step-timeout SEC    end the job when a rank makes no progress for SEC seconds\n"
-            "                        (default 20, or 3x the slowest step; 0: never)\n"
+            "                        (default 20, or 3x the slowest step; 0: never; at most\n"
+            "                        1e9)\n"
             "  --bucket-mb MB        gradients are all-reduced in buckets of about MB\n"
             "                        megabytes (default 25; the first of a step 1 MB at most)\n"
             "  --no-overlap          all-reduce the gradients after the backward pass, not\n"
@@ -179,8 +180,10 @@ void rt_parse_options(int argc, char **argv, const char *program)
         } else if (!strcmp(name, "--step-timeout")) {
             char *end;
             o->step_timeout = strtod(val, &end);
-            if (*end || end == val || !(o->step_timeout >= 0) || o->step_timeout > 1e9)
-                rt_fatal("options", "--step-timeout expects seconds >= 0, got '%s'", val);
+            if (*end || end == val || !(o->step_timeout >= 0) ||
+                o->step_timeout > RT_STEP_TIMEOUT_MAX)
+                rt_fatal("options", "--step-timeout expects seconds from 0 to %g, got '%s'",
+                         RT_STEP_TIMEOUT_MAX, val);
         } else if (!strcmp(name, "--background")) {
             if (strcmp(val, "on") && strcmp(val, "off"))
                 rt_fatal("options", "--background expects on or off, got '%s'", val);

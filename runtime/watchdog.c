@@ -142,6 +142,9 @@ rt_phase rt_progress_now(int64_t *step)
 
 void rt_watchdog_limit(double seconds)
 {
+    /* Clamped: a double beyond int64's range would convert to anything. */
+    if (seconds > RT_STEP_TIMEOUT_MAX)
+        seconds = RT_STEP_TIMEOUT_MAX;
     atomic_store(&wd.limit_us, seconds > 0 ? (int64_t)(seconds * 1e6) : 0);
 }
 
@@ -332,8 +335,9 @@ static void *watchdog_main(void *arg)
 
 /* ---- start and stop ------------------------------------------------------------------- */
 
-/* The limit before the options are parsed: --step-timeout read early from argv (the
- * parser checks it properly later), else the default. */
+/* The limit before the options are parsed: --step-timeout read early from argv when it
+ * is a value the parser accepts (the parser reports the others later), else the
+ * default. */
 static double early_limit(char **argv)
 {
     double t = rt_opts_g.step_timeout;
@@ -346,7 +350,7 @@ static double early_limit(char **argv)
         if (v) {
             char *end;
             double x = strtod(v, &end);
-            if (end != v && !*end && x >= 0)
+            if (end != v && !*end && x >= 0 && x <= RT_STEP_TIMEOUT_MAX)
                 t = x;
         }
     }

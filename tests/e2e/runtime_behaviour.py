@@ -24,6 +24,10 @@ CHECK is one of:
               path before training starts.
   bad-output  an unwritable --checkpoint-dir and --trace: a clear error naming
               the path before training starts.
+  bad-options out-of-range option values (--step-timeout beyond 1e9 or not a number,
+              --slowdown below 1): the option's error, before training starts
+              (--step-timeout 1e300 used to arm the watchdog with an overflowed
+              limit, which fired during start-up instead).
   accuracy    train the job's one epoch of Fashion-MNIST on one rank (the same
               losses as its plans on 4, which e2e.fmnist_* check): the test-set
               accuracy (evaluated with batchnorm's running statistics and dropout
@@ -243,6 +247,19 @@ def check_bad_output(prog, tmp):
         print("bad-output: " + line)
 
 
+def check_bad_options(prog):
+    for args, expect in ((["--step-timeout", "1e300"], "--step-timeout expects seconds from 0 to 1e+09"),
+                         (["--step-timeout", "1e10"], "--step-timeout expects seconds from 0 to 1e+09"),
+                         (["--step-timeout", "nan"], "--step-timeout expects seconds from 0 to 1e+09"),
+                         (["--slowdown", "0.5"], "--slowdown expects a number >= 1")):
+        r = mpirun(4, prog, ["--iterations", "2"] + args, timeout=60)
+        line = next((l for l in r.stderr.splitlines() if expect in l), "")
+        if r.returncode == 0 or not line or "watchdog" in r.stderr or "step 0" in r.stdout:
+            fail("bad-options: %s: expected '%s' before training, got %d:\n%s%s"
+                 % (" ".join(args), expect, r.returncode, r.stdout, r.stderr))
+        print("bad-options: " + line)
+
+
 def check_accuracy(prog):
     try:
         r = mpirun(1, prog, ["--data", "fmnist"], timeout=850)
@@ -266,7 +283,8 @@ def main():
     ap.add_argument("--burstc", required=True)
     ap.add_argument("--job", required=True)
     ap.add_argument("check", choices=["resume", "dead-rank", "hung-rank", "hung-start", "hung-resume",
-                                      "kill-save", "few-ranks", "bad-data", "bad-output", "accuracy"])
+                                      "kill-save", "few-ranks", "bad-data", "bad-output", "bad-options",
+                                      "accuracy"])
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         prog = os.path.join(tmp, "prog")
@@ -286,6 +304,8 @@ def main():
             check_kill_save(prog, tmp)
         elif a.check == "bad-output":
             check_bad_output(prog, tmp)
+        elif a.check == "bad-options":
+            check_bad_options(prog)
         elif a.check == "accuracy":
             check_accuracy(prog)
         elif a.check == "few-ranks":
