@@ -5,8 +5,10 @@
  * cuDNN's descriptor API (cudnn_cnn.h, cudnn_ops.h: deprecated in cuDNN 9 in favour of the
  * graph API, still complete, and what PyTorch 2 itself calls). One cache entry per layer
  * shape holds the descriptors and, for convolutions, the algorithms chosen once from
- * cuDNN's heuristics (the first deterministic one whose workspace fits 512 MiB; the f32
- * compute dtype forbids TF32, bf16/f16 allow tensor-core math); workspaces come from the
+ * cuDNN's heuristics (the first deterministic one whose workspace fits 512 MiB, or with
+ * BURSTRT_CUDNN_ALGOS=any the first that fits, deterministic or not, as PyTorch's default;
+ * BURSTRT_CUDNN_VERBOSE=1 has rank 0 name the choices; the f32 compute dtype forbids
+ * TF32, bf16/f16 allow tensor-core math); workspaces come from the
  * backend's scratch buffers, grown in the eager run so that graph capture never allocates.
  * Everything runs on the current stream (foreground or background). Accumulation into
  * parameter gradients is cuDNN's beta = 1.
@@ -19,6 +21,7 @@
  * backward reads the forward's output, which the runtime's API does not pass. */
 #include "cuda_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,6 +138,44 @@ static cudnnHandle_t dnn(const char *op)
         DNN(cudnnSetStream(*h, rt_cuda_g.cur), op);
     }
     return *h;
+}
+
+/* BURSTRT_CUDNN_ALGOS: deterministic (default) or any. */
+static bool any_algorithm(void)
+{
+    static int any = -1;
+    if (any < 0) {
+        const char *v = getenv("BURSTRT_CUDNN_ALGOS");
+        if (v && strcmp(v, "any") && strcmp(v, "deterministic"))
+            rt_fatal("cudnn", "BURSTRT_CUDNN_ALGOS must be deterministic or any, got '%s'", v);
+        any = v && !strcmp(v, "any");
+    }
+    return any;
+}
+
+/* An algorithm the configuration allows: it works, its workspace fits, and it is
+ * deterministic unless BURSTRT_CUDNN_ALGOS=any. */
+static bool allowed(cudnnStatus_t status, cudnnDeterminism_t det, size_t memory)
+{
+    return status == CUDNN_STATUS_SUCCESS && memory <= WORKSPACE_LIMIT &&
+           (det == CUDNN_DETERMINISTIC || any_algorithm());
+}
+
+/* BURSTRT_CUDNN_VERBOSE=1: rank 0 names each convolution shape's algorithms. */
+static bool verbose(void)
+{
+    const char *v = getenv("BURSTRT_CUDNN_VERBOSE");
+    return v && !strcmp(v, "1") && rt_opts_g.rank == 0;
+}
+
+static void say_conv(const rt_conv_dims *d, const rt_conv2d_attrs *a, const char *what)
+{
+    if (verbose())
+        rt_message("cudnn",
+                   "conv %lldx%lldx%lldx%lld -> %lld channels, %dx%d stride %d,%d pad %d,%d "
+                   "groups %d: %s",
+                   (long long)d->N, (long long)d->C, (long long)d->H, (long long)d->W,
+                   (long long)d->K, a->kh, a->kw, a->sh, a->sw, a->ph, a->pw, a->groups, what);
 }
 
 static bool fits_int(int64_t v)
@@ -258,17 +299,25 @@ static entry *conv_entry(const rt_conv_dims *d, const rt_conv2d_attrs *a, const 
                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf),
         op);
     for (int i = 0; i < got; i++)
-        if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
-            perf[i].memory <= WORKSPACE_LIMIT) {
+        if (allowed(perf[i].status, perf[i].determinism, perf[i].memory)) {
             e->fwd_algo = perf[i].algo;
             e->fwd_ws = perf[i].memory;
             e->usable = true;
             break;
         }
+    if (verbose()) {
+        char what[96];
+        if (e->usable)
+            snprintf(what, sizeof what, "forward algorithm %d (of %d offered), workspace %zu B",
+                     (int)e->fwd_algo, got, e->fwd_ws);
+        else
+            snprintf(what, sizeof what, "no forward algorithm allowed (of %d): own kernels", got);
+        say_conv(d, a, what);
+    }
     return e;
 }
 
-static void conv_make_bwd(entry *e, const char *op)
+static void conv_make_bwd(entry *e, const rt_conv_dims *d, const rt_conv2d_attrs *a, const char *op)
 {
     if (e->have_bwd || !e->usable)
         return;
@@ -281,8 +330,7 @@ static void conv_make_bwd(entry *e, const char *op)
             h, e->w, e->y, e->conv, e->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, dperf),
         op);
     for (int i = 0; i < got && !data; i++)
-        if (dperf[i].status == CUDNN_STATUS_SUCCESS &&
-            dperf[i].determinism == CUDNN_DETERMINISTIC && dperf[i].memory <= WORKSPACE_LIMIT) {
+        if (allowed(dperf[i].status, dperf[i].determinism, dperf[i].memory)) {
             e->bwd_data_algo = dperf[i].algo;
             e->bwd_ws = dperf[i].memory;
             data = true;
@@ -291,8 +339,7 @@ static void conv_make_bwd(entry *e, const char *op)
             h, e->x, e->y, e->conv, e->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, fperf),
         op);
     for (int i = 0; i < got && !filter; i++)
-        if (fperf[i].status == CUDNN_STATUS_SUCCESS &&
-            fperf[i].determinism == CUDNN_DETERMINISTIC && fperf[i].memory <= WORKSPACE_LIMIT) {
+        if (allowed(fperf[i].status, fperf[i].determinism, fperf[i].memory)) {
             e->bwd_filter_algo = fperf[i].algo;
             if (fperf[i].memory > e->bwd_ws)
                 e->bwd_ws = fperf[i].memory;
@@ -300,6 +347,17 @@ static void conv_make_bwd(entry *e, const char *op)
         }
     e->usable = data && filter;
     e->have_bwd = true;
+    if (verbose()) {
+        char what[128];
+        if (e->usable)
+            snprintf(what, sizeof what,
+                     "backward data algorithm %d, filter algorithm %d, workspace %zu B",
+                     (int)e->bwd_data_algo, (int)e->bwd_filter_algo, e->bwd_ws);
+        else
+            snprintf(what, sizeof what, "no backward %s algorithm allowed: own kernels",
+                     data ? "filter" : "data");
+        say_conv(d, a, what);
+    }
 }
 
 void rt_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const rt_tensor *b,
@@ -330,7 +388,7 @@ void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const 
     rt_conv_dims d = rt_conv2d_check(op, x, w, a, dy, "output gradient");
     rt_conv2d_bwd_check(op, x, w, &d, dx, dw, db);
     entry *e = conv_entry(&d, a, op);
-    conv_make_bwd(e, op);
+    conv_make_bwd(e, &d, a, op);
     if (!e->usable) {
         rt_cuda_own_conv2d_bwd(pool, x, w, dy, a, dx, dw, db);
         return;
