@@ -271,8 +271,10 @@ static entry *conv_entry(const rt_conv_dims *d, const rt_conv2d_attrs *a, const 
     e = add(key, op);
     cudnnHandle_t h = dnn(op);
     if (!fits_int(d->N * d->C * d->H * d->W) || !fits_int(d->N * d->K * d->OH * d->OW) ||
-        d->N * d->C * d->K == 0 || d->OH * d->OW == 0)
+        d->N * d->C * d->K == 0 || d->OH * d->OW == 0) {
+        say_conv(d, a, "empty, or a tensor over 2^31 elements: own kernels");
         return e;
+    }
     e->x = tensor4(d->N, d->C, d->H, d->W, op);
     e->y = tensor4(d->N, d->K, d->OH, d->OW, op);
     e->b = tensor4(1, d->K, 1, 1, op);
@@ -291,8 +293,10 @@ static entry *conv_entry(const rt_conv_dims *d, const rt_conv2d_attrs *a, const 
         op);
     int n, c, hh, w;
     DNN(cudnnGetConvolution2dForwardOutputDim(e->conv, e->x, e->w, &n, &c, &hh, &w), op);
-    if (n != d->N || c != d->K || hh != d->OH || w != d->OW)
+    if (n != d->N || c != d->K || hh != d->OH || w != d->OW) {
+        say_conv(d, a, "cuDNN's output shape differs: own kernels");
         return e;
+    }
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int got = 0;
     DNN(cudnnGetConvolutionForwardAlgorithm_v7(h, e->x, e->w, e->conv, e->y,
