@@ -13,8 +13,8 @@
  *
  * The allowance. Each step with background work may spend `allow` seconds in it (in
  * waits and at sync points alike); a slice runs only if what the step spent plus a
- * moving average of the slice's measured times fits (background.c). After each such step the allowance follows the step
- * time t towards the aim, baseline x (1 + GUARD_MARGIN x (bound - 1)) — the bound less a
+ * moving average of the slice's measured times fits (background.c). After each such
+ * step the allowance follows the step time t towards the aim, baseline x (1 + GUARD_MARGIN x (bound - 1)) — the bound less a
  * tenth of its budget for noise — as an integral controller:
  *   t above the aim: allow = max(0, min(allow, used) + GAIN x (aim - t)): first down to
  *     what the step used (an allowance the waits never filled says nothing), then less;

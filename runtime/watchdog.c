@@ -335,9 +335,8 @@ static void *watchdog_main(void *arg)
 
 /* ---- start and stop ------------------------------------------------------------------- */
 
-/* The limit before the options are parsed: --step-timeout read early from argv when it
- * is a value the parser accepts (the parser reports the others later), else the
- * default. */
+/* The limit before the options are parsed: --step-timeout read early from argv (the
+ * parser checks it properly later; rt_watchdog_limit clamps it), else the default. */
 static double early_limit(char **argv)
 {
     double t = rt_opts_g.step_timeout;
@@ -350,7 +349,7 @@ static double early_limit(char **argv)
         if (v) {
             char *end;
             double x = strtod(v, &end);
-            if (end != v && !*end && x >= 0 && x <= RT_STEP_TIMEOUT_MAX)
+            if (end != v && !*end && x >= 0)
                 t = x;
         }
     }

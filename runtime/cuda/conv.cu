@@ -53,6 +53,15 @@ static int64_t chunk_samples(const conv_dims &d, bool bwd)
     return nb < 1 ? 1 : nb > d.N ? d.N : nb;
 }
 
+/* The input element that column entry (kernel tap k, j; output pixel oh, ow) of image
+ * plane xc [H, W] reads, or 0 in the padding. */
+__device__ __forceinline__ float col_at(const float *xc, const conv_dims &d, int64_t k, int64_t j,
+                                        int64_t oh, int64_t ow)
+{
+    int64_t h = oh * d.sh - d.ph + k * d.dh, w = ow * d.sw - d.pw + j * d.dw;
+    return h >= 0 && h < d.H && w >= 0 && w < d.W ? xc[h * d.W + w] : 0.0f;
+}
+
 /* col [nb, C, kh, kw, OH, OW] from x [nb, C, H, W]. */
 __global__ void im2col_k(const float *x, float *col, conv_dims d, int64_t n)
 {
@@ -65,8 +74,7 @@ __global__ void im2col_k(const float *x, float *col, conv_dims d, int64_t n)
         r /= d.kw;
         int64_t k = r % d.kh;
         r /= d.kh; /* r = sample * C + c */
-        int64_t h = oh * d.sh - d.ph + k * d.dh, w = ow * d.sw - d.pw + j * d.dw;
-        col[i] = h >= 0 && h < d.H && w >= 0 && w < d.W ? x[(r * d.H + h) * d.W + w] : 0.0f;
+        col[i] = col_at(x + r * d.H * d.W, d, k, j, oh, ow);
     }
 }
 
@@ -85,9 +93,7 @@ __global__ void im2col_t_k(const float *x, float *col, conv_dims d, int64_t nb, 
         r /= d.kw;
         int64_t k = r % d.kh;
         const int64_t c = r / d.kh;
-        int64_t h = oh * d.sh - d.ph + k * d.dh, w = ow * d.sw - d.pw + j * d.dw;
-        col[i] =
-            h >= 0 && h < d.H && w >= 0 && w < d.W ? x[((s * d.C + c) * d.H + h) * d.W + w] : 0.0f;
+        col[i] = col_at(x + (s * d.C + c) * d.H * d.W, d, k, j, oh, ow);
     }
 }
 

@@ -21,6 +21,7 @@
  * backward reads the forward's output, which the runtime's API does not pass. */
 #include "cuda_internal.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,14 +169,23 @@ static bool verbose(void)
     return v && !strcmp(v, "1") && rt_opts_g.rank == 0;
 }
 
-static void say_conv(const rt_conv_dims *d, const rt_conv2d_attrs *a, const char *what)
+static void say_conv(const rt_conv_dims *d, const rt_conv2d_attrs *a, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void say_conv(const rt_conv_dims *d, const rt_conv2d_attrs *a, const char *fmt, ...)
 {
-    if (verbose())
-        rt_message("cudnn",
-                   "conv %lldx%lldx%lldx%lld -> %lld channels, %dx%d stride %d,%d pad %d,%d "
-                   "groups %d: %s",
-                   (long long)d->N, (long long)d->C, (long long)d->H, (long long)d->W,
-                   (long long)d->K, a->kh, a->kw, a->sh, a->sw, a->ph, a->pw, a->groups, what);
+    if (!verbose())
+        return;
+    char what[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    rt_message("cudnn",
+               "conv %lldx%lldx%lldx%lld -> %lld channels, %dx%d stride %d,%d pad %d,%d "
+               "groups %d: %s",
+               (long long)d->N, (long long)d->C, (long long)d->H, (long long)d->W, (long long)d->K,
+               a->kh, a->kw, a->sh, a->sw, a->ph, a->pw, a->groups, what);
 }
 
 static bool fits_int(int64_t v)
@@ -309,15 +319,11 @@ static entry *conv_entry(const rt_conv_dims *d, const rt_conv2d_attrs *a, const 
             e->usable = true;
             break;
         }
-    if (verbose()) {
-        char what[96];
-        if (e->usable)
-            snprintf(what, sizeof what, "forward algorithm %d (of %d offered), workspace %zu B",
-                     (int)e->fwd_algo, got, e->fwd_ws);
-        else
-            snprintf(what, sizeof what, "no forward algorithm allowed (of %d): own kernels", got);
-        say_conv(d, a, what);
-    }
+    if (e->usable)
+        say_conv(d, a, "forward algorithm %d (of %d offered), workspace %zu B", (int)e->fwd_algo,
+                 got, e->fwd_ws);
+    else
+        say_conv(d, a, "no forward algorithm allowed (of %d): own kernels", got);
     return e;
 }
 
@@ -351,17 +357,11 @@ static void conv_make_bwd(entry *e, const rt_conv_dims *d, const rt_conv2d_attrs
         }
     e->usable = data && filter;
     e->have_bwd = true;
-    if (verbose()) {
-        char what[128];
-        if (e->usable)
-            snprintf(what, sizeof what,
-                     "backward data algorithm %d, filter algorithm %d, workspace %zu B",
-                     (int)e->bwd_data_algo, (int)e->bwd_filter_algo, e->bwd_ws);
-        else
-            snprintf(what, sizeof what, "no backward %s algorithm allowed: own kernels",
-                     data ? "filter" : "data");
-        say_conv(d, a, what);
-    }
+    if (e->usable)
+        say_conv(d, a, "backward data algorithm %d, filter algorithm %d, workspace %zu B",
+                 (int)e->bwd_data_algo, (int)e->bwd_filter_algo, e->bwd_ws);
+    else
+        say_conv(d, a, "no backward %s algorithm allowed: own kernels", data ? "filter" : "data");
 }
 
 void rt_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const rt_tensor *b,

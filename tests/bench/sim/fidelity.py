@@ -8,8 +8,8 @@ it under mpirun with --trace, and sets the measured iteration time (median over
 the steps after the warm-up of the time between the last rank's ends of two
 consecutive steps, the simulator's definition; the median of --runs runs, which
 run in rounds of every plan in an order that rotates, so that no plan always runs
-first after a calibration or a slow minute of the VM) next to `burstc sim`'s (mean of 20 simulated
-iterations) and the planner's. Then per layer: the measured
+first after a calibration or a slow minute of the VM) next to `burstc sim`'s (mean
+of 20 simulated iterations) and the planner's. Then per layer: the measured
 forward+backward time of the slowest rank (mean over the measured steps)
 against the cost model's (`burstc plan --json`, the largest shard), and the
 same for reshards and all-reduces; with --profile the inputs' data (which the
