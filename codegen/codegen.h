@@ -133,6 +133,8 @@ typedef struct cg_var {
     cg_size dim[IR_MAX_RANK];
     const char *param_name; /* CV_PARAM: the op's name and its own ("fc1.weight") */
     bool buffer;            /* CV_PARAM: state without a gradient (running statistics) */
+    bool own;               /* CV_TENSOR: an op's own f32 buffer (saved statistics), not an
+                               activation: never stored in 16 bits (rt_storage_dtype) */
     const char *comment;
 } cg_var;
 

@@ -118,6 +118,7 @@ static const rt_sig rt_sigs[] = {
     {"rt_softmax_fwd", "vpip"},
     {"rt_step_begin", "vl"},
     {"rt_step_end", "vl"},
+    {"rt_storage_dtype", "i"},
     {"rt_tanh_bwd", "vppp"},
     {"rt_tanh_fwd", "vpp"},
     {"rt_tensor_copy", "vpp"},
@@ -692,8 +693,10 @@ static void build_stmt(lw *w, const cg_stmt *s)
     case CS_NEW:
         LLVMBuildStore(w->b,
                        CALL(w, "rt_tensor_new", w->pool,
-                            i32c(w, v->elem == EL_I32 ? RT_I32_ : RT_F32_), i32c(w, v->rank),
-                            shape_of(w, v)),
+                            v->elem == EL_I32 ? i32c(w, RT_I32_)
+                            : v->own          ? i32c(w, RT_F32_)
+                                              : CALL0(w, "rt_storage_dtype"),
+                            i32c(w, v->rank), shape_of(w, v)),
                        w->globals[s->var]);
         break;
     case CS_VIEW: {

@@ -73,6 +73,7 @@ static int scratch(const cg_op_env *e, cg_op_code *out, const char *prefix, cg_s
                 .op = e->op,
                 .set = e->set,
                 .elem = EL_F32,
+                .own = true,
                 .rank = 1,
                 .dim = {size}};
     int id = cg_var_add(e->a, e->p, &v);

@@ -236,7 +236,10 @@ static void print_stmt(writer *w, const cg_stmt *s, int depth)
         break;
     case CS_NEW:
         indent(w, depth);
-        W("%s = rt_tensor_new(pool, %s, %d, ", v->name, v->elem == EL_I32 ? "RT_I32" : "RT_F32",
+        W("%s = rt_tensor_new(pool, %s, %d, ", v->name,
+          v->elem == EL_I32 ? "RT_I32"
+          : v->own          ? "RT_F32"
+                            : "rt_storage_dtype()",
           v->rank);
         print_shape(w, v);
         W(");\n");

@@ -27,7 +27,12 @@ extern "C" {
 
 /* ---- tensors and memory ------------------------------------------------------ */
 
-typedef enum { RT_F32, RT_I32 } rt_dtype;
+/* Element types. RT_BF16 and RT_F16 (2 bytes) hold activations and their gradients
+ * where the backend stores them in 16 bits (rt_storage_dtype); parameters, their
+ * gradients and optimizer state are always RT_F32. */
+typedef enum { RT_F32, RT_I32, RT_BF16, RT_F16 } rt_dtype;
+/* Bytes per element: 4 for RT_F32 and RT_I32, 2 for RT_BF16 and RT_F16. */
+size_t rt_dtype_size(rt_dtype dt);
 
 #define RT_MAX_DIMS 6
 
@@ -36,7 +41,8 @@ typedef struct rt_tensor {
     int ndim;
     int64_t shape[RT_MAX_DIMS];
     int64_t numel;
-    void *data; /* float * for RT_F32, int32_t * for RT_I32; 64-byte aligned */
+    void *data; /* float * for RT_F32, int32_t * for RT_I32, 16-bit words for RT_BF16 and
+                   RT_F16 (IEEE binary16); 64-byte aligned */
 } rt_tensor;
 
 static inline float *rt_f32(const rt_tensor *t)
@@ -124,11 +130,17 @@ _Noreturn void rt_fatal(const char *op, const char *fmt, ...) __attribute__((for
 
 /* ---- device: precision, graphs, streams (no-ops on the CPU backend) ---------- */
 
-/* The precision of GEMM inputs (storage stays f32, accumulation f32): the job's dtype
- * on the CUDA backend; the CPU backend computes in f32 whatever is set. */
+/* The precision of GEMM inputs (accumulation f32): the job's dtype on the CUDA backend;
+ * the CPU backend computes in f32 whatever is set. */
 typedef enum { RT_COMPUTE_F32, RT_COMPUTE_BF16, RT_COMPUTE_F16 } rt_compute_dtype;
 void rt_set_compute_dtype(rt_compute_dtype dt);
 rt_compute_dtype rt_get_compute_dtype(void);
+/* The dtype of activations and their gradients (the tensors a program makes for its
+ * ops' values and gradients, and the input batch when it is not tokens): RT_F32, or
+ * the 16-bit compute dtype where the backend stores activations in 16 bits (the CUDA
+ * backend with BURSTRT_STORAGE=16). Fixed by the compute dtype set before the first
+ * tensor is made. */
+rt_dtype rt_storage_dtype(void);
 /* A graph segment (ids 0..1023) is a stretch of a training step without host
  * synchronisation or communication: `if (rt_graph_begin(k)) { ...kernels... }
  * rt_graph_end(k);`. On the CUDA backend its first run is eager, its second captured,

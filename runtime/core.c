@@ -92,13 +92,24 @@ void *rt_xcalloc(size_t n, size_t size, const char *op)
     return p;
 }
 
+const char *rt_dtype_name(rt_dtype dt)
+{
+    switch (dt) {
+    case RT_F32: return "f32";
+    case RT_I32: return "i32";
+    case RT_BF16: return "bf16";
+    case RT_F16: return "f16";
+    }
+    return "unknown";
+}
+
 void rt_check(const rt_tensor *t, rt_dtype dt, int ndim, const char *op, const char *what)
 {
     if (!t)
         rt_fatal(op, "%s is NULL", what);
     if (t->dtype != dt)
-        rt_fatal(op, "%s has dtype %s, expected %s", what, t->dtype == RT_F32 ? "f32" : "i32",
-                 dt == RT_F32 ? "f32" : "i32");
+        rt_fatal(op, "%s has dtype %s, expected %s", what, rt_dtype_name(t->dtype),
+                 rt_dtype_name(dt));
     if (ndim >= 0 && t->ndim != ndim)
         rt_fatal(op, "%s has %d dimensions, expected %d", what, t->ndim, ndim);
 }

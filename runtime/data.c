@@ -338,7 +338,8 @@ rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape
     rt_data *d = rt_xcalloc(1, sizeof *d, "data");
     d->kind = o->data;
     d->seed = o->seed;
-    d->in_dtype = in_dtype;
+    /* Float inputs are stored as activations are (the host fills them as floats). */
+    d->in_dtype = in_dtype == RT_F32 ? rt_storage_dtype() : in_dtype;
     d->vocab = input_vocab;
     d->classes = num_classes;
     d->labels_per_sample = labels_per_sample;
@@ -347,6 +348,8 @@ rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape
         d->per_sample *= sample_shape[i];
     if (num_classes <= 0 || labels_per_sample <= 0)
         rt_fatal("data", "need at least one class and one label per sample");
+    if (in_dtype != RT_F32 && in_dtype != RT_I32)
+        rt_fatal("data", "inputs are f32 or i32 tokens, not dtype %d", (int)in_dtype);
     if (in_dtype == RT_I32 && input_vocab <= 0)
         rt_fatal("data", "token inputs need a vocabulary size");
     if (d->kind == RT_DATA_FMNIST) {
@@ -407,7 +410,7 @@ static void synth(const rt_data *d, uint64_t stream, int64_t g, int64_t i, void 
 {
     for (int64_t e = 0; x && e < d->per_sample; e++) {
         float u = rt_rand_uniform(d->seed, 0xda7a + stream, (uint64_t)g, 0, (uint64_t)e);
-        if (d->in_dtype == RT_F32)
+        if (d->in_dtype != RT_I32) /* x is a float view of an f32 or 16-bit batch */
             ((float *)x)[i * d->per_sample + e] = u;
         else
             ((int32_t *)x)[i * d->per_sample + e] =

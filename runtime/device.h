@@ -49,8 +49,11 @@ typedef struct rt_device {
     void (*op_end)(const char *name);
     /* Loss scaling (loss_scale.c), ordered with kernels: x[0..n) *= s in place; when found
      * is not NULL (device memory, one int32), first sets *found to 1 if any element is
-     * inf or nan (else leaves it). */
-    void (*scale_check)(float *x, int64_t n, float s, int32_t *found, const char *op);
+     * inf or nan (else leaves it). x holds dt (f32, or a 16-bit storage dtype). */
+    void (*scale_check)(void *x, rt_dtype dt, int64_t n, float s, int32_t *found, const char *op);
+    /* Optional (NULL: never): true when activations are stored in the 16-bit compute
+     * dtype (rt_storage_dtype); asked once, at the first tensor. */
+    bool (*store16)(void);
     /* Optional (NULL: the host computes them): synthetic samples made on the device. */
     void (*synth)(const rt_synth_keys *k, void *x, int32_t *labels);
 } rt_device;

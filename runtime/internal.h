@@ -14,6 +14,8 @@ void *rt_xmalloc(size_t n, const char *op);
 void *rt_xcalloc(size_t n, size_t size, const char *op);
 /* Fatal error unless t is non-NULL, f32/i32 as asked, and has `ndim` dims (ndim<0: any). */
 void rt_check(const rt_tensor *t, rt_dtype dt, int ndim, const char *op, const char *what);
+/* "f32", "i32", "bf16" or "f16". */
+const char *rt_dtype_name(rt_dtype dt);
 void rt_check_numel(const rt_tensor *t, int64_t numel, const char *op, const char *what);
 /* True between MPI_Init and MPI_Finalize (rt_init .. rt_finalize). */
 bool rt_mpi_running(void);
@@ -142,8 +144,11 @@ typedef struct rt_attn_dims {
     int64_t N, T, D, H, hd;
 } rt_attn_dims;
 int64_t rt_dims_prod(const int64_t *shape, int from, int to);
-/* t is an f32 tensor of numel elements. */
+/* t is an f32 tensor of numel elements (parameters, their gradients, statistics). */
 void rt_check_f32(const rt_tensor *t, int64_t numel, const char *op, const char *what);
+/* t is an activation (or its gradient) of numel elements: its dtype is rt_storage_dtype(). */
+void rt_check_act(const rt_tensor *t, int64_t numel, const char *op, const char *what);
+/* a and b are activations of equal element counts. */
 void rt_same_numel(const char *op, const rt_tensor *a, const char *an, const rt_tensor *b,
                    const char *bn);
 void rt_dropout_check(const char *op, const rt_tensor *x, float p, const rt_tensor *y);

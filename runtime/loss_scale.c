@@ -73,8 +73,9 @@ void rt_loss_scale_grad(rt_tensor *dloss)
     const rt_loss_scaler *s = rt_loss_scaler_get();
     if (!s->on)
         return;
-    rt_check(dloss, RT_F32, -1, "loss_scale", "the loss gradient");
-    rt_dev.scale_check(rt_f32(dloss), dloss->numel, (float)s->scale, NULL, "loss_scale");
+    rt_check(dloss, rt_storage_dtype(), -1, "loss_scale", "the loss gradient");
+    rt_dev.scale_check(dloss->data, dloss->dtype, dloss->numel, (float)s->scale, NULL,
+                       "loss_scale");
 }
 
 /* BURSTRT_TEST_FAULT=inf-grad@R:S: rank R writes inf into its first gradient at step S,
@@ -117,7 +118,7 @@ bool rt_loss_scale_unscale(rt_params *ps)
     for (int i = 0; i < rt_params_count(ps); i++) {
         rt_param *p = rt_params_at(ps, i);
         if (p->grad)
-            rt_dev.scale_check(rt_f32(p->grad), p->grad->numel, inv, flag, "loss_scale");
+            rt_dev.scale_check(rt_f32(p->grad), RT_F32, p->grad->numel, inv, flag, "loss_scale");
     }
     int32_t found = 0;
     rt_dev.copy(&found, flag, sizeof found, RT_COPY_D2H, "loss_scale");

@@ -285,7 +285,10 @@ void rt_reshard(const rt_tensor *src, const rt_comm *from, rt_tensor *dst, const
             rt_fatal("reshard", "source and destination dtypes differ");
     }
     rt_wait_begin("reshard");
-    rt_net.exchange(&t, src ? src->data : NULL, dst ? dst->data : NULL, (size_t)per_sample * 4);
+    /* Every rank stores activations alike (rt_storage_dtype), so both sides agree on a
+     * row's bytes. */
+    const size_t elem = rt_dtype_size(src ? src->dtype : dst ? dst->dtype : RT_F32);
+    rt_net.exchange(&t, src ? src->data : NULL, dst ? dst->data : NULL, (size_t)per_sample * elem);
     rt_wait_end();
     rt_transfers_free(&t);
 }

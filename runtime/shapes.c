@@ -22,11 +22,17 @@ void rt_check_f32(const rt_tensor *t, int64_t numel, const char *op, const char 
     rt_check_numel(t, numel, op, what);
 }
 
+void rt_check_act(const rt_tensor *t, int64_t numel, const char *op, const char *what)
+{
+    rt_check(t, rt_storage_dtype(), -1, op, what);
+    rt_check_numel(t, numel, op, what);
+}
+
 void rt_same_numel(const char *op, const rt_tensor *a, const char *an, const rt_tensor *b,
                    const char *bn)
 {
-    rt_check(a, RT_F32, -1, op, an);
-    rt_check(b, RT_F32, -1, op, bn);
+    rt_check(a, rt_storage_dtype(), -1, op, an);
+    rt_check(b, rt_storage_dtype(), -1, op, bn);
     if (a->numel != b->numel)
         rt_fatal(op, "%s has %lld elements, %s has %lld", an, (long long)a->numel, bn,
                  (long long)b->numel);
@@ -56,7 +62,7 @@ static int64_t extent(const char *op, const char *axis, int64_t in, int64_t k, i
 static void check_nchw(const char *op, const rt_tensor *y, const char *what, int64_t N, int64_t C,
                        int64_t H, int64_t W)
 {
-    rt_check(y, RT_F32, 4, op, what);
+    rt_check(y, rt_storage_dtype(), 4, op, what);
     if (y->shape[0] != N || y->shape[1] != C || y->shape[2] != H || y->shape[3] != W)
         rt_fatal(op, "%s shape [%lld,%lld,%lld,%lld], expected [%lld,%lld,%lld,%lld]", what,
                  (long long)y->shape[0], (long long)y->shape[1], (long long)y->shape[2],
@@ -66,7 +72,7 @@ static void check_nchw(const char *op, const rt_tensor *y, const char *what, int
 rt_conv_dims rt_conv2d_check(const char *op, const rt_tensor *x, const rt_tensor *w,
                              const rt_conv2d_attrs *a, const rt_tensor *y, const char *yname)
 {
-    rt_check(x, RT_F32, 4, op, "input");
+    rt_check(x, rt_storage_dtype(), 4, op, "input");
     rt_check(w, RT_F32, 4, op, "weight");
     rt_conv_dims d = {.N = x->shape[0], .C = x->shape[1], .H = x->shape[2], .W = x->shape[3]};
     d.K = w->shape[0];
@@ -95,7 +101,7 @@ void rt_conv2d_bwd_check(const char *op, const rt_tensor *x, const rt_tensor *w,
                          const rt_tensor *db)
 {
     if (dx)
-        rt_check_f32(dx, x->numel, op, "input gradient");
+        rt_check_act(dx, x->numel, op, "input gradient");
     if (dw)
         rt_check_f32(dw, w->numel, op, "weight gradient");
     if (db)
@@ -105,7 +111,7 @@ void rt_conv2d_bwd_check(const char *op, const rt_tensor *x, const rt_tensor *w,
 rt_pool_dims rt_pool2d_check(const char *op, const rt_tensor *x, const rt_pool2d_attrs *a,
                              const rt_tensor *y, const char *yname)
 {
-    rt_check(x, RT_F32, 4, op, "input");
+    rt_check(x, rt_storage_dtype(), 4, op, "input");
     rt_pool_dims d = {.N = x->shape[0], .C = x->shape[1], .H = x->shape[2], .W = x->shape[3]};
     d.OH = extent(op, "height", d.H, a->kh, a->sh, a->ph, 1, a->ceil_mode);
     d.OW = extent(op, "width", d.W, a->kw, a->sw, a->pw, 1, a->ceil_mode);
@@ -118,8 +124,8 @@ rt_pool_dims rt_pool2d_check(const char *op, const rt_tensor *x, const rt_pool2d
 void rt_global_pool_check(const char *op, const rt_tensor *x, const char *xname, const rt_tensor *y,
                           const char *yname)
 {
-    rt_check(x, RT_F32, 4, op, xname);
-    rt_check_f32(y, x->shape[0] * x->shape[1], op, yname);
+    rt_check(x, rt_storage_dtype(), 4, op, xname);
+    rt_check_act(y, x->shape[0] * x->shape[1], op, yname);
 }
 
 /* ---- normalisation --------------------------------------------------------------------- */
@@ -128,12 +134,12 @@ int64_t rt_batchnorm_check(const char *op, const rt_comm *comm, const rt_tensor 
                            const rt_tensor *gamma, const rt_tensor *saved, const rt_tensor *y,
                            const char *yname)
 {
-    rt_check(x, RT_F32, 4, op, "input");
+    rt_check(x, rt_storage_dtype(), 4, op, "input");
     const int64_t C = x->shape[1];
     rt_check_f32(gamma, C, op, "gamma");
     if (saved)
         rt_check_f32(saved, 2 * C, op, "saved");
-    rt_check_f32(y, x->numel, op, yname);
+    rt_check_act(y, x->numel, op, yname);
     /* With a rank set, an empty shard is fine: the set's count is what divides; inference
      * (no saved statistics) normalises with the running ones, and an empty shard is fine
      * too. */
@@ -162,14 +168,14 @@ int64_t rt_batchnorm_bwd_check(const char *op, const rt_comm *comm, const rt_ten
 {
     const int64_t C = rt_batchnorm_check(op, comm, x, gamma, saved, dy, "output gradient");
     if (dx)
-        rt_check_f32(dx, x->numel, op, "input gradient");
+        rt_check_act(dx, x->numel, op, "input gradient");
     return C;
 }
 
 void rt_layernorm_dims(const char *op, const rt_tensor *x, const rt_tensor *gamma,
                        const rt_tensor *saved, int64_t *M, int64_t *D)
 {
-    rt_check(x, RT_F32, -1, op, "input");
+    rt_check(x, rt_storage_dtype(), -1, op, "input");
     if (x->ndim < 1 || x->shape[x->ndim - 1] == 0)
         rt_fatal(op, "input has no features to normalise (last dimension empty)");
     *D = x->shape[x->ndim - 1];
@@ -183,7 +189,7 @@ void rt_layernorm_dims(const char *op, const rt_tensor *x, const rt_tensor *gamm
 void rt_linear_dims(const char *op, const rt_tensor *x, const rt_tensor *w, int64_t *M, int64_t *in,
                     int64_t *out)
 {
-    rt_check(x, RT_F32, -1, op, "input");
+    rt_check(x, rt_storage_dtype(), -1, op, "input");
     rt_check(w, RT_F32, 2, op, "weight");
     *out = w->shape[0];
     *in = w->shape[1];
@@ -199,16 +205,16 @@ void rt_linear_fwd_check(const char *op, const rt_tensor *x, const rt_tensor *w,
     rt_linear_dims(op, x, w, M, in, out);
     if (b)
         rt_check_f32(b, *out, op, "bias");
-    rt_check_f32(y, *M * *out, op, "output");
+    rt_check_act(y, *M * *out, op, "output");
 }
 
 void rt_linear_bwd_check(const char *op, const rt_tensor *x, const rt_tensor *w, int64_t M,
                          int64_t out, const rt_tensor *dy, const rt_tensor *dx, const rt_tensor *dw,
                          const rt_tensor *db)
 {
-    rt_check_f32(dy, M * out, op, "output gradient");
+    rt_check_act(dy, M * out, op, "output gradient");
     if (dx)
-        rt_check_f32(dx, x->numel, op, "input gradient");
+        rt_check_act(dx, x->numel, op, "input gradient");
     if (dw)
         rt_check_f32(dw, w->numel, op, "weight gradient");
     if (db)
@@ -220,18 +226,18 @@ void rt_matmul_bwd_check(const char *op, const rt_tensor *a, const rt_tensor *b,
                          int64_t *m, int64_t *k, int64_t *n)
 {
     rt_matmul_dims(op, a, b, B, m, k, n);
-    rt_check_f32(dc, *B * *m * *n, op, "c gradient");
+    rt_check_act(dc, *B * *m * *n, op, "c gradient");
     if (da)
-        rt_check_f32(da, a->numel, op, "a gradient");
+        rt_check_act(da, a->numel, op, "a gradient");
     if (db)
-        rt_check_f32(db, b->numel, op, "b gradient");
+        rt_check_act(db, b->numel, op, "b gradient");
 }
 
 void rt_matmul_dims(const char *op, const rt_tensor *a, const rt_tensor *b, int64_t *B, int64_t *m,
                     int64_t *k, int64_t *n)
 {
-    rt_check(a, RT_F32, 3, op, "a");
-    rt_check(b, RT_F32, 3, op, "b");
+    rt_check(a, rt_storage_dtype(), 3, op, "a");
+    rt_check(b, rt_storage_dtype(), 3, op, "b");
     *B = a->shape[0];
     *m = a->shape[1];
     *k = a->shape[2];
@@ -250,7 +256,7 @@ int64_t rt_attention_saved_size(int64_t N, int64_t T, int64_t D, int heads)
 rt_attn_dims rt_attention_check(const char *op, const rt_tensor *x, const rt_tensor *w_qkv,
                                 const rt_tensor *w_o, int heads, const rt_tensor *saved)
 {
-    rt_check(x, RT_F32, 3, op, "input");
+    rt_check(x, rt_storage_dtype(), 3, op, "input");
     rt_attn_dims d = {x->shape[0], x->shape[1], x->shape[2], heads, 0};
     if (heads <= 0 || d.D % heads)
         rt_fatal(op, "heads=%d must divide the model dimension %lld", heads, (long long)d.D);
@@ -270,9 +276,9 @@ void rt_attention_bwd_check(const char *op, const rt_tensor *x, const rt_tensor 
                             const rt_tensor *dx, const rt_tensor *dw_qkv, const rt_tensor *db_qkv,
                             const rt_tensor *dw_o, const rt_tensor *db_o)
 {
-    rt_check_f32(dy, x->numel, op, "output gradient");
+    rt_check_act(dy, x->numel, op, "output gradient");
     if (dx)
-        rt_check_f32(dx, x->numel, op, "input gradient");
+        rt_check_act(dx, x->numel, op, "input gradient");
     if (dw_qkv)
         rt_check_f32(dw_qkv, w_qkv->numel, op, "w_qkv gradient");
     if (db_qkv)
@@ -288,7 +294,7 @@ void rt_attention_bwd_check(const char *op, const rt_tensor *x, const rt_tensor 
 rt_concat_dims rt_concat_check(const char *op, const rt_tensor *y, int n,
                                const rt_tensor *const *xs, int axis)
 {
-    rt_check(y, RT_F32, -1, op, "concatenation");
+    rt_check(y, rt_storage_dtype(), -1, op, "concatenation");
     if (axis < 0 || axis >= y->ndim)
         rt_fatal(op, "axis %d outside 0..%d", axis, y->ndim - 1);
     int64_t total = 0;
@@ -296,7 +302,7 @@ rt_concat_dims rt_concat_check(const char *op, const rt_tensor *y, int n,
         const rt_tensor *x = xs[i];
         if (!x)
             rt_fatal(op, "part %d is NULL: every part's size is needed", i);
-        rt_check(x, RT_F32, y->ndim, op, "part");
+        rt_check(x, rt_storage_dtype(), y->ndim, op, "part");
         for (int k = 0; k < y->ndim; k++)
             if (k != axis && x->shape[k] != y->shape[k])
                 rt_fatal(op, "part %d differs from the result in dimension %d", i, k);
@@ -313,8 +319,8 @@ rt_concat_dims rt_concat_check(const char *op, const rt_tensor *y, int n,
 
 void rt_transpose_check(const char *op, const rt_tensor *x, int *a0, int *a1, const rt_tensor *y)
 {
-    rt_check(x, RT_F32, -1, op, "input");
-    rt_check(y, RT_F32, x->ndim, op, "output");
+    rt_check(x, rt_storage_dtype(), -1, op, "input");
+    rt_check(y, rt_storage_dtype(), x->ndim, op, "output");
     if (*a0 > *a1) {
         int t = *a0;
         *a0 = *a1;
@@ -333,7 +339,7 @@ void rt_transpose_check(const char *op, const rt_tensor *x, int *a0, int *a1, co
 void rt_softmax_dims(const char *op, const rt_tensor *x, int axis, int64_t *outer, int64_t *dim,
                      int64_t *inner)
 {
-    rt_check(x, RT_F32, -1, op, "input");
+    rt_check(x, rt_storage_dtype(), -1, op, "input");
     if (axis < 0 || axis >= x->ndim)
         rt_fatal(op, "axis %d outside 0..%d", axis, x->ndim - 1);
     *outer = rt_dims_prod(x->shape, 0, axis);
@@ -360,7 +366,7 @@ void rt_embedding_dims(const char *op, const rt_tensor *tokens, const rt_tensor 
     *D = w->shape[1];
     *NT = tokens->numel;
     *T = tokens->ndim >= 2 ? tokens->shape[tokens->ndim - 1] : tokens->numel;
-    rt_check_f32(y, *NT * *D, op, "output");
+    rt_check_act(y, *NT * *D, op, "output");
     if (pos) {
         rt_check(pos, RT_F32, 2, op, "positional table");
         if (pos->shape[1] != *D || pos->shape[0] < *T)
@@ -373,7 +379,7 @@ void rt_embedding_dims(const char *op, const rt_tensor *tokens, const rt_tensor 
 static void rows_of(const char *op, const rt_tensor *logits, const rt_tensor *labels, int64_t *M,
                     int64_t *C)
 {
-    rt_check(logits, RT_F32, -1, op, "logits");
+    rt_check(logits, rt_storage_dtype(), -1, op, "logits");
     rt_check(labels, RT_I32, -1, op, "labels");
     *C = logits->ndim ? logits->shape[logits->ndim - 1] : 0;
     if (*C <= 0)

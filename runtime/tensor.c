@@ -86,12 +86,23 @@ static void *device_alloc(rt_pool *p, size_t bytes, const char *op)
     return r;
 }
 
+size_t rt_dtype_size(rt_dtype dt)
+{
+    return dt == RT_BF16 || dt == RT_F16 ? 2 : 4;
+}
+
+/* A tensor's bytes (tensor_header bounds numel by INT64_MAX / 4). */
+static size_t bytes_of(const rt_tensor *t)
+{
+    return (size_t)t->numel * rt_dtype_size(t->dtype);
+}
+
 static rt_tensor *tensor_header(rt_pool *p, rt_dtype dt, int ndim, const int64_t *shape,
                                 const char *op)
 {
     if (ndim < 0 || ndim > RT_MAX_DIMS)
         rt_fatal(op, "tensor rank %d outside 0..%d", ndim, RT_MAX_DIMS);
-    if (dt != RT_F32 && dt != RT_I32)
+    if (dt != RT_F32 && dt != RT_I32 && dt != RT_BF16 && dt != RT_F16)
         rt_fatal(op, "unknown dtype %d", (int)dt);
     rt_tensor *t = rt_pool_alloc(p, sizeof *t);
     t->dtype = dt;
@@ -111,7 +122,7 @@ rt_tensor *rt_tensor_new(rt_pool *p, rt_dtype dt, int ndim, const int64_t *shape
 {
     rt_progress_tick(); /* start-up makes many; each is progress for the watchdog */
     rt_tensor *t = tensor_header(p, dt, ndim, shape, "tensor_new");
-    t->data = device_alloc(p, (size_t)t->numel * 4, "tensor_new");
+    t->data = device_alloc(p, bytes_of(t), "tensor_new");
     return t;
 }
 
@@ -134,7 +145,8 @@ rt_tensor *rt_tensor_slice(rt_pool *p, rt_tensor *src, int64_t s0, int64_t s1)
     memcpy(shape, src->shape, sizeof shape);
     shape[0] = s1 - s0;
     rt_tensor *t = tensor_header(p, src->dtype, src->ndim, shape, "tensor_slice");
-    t->data = (char *)src->data + (size_t)(s0 * rt_tensor_per_sample(src)) * 4;
+    t->data =
+        (char *)src->data + (size_t)(s0 * rt_tensor_per_sample(src)) * rt_dtype_size(src->dtype);
     return t;
 }
 
@@ -161,7 +173,7 @@ int64_t rt_tensor_per_sample(const rt_tensor *t)
 
 void rt_tensor_zero(rt_tensor *t)
 {
-    rt_dev.zero(t->data, (size_t)t->numel * 4, "zero");
+    rt_dev.zero(t->data, bytes_of(t), "zero");
 }
 
 void rt_tensor_copy(rt_tensor *dst, const rt_tensor *src)
@@ -169,35 +181,151 @@ void rt_tensor_copy(rt_tensor *dst, const rt_tensor *src)
     if (dst->numel != src->numel || dst->dtype != src->dtype)
         rt_fatal("copy", "size or dtype mismatch (%lld vs %lld elements)", (long long)dst->numel,
                  (long long)src->numel);
-    rt_dev.copy(dst->data, src->data, (size_t)src->numel * 4, RT_COPY_D2D, "copy");
+    rt_dev.copy(dst->data, src->data, bytes_of(src), RT_COPY_D2D, "copy");
 }
 
+/* ---- 16-bit elements on the host: round to nearest even, as the CUDA conversions ----- */
+
+static uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+static float bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint16_t to_bf16(float f)
+{
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40u); /* NaN stays NaN (quiet) */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static uint16_t to_f16(float f)
+{
+    const uint32_t u = f32_bits(f), a = u & 0x7fffffffu;
+    const uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    if (a > 0x7f800000u)
+        return sign | 0x7e00u; /* NaN */
+    if (a >= 0x477ff000u)      /* 65520 and above (inf too) round to inf */
+        return sign | 0x7c00u;
+    if (a >= 0x38800000u) {           /* normal in f16: 2^-14 and above */
+        uint32_t r = a - 0x38000000u; /* rebias the exponent, 127 - 15 = 112 */
+        return sign | (uint16_t)((r + 0xfffu + ((r >> 13) & 1u)) >> 13);
+    }
+    /* Subnormal in f16: a multiple of 2^-24, m * 2^(e-150) = (m >> (126-e)) units. */
+    const uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, shift = 126 - e;
+    if (e == 0 || shift > 24)
+        return sign; /* below half of 2^-24 */
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u)))
+        q++;
+    return sign | (uint16_t)q;
+}
+
+static float from_bf16(uint16_t h)
+{
+    return bits_f32((uint32_t)h << 16);
+}
+
+static float from_f16(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f)
+        return bits_f32(sign | 0x7f800000u | (m << 13));
+    if (e == 0) {
+        float v = (float)m * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    return bits_f32(sign | ((e + 112) << 23) | (m << 13));
+}
+
+/* n floats from / to a 16-bit dtype's elements. */
+static void narrow(uint16_t *dst, const float *src, int64_t n, rt_dtype dt)
+{
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = dt == RT_BF16 ? to_bf16(src[i]) : to_f16(src[i]);
+}
+static void widen(float *dst, const uint16_t *src, int64_t n, rt_dtype dt)
+{
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = dt == RT_BF16 ? from_bf16(src[i]) : from_f16(src[i]);
+}
+
+static bool is16(const rt_tensor *t)
+{
+    return t->dtype == RT_BF16 || t->dtype == RT_F16;
+}
+
+/* The host sees a 16-bit tensor as floats: a float copy, converted each way. */
 void rt_tensor_write(rt_tensor *t, const void *host)
 {
-    rt_dev.copy(t->data, host, (size_t)t->numel * 4, RT_COPY_H2D, "tensor_write");
+    if (!is16(t)) {
+        rt_dev.copy(t->data, host, bytes_of(t), RT_COPY_H2D, "tensor_write");
+        return;
+    }
+    void *h = rt_host_view(t, false, "tensor_write");
+    memcpy(h, host, (size_t)t->numel * sizeof(float));
+    rt_host_done(t, h, true, "tensor_write");
 }
 
 void rt_tensor_read(const rt_tensor *t, void *host)
 {
-    rt_dev.copy(host, t->data, (size_t)t->numel * 4, RT_COPY_D2H, "tensor_read");
+    if (!is16(t)) {
+        rt_dev.copy(host, t->data, bytes_of(t), RT_COPY_D2H, "tensor_read");
+        return;
+    }
+    void *h = rt_host_view(t, true, "tensor_read");
+    memcpy(host, h, (size_t)t->numel * sizeof(float));
+    rt_host_done(t, h, false, "tensor_read");
 }
 
 void *rt_host_view(const rt_tensor *t, bool read, const char *op)
 {
-    if (rt_dev.host_memory)
-        return t->data;
-    void *h = rt_xmalloc((size_t)t->numel * 4, op);
-    if (read)
-        rt_dev.copy(h, t->data, (size_t)t->numel * 4, RT_COPY_D2H, op);
+    if (!is16(t)) {
+        if (rt_dev.host_memory)
+            return t->data;
+        void *h = rt_xmalloc(bytes_of(t), op);
+        if (read)
+            rt_dev.copy(h, t->data, bytes_of(t), RT_COPY_D2H, op);
+        return h;
+    }
+    float *h = rt_xmalloc((size_t)t->numel * sizeof(float), op);
+    if (read) {
+        uint16_t *w = rt_dev.host_memory ? t->data : rt_xmalloc(bytes_of(t), op);
+        if (!rt_dev.host_memory)
+            rt_dev.copy(w, t->data, bytes_of(t), RT_COPY_D2H, op);
+        widen(h, w, t->numel, t->dtype);
+        if (!rt_dev.host_memory)
+            free(w);
+    }
     return h;
 }
 
 void rt_host_done(const rt_tensor *t, void *host, bool write, const char *op)
 {
-    if (rt_dev.host_memory)
+    if (!is16(t)) {
+        if (rt_dev.host_memory)
+            return;
+        if (write)
+            rt_dev.copy(t->data, host, bytes_of(t), RT_COPY_H2D, op);
+        free(host);
         return;
-    if (write)
-        rt_dev.copy(t->data, host, (size_t)t->numel * 4, RT_COPY_H2D, op);
+    }
+    if (write) {
+        uint16_t *w = rt_dev.host_memory ? t->data : rt_xmalloc(bytes_of(t), op);
+        narrow(w, host, t->numel, t->dtype);
+        if (!rt_dev.host_memory) {
+            rt_dev.copy(t->data, w, bytes_of(t), RT_COPY_H2D, op);
+            free(w);
+        }
+    }
     free(host);
 }
 
@@ -215,6 +343,14 @@ void rt_set_compute_dtype(rt_compute_dtype dt)
 rt_compute_dtype rt_get_compute_dtype(void)
 {
     return compute_dtype;
+}
+
+rt_dtype rt_storage_dtype(void)
+{
+    /* The device is asked first: starting it may settle the compute dtype. */
+    if (!rt_dev.store16 || !rt_dev.store16() || compute_dtype == RT_COMPUTE_F32)
+        return RT_F32;
+    return compute_dtype == RT_COMPUTE_BF16 ? RT_BF16 : RT_F16;
 }
 
 void rt_device_sync(void)

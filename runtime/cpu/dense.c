@@ -87,7 +87,7 @@ void rt_matmul_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *c)
     const char *op = "matmul_fwd";
     int64_t B, m, k, n;
     rt_matmul_dims(op, a, b, &B, &m, &k, &n);
-    rt_check_f32(c, B * m * n, op, "c");
+    rt_check_act(c, B * m * n, op, "c");
     for (int64_t i = 0; i < B; i++)
         gemm(false, false, m, n, k, 1.0f, rt_f32(a) + i * m * k, k, rt_f32(b) + i * k * n, n, 0.0f,
              rt_f32(c) + i * m * n, n);
@@ -119,7 +119,7 @@ void rt_attention_ex_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_q
     (void)pool;
     const char *op = "attention_fwd";
     rt_attn_dims d = rt_attention_check(op, x, w_qkv, w_o, heads, saved);
-    rt_check_f32(y, x->numel, op, "output");
+    rt_check_act(y, x->numel, op, "output");
     const int64_t NT = d.N * d.T, T = d.T, D = d.D, hd = d.hd;
     float *qkv = rt_f32(saved), *P = qkv + NT * 3 * D, *merged = P + d.N * d.H * T * T;
     linear(rt_f32(x), rt_f32(w_qkv), b_qkv ? rt_f32(b_qkv) : NULL, NT, D, 3 * D, qkv);

@@ -100,7 +100,7 @@ void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels, int6
     int64_t M, C;
     rt_cross_entropy_dims("cross_entropy_bwd", logits, labels, global_count, &M, &C);
     labels_in_range("cross_entropy_bwd", labels, M, C);
-    rt_check_f32(dlogits, logits->numel, "cross_entropy_bwd", "logits gradient");
+    rt_check_act(dlogits, logits->numel, "cross_entropy_bwd", "logits gradient");
     const float inv = 1.0f / (float)global_count;
 #pragma omp parallel for schedule(static) if (M > 1 && M * C >= PARALLEL_MIN)
     for (int64_t m = 0; m < M; m++) {

@@ -392,7 +392,7 @@ void rt_layernorm_fwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tenso
     int64_t M, D;
     rt_layernorm_dims(op, x, gamma, saved, &M, &D);
     rt_check_f32(beta, D, op, "beta");
-    rt_check_f32(y, x->numel, op, "output");
+    rt_check_act(y, x->numel, op, "output");
     float *mean = rt_f32(saved), *rstd = mean + M;
     const float *g = rt_f32(gamma), *b = rt_f32(beta);
     for (int64_t m = 0; m < M; m++) {
@@ -418,9 +418,9 @@ void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tenso
     const char *op = "layernorm_bwd";
     int64_t M, D;
     rt_layernorm_dims(op, x, gamma, saved, &M, &D);
-    rt_check_f32(dy, x->numel, op, "output gradient");
+    rt_check_act(dy, x->numel, op, "output gradient");
     if (dx)
-        rt_check_f32(dx, x->numel, op, "input gradient");
+        rt_check_act(dx, x->numel, op, "input gradient");
     const float *mean = rt_f32(saved), *rstd = mean + M, *g = rt_f32(gamma);
     for (int64_t m = 0; m < M; m++) {
         const float *p = rt_f32(x) + m * D, *gy = rt_f32(dy) + m * D;

@@ -264,7 +264,7 @@ void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy, const rt_pool2d_a
 {
     const char *op = "maxpool2d_bwd";
     rt_pool_dims d = rt_pool2d_check(op, x, a, dy, "output gradient");
-    rt_check_f32(dx, x->numel, op, "input gradient");
+    rt_check_act(dx, x->numel, op, "input gradient");
     if (empty(&d)) {
         rt_tensor_zero(dx);
         return;

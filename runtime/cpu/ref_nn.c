@@ -127,7 +127,7 @@ void rt_ref_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy, const rt_pool
 {
     int64_t N, C, H, W, OH, OW;
     pool_dims("maxpool2d_bwd", x, a, dy, "output gradient", &N, &C, &H, &W, &OH, &OW);
-    rt_check_f32(dx, x->numel, "maxpool2d_bwd", "input gradient");
+    rt_check_act(dx, x->numel, "maxpool2d_bwd", "input gradient");
     if (is_2x2(a, H, W)) {
         /* Every input element is in exactly one window: write all four, no zeroing pass. */
         for (int64_t p = 0; p < N * C; p++)

@@ -10,10 +10,13 @@
  * dy^T [K, nb*P] times the columns laid out sample-inside-channel [C*kh*kw, nb*P],
  * so the sum over the chunk's samples and pixels is the GEMM's own inner dimension; db
  * sums dy per channel. The chunk keeps the columns (and in backward the permuted dy)
- * under 256 MiB. */
-#include "cuda_internal.h"
+ * under 64 Mi elements each (256 MiB in f32). Activations (x, y and their gradients) are
+ * f32, bf16 or f16 (act.cuh), and so are the columns and the permuted dy; dcol is f32, so
+ * col2im sums unrounded products and rounds once. Weights, biases and their gradients
+ * are f32. */
+#include "act.cuh"
 
-#define COL_FLOATS ((int64_t)64 << 20)
+#define COL_ELEMS ((int64_t)64 << 20)
 
 typedef struct {
     int64_t N, C, H, W, K, OH, OW, G, Cg, Kg, ckk;
@@ -42,28 +45,29 @@ static bool is_pointwise(const conv_dims &d)
 }
 
 /* Samples per chunk: the columns of a chunk, and in backward (bwd) also its permuted
- * output gradient, stay under COL_FLOATS each. */
+ * output gradient, stay under COL_ELEMS each. */
 static int64_t chunk_samples(const conv_dims &d, bool bwd)
 {
     int64_t rows = d.C * d.kh * d.kw;
     if (bwd && d.K > rows)
         rows = d.K;
     int64_t per = rows * d.OH * d.OW;
-    int64_t nb = per ? COL_FLOATS / per : d.N;
+    int64_t nb = per ? COL_ELEMS / per : d.N;
     return nb < 1 ? 1 : nb > d.N ? d.N : nb;
 }
 
 /* The input element that column entry (kernel tap k, j; output pixel oh, ow) of image
  * plane xc [H, W] reads, or 0 in the padding. */
-__device__ __forceinline__ float col_at(const float *xc, const conv_dims &d, int64_t k, int64_t j,
+template <typename T>
+__device__ __forceinline__ float col_at(const T *xc, const conv_dims &d, int64_t k, int64_t j,
                                         int64_t oh, int64_t ow)
 {
     int64_t h = oh * d.sh - d.ph + k * d.dh, w = ow * d.sw - d.pw + j * d.dw;
-    return h >= 0 && h < d.H && w >= 0 && w < d.W ? xc[h * d.W + w] : 0.0f;
+    return h >= 0 && h < d.H && w >= 0 && w < d.W ? rt_ld(xc + h * d.W + w) : 0.0f;
 }
 
 /* col [nb, C, kh, kw, OH, OW] from x [nb, C, H, W]. */
-__global__ void im2col_k(const float *x, float *col, conv_dims d, int64_t n)
+template <typename T> __global__ void im2col_k(const T *x, T *col, conv_dims d, int64_t n)
 {
     RT_FOR(i, n)
     {
@@ -74,13 +78,14 @@ __global__ void im2col_k(const float *x, float *col, conv_dims d, int64_t n)
         r /= d.kw;
         int64_t k = r % d.kh;
         r /= d.kh; /* r = sample * C + c */
-        col[i] = col_at(x + r * d.H * d.W, d, k, j, oh, ow);
+        rt_st(col + i, col_at(x + r * d.H * d.W, d, k, j, oh, ow));
     }
 }
 
 /* The same columns laid out [C, kh, kw, nb, OH, OW]: each row holds one (c, k, j) for
  * every sample of the chunk, the weight gradient's inner dimension. */
-__global__ void im2col_t_k(const float *x, float *col, conv_dims d, int64_t nb, int64_t n)
+template <typename T>
+__global__ void im2col_t_k(const T *x, T *col, conv_dims d, int64_t nb, int64_t n)
 {
     RT_FOR(i, n)
     {
@@ -93,12 +98,13 @@ __global__ void im2col_t_k(const float *x, float *col, conv_dims d, int64_t nb, 
         r /= d.kw;
         int64_t k = r % d.kh;
         const int64_t c = r / d.kh;
-        col[i] = col_at(x + (s * d.C + c) * d.H * d.W, d, k, j, oh, ow);
+        rt_st(col + i, col_at(x + (s * d.C + c) * d.H * d.W, d, k, j, oh, ow));
     }
 }
 
-/* dyt [K, nb, P] from dy [nb, K, P]. */
-__global__ void dy_t_k(const float *dy, float *dyt, int64_t nb, int64_t K, int64_t P, int64_t n)
+/* dyt [K, nb, P] from dy [nb, K, P] (a copy: the same type both sides). */
+template <typename T>
+__global__ void dy_t_k(const T *dy, T *dyt, int64_t nb, int64_t K, int64_t P, int64_t n)
 {
     RT_FOR(i, n)
     {
@@ -108,8 +114,9 @@ __global__ void dy_t_k(const float *dy, float *dyt, int64_t nb, int64_t K, int64
     }
 }
 
-/* dx [nb, C, H, W] = sum of the dcol entries that read each input element. */
-__global__ void col2im_k(const float *dcol, float *dx, conv_dims d, int64_t n)
+/* dx [nb, C, H, W] = sum of the (f32) dcol entries that read each input element, rounded
+ * once to dx's type. */
+template <typename T> __global__ void col2im_k(const float *dcol, T *dx, conv_dims d, int64_t n)
 {
     RT_FOR(i, n)
     {
@@ -134,41 +141,63 @@ __global__ void col2im_k(const float *dcol, float *dx, conv_dims d, int64_t n)
                 s += dcol[(((r * d.kh + k) * d.kw + j) * d.OH + oh) * d.OW + ow];
             }
         }
-        dx[i] = s;
+        rt_st(dx + i, s);
     }
 }
 
 /* db[k] += sum over samples and pixels of dy[n, k, :]: one block per channel. */
-__global__ void conv_bias_grad_k(const float *dy, int64_t N, int64_t K, int64_t P, float *db)
+template <typename T>
+__global__ void conv_bias_grad_k(const T *dy, int64_t N, int64_t K, int64_t P, float *db)
 {
     const int64_t k = blockIdx.x;
     float s = 0.0f;
     for (int64_t n = 0; n < N; n++)
         for (int64_t p = threadIdx.x; p < P; p += blockDim.x)
-            s += dy[(n * K + k) * P + p];
+            s += rt_ld(dy + (n * K + k) * P + p);
     s = rt_block_sum(s);
     if (threadIdx.x == 0)
         db[k] += s;
 }
 
 /* y[n, k, p] += b[k] */
-__global__ void conv_add_bias_k(float *y, const float *b, int64_t K, int64_t P, int64_t n)
+template <typename T>
+__global__ void conv_add_bias_k(T *y, const float *b, int64_t K, int64_t P, int64_t n)
 {
-    RT_FOR(i, n) y[i] += b[(i / P) % K];
+    RT_FOR(i, n) rt_st(y + i, rt_ld(y + i) + b[(i / P) % K]);
 }
 
-/* The columns of samples [n0, n0+nb): x itself for pointwise convolutions. */
-static const float *columns(const char *op, const conv_dims &d, const float *x, int64_t n0,
-                            int64_t nb)
+/* The columns of samples [n0, n0+nb), in x's type: x itself for pointwise convolutions. */
+template <typename T>
+static const T *columns(const char *op, const conv_dims &d, const T *x, int64_t n0, int64_t nb)
 {
-    const float *xs = x + n0 * d.C * d.H * d.W;
+    const T *xs = x + n0 * d.C * d.H * d.W;
     if (is_pointwise(d))
         return xs;
     const int64_t n = nb * d.C * d.kh * d.kw * d.OH * d.OW;
-    float *col = (float *)rt_cuda_scratch(RT_SCRATCH_C, (size_t)n * 4, op);
+    T *col = (T *)rt_cuda_scratch(RT_SCRATCH_C, (size_t)n * sizeof(T), op);
     im2col_k<<<rt_cuda_blocks(n), 256, 0, RT_FG>>>(xs, col, d, n);
     rt_cuda_launched(op);
     return col;
+}
+
+/* Forward with activations of type T (dtype dt); w and b f32. */
+template <typename T>
+static void conv_fwd(const char *op, const conv_dims &d, rt_dtype dt, const T *x, const float *w,
+                     const float *b, T *y, int64_t ynumel)
+{
+    const int64_t P = d.OH * d.OW, nbmax = chunk_samples(d, false);
+    for (int64_t n0 = 0; n0 < d.N; n0 += nbmax) {
+        const int64_t nb = d.N - n0 < nbmax ? d.N - n0 : nbmax;
+        const T *col = columns(op, d, x, n0, nb);
+        for (int64_t g = 0; g < d.G; g++)
+            rt_cuda_gemm(op, false, false, d.Kg, P, d.ckk, 1.0f, w + g * d.Kg * d.ckk, RT_F32,
+                         d.ckk, 0, col + g * d.ckk * P, dt, P, d.C * d.kh * d.kw * P, 0.0f,
+                         y + (n0 * d.K + g * d.Kg) * P, dt, P, d.K * P, nb);
+    }
+    if (b && ynumel) {
+        conv_add_bias_k<<<rt_cuda_blocks(ynumel), 256, 0, RT_FG>>>(y, b, d.K, P, ynumel);
+        rt_cuda_launched(op);
+    }
 }
 
 extern "C" void rt_cuda_own_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w,
@@ -179,18 +208,60 @@ extern "C" void rt_cuda_own_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const 
     conv_dims d = conv_check(op, x, w, a, y, "output", NULL);
     if (b)
         rt_check_f32(b, d.K, op, "bias");
-    const int64_t P = d.OH * d.OW, nbmax = chunk_samples(d, false);
+    RT_ACT_DISPATCH(x->dtype, T,
+                    conv_fwd(op, d, x->dtype, rt_act<T>(x), rt_f32(w), b ? rt_f32(b) : NULL,
+                             rt_act<T>(y), y->numel));
+}
+
+/* Backward with activations of type T (dtype dt); w, dw and db f32. */
+template <typename T>
+static void conv_bwd(const char *op, const conv_dims &d, rt_dtype dt, const T *x, const float *w,
+                     const T *dy, T *dx, float *dw, float *db)
+{
+    const int64_t P = d.OH * d.OW, nbmax = chunk_samples(d, true);
+    const int64_t colstride = d.C * d.kh * d.kw * P;
     for (int64_t n0 = 0; n0 < d.N; n0 += nbmax) {
         const int64_t nb = d.N - n0 < nbmax ? d.N - n0 : nbmax;
-        const float *col = columns(op, d, rt_f32(x), n0, nb);
-        for (int64_t g = 0; g < d.G; g++)
-            rt_cuda_gemm(op, false, false, d.Kg, P, d.ckk, 1.0f, rt_f32(w) + g * d.Kg * d.ckk,
-                         d.ckk, 0, col + g * d.ckk * P, P, d.C * d.kh * d.kw * P, 0.0f,
-                         rt_f32(y) + (n0 * d.K + g * d.Kg) * P, P, d.K * P, nb);
+        const T *dys = dy + n0 * d.K * P;
+        if (dw && P) {
+            /* dW_g [Kg, ckk] += dyt_g [Kg, nb*P] colt_g [ckk, nb*P]^T, every group in one
+             * strided-batched GEMM. */
+            const int64_t ncol = nb * colstride, ndy = nb * d.K * P, inner = nb * P;
+            T *colt = (T *)rt_cuda_scratch(RT_SCRATCH_C, (size_t)ncol * sizeof(T), op);
+            T *dyt = (T *)rt_cuda_scratch(RT_SCRATCH_D, (size_t)ndy * sizeof(T), op);
+            im2col_t_k<<<rt_cuda_blocks(ncol), 256, 0, RT_FG>>>(x + n0 * d.C * d.H * d.W, colt, d,
+                                                                nb, ncol);
+            rt_cuda_launched(op);
+            dy_t_k<<<rt_cuda_blocks(ndy), 256, 0, RT_FG>>>(dys, dyt, nb, d.K, P, ndy);
+            rt_cuda_launched(op);
+            rt_cuda_gemm(op, false, true, d.Kg, d.ckk, inner, 1.0f, dyt, dt, inner, d.Kg * inner,
+                         colt, dt, inner, d.ckk * inner, 1.0f, dw, RT_F32, d.ckk, d.Kg * d.ckk,
+                         d.G);
+        }
+        if (dx) {
+            /* Pointwise: dcol is dx itself. Otherwise dcol (f32) reuses the column buffer
+             * (dW above has consumed it; the stream orders the two). */
+            T *dxs = dx + n0 * d.C * d.H * d.W;
+            const bool pointwise = is_pointwise(d);
+            void *dcol = pointwise ? (void *)dxs
+                                   : rt_cuda_scratch(RT_SCRATCH_C,
+                                                     (size_t)(nb * colstride) * sizeof(float), op);
+            const rt_dtype dcdt = pointwise ? dt : RT_F32;
+            const size_t dcsize = rt_dtype_size(dcdt);
+            for (int64_t g = 0; g < d.G; g++)
+                rt_cuda_gemm(op, true, false, d.ckk, P, d.Kg, 1.0f, w + g * d.Kg * d.ckk, RT_F32,
+                             d.ckk, 0, dys + g * d.Kg * P, dt, P, d.K * P, 0.0f,
+                             (char *)dcol + (size_t)(g * d.ckk * P) * dcsize, dcdt, P, colstride,
+                             nb);
+            if (!pointwise) {
+                const int64_t n = nb * d.C * d.H * d.W;
+                col2im_k<<<rt_cuda_blocks(n), 256, 0, RT_FG>>>((const float *)dcol, dxs, d, n);
+                rt_cuda_launched(op);
+            }
+        }
     }
-    if (b && y->numel) {
-        conv_add_bias_k<<<rt_cuda_blocks(y->numel), 256, 0, RT_FG>>>(rt_f32(y), rt_f32(b), d.K, P,
-                                                                     y->numel);
+    if (db && d.K) {
+        conv_bias_grad_k<<<(unsigned)d.K, 256, 0, RT_FG>>>(dy, d.N, d.K, P, db);
         rt_cuda_launched(op);
     }
 }
@@ -204,46 +275,8 @@ extern "C" void rt_cuda_own_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const 
     rt_conv_dims sd;
     conv_dims d = conv_check(op, x, w, a, dy, "output gradient", &sd);
     rt_conv2d_bwd_check(op, x, w, &sd, dx, dw, db);
-    const int64_t P = d.OH * d.OW, nbmax = chunk_samples(d, true);
-    const int64_t colstride = d.C * d.kh * d.kw * P;
-    for (int64_t n0 = 0; n0 < d.N; n0 += nbmax) {
-        const int64_t nb = d.N - n0 < nbmax ? d.N - n0 : nbmax;
-        const float *dys = rt_f32(dy) + n0 * d.K * P;
-        if (dw && P) {
-            /* dW_g [Kg, ckk] += dyt_g [Kg, nb*P] colt_g [ckk, nb*P]^T, every group in one
-             * strided-batched GEMM. */
-            const int64_t ncol = nb * colstride, ndy = nb * d.K * P, inner = nb * P;
-            float *colt = (float *)rt_cuda_scratch(RT_SCRATCH_C, (size_t)ncol * 4, op);
-            float *dyt = (float *)rt_cuda_scratch(RT_SCRATCH_D, (size_t)ndy * 4, op);
-            im2col_t_k<<<rt_cuda_blocks(ncol), 256, 0, RT_FG>>>(rt_f32(x) + n0 * d.C * d.H * d.W,
-                                                                colt, d, nb, ncol);
-            rt_cuda_launched(op);
-            dy_t_k<<<rt_cuda_blocks(ndy), 256, 0, RT_FG>>>(dys, dyt, nb, d.K, P, ndy);
-            rt_cuda_launched(op);
-            rt_cuda_gemm(op, false, true, d.Kg, d.ckk, inner, 1.0f, dyt, inner, d.Kg * inner, colt,
-                         inner, d.ckk * inner, 1.0f, rt_f32(dw), d.ckk, d.Kg * d.ckk, d.G);
-        }
-        if (dx) {
-            /* Pointwise: dcol is dx itself. Otherwise dcol reuses the column buffer
-             * (dW above has consumed it; the stream orders the two). */
-            float *dxs = rt_f32(dx) + n0 * d.C * d.H * d.W;
-            float *dcol =
-                is_pointwise(d)
-                    ? dxs
-                    : (float *)rt_cuda_scratch(RT_SCRATCH_C, (size_t)(nb * colstride) * 4, op);
-            for (int64_t g = 0; g < d.G; g++)
-                rt_cuda_gemm(op, true, false, d.ckk, P, d.Kg, 1.0f, rt_f32(w) + g * d.Kg * d.ckk,
-                             d.ckk, 0, dys + g * d.Kg * P, P, d.K * P, 0.0f, dcol + g * d.ckk * P,
-                             P, colstride, nb);
-            if (!is_pointwise(d)) {
-                const int64_t n = nb * d.C * d.H * d.W;
-                col2im_k<<<rt_cuda_blocks(n), 256, 0, RT_FG>>>(dcol, dxs, d, n);
-                rt_cuda_launched(op);
-            }
-        }
-    }
-    if (db && d.K) {
-        conv_bias_grad_k<<<(unsigned)d.K, 256, 0, RT_FG>>>(rt_f32(dy), d.N, d.K, P, rt_f32(db));
-        rt_cuda_launched(op);
-    }
+    RT_ACT_DISPATCH(x->dtype, T,
+                    conv_bwd(op, d, x->dtype, rt_act<T>(x), rt_f32(w), rt_act<T>(dy),
+                             dx ? rt_act<T>(dx) : (T *)NULL, dw ? rt_f32(dw) : NULL,
+                             db ? rt_f32(db) : NULL));
 }

@@ -75,6 +75,8 @@ enum {
     RT_SCRATCH_D,    /* conv.cu: the permuted output gradient of a weight gradient */
     RT_SCRATCH_DNN,  /* cuDNN's workspaces (dnn.c) */
     RT_SCRATCH_DNN2, /* dnn.c's temporaries (a max-pool output, unwanted gradients) */
+    RT_SCRATCH_W16,  /* dnn.c: a weight's 16-bit copy (16-bit activations, act.cuh) */
+    RT_SCRATCH_DW16, /* dnn.c: a weight gradient in 16 bits, before it is added to the f32 one */
     RT_SCRATCH_COUNT
 };
 void *rt_cuda_scratch(int slot, size_t bytes, const char *op);
@@ -102,9 +104,10 @@ void rt_nccl_poll(const char *op);
 /* elementwise.cu: synthetic samples made on the device from data.c's keys (the device's
  * synth hook): fills x (count*per_sample elements, or NULL) and labels (or NULL). */
 void rt_cuda_synth(const rt_synth_keys *k, void *x, int32_t *labels);
+/* (x holds k->in_dtype: f32, i32 tokens, or a 16-bit storage dtype.) */
 
 /* elementwise.cu: the device's scale_check (device.h): x *= s, *found = 1 on inf/nan. */
-void rt_cuda_scale_check(float *x, int64_t n, float s, int32_t *found, const char *op);
+void rt_cuda_scale_check(void *x, rt_dtype dt, int64_t n, float s, int32_t *found, const char *op);
 
 /* Grid size for n elements at 256 threads, capped (kernels use grid-stride loops). */
 static inline unsigned rt_cuda_blocks(int64_t n)
@@ -114,16 +117,20 @@ static inline unsigned rt_cuda_blocks(int64_t n)
 }
 
 /* dense.cu: row-major batched GEMM, C = alpha*op(A) op(B) + beta*C, C [m,n];
- * A is [m,k] (or [k,m] when ta), B is [k,n] (or [n,k] when tb). Inputs are rounded to
- * the compute dtype with f32 accumulation; f32 in and out. */
+ * A is [m,k] (or [k,m] when ta), B is [k,n] (or [n,k] when tb). Each operand has its
+ * dtype (f32, or the 16-bit compute dtype: act.cuh); accumulation is f32. With a
+ * 16-bit compute dtype, f32 inputs are rounded to it first; in f32 mode every operand
+ * must be f32 (strict f32). */
 void rt_cuda_gemm(const char *op, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                  const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
-                  int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC,
-                  int64_t batch);
-/* sum over rows: db[n] += sum_i dy[i, n] (bias gradients). */
-void rt_cuda_bias_grad(const char *op, const float *dy, int64_t rows, int64_t n, float *db);
-/* y[i, n] += b[n]. */
-void rt_cuda_add_bias(const char *op, float *y, const float *b, int64_t rows, int64_t n);
+                  const void *A, rt_dtype adt, int64_t lda, int64_t strideA, const void *B,
+                  rt_dtype bdt, int64_t ldb, int64_t strideB, float beta, void *C, rt_dtype cdt,
+                  int64_t ldc, int64_t strideC, int64_t batch);
+/* sum over rows: db[n] += sum_i dy[i, n] (bias gradients); dy holds dt. */
+void rt_cuda_bias_grad(const char *op, const void *dy, rt_dtype dt, int64_t rows, int64_t n,
+                       float *db);
+/* y[i, n] += b[n]; y holds dt. */
+void rt_cuda_add_bias(const char *op, void *y, rt_dtype dt, const float *b, int64_t rows,
+                      int64_t n);
 
 #ifdef __cplusplus
 }

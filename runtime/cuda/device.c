@@ -418,6 +418,23 @@ static void cuda_op_end(const char *name)
     nvtxRangePop();
 }
 
+/* BURSTRT_STORAGE=16: activations and their gradients in the 16-bit compute dtype
+ * (act.cuh; tensor.c's rt_storage_dtype asks); unset or f32: f32 storage, with GEMM
+ * inputs rounded in scratch. Read once, after the device has started (which applies
+ * BURSTRT_COMPUTE_DTYPE), so that the first tensor is stored as the later ones. */
+static bool cuda_store16(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        rt_cuda_ensure();
+        const char *v = getenv("BURSTRT_STORAGE");
+        if (v && *v && strcmp(v, "16") && strcmp(v, "f32"))
+            rt_fatal("init", "BURSTRT_STORAGE must be 16 or f32, got '%s'", v);
+        on = v && !strcmp(v, "16");
+    }
+    return on;
+}
+
 const rt_device rt_dev = {
     .name = "cuda",
     .host_memory = false,
@@ -437,4 +454,5 @@ const rt_device rt_dev = {
     .op_end = cuda_op_end,
     .scale_check = rt_cuda_scale_check,
     .synth = rt_cuda_synth,
+    .store16 = cuda_store16,
 };

@@ -10,8 +10,14 @@
  * BURSTRT_CUDNN_VERBOSE=1 has rank 0 name the choices; the f32 compute dtype forbids
  * TF32, bf16/f16 allow tensor-core math); workspaces come from the
  * backend's scratch buffers, grown in the eager run so that graph capture never allocates.
- * Everything runs on the current stream (foreground or background). Accumulation into
- * parameter gradients is cuDNN's beta = 1.
+ * Everything runs on the current stream (foreground or background). Parameter gradients
+ * accumulate: cuDNN's beta = 1 with f32 activations.
+ *
+ * Activations are f32, bf16 or f16 (act.cuh): descriptors take the tensor's dtype, and the
+ * cache keys on it; convolutions accumulate in f32. Parameters, their gradients and the
+ * batch-norm statistics stay f32. cuDNN takes a convolution's filter and bias in the data's
+ * type, so with 16-bit activations they are rounded into scratch on every call (convert.h),
+ * and the weight and bias gradients come out in 16 bits and are added to the f32 ones.
  *
  * What stays on the own kernels: ceil-mode pooling whose output cuDNN's floor rule does not
  * give; SyncBN over a rank set of several ranks (its statistics are all-reduced between the
@@ -20,6 +26,7 @@
  * elements. Max-pool backward runs cuDNN's forward again into scratch first: cuDNN's
  * backward reads the forward's output, which the runtime's API does not pass. */
 #include "cuda_internal.h"
+#include "convert.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -193,11 +200,18 @@ static bool fits_int(int64_t v)
     return v >= 0 && v <= INT32_MAX;
 }
 
-static cudnnTensorDescriptor_t tensor4(int64_t n, int64_t c, int64_t h, int64_t w, const char *op)
+/* cuDNN's name for an activation dtype. */
+static cudnnDataType_t dnn_type(rt_dtype dt)
+{
+    return dt == RT_BF16 ? CUDNN_DATA_BFLOAT16 : dt == RT_F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+}
+
+static cudnnTensorDescriptor_t tensor4(int64_t n, int64_t c, int64_t h, int64_t w, rt_dtype dt,
+                                       const char *op)
 {
     cudnnTensorDescriptor_t t;
     DNN(cudnnCreateTensorDescriptor(&t), op);
-    DNN(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, (int)n, (int)c, (int)h,
+    DNN(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NCHW, dnn_type(dt), (int)n, (int)c, (int)h,
                                    (int)w),
         op);
     return t;
@@ -270,11 +284,14 @@ void rt_cuda_dnn_finalize(void)
 
 /* ---- conv2d -------------------------------------------------------------------------------- */
 
-static entry *conv_entry(const rt_conv_dims *d, const rt_conv2d_attrs *a, const char *op)
+/* dt: the activations' dtype, which the filter and bias descriptors share (f32
+ * accumulation whatever it is). */
+static entry *conv_entry(const rt_conv_dims *d, const rt_conv2d_attrs *a, rt_dtype dt,
+                         const char *op)
 {
     const rt_compute_dtype cdt = rt_get_compute_dtype();
-    const int64_t key[KEY_LEN] = {1,     d->N,  d->C,  d->H,  d->W,  d->K,  a->kh,     a->kw,
-                                  a->sh, a->sw, a->ph, a->pw, a->dh, a->dw, a->groups, cdt};
+    const int64_t key[KEY_LEN] = {1,     d->N,  d->C,  d->H,  d->W,  d->K,      a->kh, a->kw, a->sh,
+                                  a->sw, a->ph, a->pw, a->dh, a->dw, a->groups, cdt,   dt};
     entry *e = find(key);
     if (e)
         return e;
@@ -285,11 +302,11 @@ static entry *conv_entry(const rt_conv_dims *d, const rt_conv2d_attrs *a, const 
         say_conv(d, a, "empty, or a tensor over 2^31 elements: own kernels");
         return e;
     }
-    e->x = tensor4(d->N, d->C, d->H, d->W, op);
-    e->y = tensor4(d->N, d->K, d->OH, d->OW, op);
-    e->b = tensor4(1, d->K, 1, 1, op);
+    e->x = tensor4(d->N, d->C, d->H, d->W, dt, op);
+    e->y = tensor4(d->N, d->K, d->OH, d->OW, dt, op);
+    e->b = tensor4(1, d->K, 1, 1, dt, op);
     DNN(cudnnCreateFilterDescriptor(&e->w), op);
-    DNN(cudnnSetFilter4dDescriptor(e->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, (int)d->K, (int)d->Cg,
+    DNN(cudnnSetFilter4dDescriptor(e->w, dnn_type(dt), CUDNN_TENSOR_NCHW, (int)d->K, (int)d->Cg,
                                    a->kh, a->kw),
         op);
     DNN(cudnnCreateConvolutionDescriptor(&e->conv), op);
@@ -297,10 +314,12 @@ static entry *conv_entry(const rt_conv_dims *d, const rt_conv2d_attrs *a, const 
                                         CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
         op);
     DNN(cudnnSetConvolutionGroupCount(e->conv, a->groups), op);
-    /* f32: exact FMA math (no TF32); bf16/f16 compute: tensor cores (TF32) allowed. */
-    DNN(cudnnSetConvolutionMathType(e->conv,
-                                    cdt == RT_COMPUTE_F32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH),
-        op);
+    /* f32: exact FMA math (no TF32); bf16/f16 compute: tensor cores (TF32) allowed; 16-bit
+     * data: tensor cores. */
+    const cudnnMathType_t math = dt != RT_F32            ? CUDNN_TENSOR_OP_MATH
+                                 : cdt == RT_COMPUTE_F32 ? CUDNN_FMA_MATH
+                                                         : CUDNN_DEFAULT_MATH;
+    DNN(cudnnSetConvolutionMathType(e->conv, math), op);
     int n, c, hh, w;
     DNN(cudnnGetConvolution2dForwardOutputDim(e->conv, e->x, e->w, &n, &c, &hh, &w), op);
     if (n != d->N || c != d->K || hh != d->OH || w != d->OW) {
@@ -364,6 +383,30 @@ static void conv_make_bwd(entry *e, const rt_conv_dims *d, const rt_conv2d_attrs
         say_conv(d, a, "no backward %s algorithm allowed: own kernels", data ? "filter" : "data");
 }
 
+/* Bytes of n elements of dt, rounded up so that what follows in the same scratch buffer is
+ * aligned as cuDNN's vectorised kernels like. */
+static size_t aligned_bytes(int64_t n, rt_dtype dt)
+{
+    return ((size_t)n * rt_dtype_size(dt) + 255) & ~(size_t)255;
+}
+
+/* The f32 weight (and bias, when b is not NULL: *b16) rounded to the activations' 16-bit dt
+ * in scratch: cuDNN takes the filter and bias in the data's type. Made on every call, on the
+ * current stream, so that a captured graph rounds the weights its replay finds. */
+static const void *weight16(const rt_tensor *w, const rt_tensor *b, rt_dtype dt, const void **b16,
+                            const char *op)
+{
+    const size_t at = aligned_bytes(w->numel, dt);
+    char *p =
+        rt_cuda_scratch(RT_SCRATCH_W16, at + (b ? (size_t)b->numel * rt_dtype_size(dt) : 0), op);
+    rt_cuda_convert(w->data, RT_F32, p, dt, w->numel, op);
+    if (b) {
+        rt_cuda_convert(b->data, RT_F32, p + at, dt, b->numel, op);
+        *b16 = p + at;
+    }
+    return p;
+}
+
 void rt_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const rt_tensor *b,
                    const rt_conv2d_attrs *a, rt_tensor *y)
 {
@@ -371,18 +414,21 @@ void rt_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const 
     rt_conv_dims d = rt_conv2d_check(op, x, w, a, y, "output");
     if (b)
         rt_check_f32(b, d.K, op, "bias");
-    entry *e = conv_entry(&d, a, op);
+    entry *e = conv_entry(&d, a, x->dtype, op);
     if (!e->usable) {
         rt_cuda_own_conv2d_fwd(pool, x, w, b, a, y);
         return;
     }
     cudnnHandle_t h = dnn(op);
+    const void *wd = w->data, *bd = b ? b->data : NULL;
+    if (x->dtype != RT_F32)
+        wd = weight16(w, b, x->dtype, &bd, op);
     void *ws = e->fwd_ws ? rt_cuda_scratch(RT_SCRATCH_DNN, e->fwd_ws, op) : NULL;
-    DNN(cudnnConvolutionForward(h, &one, e->x, x->data, e->w, w->data, e->conv, e->fwd_algo, ws,
+    DNN(cudnnConvolutionForward(h, &one, e->x, x->data, e->w, wd, e->conv, e->fwd_algo, ws,
                                 e->fwd_ws, &zero, e->y, y->data),
         op);
     if (b)
-        DNN(cudnnAddTensor(h, &one, e->b, b->data, &one, e->y, y->data), op);
+        DNN(cudnnAddTensor(h, &one, e->b, bd, &one, e->y, y->data), op);
 }
 
 void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const rt_tensor *dy,
@@ -391,32 +437,56 @@ void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const 
     const char *op = "conv2d_bwd";
     rt_conv_dims d = rt_conv2d_check(op, x, w, a, dy, "output gradient");
     rt_conv2d_bwd_check(op, x, w, &d, dx, dw, db);
-    entry *e = conv_entry(&d, a, op);
+    const rt_dtype dt = x->dtype;
+    entry *e = conv_entry(&d, a, dt, op);
     conv_make_bwd(e, &d, a, op);
     if (!e->usable) {
         rt_cuda_own_conv2d_bwd(pool, x, w, dy, a, dx, dw, db);
         return;
     }
     cudnnHandle_t h = dnn(op);
+    /* f32: cuDNN accumulates into the parameter gradients (beta 1). 16-bit: it writes them in
+     * the data's type to scratch (beta 0), and they are added to the f32 ones. */
+    const bool f32 = dt == RT_F32;
+    const float *beta_param = f32 ? &one : &zero;
+    const void *wd = w->data;
+    void *gw = dw ? dw->data : NULL, *gb = db ? db->data : NULL;
+    if (!f32 && dx)
+        wd = weight16(w, NULL, dt, NULL, op);
+    if (!f32 && (dw || db)) {
+        const size_t at = dw ? aligned_bytes(w->numel, dt) : 0;
+        char *g =
+            rt_cuda_scratch(RT_SCRATCH_DW16, at + (db ? (size_t)d.K * rt_dtype_size(dt) : 0), op);
+        gw = g;
+        gb = g + at;
+    }
     void *ws = e->bwd_ws ? rt_cuda_scratch(RT_SCRATCH_DNN, e->bwd_ws, op) : NULL;
     if (dx)
-        DNN(cudnnConvolutionBackwardData(h, &one, e->w, w->data, e->y, dy->data, e->conv,
+        DNN(cudnnConvolutionBackwardData(h, &one, e->w, wd, e->y, dy->data, e->conv,
                                          e->bwd_data_algo, ws, e->bwd_ws, &zero, e->x, dx->data),
             op);
-    if (dw) /* beta 1: parameter gradients accumulate */
+    if (dw) {
         DNN(cudnnConvolutionBackwardFilter(h, &one, e->x, x->data, e->y, dy->data, e->conv,
-                                           e->bwd_filter_algo, ws, e->bwd_ws, &one, e->w, dw->data),
+                                           e->bwd_filter_algo, ws, e->bwd_ws, beta_param, e->w, gw),
             op);
-    if (db)
-        DNN(cudnnConvolutionBackwardBias(h, &one, e->y, dy->data, &one, e->b, db->data), op);
+        if (!f32)
+            rt_cuda_add_into_f32(rt_f32(dw), gw, dt, w->numel, op);
+    }
+    if (db) {
+        DNN(cudnnConvolutionBackwardBias(h, &one, e->y, dy->data, beta_param, e->b, gb), op);
+        if (!f32)
+            rt_cuda_add_into_f32(rt_f32(db), gb, dt, d.K, op);
+    }
 }
 
 /* ---- pooling ------------------------------------------------------------------------------- */
 
-static entry *pool_entry(const rt_pool_dims *d, const rt_pool2d_attrs *a, bool max, const char *op)
+static entry *pool_entry(const rt_pool_dims *d, const rt_pool2d_attrs *a, bool max, rt_dtype dt,
+                         const char *op)
 {
-    const int64_t key[KEY_LEN] = {2,     max,   d->N,  d->C,  d->H,  d->W,         a->kh,
-                                  a->kw, a->sh, a->sw, a->ph, a->pw, a->ceil_mode, a->exclude_pad};
+    const int64_t key[KEY_LEN] = {2,     max,   d->N,         d->C,           d->H,
+                                  d->W,  a->kh, a->kw,        a->sh,          a->sw,
+                                  a->ph, a->pw, a->ceil_mode, a->exclude_pad, dt};
     entry *e = find(key);
     if (e)
         return e;
@@ -424,8 +494,8 @@ static entry *pool_entry(const rt_pool_dims *d, const rt_pool2d_attrs *a, bool m
     dnn(op);
     if (!fits_int(d->N * d->C * d->H * d->W) || d->N * d->C == 0 || d->OH * d->OW == 0)
         return e;
-    e->x = tensor4(d->N, d->C, d->H, d->W, op);
-    e->y = tensor4(d->N, d->C, d->OH, d->OW, op);
+    e->x = tensor4(d->N, d->C, d->H, d->W, dt, op);
+    e->y = tensor4(d->N, d->C, d->OH, d->OW, dt, op);
     DNN(cudnnCreatePoolingDescriptor(&e->pool), op);
     const cudnnPoolingMode_t mode = max              ? CUDNN_POOLING_MAX
                                     : a->exclude_pad ? CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING
@@ -444,7 +514,7 @@ void rt_maxpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y
 {
     const char *op = "maxpool2d_fwd";
     rt_pool_dims d = rt_pool2d_check(op, x, a, y, "output");
-    entry *e = pool_entry(&d, a, true, op);
+    entry *e = pool_entry(&d, a, true, x->dtype, op);
     if (!e->usable) {
         rt_cuda_own_maxpool2d_fwd(x, a, y);
         return;
@@ -457,14 +527,14 @@ void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy, const rt_pool2d_a
 {
     const char *op = "maxpool2d_bwd";
     rt_pool_dims d = rt_pool2d_check(op, x, a, dy, "output gradient");
-    rt_check_f32(dx, x->numel, op, "input gradient");
-    entry *e = pool_entry(&d, a, true, op);
+    rt_check_act(dx, x->numel, op, "input gradient");
+    entry *e = pool_entry(&d, a, true, x->dtype, op);
     if (!e->usable) {
         rt_cuda_own_maxpool2d_bwd(x, dy, a, dx);
         return;
     }
     cudnnHandle_t h = dnn(op);
-    void *y = rt_cuda_scratch(RT_SCRATCH_DNN2, (size_t)dy->numel * sizeof(float), op);
+    void *y = rt_cuda_scratch(RT_SCRATCH_DNN2, (size_t)dy->numel * rt_dtype_size(dy->dtype), op);
     DNN(cudnnPoolingForward(h, e->pool, &one, e->x, x->data, &zero, e->y, y), op);
     DNN(cudnnPoolingBackward(h, e->pool, &one, e->y, y, e->y, dy->data, e->x, x->data, &zero, e->x,
                              dx->data),
@@ -475,7 +545,7 @@ void rt_avgpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y
 {
     const char *op = "avgpool2d_fwd";
     rt_pool_dims d = rt_pool2d_check(op, x, a, y, "output");
-    entry *e = pool_entry(&d, a, false, op);
+    entry *e = pool_entry(&d, a, false, x->dtype, op);
     if (!e->usable) {
         rt_cuda_own_avgpool2d_fwd(x, a, y);
         return;
@@ -487,7 +557,7 @@ void rt_avgpool2d_bwd(const rt_tensor *dy, const rt_pool2d_attrs *a, rt_tensor *
 {
     const char *op = "avgpool2d_bwd";
     rt_pool_dims d = rt_pool2d_check(op, dx, a, dy, "output gradient");
-    entry *e = pool_entry(&d, a, false, op);
+    entry *e = pool_entry(&d, a, false, dy->dtype, op);
     if (!e->usable) {
         rt_cuda_own_avgpool2d_bwd(dy, a, dx);
         return;
@@ -500,9 +570,11 @@ void rt_avgpool2d_bwd(const rt_tensor *dy, const rt_pool2d_attrs *a, rt_tensor *
 
 /* ---- batchnorm ------------------------------------------------------------------------------- */
 
+/* x's dtype for the data; the derived descriptor of the parameters and statistics is f32
+ * for all three (cuDNN's rule for 16-bit data). */
 static entry *bn_entry(const rt_tensor *x, const char *op)
 {
-    const int64_t key[KEY_LEN] = {3, x->shape[0], x->shape[1], x->shape[2], x->shape[3]};
+    const int64_t key[KEY_LEN] = {3, x->shape[0], x->shape[1], x->shape[2], x->shape[3], x->dtype};
     entry *e = find(key);
     if (e)
         return e;
@@ -511,7 +583,7 @@ static entry *bn_entry(const rt_tensor *x, const char *op)
     /* cuDNN's unbiased running variance divides by count - 1. */
     if (!fits_int(x->numel) || x->shape[0] * x->shape[2] * x->shape[3] < 2 || x->shape[1] == 0)
         return e;
-    e->x = tensor4(x->shape[0], x->shape[1], x->shape[2], x->shape[3], op);
+    e->x = tensor4(x->shape[0], x->shape[1], x->shape[2], x->shape[3], x->dtype, op);
     DNN(cudnnCreateTensorDescriptor(&e->b), op);
     DNN(cudnnDeriveBNTensorDescriptor(e->b, e->x, CUDNN_BATCHNORM_SPATIAL), op);
     e->usable = true;
@@ -563,11 +635,12 @@ static void bn_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gam
         rt_check_f32(dgamma, C, op, "gamma gradient");
         rt_check_f32(dbeta, C, op, "beta gradient");
     }
-    /* What the caller does not want goes to scratch: dx, or both parameter gradients
-     * (overwritten there; the caller's accumulate, beta 1). */
+    /* What the caller does not want goes to scratch: dx (in x's dtype, after the f32 pair),
+     * or both parameter gradients (overwritten there; the caller's accumulate, beta 1). */
+    const size_t pair = 2 * (size_t)C * sizeof(float);
     float *tmp = rt_cuda_scratch(RT_SCRATCH_DNN2,
-                                 ((size_t)(dx ? 0 : x->numel) + 2 * (size_t)C) * sizeof(float), op);
-    float *pdx = dx ? rt_f32(dx) : tmp + 2 * C;
+                                 pair + (dx ? 0 : (size_t)x->numel * rt_dtype_size(x->dtype)), op);
+    void *pdx = dx ? dx->data : (char *)tmp + pair;
     float *pg = dgamma ? rt_f32(dgamma) : tmp, *pb = dgamma ? rt_f32(dbeta) : tmp + C;
     const float *mean = rt_f32(saved);
     DNN(cudnnBatchNormalizationBackward(dnn(op), CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one,
@@ -624,9 +697,9 @@ void rt_batchnorm2d_infer(const rt_tensor *x, const rt_tensor *gamma, const rt_t
 
 /* ---- relu ---------------------------------------------------------------------------------- */
 
-static entry *flat_entry(int64_t n, const char *op)
+static entry *flat_entry(int64_t n, rt_dtype dt, const char *op)
 {
-    const int64_t key[KEY_LEN] = {4, n};
+    const int64_t key[KEY_LEN] = {4, n, dt};
     entry *e = find(key);
     if (e)
         return e;
@@ -634,7 +707,7 @@ static entry *flat_entry(int64_t n, const char *op)
     dnn(op);
     if (n == 0 || !fits_int(n))
         return e;
-    e->x = tensor4(1, 1, 1, n, op);
+    e->x = tensor4(1, 1, 1, n, dt, op);
     e->usable = true;
     return e;
 }
@@ -643,7 +716,7 @@ void rt_relu_fwd(const rt_tensor *x, rt_tensor *y)
 {
     const char *op = "relu_fwd";
     rt_same_numel(op, x, "input", y, "output");
-    entry *e = flat_entry(x->numel, op);
+    entry *e = flat_entry(x->numel, x->dtype, op);
     if (!e->usable) {
         rt_cuda_own_relu_fwd(x, y);
         return;
@@ -658,7 +731,7 @@ void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
     const char *op = "relu_bwd";
     rt_same_numel(op, x, "input", dy, "output gradient");
     rt_same_numel(op, x, "input", dx, "input gradient");
-    entry *e = flat_entry(x->numel, op);
+    entry *e = flat_entry(x->numel, x->dtype, op);
     if (!e->usable) {
         rt_cuda_own_relu_bwd(x, dy, dx);
         return;

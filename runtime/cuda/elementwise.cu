@@ -1,54 +1,59 @@
 /* elementwise.cu: the memory-bound ops of the CUDA backend: relu, gelu (tanh
  * approximation), tanh, sigmoid, add and gradient accumulation, dropout, concat, transpose, softmax
  * along an axis, the optimizers' per-element updates and loss scaling's multiply and
- * inf/nan check. One thread per element
- * (grid-stride), f32 in and out; every result equals the CPU backend's up to float
- * rounding of the transcendental functions. Dropout keys its mask exactly as the CPU
+ * inf/nan check. One thread per element (grid-stride). Activations are f32, bf16 or f16
+ * (act.cuh), computed in f32 and stored rounded; parameters and optimizer state are f32.
+ * With f32 activations every result equals the CPU backend's up to float rounding of
+ * the transcendental functions. Dropout keys its mask exactly as the CPU
  * backend, so a GPU run drops the same elements; its step key comes from device memory
  * (rt_step_begin) so that a captured CUDA graph uses the current step when replayed. */
-#include "cuda_internal.h"
+#include "act.cuh"
 
 /* ---- relu, gelu, add ---------------------------------------------------------------- */
 
-__global__ void relu_fwd_k(const float *x, float *y, int64_t n)
+template <typename T> __global__ void relu_fwd_k(const T *x, T *y, int64_t n)
 {
-    RT_FOR(i, n) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+    RT_FOR(i, n)
+    {
+        float v = rt_ld(x + i);
+        rt_st(y + i, v > 0.0f ? v : 0.0f);
+    }
 }
-__global__ void relu_bwd_k(const float *x, const float *dy, float *dx, int64_t n)
+template <typename T> __global__ void relu_bwd_k(const T *x, const T *dy, T *dx, int64_t n)
 {
-    RT_FOR(i, n) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    RT_FOR(i, n) rt_st(dx + i, rt_ld(x + i) > 0.0f ? rt_ld(dy + i) : 0.0f);
 }
 
 #define GELU_C 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_A 0.044715f
 
-__global__ void gelu_fwd_k(const float *x, float *y, int64_t n)
+template <typename T> __global__ void gelu_fwd_k(const T *x, T *y, int64_t n)
 {
     RT_FOR(i, n)
     {
-        float v = x[i];
-        y[i] = 0.5f * v * (1.0f + tanhf(GELU_C * (v + GELU_A * v * v * v)));
+        float v = rt_ld(x + i);
+        rt_st(y + i, 0.5f * v * (1.0f + tanhf(GELU_C * (v + GELU_A * v * v * v))));
     }
 }
-__global__ void gelu_bwd_k(const float *x, const float *dy, float *dx, int64_t n)
+template <typename T> __global__ void gelu_bwd_k(const T *x, const T *dy, T *dx, int64_t n)
 {
     RT_FOR(i, n)
     {
-        float v = x[i], t = tanhf(GELU_C * (v + GELU_A * v * v * v));
+        float v = rt_ld(x + i), t = tanhf(GELU_C * (v + GELU_A * v * v * v));
         float dt = (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * v * v);
-        dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * dt);
+        rt_st(dx + i, rt_ld(dy + i) * (0.5f * (1.0f + t) + 0.5f * v * dt));
     }
 }
-__global__ void tanh_fwd_k(const float *x, float *y, int64_t n)
+template <typename T> __global__ void tanh_fwd_k(const T *x, T *y, int64_t n)
 {
-    RT_FOR(i, n) y[i] = tanhf(x[i]);
+    RT_FOR(i, n) rt_st(y + i, tanhf(rt_ld(x + i)));
 }
-__global__ void tanh_bwd_k(const float *x, const float *dy, float *dx, int64_t n)
+template <typename T> __global__ void tanh_bwd_k(const T *x, const T *dy, T *dx, int64_t n)
 {
     RT_FOR(i, n)
     {
-        float t = tanhf(x[i]);
-        dx[i] = dy[i] * (1.0f - t * t);
+        float t = tanhf(rt_ld(x + i));
+        rt_st(dx + i, rt_ld(dy + i) * (1.0f - t * t));
     }
 }
 /* 1 / (1 + e^-x), written so that neither branch overflows (as the CPU backend). */
@@ -59,25 +64,25 @@ __device__ float sigmoid_d(float v)
     float e = expf(v);
     return e / (1.0f + e);
 }
-__global__ void sigmoid_fwd_k(const float *x, float *y, int64_t n)
+template <typename T> __global__ void sigmoid_fwd_k(const T *x, T *y, int64_t n)
 {
-    RT_FOR(i, n) y[i] = sigmoid_d(x[i]);
+    RT_FOR(i, n) rt_st(y + i, sigmoid_d(rt_ld(x + i)));
 }
-__global__ void sigmoid_bwd_k(const float *x, const float *dy, float *dx, int64_t n)
+template <typename T> __global__ void sigmoid_bwd_k(const T *x, const T *dy, T *dx, int64_t n)
 {
     RT_FOR(i, n)
     {
-        float s = sigmoid_d(x[i]);
-        dx[i] = dy[i] * s * (1.0f - s);
+        float s = sigmoid_d(rt_ld(x + i));
+        rt_st(dx + i, rt_ld(dy + i) * s * (1.0f - s));
     }
 }
-__global__ void add_k(const float *a, const float *b, float *y, int64_t n)
+template <typename T> __global__ void add_k(const T *a, const T *b, T *y, int64_t n)
 {
-    RT_FOR(i, n) y[i] = a[i] + b[i];
+    RT_FOR(i, n) rt_st(y + i, rt_ld(a + i) + rt_ld(b + i));
 }
-__global__ void acc_k(float *d, const float *s, int64_t n)
+template <typename T> __global__ void acc_k(T *d, const T *s, int64_t n)
 {
-    RT_FOR(i, n) d[i] += s[i];
+    RT_FOR(i, n) rt_st(d + i, rt_ld(d + i) + rt_ld(s + i));
 }
 
 #define LAUNCH(op, kernel, n, ...)                                     \
@@ -88,60 +93,73 @@ __global__ void acc_k(float *d, const float *s, int64_t n)
         }                                                              \
     } while (0)
 
+/* y = f(x) and dx = dy * f'(x), in the dtype of x (which y, dy and dx share). */
+#define LAUNCH_FWD(op, kernel, x, y) \
+    RT_ACT_DISPATCH((x)->dtype, T,   \
+                    LAUNCH(op, kernel<T>, (x)->numel, rt_act<T>(x), rt_act<T>(y), (x)->numel))
+#define LAUNCH_BWD(op, kernel, x, dy, dx) \
+    RT_ACT_DISPATCH(                      \
+        (x)->dtype, T,                    \
+        LAUNCH(op, kernel<T>, (x)->numel, rt_act<T>(x), rt_act<T>(dy), rt_act<T>(dx), (x)->numel))
+
 extern "C" void rt_cuda_own_relu_fwd(const rt_tensor *x, rt_tensor *y)
 {
     rt_same_numel("relu_fwd", x, "input", y, "output");
-    LAUNCH("relu_fwd", relu_fwd_k, x->numel, rt_f32(x), rt_f32(y), x->numel);
+    LAUNCH_FWD("relu_fwd", relu_fwd_k, x, y);
 }
 extern "C" void rt_cuda_own_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 {
     rt_same_numel("relu_bwd", x, "input", dy, "output gradient");
     rt_same_numel("relu_bwd", x, "input", dx, "input gradient");
-    LAUNCH("relu_bwd", relu_bwd_k, x->numel, rt_f32(x), rt_f32(dy), rt_f32(dx), x->numel);
+    LAUNCH_BWD("relu_bwd", relu_bwd_k, x, dy, dx);
 }
 extern "C" void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y)
 {
     rt_same_numel("gelu_fwd", x, "input", y, "output");
-    LAUNCH("gelu_fwd", gelu_fwd_k, x->numel, rt_f32(x), rt_f32(y), x->numel);
+    LAUNCH_FWD("gelu_fwd", gelu_fwd_k, x, y);
 }
 extern "C" void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 {
     rt_same_numel("gelu_bwd", x, "input", dy, "output gradient");
     rt_same_numel("gelu_bwd", x, "input", dx, "input gradient");
-    LAUNCH("gelu_bwd", gelu_bwd_k, x->numel, rt_f32(x), rt_f32(dy), rt_f32(dx), x->numel);
+    LAUNCH_BWD("gelu_bwd", gelu_bwd_k, x, dy, dx);
 }
 extern "C" void rt_tanh_fwd(const rt_tensor *x, rt_tensor *y)
 {
     rt_same_numel("tanh_fwd", x, "input", y, "output");
-    LAUNCH("tanh_fwd", tanh_fwd_k, x->numel, rt_f32(x), rt_f32(y), x->numel);
+    LAUNCH_FWD("tanh_fwd", tanh_fwd_k, x, y);
 }
 extern "C" void rt_tanh_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 {
     rt_same_numel("tanh_bwd", x, "input", dy, "output gradient");
     rt_same_numel("tanh_bwd", x, "input", dx, "input gradient");
-    LAUNCH("tanh_bwd", tanh_bwd_k, x->numel, rt_f32(x), rt_f32(dy), rt_f32(dx), x->numel);
+    LAUNCH_BWD("tanh_bwd", tanh_bwd_k, x, dy, dx);
 }
 extern "C" void rt_sigmoid_fwd(const rt_tensor *x, rt_tensor *y)
 {
     rt_same_numel("sigmoid_fwd", x, "input", y, "output");
-    LAUNCH("sigmoid_fwd", sigmoid_fwd_k, x->numel, rt_f32(x), rt_f32(y), x->numel);
+    LAUNCH_FWD("sigmoid_fwd", sigmoid_fwd_k, x, y);
 }
 extern "C" void rt_sigmoid_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 {
     rt_same_numel("sigmoid_bwd", x, "input", dy, "output gradient");
     rt_same_numel("sigmoid_bwd", x, "input", dx, "input gradient");
-    LAUNCH("sigmoid_bwd", sigmoid_bwd_k, x->numel, rt_f32(x), rt_f32(dy), rt_f32(dx), x->numel);
+    LAUNCH_BWD("sigmoid_bwd", sigmoid_bwd_k, x, dy, dx);
 }
 extern "C" void rt_add_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *y)
 {
     rt_same_numel("add", a, "a", b, "b");
     rt_same_numel("add", a, "a", y, "output");
-    LAUNCH("add", add_k, a->numel, rt_f32(a), rt_f32(b), rt_f32(y), a->numel);
+    RT_ACT_DISPATCH(
+        a->dtype, T,
+        LAUNCH("add", add_k<T>, a->numel, rt_act<T>(a), rt_act<T>(b), rt_act<T>(y), a->numel));
 }
 extern "C" void rt_accumulate(rt_tensor *dst, const rt_tensor *src)
 {
     rt_same_numel("accumulate", dst, "destination", src, "source");
-    LAUNCH("accumulate", acc_k, dst->numel, rt_f32(dst), rt_f32(src), dst->numel);
+    RT_ACT_DISPATCH(
+        dst->dtype, T,
+        LAUNCH("accumulate", acc_k<T>, dst->numel, rt_act<T>(dst), rt_act<T>(src), dst->numel));
 }
 
 /* ---- dropout ------------------------------------------------------------------------------ */
@@ -149,7 +167,8 @@ extern "C" void rt_accumulate(rt_tensor *dst, const rt_tensor *src)
 /* step = *d_step + step_delta: the generated program passes the current step, whose
  * difference to rt_step_begin's step is 0 in practice; a graph replays with the new
  * step read from device memory. */
-__global__ void dropout_k(const float *x, float *y, int64_t n, int64_t per, float p, float scale,
+template <typename T>
+__global__ void dropout_k(const T *x, T *y, int64_t n, int64_t per, float p, float scale,
                           uint64_t seed, const int64_t *d_step, int64_t step_delta, uint64_t layer,
                           int64_t sample0)
 {
@@ -160,7 +179,7 @@ __global__ void dropout_k(const float *x, float *y, int64_t n, int64_t per, floa
         int64_t s = i / per, e = i - s * per;
         uint64_t k = rt_dev_hash64(k0 ^ (uint64_t)(sample0 + s));
         float u = (float)(rt_dev_hash64(k ^ (uint64_t)e) >> 40) * (1.0f / 16777216.0f);
-        y[i] = u >= p ? x[i] * scale : 0.0f;
+        rt_st(y + i, u >= p ? rt_ld(x + i) * scale : 0.0f);
     }
 }
 
@@ -171,12 +190,15 @@ static void dropout(const char *op, const rt_tensor *in, float p, uint64_t seed,
     if (in->numel == 0)
         return;
     if (p >= 1.0f) {
-        RT_CUDA(cudaMemsetAsync(out->data, 0, (size_t)in->numel * 4, RT_FG), op);
+        RT_CUDA(cudaMemsetAsync(out->data, 0, (size_t)in->numel * rt_dtype_size(out->dtype), RT_FG),
+                op);
         return;
     }
     const int64_t N = in->ndim ? in->shape[0] : 1, per = N ? in->numel / N : 1;
-    LAUNCH(op, dropout_k, in->numel, rt_f32(in), rt_f32(out), in->numel, per, p, 1.0f / (1.0f - p),
-           seed, rt_cuda_g.d_step, step - rt_cuda_g.step, (uint64_t)layer_id, sample0);
+    RT_ACT_DISPATCH(in->dtype, T,
+                    LAUNCH(op, dropout_k<T>, in->numel, rt_act<T>(in), rt_act<T>(out), in->numel,
+                           per, p, 1.0f / (1.0f - p), seed, rt_cuda_g.d_step, step - rt_cuda_g.step,
+                           (uint64_t)layer_id, sample0));
 }
 
 extern "C" void rt_dropout_fwd(const rt_tensor *x, float p, uint64_t seed, int64_t step,
@@ -200,15 +222,16 @@ __device__ __forceinline__ float dev_rand(uint64_t seed, uint64_t a, uint64_t b,
     return (float)(rt_dev_hash64(h ^ d) >> 40) * (1.0f / 16777216.0f);
 }
 
-/* Element e of sample i of the batch: data.c's synth() for global sample g0 + i. */
-__global__ void synth_x_k(rt_synth_keys k, float *xf, int32_t *xi, int64_t n)
+/* Element e of sample i of the batch: data.c's synth() for global sample g0 + i; into
+ * xf (f32 or 16-bit samples, rounded) or, when xf is NULL, xi (tokens). */
+template <typename T> __global__ void synth_x_k(rt_synth_keys k, T *xf, int32_t *xi, int64_t n)
 {
     RT_FOR(j, n)
     {
         int64_t i = j / k.per_sample, e = j - i * k.per_sample;
         float u = dev_rand(k.seed, 0xda7a + k.stream, (uint64_t)(k.g0 + i), 0, (uint64_t)e);
         if (xf)
-            xf[j] = u;
+            rt_st(xf + j, u);
         else
             xi[j] = (int32_t)(u * (float)k.vocab) % (int32_t)k.vocab;
     }
@@ -228,24 +251,26 @@ extern "C" void rt_cuda_synth(const rt_synth_keys *k, void *x, int32_t *labels)
 {
     rt_cuda_not_capturing("data");
     const int64_t nx = k->count * k->per_sample, nl = k->count * k->labels_per_sample;
-    if (x)
-        LAUNCH("data", synth_x_k, nx, *k, k->in_dtype == RT_F32 ? (float *)x : NULL,
-               k->in_dtype == RT_F32 ? NULL : (int32_t *)x, nx);
+    if (x && k->in_dtype == RT_I32)
+        LAUNCH("data", synth_x_k<float>, nx, *k, (float *)NULL, (int32_t *)x, nx);
+    else if (x)
+        RT_ACT_DISPATCH(k->in_dtype, T,
+                        LAUNCH("data", synth_x_k<T>, nx, *k, (T *)x, (int32_t *)NULL, nx));
     if (labels)
         LAUNCH("data", synth_labels_k, nl, *k, labels, nl);
 }
 
 /* ---- concat, transpose ------------------------------------------------------------------ */
 
-/* A part of `chunk` contiguous floats per outer index, placed at column offset `off` of
- * rows of `yrow` floats: one 2-D copy. */
-static void copy_part(const char *op, float *dst, int64_t dpitch, const float *src, int64_t spitch,
-                      int64_t chunk, int64_t outer)
+/* A part of `chunk` contiguous elements (of es bytes) per outer index, from rows of
+ * `spitch` elements to rows of `dpitch` elements: one 2-D copy. */
+static void copy_part(const char *op, void *dst, int64_t dpitch, const void *src, int64_t spitch,
+                      int64_t chunk, int64_t outer, size_t es)
 {
     if (chunk == 0 || outer == 0)
         return;
-    RT_CUDA(cudaMemcpy2DAsync(dst, (size_t)dpitch * 4, src, (size_t)spitch * 4, (size_t)chunk * 4,
-                              (size_t)outer, cudaMemcpyDeviceToDevice, RT_FG),
+    RT_CUDA(cudaMemcpy2DAsync(dst, (size_t)dpitch * es, src, (size_t)spitch * es,
+                              (size_t)chunk * es, (size_t)outer, cudaMemcpyDeviceToDevice, RT_FG),
             op);
 }
 
@@ -254,10 +279,11 @@ extern "C" void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_te
     const char *op = "concat_fwd";
     const rt_concat_dims d = rt_concat_check(op, y, n, xs, axis);
     const int64_t outer = d.outer, inner = d.inner, yrow = d.row;
+    const size_t es = rt_dtype_size(y->dtype);
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         const int64_t chunk = xs[i]->shape[axis] * inner;
-        copy_part(op, rt_f32(y) + off, yrow, rt_f32(xs[i]), chunk, chunk, outer);
+        copy_part(op, (char *)y->data + off * es, yrow, xs[i]->data, chunk, chunk, outer, es);
         off += chunk;
     }
 }
@@ -267,16 +293,20 @@ extern "C" void rt_concat_bwd(const rt_tensor *dy, int axis, int n, rt_tensor *c
     const char *op = "concat_bwd";
     const rt_concat_dims d = rt_concat_check(op, dy, n, (const rt_tensor *const *)dxs, axis);
     const int64_t outer = d.outer, inner = d.inner, yrow = d.row;
+    const size_t es = rt_dtype_size(dy->dtype);
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         const int64_t chunk = dxs[i]->shape[axis] * inner;
-        copy_part(op, rt_f32(dxs[i]), chunk, rt_f32(dy) + off, yrow, chunk, outer);
+        copy_part(op, dxs[i]->data, chunk, (const char *)dy->data + off * es, yrow, chunk, outer,
+                  es);
         off += chunk;
     }
 }
 
-/* x viewed as [A, I, Bm, J, C] -> y [A, J, Bm, I, C]; one thread per output element. */
-__global__ void transpose_k(const float *x, float *y, int64_t n, int64_t I, int64_t Bm, int64_t J,
+/* x viewed as [A, I, Bm, J, C] -> y [A, J, Bm, I, C]; one thread per output element,
+ * moved as it is (no conversion). */
+template <typename T>
+__global__ void transpose_k(const T *x, T *y, int64_t n, int64_t I, int64_t Bm, int64_t J,
                             int64_t C)
 {
     RT_FOR(o, n)
@@ -301,7 +331,9 @@ extern "C" void rt_transpose(const rt_tensor *x, int a0, int a1, rt_tensor *y)
         rt_tensor_copy(y, x);
         return;
     }
-    LAUNCH(op, transpose_k, x->numel, rt_f32(x), rt_f32(y), x->numel, I, Bm, J, C);
+    RT_ACT_DISPATCH(
+        x->dtype, T,
+        LAUNCH(op, transpose_k<T>, x->numel, rt_act<T>(x), rt_act<T>(y), x->numel, I, Bm, J, C));
 }
 
 /* ---- softmax along an axis --------------------------------------------------------------- */
@@ -309,39 +341,41 @@ extern "C" void rt_transpose(const rt_tensor *x, int a0, int a1, rt_tensor *y)
 /* One thread per (outer, inner) line of `dim` elements, stride `inner`: softmax over a
  * non-last axis has strided lines; the last axis (inner = 1) is the common case of
  * attention-like use and still reads whole lines per thread, which is fine for the
- * short lines models here use (the attention op has its own row kernel). */
-__global__ void softmax_fwd_k(const float *x, float *y, int64_t lines, int64_t dim, int64_t inner)
+ * short lines models here use (the attention op has its own row kernel). The
+ * exponentials are computed again for the output rather than kept in y, which in
+ * 16 bits would round them twice. */
+template <typename T>
+__global__ void softmax_fwd_k(const T *x, T *y, int64_t lines, int64_t dim, int64_t inner)
 {
     RT_FOR(l, lines)
     {
         int64_t o = l / inner, in = l - o * inner;
-        const float *xs = x + o * dim * inner + in;
-        float *ys = y + o * dim * inner + in;
+        const T *xs = x + o * dim * inner + in;
+        T *ys = y + o * dim * inner + in;
         float mx = -INFINITY, sum = 0.0f;
         for (int64_t d = 0; d < dim; d++)
-            mx = fmaxf(mx, xs[d * inner]);
-        for (int64_t d = 0; d < dim; d++) {
-            float e = expf(xs[d * inner] - mx);
-            ys[d * inner] = e;
-            sum += e;
-        }
+            mx = fmaxf(mx, rt_ld(xs + d * inner));
+        for (int64_t d = 0; d < dim; d++)
+            sum += expf(rt_ld(xs + d * inner) - mx);
         float inv = 1.0f / sum;
         for (int64_t d = 0; d < dim; d++)
-            ys[d * inner] *= inv;
+            rt_st(ys + d * inner, expf(rt_ld(xs + d * inner) - mx) * inv);
     }
 }
 
-__global__ void softmax_bwd_k(const float *y, const float *dy, float *dx, int64_t lines,
-                              int64_t dim, int64_t inner)
+template <typename T>
+__global__ void softmax_bwd_k(const T *y, const T *dy, T *dx, int64_t lines, int64_t dim,
+                              int64_t inner)
 {
     RT_FOR(l, lines)
     {
         int64_t o = l / inner, in = l - o * inner, base = o * dim * inner + in;
         float dot = 0.0f;
         for (int64_t d = 0; d < dim; d++)
-            dot += y[base + d * inner] * dy[base + d * inner];
+            dot += rt_ld(y + base + d * inner) * rt_ld(dy + base + d * inner);
         for (int64_t d = 0; d < dim; d++)
-            dx[base + d * inner] = y[base + d * inner] * (dy[base + d * inner] - dot);
+            rt_st(dx + base + d * inner,
+                  rt_ld(y + base + d * inner) * (rt_ld(dy + base + d * inner) - dot));
     }
 }
 
@@ -351,7 +385,9 @@ extern "C" void rt_softmax_fwd(const rt_tensor *x, int axis, rt_tensor *y)
     int64_t outer, dim, inner;
     rt_softmax_dims(op, x, axis, &outer, &dim, &inner);
     rt_same_numel(op, x, "input", y, "output");
-    LAUNCH(op, softmax_fwd_k, outer * inner, rt_f32(x), rt_f32(y), outer * inner, dim, inner);
+    RT_ACT_DISPATCH(x->dtype, T,
+                    LAUNCH(op, softmax_fwd_k<T>, outer * inner, rt_act<T>(x), rt_act<T>(y),
+                           outer * inner, dim, inner));
 }
 
 extern "C" void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis, rt_tensor *dx)
@@ -359,8 +395,9 @@ extern "C" void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis
     const char *op = "softmax_bwd";
     int64_t outer, dim, inner;
     rt_softmax_bwd_check(op, y, dy, axis, dx, &outer, &dim, &inner);
-    LAUNCH(op, softmax_bwd_k, outer * inner, rt_f32(y), rt_f32(dy), rt_f32(dx), outer * inner, dim,
-           inner);
+    RT_ACT_DISPATCH(y->dtype, T,
+                    LAUNCH(op, softmax_bwd_k<T>, outer * inner, rt_act<T>(y), rt_act<T>(dy),
+                           rt_act<T>(dx), outer * inner, dim, inner));
 }
 
 /* ---- optimizers ---------------------------------------------------------------------------- */
@@ -409,19 +446,24 @@ extern "C" void rt_adam_update(float *w, const float *g, float *m, float *v, int
 
 /* ---- loss scaling (the device's scale_check, loss_scale.c) -------------------------------- */
 
-/* Threads that meet an inf or nan all write the same 1: no atomics needed. */
-__global__ void scale_check_k(float *x, int64_t n, float s, int32_t *found)
+/* Threads that meet an inf or nan all write the same 1: no atomics needed. The check
+ * looks at the input (as the CPU backend's) and, in 16 bits, at the stored product too,
+ * which can overflow where the input did not (f16's range ends at 65504). */
+template <typename T> __global__ void scale_check_k(T *x, int64_t n, float s, int32_t *found)
 {
     RT_FOR(j, n)
     {
-        float v = x[j];
-        if (found && !isfinite(v))
+        float v = rt_ld(x + j);
+        T r;
+        rt_st(&r, v * s);
+        if (found && !(isfinite(v) && (sizeof(T) == 4 || isfinite(rt_ld(&r)))))
             *found = 1;
-        x[j] = v * s;
+        x[j] = r;
     }
 }
 
-extern "C" void rt_cuda_scale_check(float *x, int64_t n, float s, int32_t *found, const char *op)
+extern "C" void rt_cuda_scale_check(void *x, rt_dtype dt, int64_t n, float s, int32_t *found,
+                                    const char *op)
 {
-    LAUNCH(op, scale_check_k, n, x, n, s, found);
+    RT_ACT_DISPATCH(dt, T, LAUNCH(op, scale_check_k<T>, n, (T *)x, n, s, found));
 }

@@ -4,13 +4,16 @@
  * several ranks always runs here) (training mode, statistics over this shard's N,H,W or, SyncBN, over the
  * layer's rank set; running statistics as PyTorch), layernorm over the last dimension, token + positional embedding, the
  * cross-entropy loss (divided by the GLOBAL row count, as the CPU backend) and the
- * argmax hit count. Reductions run one block per channel or row, with the two-pass
- * mean/variance of the CPU backend; backward passes whose outputs overlap (pooling
- * windows, embedding rows) accumulate with atomics. Tokens and labels live on the
- * device, so out-of-range values are caught by the kernels: they record the first bad
- * value in a device flag that the host checks when it next waits for the device
- * (cross entropy's loss, the end of a step) and reports as a fatal error. */
-#include "cuda_internal.h"
+ * argmax hit count. Activations and their gradients are f32, bf16 or f16 (act.cuh);
+ * parameters, their gradients and statistics are f32. Reductions run one block per
+ * channel or row, with the two-pass mean/variance of the CPU backend; backward passes
+ * whose outputs overlap (pooling windows, embedding rows) accumulate with f32 atomics,
+ * except the 16-bit pooling gradients: there each input pixel gathers, in f32, from the
+ * windows that cover it (a 16-bit atomic add would round at every add). Tokens and
+ * labels live on the device, so out-of-range values are caught by the kernels: they
+ * record the first bad value in a device flag that the host checks when it next waits
+ * for the device (cross entropy's loss, the end of a step) and reports as a fatal error. */
+#include "act.cuh"
 
 /* ---- device-side input errors ---------------------------------------------------------- */
 
@@ -71,7 +74,8 @@ static pool_dims pool_check(const char *op, const rt_tensor *x, const rt_pool2d_
 
 /* Index in the plane of the window's maximum (first maximum, NaN wins, as PyTorch),
  * or -1 for a window entirely in the padding. */
-__device__ int64_t window_argmax(const float *plane, const pool_dims &d, int64_t oh, int64_t ow)
+template <typename T>
+__device__ int64_t window_argmax(const T *plane, const pool_dims &d, int64_t oh, int64_t ow)
 {
     int64_t h0 = oh * d.sh - d.ph, w0 = ow * d.sw - d.pw;
     int64_t hs = h0 < 0 ? 0 : h0, he = h0 + d.kh < d.H ? h0 + d.kh : d.H;
@@ -79,10 +83,10 @@ __device__ int64_t window_argmax(const float *plane, const pool_dims &d, int64_t
     if (hs >= he || ws >= we)
         return -1;
     int64_t best = hs * d.W + ws;
-    float mx = plane[best];
+    float mx = rt_ld(plane + best);
     for (int64_t h = hs; h < he; h++)
         for (int64_t w = ws; w < we; w++) {
-            float v = plane[h * d.W + w];
+            float v = rt_ld(plane + h * d.W + w);
             if (v > mx || v != v) {
                 mx = v;
                 best = h * d.W + w;
@@ -109,17 +113,28 @@ __device__ float avg_window(const pool_dims &d, int64_t oh, int64_t ow, int64_t 
     return (float)((hp - h0) * (wp - w0));
 }
 
-__global__ void maxpool_fwd_k(const float *x, float *y, pool_dims d, int64_t n)
+/* The output rows (or columns) [*lo, *hi] whose windows cover input row (column) h:
+ * those with o*s - p <= h < o*s - p + k. Empty when *lo > *hi. */
+__device__ void covering(int64_t h, int64_t k, int64_t s, int64_t p, int64_t out, int64_t *lo,
+                         int64_t *hi)
+{
+    int64_t a = h + p - k + 1, b = h + p;
+    *lo = a <= 0 ? 0 : (a + s - 1) / s;
+    *hi = b / s < out - 1 ? b / s : out - 1;
+}
+
+template <typename T> __global__ void maxpool_fwd_k(const T *x, T *y, pool_dims d, int64_t n)
 {
     RT_FOR(o, n)
     {
         int64_t ow = o % d.OW, oh = (o / d.OW) % d.OH, nc = o / (d.OW * d.OH);
-        const float *plane = x + nc * d.H * d.W;
+        const T *plane = x + nc * d.H * d.W;
         int64_t b = window_argmax(plane, d, oh, ow);
-        y[o] = b < 0 ? -INFINITY : plane[b];
+        rt_st(y + o, b < 0 ? -INFINITY : rt_ld(plane + b));
     }
 }
 
+/* f32: each window adds its gradient to its maximum's pixel (dx zeroed first). */
 __global__ void maxpool_bwd_k(const float *x, const float *dy, float *dx, pool_dims d, int64_t n)
 {
     RT_FOR(o, n)
@@ -131,22 +146,44 @@ __global__ void maxpool_bwd_k(const float *x, const float *dy, float *dx, pool_d
     }
 }
 
-__global__ void avgpool_fwd_k(const float *x, float *y, pool_dims d, int64_t n)
+/* 16 bits: each input pixel i (of n) sums, in f32, the gradients of the windows that
+ * cover it and whose maximum it is, and is stored rounded once. */
+template <typename T>
+__global__ void maxpool_bwd_gather_k(const T *x, const T *dy, T *dx, pool_dims d, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        int64_t w = i % d.W, h = (i / d.W) % d.H, nc = i / (d.W * d.H);
+        const T *plane = x + nc * d.H * d.W, *g = dy + nc * d.OH * d.OW;
+        int64_t oh0, oh1, ow0, ow1;
+        covering(h, d.kh, d.sh, d.ph, d.OH, &oh0, &oh1);
+        covering(w, d.kw, d.sw, d.pw, d.OW, &ow0, &ow1);
+        float s = 0.0f;
+        for (int64_t oh = oh0; oh <= oh1; oh++)
+            for (int64_t ow = ow0; ow <= ow1; ow++)
+                if (window_argmax(plane, d, oh, ow) == h * d.W + w)
+                    s += rt_ld(g + oh * d.OW + ow);
+        rt_st(dx + i, s);
+    }
+}
+
+template <typename T> __global__ void avgpool_fwd_k(const T *x, T *y, pool_dims d, int64_t n)
 {
     RT_FOR(o, n)
     {
         int64_t ow = o % d.OW, oh = (o / d.OW) % d.OH, nc = o / (d.OW * d.OH);
-        const float *plane = x + nc * d.H * d.W;
+        const T *plane = x + nc * d.H * d.W;
         int64_t hs, he, ws, we;
         float div = avg_window(d, oh, ow, &hs, &he, &ws, &we);
         float s = 0.0f;
         for (int64_t h = hs; h < he; h++)
             for (int64_t w = ws; w < we; w++)
-                s += plane[h * d.W + w];
-        y[o] = s / div;
+                s += rt_ld(plane + h * d.W + w);
+        rt_st(y + o, s / div);
     }
 }
 
+/* f32: each window spreads its share over its pixels (dx zeroed first). */
 __global__ void avgpool_bwd_k(const float *dy, float *dx, pool_dims d, int64_t n)
 {
     RT_FOR(o, n)
@@ -161,55 +198,89 @@ __global__ void avgpool_bwd_k(const float *dy, float *dx, pool_dims d, int64_t n
     }
 }
 
+/* 16 bits: each input pixel i (of n) sums, in f32, the shares of the windows that
+ * cover it, and is stored rounded once. */
+template <typename T>
+__global__ void avgpool_bwd_gather_k(const T *dy, T *dx, pool_dims d, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        int64_t w = i % d.W, h = (i / d.W) % d.H, nc = i / (d.W * d.H);
+        const T *g = dy + nc * d.OH * d.OW;
+        int64_t oh0, oh1, ow0, ow1, hs, he, ws, we;
+        covering(h, d.kh, d.sh, d.ph, d.OH, &oh0, &oh1);
+        covering(w, d.kw, d.sw, d.pw, d.OW, &ow0, &ow1);
+        float s = 0.0f;
+        for (int64_t oh = oh0; oh <= oh1; oh++)
+            for (int64_t ow = ow0; ow <= ow1; ow++)
+                s += rt_ld(g + oh * d.OW + ow) / avg_window(d, oh, ow, &hs, &he, &ws, &we);
+        rt_st(dx + i, s);
+    }
+}
+
 extern "C" void rt_cuda_own_maxpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a,
                                           rt_tensor *y)
 {
     pool_dims d = pool_check("maxpool2d_fwd", x, a, y, "output");
-    LAUNCH("maxpool2d_fwd", maxpool_fwd_k, rt_cuda_blocks(y->numel), 256, rt_f32(x), rt_f32(y), d,
-           y->numel);
+    RT_ACT_DISPATCH(x->dtype, T,
+                    LAUNCH("maxpool2d_fwd", maxpool_fwd_k<T>, rt_cuda_blocks(y->numel), 256,
+                           rt_act<T>(x), rt_act<T>(y), d, y->numel));
 }
 
 extern "C" void rt_cuda_own_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy,
                                           const rt_pool2d_attrs *a, rt_tensor *dx)
 {
     pool_dims d = pool_check("maxpool2d_bwd", x, a, dy, "output gradient");
-    rt_check_f32(dx, x->numel, "maxpool2d_bwd", "input gradient");
-    rt_tensor_zero(dx);
-    LAUNCH("maxpool2d_bwd", maxpool_bwd_k, rt_cuda_blocks(dy->numel), 256, rt_f32(x), rt_f32(dy),
-           rt_f32(dx), d, dy->numel);
+    rt_check_act(dx, x->numel, "maxpool2d_bwd", "input gradient");
+    if (x->dtype == RT_F32) {
+        rt_tensor_zero(dx);
+        LAUNCH("maxpool2d_bwd", maxpool_bwd_k, rt_cuda_blocks(dy->numel), 256, rt_f32(x),
+               rt_f32(dy), rt_f32(dx), d, dy->numel);
+        return;
+    }
+    RT_ACT_DISPATCH(x->dtype, T,
+                    LAUNCH("maxpool2d_bwd", maxpool_bwd_gather_k<T>, rt_cuda_blocks(dx->numel), 256,
+                           rt_act<T>(x), rt_act<T>(dy), rt_act<T>(dx), d, dx->numel));
 }
 
 extern "C" void rt_cuda_own_avgpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a,
                                           rt_tensor *y)
 {
     pool_dims d = pool_check("avgpool2d_fwd", x, a, y, "output");
-    LAUNCH("avgpool2d_fwd", avgpool_fwd_k, rt_cuda_blocks(y->numel), 256, rt_f32(x), rt_f32(y), d,
-           y->numel);
+    RT_ACT_DISPATCH(x->dtype, T,
+                    LAUNCH("avgpool2d_fwd", avgpool_fwd_k<T>, rt_cuda_blocks(y->numel), 256,
+                           rt_act<T>(x), rt_act<T>(y), d, y->numel));
 }
 
 extern "C" void rt_cuda_own_avgpool2d_bwd(const rt_tensor *dy, const rt_pool2d_attrs *a,
                                           rt_tensor *dx)
 {
     pool_dims d = pool_check("avgpool2d_bwd", dx, a, dy, "output gradient");
-    rt_tensor_zero(dx);
-    LAUNCH("avgpool2d_bwd", avgpool_bwd_k, rt_cuda_blocks(dy->numel), 256, rt_f32(dy), rt_f32(dx),
-           d, dy->numel);
+    if (dx->dtype == RT_F32) {
+        rt_tensor_zero(dx);
+        LAUNCH("avgpool2d_bwd", avgpool_bwd_k, rt_cuda_blocks(dy->numel), 256, rt_f32(dy),
+               rt_f32(dx), d, dy->numel);
+        return;
+    }
+    RT_ACT_DISPATCH(dx->dtype, T,
+                    LAUNCH("avgpool2d_bwd", avgpool_bwd_gather_k<T>, rt_cuda_blocks(dx->numel), 256,
+                           rt_act<T>(dy), rt_act<T>(dx), d, dx->numel));
 }
 
-__global__ void gap_fwd_k(const float *x, float *y, int64_t HW)
+template <typename T> __global__ void gap_fwd_k(const T *x, T *y, int64_t HW)
 {
-    const float *p = x + blockIdx.x * HW;
+    const T *p = x + blockIdx.x * HW;
     float s = 0.0f;
     for (int64_t i = threadIdx.x; i < HW; i += blockDim.x)
-        s += p[i];
+        s += rt_ld(p + i);
     s = rt_block_sum(s);
     if (threadIdx.x == 0)
-        y[blockIdx.x] = s / (float)HW;
+        rt_st(y + blockIdx.x, s / (float)HW);
 }
 
-__global__ void gap_bwd_k(const float *dy, float *dx, int64_t HW, int64_t n)
+template <typename T> __global__ void gap_bwd_k(const T *dy, T *dx, int64_t HW, int64_t n)
 {
-    RT_FOR(i, n) dx[i] = dy[i / HW] / (float)HW;
+    RT_FOR(i, n) rt_st(dx + i, rt_ld(dy + i / HW) / (float)HW);
 }
 
 extern "C" void rt_global_avgpool_fwd(const rt_tensor *x, rt_tensor *y)
@@ -217,7 +288,9 @@ extern "C" void rt_global_avgpool_fwd(const rt_tensor *x, rt_tensor *y)
     const char *op = "global_avgpool_fwd";
     rt_global_pool_check(op, x, "input", y, "output");
     const int64_t HW = x->shape[2] * x->shape[3];
-    LAUNCH(op, gap_fwd_k, (unsigned)y->numel, 256, rt_f32(x), rt_f32(y), HW);
+    RT_ACT_DISPATCH(
+        x->dtype, T,
+        LAUNCH(op, gap_fwd_k<T>, (unsigned)y->numel, 256, rt_act<T>(x), rt_act<T>(y), HW));
 }
 
 extern "C" void rt_global_avgpool_bwd(const rt_tensor *dy, rt_tensor *dx)
@@ -225,7 +298,9 @@ extern "C" void rt_global_avgpool_bwd(const rt_tensor *dy, rt_tensor *dx)
     const char *op = "global_avgpool_bwd";
     rt_global_pool_check(op, dx, "input gradient", dy, "output gradient");
     const int64_t HW = dx->shape[2] * dx->shape[3];
-    LAUNCH(op, gap_bwd_k, rt_cuda_blocks(dx->numel), 256, rt_f32(dy), rt_f32(dx), HW, dx->numel);
+    RT_ACT_DISPATCH(dx->dtype, T,
+                    LAUNCH(op, gap_bwd_k<T>, rt_cuda_blocks(dx->numel), 256, rt_act<T>(dy),
+                           rt_act<T>(dx), HW, dx->numel));
 }
 
 /* ---- batchnorm --------------------------------------------------------------------------- */
@@ -252,13 +327,14 @@ __device__ __forceinline__ double block_sum_d(double v)
 }
 
 /* sums[c] = sum of x over channel c; sums[C] = the element count (block 0). */
-__global__ void bn_sum_k(const float *x, int64_t N, int64_t C, int64_t HW, double *sums)
+template <typename T>
+__global__ void bn_sum_k(const T *x, int64_t N, int64_t C, int64_t HW, double *sums)
 {
     const int64_t c = blockIdx.x;
     double s = 0.0;
     for (int64_t n = 0; n < N; n++)
         for (int64_t i = threadIdx.x; i < HW; i += blockDim.x)
-            s += x[(n * C + c) * HW + i];
+            s += rt_ld(x + (n * C + c) * HW + i);
     s = block_sum_d(s);
     if (threadIdx.x == 0) {
         sums[c] = s;
@@ -268,7 +344,8 @@ __global__ void bn_sum_k(const float *x, int64_t N, int64_t C, int64_t HW, doubl
 }
 
 /* sq[c] = sum of (x - mean)^2, mean = sums[c] / sums[C] (the set's mean). */
-__global__ void bn_sq_k(const float *x, int64_t N, int64_t C, int64_t HW, const double *sums,
+template <typename T>
+__global__ void bn_sq_k(const T *x, int64_t N, int64_t C, int64_t HW, const double *sums,
                         double *sq)
 {
     const int64_t c = blockIdx.x;
@@ -276,7 +353,7 @@ __global__ void bn_sq_k(const float *x, int64_t N, int64_t C, int64_t HW, const 
     double s = 0.0;
     for (int64_t n = 0; n < N; n++)
         for (int64_t i = threadIdx.x; i < HW; i += blockDim.x) {
-            double d = x[(n * C + c) * HW + i] - mu;
+            double d = rt_ld(x + (n * C + c) * HW + i) - mu;
             s += d * d;
         }
     s = block_sum_d(s);
@@ -301,31 +378,33 @@ __global__ void bn_finish_k(const double *sums, const double *sq, int64_t C, flo
     }
 }
 
-__global__ void bn_apply_k(const float *x, const float *mean, const float *invstd,
-                           const float *gamma, const float *beta, float *y, int64_t C, int64_t HW,
-                           int64_t n)
+template <typename T>
+__global__ void bn_apply_k(const T *x, const float *mean, const float *invstd, const float *gamma,
+                           const float *beta, T *y, int64_t C, int64_t HW, int64_t n)
 {
     RT_FOR(i, n)
     {
         int64_t c = (i / HW) % C;
         const float sc = gamma[c] * invstd[c], sh = beta[c] - mean[c] * sc;
-        y[i] = x[i] * sc + sh;
+        rt_st(y + i, rt_ld(x + i) * sc + sh);
     }
 }
 
 /* Per channel: red[c] = sum dy, red[C + c] = sum dy * xhat, red[2C] = the count;
  * this shard's parts go into dgamma and dbeta (the gradient all-reduce adds the rest). */
-__global__ void bn_bwd_reduce_k(const float *x, const float *dy, const float *mean,
-                                const float *invstd, int64_t N, int64_t C, int64_t HW, double *red,
-                                float *dgamma, float *dbeta)
+template <typename T>
+__global__ void bn_bwd_reduce_k(const T *x, const T *dy, const float *mean, const float *invstd,
+                                int64_t N, int64_t C, int64_t HW, double *red, float *dgamma,
+                                float *dbeta)
 {
     const int64_t c = blockIdx.x;
     double sdy = 0.0, sdyx = 0.0;
     for (int64_t n = 0; n < N; n++)
         for (int64_t i = threadIdx.x; i < HW; i += blockDim.x) {
             int64_t k = (n * C + c) * HW + i;
-            sdy += dy[k];
-            sdyx += dy[k] * (x[k] - mean[c]);
+            const float g = rt_ld(dy + k);
+            sdy += g;
+            sdyx += g * (rt_ld(x + k) - mean[c]);
         }
     sdy = block_sum_d(sdy);
     sdyx = block_sum_d(sdyx) * invstd[c];
@@ -341,8 +420,9 @@ __global__ void bn_bwd_reduce_k(const float *x, const float *dy, const float *me
     }
 }
 
-__global__ void bn_bwd_dx_k(const float *x, const float *dy, const float *mean, const float *invstd,
-                            const float *gamma, const double *red, float *dx, int64_t C, int64_t HW,
+template <typename T>
+__global__ void bn_bwd_dx_k(const T *x, const T *dy, const float *mean, const float *invstd,
+                            const float *gamma, const double *red, T *dx, int64_t C, int64_t HW,
                             int64_t n)
 {
     const double count = red[2 * C];
@@ -350,8 +430,8 @@ __global__ void bn_bwd_dx_k(const float *x, const float *dy, const float *mean, 
     {
         int64_t c = (i / HW) % C;
         const float mdy = (float)(red[c] / count), mdyx = (float)(red[C + c] / count);
-        float xhat = (x[i] - mean[c]) * invstd[c];
-        dx[i] = gamma[c] * invstd[c] * (dy[i] - mdy - xhat * mdyx);
+        float xhat = (rt_ld(x + i) - mean[c]) * invstd[c];
+        rt_st(dx + i, gamma[c] * invstd[c] * (rt_ld(dy + i) - mdy - xhat * mdyx));
     }
 }
 
@@ -368,14 +448,17 @@ static void batchnorm_fwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
     double *sums = (double *)rt_cuda_scratch(RT_SCRATCH_RED, (size_t)(2 * C + 1) * 8, op);
     double *sq = sums + C + 1;
     float *mean = rt_f32(saved), *invstd = mean + C;
-    LAUNCH(op, bn_sum_k, (unsigned)C, 256, rt_f32(x), N, C, HW, sums);
+    RT_ACT_DISPATCH(x->dtype, T,
+                    LAUNCH(op, bn_sum_k<T>, (unsigned)C, 256, rt_act<T>(x), N, C, HW, sums));
     rt_allreduce_f64(comm, sums, C + 1, op);
-    LAUNCH(op, bn_sq_k, (unsigned)C, 256, rt_f32(x), N, C, HW, sums, sq);
+    RT_ACT_DISPATCH(x->dtype, T,
+                    LAUNCH(op, bn_sq_k<T>, (unsigned)C, 256, rt_act<T>(x), N, C, HW, sums, sq));
     rt_allreduce_f64(comm, sq, C, op);
     LAUNCH(op, bn_finish_k, rt_cuda_blocks(C), 256, sums, sq, C, eps, momentum, mean, invstd,
            running_mean ? rt_f32(running_mean) : NULL, running_var ? rt_f32(running_var) : NULL);
-    LAUNCH(op, bn_apply_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), mean, invstd, rt_f32(gamma),
-           rt_f32(beta), rt_f32(y), C, HW, x->numel);
+    RT_ACT_DISPATCH(x->dtype, T,
+                    LAUNCH(op, bn_apply_k<T>, rt_cuda_blocks(x->numel), 256, rt_act<T>(x), mean,
+                           invstd, rt_f32(gamma), rt_f32(beta), rt_act<T>(y), C, HW, x->numel));
 }
 
 static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gamma,
@@ -389,12 +472,16 @@ static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
         return;
     const float *mean = rt_f32(saved), *invstd = mean + C;
     double *red = (double *)rt_cuda_scratch(RT_SCRATCH_RED, (size_t)(2 * C + 1) * 8, op);
-    LAUNCH(op, bn_bwd_reduce_k, (unsigned)C, 256, rt_f32(x), rt_f32(dy), mean, invstd, N, C, HW,
-           red, dgamma ? rt_f32(dgamma) : NULL, dbeta ? rt_f32(dbeta) : NULL);
+    RT_ACT_DISPATCH(x->dtype, T,
+                    LAUNCH(op, bn_bwd_reduce_k<T>, (unsigned)C, 256, rt_act<T>(x), rt_act<T>(dy),
+                           mean, invstd, N, C, HW, red, dgamma ? rt_f32(dgamma) : NULL,
+                           dbeta ? rt_f32(dbeta) : NULL));
     if (dx) {
         rt_allreduce_f64(comm, red, 2 * C + 1, op);
-        LAUNCH(op, bn_bwd_dx_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), rt_f32(dy), mean, invstd,
-               rt_f32(gamma), red, rt_f32(dx), C, HW, x->numel);
+        RT_ACT_DISPATCH(x->dtype, T,
+                        LAUNCH(op, bn_bwd_dx_k<T>, rt_cuda_blocks(x->numel), 256, rt_act<T>(x),
+                               rt_act<T>(dy), mean, invstd, rt_f32(gamma), red, rt_act<T>(dx), C,
+                               HW, x->numel));
     }
 }
 
@@ -430,13 +517,14 @@ extern "C" void rt_cuda_own_batchnorm2d_sync_bwd(const rt_comm *comm, const rt_t
     batchnorm_bwd(comm, x, gamma, saved, dy, dx, dgamma, dbeta);
 }
 
-__global__ void bn_infer_k(const float *x, const float *rm, const float *rv, const float *gamma,
-                           const float *beta, float eps, float *y, int64_t C, int64_t HW, int64_t n)
+template <typename T>
+__global__ void bn_infer_k(const T *x, const float *rm, const float *rv, const float *gamma,
+                           const float *beta, float eps, T *y, int64_t C, int64_t HW, int64_t n)
 {
     RT_FOR(i, n)
     {
         int64_t c = (i / HW) % C;
-        y[i] = (x[i] - rm[c]) * rsqrtf(rv[c] + eps) * gamma[c] + beta[c];
+        rt_st(y + i, (rt_ld(x + i) - rm[c]) * rsqrtf(rv[c] + eps) * gamma[c] + beta[c]);
     }
 }
 
@@ -450,48 +538,55 @@ extern "C" void rt_cuda_own_batchnorm2d_infer(const rt_tensor *x, const rt_tenso
     rt_check(running_mean, RT_F32, -1, op, "running mean");
     rt_check(running_var, RT_F32, -1, op, "running variance");
     const int64_t HW = x->shape[2] * x->shape[3];
-    LAUNCH(op, bn_infer_k, rt_cuda_blocks(x->numel), 256, rt_f32(x), rt_f32(running_mean),
-           rt_f32(running_var), rt_f32(gamma), rt_f32(beta), eps, rt_f32(y), C, HW, x->numel);
+    RT_ACT_DISPATCH(x->dtype, T,
+                    LAUNCH(op, bn_infer_k<T>, rt_cuda_blocks(x->numel), 256, rt_act<T>(x),
+                           rt_f32(running_mean), rt_f32(running_var), rt_f32(gamma), rt_f32(beta),
+                           eps, rt_act<T>(y), C, HW, x->numel));
 }
 
 /* ---- layernorm --------------------------------------------------------------------------- */
 
-__global__ void ln_fwd_k(const float *x, const float *g, const float *b, float eps, int64_t D,
-                         float *mean, float *rstd, float *y)
+template <typename T>
+__global__ void ln_fwd_k(const T *x, const float *g, const float *b, float eps, int64_t D,
+                         float *mean, float *rstd, T *y)
 {
     const int64_t m = blockIdx.x;
-    const float *p = x + m * D;
+    const T *p = x + m * D;
     float s = 0.0f;
     for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-        s += p[i];
+        s += rt_ld(p + i);
     const float mu = rt_block_sum(s) / (float)D;
     float ss = 0.0f;
-    for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-        ss += (p[i] - mu) * (p[i] - mu);
+    for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
+        const float v = rt_ld(p + i);
+        ss += (v - mu) * (v - mu);
+    }
     const float r = rsqrtf(rt_block_sum(ss) / (float)D + eps);
     for (int64_t i = threadIdx.x; i < D; i += blockDim.x)
-        y[m * D + i] = (p[i] - mu) * r * g[i] + b[i];
+        rt_st(y + m * D + i, (rt_ld(p + i) - mu) * r * g[i] + b[i]);
     if (threadIdx.x == 0) {
         mean[m] = mu;
         rstd[m] = r;
     }
 }
 
-__global__ void ln_bwd_dx_k(const float *x, const float *g, const float *mean, const float *rstd,
-                            const float *dy, int64_t D, float *dx)
+template <typename T>
+__global__ void ln_bwd_dx_k(const T *x, const float *g, const float *mean, const float *rstd,
+                            const T *dy, int64_t D, T *dx)
 {
     const int64_t m = blockIdx.x;
-    const float *p = x + m * D, *gy = dy + m * D;
+    const T *p = x + m * D, *gy = dy + m * D;
     float a = 0.0f, b = 0.0f;
     for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
-        float xhat = (p[i] - mean[m]) * rstd[m];
-        a += gy[i] * g[i];
-        b += gy[i] * g[i] * xhat;
+        float xhat = (rt_ld(p + i) - mean[m]) * rstd[m];
+        const float gi = rt_ld(gy + i);
+        a += gi * g[i];
+        b += gi * g[i] * xhat;
     }
     const float ma = rt_block_sum(a) / (float)D, mb = rt_block_sum(b) / (float)D;
     for (int64_t i = threadIdx.x; i < D; i += blockDim.x) {
-        float xhat = (p[i] - mean[m]) * rstd[m];
-        dx[m * D + i] = rstd[m] * (gy[i] * g[i] - ma - xhat * mb);
+        float xhat = (rt_ld(p + i) - mean[m]) * rstd[m];
+        rt_st(dx + m * D + i, rstd[m] * (rt_ld(gy + i) * g[i] - ma - xhat * mb));
     }
 }
 
@@ -500,8 +595,9 @@ __global__ void ln_bwd_dx_k(const float *x, const float *g, const float *mean, c
  * leave most of the GPU idle for GPT-2's 8192 rows of 768. */
 #define LN_ROWS 128
 
-__global__ void ln_bwd_params_k(const float *x, const float *mean, const float *rstd,
-                                const float *dy, int64_t M, int64_t D, float *dg, float *db)
+template <typename T>
+__global__ void ln_bwd_params_k(const T *x, const float *mean, const float *rstd, const T *dy,
+                                int64_t M, int64_t D, float *dg, float *db)
 {
     const int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (d >= D)
@@ -509,8 +605,8 @@ __global__ void ln_bwd_params_k(const float *x, const float *mean, const float *
     const int64_t m0 = blockIdx.y * (int64_t)LN_ROWS, m1 = m0 + LN_ROWS < M ? m0 + LN_ROWS : M;
     float sg = 0.0f, sb = 0.0f;
     for (int64_t m = m0; m < m1; m++) {
-        float gy = dy[m * D + d];
-        sg += gy * (x[m * D + d] - mean[m]) * rstd[m];
+        float gy = rt_ld(dy + m * D + d);
+        sg += gy * (rt_ld(x + m * D + d) - mean[m]) * rstd[m];
         sb += gy;
     }
     if (dg)
@@ -526,9 +622,10 @@ extern "C" void rt_layernorm_fwd(const rt_tensor *x, const rt_tensor *gamma, con
     int64_t M, D;
     rt_layernorm_dims(op, x, gamma, saved, &M, &D);
     rt_check_f32(beta, D, op, "beta");
-    rt_check_f32(y, x->numel, op, "output");
-    LAUNCH(op, ln_fwd_k, (unsigned)M, 256, rt_f32(x), rt_f32(gamma), rt_f32(beta), eps, D,
-           rt_f32(saved), rt_f32(saved) + M, rt_f32(y));
+    rt_check_act(y, x->numel, op, "output");
+    RT_ACT_DISPATCH(x->dtype, T,
+                    LAUNCH(op, ln_fwd_k<T>, (unsigned)M, 256, rt_act<T>(x), rt_f32(gamma),
+                           rt_f32(beta), eps, D, rt_f32(saved), rt_f32(saved) + M, rt_act<T>(y)));
 }
 
 extern "C" void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tensor *saved,
@@ -538,26 +635,29 @@ extern "C" void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma, con
     const char *op = "layernorm_bwd";
     int64_t M, D;
     rt_layernorm_dims(op, x, gamma, saved, &M, &D);
-    rt_check_f32(dy, x->numel, op, "output gradient");
+    rt_check_act(dy, x->numel, op, "output gradient");
     if (dx)
-        rt_check_f32(dx, x->numel, op, "input gradient");
+        rt_check_act(dx, x->numel, op, "input gradient");
     const float *mean = rt_f32(saved), *rstd = mean + M;
     if (dx) {
-        LAUNCH(op, ln_bwd_dx_k, (unsigned)M, 256, rt_f32(x), rt_f32(gamma), mean, rstd, rt_f32(dy),
-               D, rt_f32(dx));
+        RT_ACT_DISPATCH(x->dtype, T,
+                        LAUNCH(op, ln_bwd_dx_k<T>, (unsigned)M, 256, rt_act<T>(x), rt_f32(gamma),
+                               mean, rstd, rt_act<T>(dy), D, rt_act<T>(dx)));
     }
     if ((dgamma || dbeta) && M > 0 && D > 0) {
         dim3 grid((unsigned)((D + 255) / 256), (unsigned)((M + LN_ROWS - 1) / LN_ROWS));
-        ln_bwd_params_k<<<grid, 256, 0, RT_FG>>>(rt_f32(x), mean, rstd, rt_f32(dy), M, D,
-                                                 dgamma ? rt_f32(dgamma) : NULL,
-                                                 dbeta ? rt_f32(dbeta) : NULL);
+        RT_ACT_DISPATCH(x->dtype, T,
+                        ln_bwd_params_k<T><<<grid, 256, 0, RT_FG>>>(
+                            rt_act<T>(x), mean, rstd, rt_act<T>(dy), M, D,
+                            dgamma ? rt_f32(dgamma) : NULL, dbeta ? rt_f32(dbeta) : NULL));
         rt_cuda_launched(op);
     }
 }
 
 /* ---- embedding --------------------------------------------------------------------------- */
 
-__global__ void emb_fwd_k(const int32_t *tok, const float *w, const float *pos, float *y, int64_t V,
+template <typename A>
+__global__ void emb_fwd_k(const int32_t *tok, const float *w, const float *pos, A *y, int64_t V,
                           int64_t T, int64_t D, int64_t n)
 {
     RT_FOR(i, n)
@@ -566,14 +666,15 @@ __global__ void emb_fwd_k(const int32_t *tok, const float *w, const float *pos, 
         int32_t t = tok[r];
         if (t < 0 || t >= V) {
             report_bad(1, t, r, V);
-            y[i] = 0.0f;
+            rt_st(y + i, 0.0f);
             continue;
         }
-        y[i] = w[(int64_t)t * D + k] + (pos ? pos[(r % T) * D + k] : 0.0f);
+        rt_st(y + i, w[(int64_t)t * D + k] + (pos ? pos[(r % T) * D + k] : 0.0f));
     }
 }
 
-__global__ void emb_bwd_k(const int32_t *tok, const float *dy, float *dw, float *dpos, int64_t V,
+template <typename A>
+__global__ void emb_bwd_k(const int32_t *tok, const A *dy, float *dw, float *dpos, int64_t V,
                           int64_t T, int64_t D, int64_t n)
 {
     RT_FOR(i, n)
@@ -584,10 +685,11 @@ __global__ void emb_bwd_k(const int32_t *tok, const float *dy, float *dw, float 
             report_bad(1, t, r, V);
             continue;
         }
+        const float g = rt_ld(dy + i);
         if (dw)
-            atomicAdd(dw + (int64_t)t * D + k, dy[i]);
+            atomicAdd(dw + (int64_t)t * D + k, g);
         if (dpos)
-            atomicAdd(dpos + (r % T) * D + k, dy[i]);
+            atomicAdd(dpos + (r % T) * D + k, g);
     }
 }
 
@@ -596,8 +698,10 @@ extern "C" void rt_embedding_fwd(const rt_tensor *tokens, const rt_tensor *w, co
 {
     int64_t NT, T, D;
     rt_embedding_dims("embedding_fwd", tokens, w, pos, y, &NT, &T, &D);
-    LAUNCH("embedding_fwd", emb_fwd_k, rt_cuda_blocks(NT * D), 256, rt_i32(tokens), rt_f32(w),
-           pos ? rt_f32(pos) : NULL, rt_f32(y), w->shape[0], T, D, NT * D);
+    RT_ACT_DISPATCH(y->dtype, A,
+                    LAUNCH("embedding_fwd", emb_fwd_k<A>, rt_cuda_blocks(NT * D), 256,
+                           rt_i32(tokens), rt_f32(w), pos ? rt_f32(pos) : NULL, rt_act<A>(y),
+                           w->shape[0], T, D, NT * D));
 }
 
 extern "C" void rt_embedding_bwd(const rt_tensor *tokens, const rt_tensor *dy, rt_tensor *dw,
@@ -605,37 +709,40 @@ extern "C" void rt_embedding_bwd(const rt_tensor *tokens, const rt_tensor *dy, r
 {
     int64_t NT, T, D;
     rt_embedding_dims("embedding_bwd", tokens, dw, dpos, dy, &NT, &T, &D);
-    LAUNCH("embedding_bwd", emb_bwd_k, rt_cuda_blocks(NT * D), 256, rt_i32(tokens), rt_f32(dy),
-           rt_f32(dw), dpos ? rt_f32(dpos) : NULL, dw->shape[0], T, D, NT * D);
+    RT_ACT_DISPATCH(dy->dtype, A,
+                    LAUNCH("embedding_bwd", emb_bwd_k<A>, rt_cuda_blocks(NT * D), 256,
+                           rt_i32(tokens), rt_act<A>(dy), rt_f32(dw), dpos ? rt_f32(dpos) : NULL,
+                           dw->shape[0], T, D, NT * D));
 }
 
 /* ---- loss ------------------------------------------------------------------------------- */
 
 /* One block per row: loss[m] = log sum exp(z - max) + max - z[label]; with dz != NULL
  * also writes (softmax - onehot) * inv. */
-__global__ void ce_k(const float *z, const int32_t *labels, int64_t C, float inv, float *loss,
-                     float *dz)
+template <typename T>
+__global__ void ce_k(const T *z, const int32_t *labels, int64_t C, float inv, float *loss, T *dz)
 {
     const int64_t m = blockIdx.x;
-    const float *row = z + m * C;
+    const T *row = z + m * C;
     float mx = -INFINITY;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-        mx = fmaxf(mx, row[c]);
+        mx = fmaxf(mx, rt_ld(row + c));
     mx = rt_block_max(mx);
     float s = 0.0f;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-        s += expf(row[c] - mx);
+        s += expf(rt_ld(row + c) - mx);
     s = rt_block_sum(s);
     int32_t lab = labels[m];
     bool ok = lab >= 0 && lab < C;
     if (!ok && threadIdx.x == 0)
         report_bad(2, lab, m, C);
     if (loss && threadIdx.x == 0)
-        loss[m] = ok ? logf(s) + mx - row[lab] : 0.0f;
+        loss[m] = ok ? logf(s) + mx - rt_ld(row + lab) : 0.0f;
     if (dz) {
         const float is = 1.0f / s;
         for (int64_t c = threadIdx.x; c < C; c += blockDim.x)
-            dz[m * C + c] = (expf(row[c] - mx) * is - (c == lab ? 1.0f : 0.0f)) * inv;
+            rt_st(dz + m * C + c,
+                  (expf(rt_ld(row + c) - mx) * is - (c == lab ? 1.0f : 0.0f)) * inv);
     }
 }
 
@@ -649,7 +756,9 @@ extern "C" double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor 
         return 0.0;
     rt_cuda_not_capturing(op);
     float *loss = (float *)rt_cuda_scratch(RT_SCRATCH_RED, (size_t)M * 4, op);
-    LAUNCH(op, ce_k, (unsigned)M, 256, rt_f32(logits), rt_i32(labels), C, 0.0f, loss, NULL);
+    RT_ACT_DISPATCH(logits->dtype, T,
+                    LAUNCH(op, ce_k<T>, (unsigned)M, 256, rt_act<T>(logits), rt_i32(labels), C,
+                           0.0f, loss, (T *)NULL));
     float *h = (float *)rt_cuda_host_staging((size_t)M * 4, op);
     rt_dev.copy(h, loss, (size_t)M * 4, RT_COPY_D2H, op);
     rt_cuda_check_inputs(op);
@@ -665,20 +774,22 @@ extern "C" void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *l
     const char *op = "cross_entropy_bwd";
     int64_t M, C;
     rt_cross_entropy_dims(op, logits, labels, global_count, &M, &C);
-    rt_check_f32(dlogits, logits->numel, op, "logits gradient");
-    LAUNCH(op, ce_k, (unsigned)M, 256, rt_f32(logits), rt_i32(labels), C,
-           1.0f / (float)global_count, NULL, rt_f32(dlogits));
+    rt_check_act(dlogits, logits->numel, op, "logits gradient");
+    RT_ACT_DISPATCH(logits->dtype, T,
+                    LAUNCH(op, ce_k<T>, (unsigned)M, 256, rt_act<T>(logits), rt_i32(labels), C,
+                           1.0f / (float)global_count, NULL, rt_act<T>(dlogits)));
 }
 
-__global__ void correct_k(const float *z, const int32_t *labels, int64_t M, int64_t C,
+template <typename T>
+__global__ void correct_k(const T *z, const int32_t *labels, int64_t M, int64_t C,
                           unsigned long long *hits)
 {
     RT_FOR(m, M)
     {
-        const float *row = z + m * C;
+        const T *row = z + m * C;
         int64_t best = 0;
         for (int64_t c = 1; c < C; c++)
-            if (row[c] > row[best])
+            if (rt_ld(row + c) > rt_ld(row + best))
                 best = c;
         if (best == labels[m])
             atomicAdd(hits, 1ull);
@@ -693,7 +804,9 @@ extern "C" int64_t rt_correct_count(const rt_tensor *logits, const rt_tensor *la
     rt_cuda_not_capturing(op);
     unsigned long long *d = (unsigned long long *)rt_cuda_scratch(RT_SCRATCH_RED, 8, op);
     RT_CUDA(cudaMemsetAsync(d, 0, 8, RT_FG), op);
-    LAUNCH(op, correct_k, rt_cuda_blocks(M), 256, rt_f32(logits), rt_i32(labels), M, C, d);
+    RT_ACT_DISPATCH(logits->dtype, T,
+                    LAUNCH(op, correct_k<T>, rt_cuda_blocks(M), 256, rt_act<T>(logits),
+                           rt_i32(labels), M, C, d));
     unsigned long long h = 0;
     rt_dev.copy(&h, d, 8, RT_COPY_D2H, op);
     return (int64_t)h;

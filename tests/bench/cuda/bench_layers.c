@@ -16,9 +16,9 @@
 
 /* From burstrt_cuda: the row-major GEMM helper every op uses, device count, sync. */
 void rt_cuda_gemm(const char *op, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                  const float *A, int64_t lda, int64_t strideA, const float *B, int64_t ldb,
-                  int64_t strideB, float beta, float *C, int64_t ldc, int64_t strideC,
-                  int64_t batch);
+                  const void *A, rt_dtype adt, int64_t lda, int64_t strideA, const void *B,
+                  rt_dtype bdt, int64_t ldb, int64_t strideB, float beta, void *C, rt_dtype cdt,
+                  int64_t ldc, int64_t strideC, int64_t batch);
 int rt_cuda_visible_devices(void);
 void rt_device_sync(void);
 
@@ -88,12 +88,12 @@ static void conv_gemm(void *p)
      * matter for the time. dcol/col of [N, ckk, HW] would not fit for the first layers,
      * so the products read the same [ckk, HW] block for every sample (stride 0). */
     float *col = rt_pool_scratch(P, (size_t)(ckk * HW));
-    rt_cuda_gemm("bench", false, false, c->K, HW, ckk, 1, rt_f32(c->w), ckk, 0, col, HW, 0, 0,
-                 rt_f32(c->y), HW, c->K * HW, c->N);
-    rt_cuda_gemm("bench", true, false, ckk, HW, c->K, 1, rt_f32(c->w), ckk, 0, rt_f32(c->dy), HW,
-                 c->K * HW, 0, col, HW, 0, 1);
-    rt_cuda_gemm("bench", false, true, c->K, ckk, HW, 1, rt_f32(c->dy), HW, c->K * HW, col, HW, 0,
-                 1, rt_f32(c->dw), ckk, 0, c->N);
+    rt_cuda_gemm("bench", false, false, c->K, HW, ckk, 1, rt_f32(c->w), RT_F32, ckk, 0, col, RT_F32,
+                 HW, 0, 0, rt_f32(c->y), RT_F32, HW, c->K * HW, c->N);
+    rt_cuda_gemm("bench", true, false, ckk, HW, c->K, 1, rt_f32(c->w), RT_F32, ckk, 0,
+                 rt_f32(c->dy), RT_F32, HW, c->K * HW, 0, col, RT_F32, HW, 0, 1);
+    rt_cuda_gemm("bench", false, true, c->K, ckk, HW, 1, rt_f32(c->dy), RT_F32, HW, c->K * HW, col,
+                 RT_F32, HW, 0, 1, rt_f32(c->dw), RT_F32, ckk, 0, c->N);
 }
 
 static void bench_conv(const char *name, int64_t N, int64_t C, int64_t K, int64_t H)
@@ -137,12 +137,12 @@ static void lin_rt(void *p)
 static void lin_gemm(void *p)
 {
     lin_ctx *l = p;
-    rt_cuda_gemm("bench", false, true, l->M, l->out, l->in, 1, rt_f32(l->x), l->in, 0, rt_f32(l->w),
-                 l->in, 0, 0, rt_f32(l->y), l->out, 0, 1);
-    rt_cuda_gemm("bench", false, false, l->M, l->in, l->out, 1, rt_f32(l->dy), l->out, 0,
-                 rt_f32(l->w), l->in, 0, 0, rt_f32(l->dx), l->in, 0, 1);
-    rt_cuda_gemm("bench", true, false, l->out, l->in, l->M, 1, rt_f32(l->dy), l->out, 0,
-                 rt_f32(l->x), l->in, 0, 1, rt_f32(l->dw), l->in, 0, 1);
+    rt_cuda_gemm("bench", false, true, l->M, l->out, l->in, 1, rt_f32(l->x), RT_F32, l->in, 0,
+                 rt_f32(l->w), RT_F32, l->in, 0, 0, rt_f32(l->y), RT_F32, l->out, 0, 1);
+    rt_cuda_gemm("bench", false, false, l->M, l->in, l->out, 1, rt_f32(l->dy), RT_F32, l->out, 0,
+                 rt_f32(l->w), RT_F32, l->in, 0, 0, rt_f32(l->dx), RT_F32, l->in, 0, 1);
+    rt_cuda_gemm("bench", true, false, l->out, l->in, l->M, 1, rt_f32(l->dy), RT_F32, l->out, 0,
+                 rt_f32(l->x), RT_F32, l->in, 0, 1, rt_f32(l->dw), RT_F32, l->in, 0, 1);
 }
 
 static void bench_linear(const char *name, int64_t M, int64_t in, int64_t out, bool bias)
@@ -191,17 +191,17 @@ static void attn_gemm(void *p)
     float *qkv = rt_f32(a->saved), *S = qkv + NT * 3 * D, *m = S + a->N * a->H * T * T;
     /* forward: qkv projection, scores, values, output projection; backward: twice each */
     for (int pass = 0; pass < 3; pass++) {
-        rt_cuda_gemm("bench", false, true, NT, 3 * D, D, 1, rt_f32(a->x), D, 0, rt_f32(a->wq), D, 0,
-                     0, qkv, 3 * D, 0, 1);
+        rt_cuda_gemm("bench", false, true, NT, 3 * D, D, 1, rt_f32(a->x), RT_F32, D, 0,
+                     rt_f32(a->wq), RT_F32, D, 0, 0, qkv, RT_F32, 3 * D, 0, 1);
         for (int64_t n = 0; n < a->N; n++) {
             float *q = qkv + n * T * 3 * D;
-            rt_cuda_gemm("bench", false, true, T, T, hd, 1, q, 3 * D, hd, q + D, 3 * D, hd, 0,
-                         S + n * a->H * T * T, T, T * T, a->H);
-            rt_cuda_gemm("bench", false, false, T, hd, T, 1, S + n * a->H * T * T, T, T * T,
-                         q + 2 * D, 3 * D, hd, 0, m + n * T * D, D, hd, a->H);
+            rt_cuda_gemm("bench", false, true, T, T, hd, 1, q, RT_F32, 3 * D, hd, q + D, RT_F32,
+                         3 * D, hd, 0, S + n * a->H * T * T, RT_F32, T, T * T, a->H);
+            rt_cuda_gemm("bench", false, false, T, hd, T, 1, S + n * a->H * T * T, RT_F32, T, T * T,
+                         q + 2 * D, RT_F32, 3 * D, hd, 0, m + n * T * D, RT_F32, D, hd, a->H);
         }
-        rt_cuda_gemm("bench", false, true, NT, D, D, 1, m, D, 0, rt_f32(a->wo), D, 0, 0,
-                     rt_f32(a->y), D, 0, 1);
+        rt_cuda_gemm("bench", false, true, NT, D, D, 1, m, RT_F32, D, 0, rt_f32(a->wo), RT_F32, D,
+                     0, 0, rt_f32(a->y), RT_F32, D, 0, 1);
     }
 }
 

@@ -5,7 +5,8 @@
  *     to a reference file;
  *   test_cuda_kernels (linked with burstrt_cuda) runs the same cases on the GPU and
  *     compares each output with the reference (relative to the output's magnitude:
- *     1e-4 in f32; GEMM-based outputs 3e-2 when BURSTRT_COMPUTE_DTYPE is bf16/f16).
+ *     1e-4 in f32; GEMM-based outputs 3e-2 when BURSTRT_COMPUTE_DTYPE is bf16/f16, and
+ *     every output 3e-2 when BURSTRT_STORAGE=16 also stores activations in 16 bits).
  * The GPU machine has no BLAS or MPI to build the CPU backend, so the reference is
  * made here and carried there (scripts/gpu-check). Without a visible GPU the test
  * prints "no GPU visible: skipped" and exits 77, which ctest reports as skipped. */
@@ -51,6 +52,10 @@ static rt_pool *P;
 static int failures, checked;
 static double gemm_tol = 1e-4;
 
+/* Activations and their gradients: f32, or 16 bits with BURSTRT_STORAGE=16 (the CPU
+ * reference is f32 either way); parameters, their gradients and statistics stay f32. */
+#define ACT rt_storage_dtype()
+
 #define SHAPE(...) (int64_t[]){__VA_ARGS__}, (int)(sizeof((int64_t[]){__VA_ARGS__}) / 8)
 
 static rt_tensor *zeros(rt_dtype dt, const int64_t *shape, int ndim)
@@ -65,7 +70,7 @@ static rt_tensor *rnd(rt_dtype dt, const int64_t *shape, int ndim, int key, floa
     void *h = malloc((size_t)t->numel * 4 + 4);
     for (int64_t i = 0; i < t->numel; i++) {
         float u = rt_rand_uniform(7, (uint64_t)key, (uint64_t)i, 0, 0);
-        if (dt == RT_F32)
+        if (dt != RT_I32) /* floats, stored as dt by put */
             ((float *)h)[i] = lo + (hi - lo) * u;
         else
             ((int32_t *)h)[i] = (int32_t)lo + (int32_t)(u * (hi - lo));
@@ -110,7 +115,8 @@ static void check_floats(const char *name, const float *v, int64_t n, bool gemm)
             worst = i;
         }
     }
-    double tol = gemm ? gemm_tol : 1e-4;
+    /* 16-bit storage rounds every activation: the GEMM tolerance for all of them. */
+    double tol = gemm || rt_storage_dtype() != RT_F32 ? gemm_tol : 1e-4;
     bool ok = err / scale <= tol;
     printf("%-4s %-28s %8lld values  max error %.2e (relative %.2e, tolerance %.0e)\n",
            ok ? "ok" : "FAIL", nm, (long long)n, err, err / scale, tol);
@@ -146,17 +152,17 @@ static void check_scalar(const char *name, double v, bool gemm)
 static void conv_case(const char *name, int key, const int64_t *xs, const int64_t *ws, bool bias,
                       rt_conv2d_attrs a)
 {
-    rt_tensor *x = rnd(RT_F32, xs, 4, key, -1, 1), *w = rnd(RT_F32, ws, 4, key + 1, -0.5f, 0.5f);
+    rt_tensor *x = rnd(ACT, xs, 4, key, -1, 1), *w = rnd(RT_F32, ws, 4, key + 1, -0.5f, 0.5f);
     rt_tensor *b = bias ? rnd(RT_F32, SHAPE(ws[0]), key + 2, -0.5f, 0.5f) : NULL;
     int64_t OH = (xs[2] + 2 * a.ph - a.dh * (a.kh - 1) - 1) / a.sh + 1;
     int64_t OW = (xs[3] + 2 * a.pw - a.dw * (a.kw - 1) - 1) / a.sw + 1;
-    rt_tensor *y = zeros(RT_F32, SHAPE(xs[0], ws[0], OH, OW));
+    rt_tensor *y = zeros(ACT, SHAPE(xs[0], ws[0], OH, OW));
     rt_conv2d_fwd(P, x, w, b, &a, y);
     char n[64];
     snprintf(n, sizeof n, "%s.y", name);
     check(n, y, true);
-    rt_tensor *dy = rnd(RT_F32, y->shape, 4, key + 3, -1, 1);
-    rt_tensor *dx = zeros(RT_F32, xs, 4), *dw = zeros(RT_F32, ws, 4);
+    rt_tensor *dy = rnd(ACT, y->shape, 4, key + 3, -1, 1);
+    rt_tensor *dx = zeros(ACT, xs, 4), *dw = zeros(RT_F32, ws, 4);
     rt_tensor *db = bias ? zeros(RT_F32, SHAPE(ws[0])) : NULL;
     rt_conv2d_bwd(P, x, w, dy, &a, dx, dw, db);
     snprintf(n, sizeof n, "%s.dx", name);
@@ -171,43 +177,41 @@ static void conv_case(const char *name, int key, const int64_t *xs, const int64_
 
 static void dense_cases(void)
 {
-    rt_tensor *x = rnd(RT_F32, SHAPE(2, 3, 16), 20, -1, 1),
-              *w = rnd(RT_F32, SHAPE(10, 16), 21, -1, 1);
-    rt_tensor *b = rnd(RT_F32, SHAPE(10), 22, -1, 1), *y = zeros(RT_F32, SHAPE(2, 3, 10));
+    rt_tensor *x = rnd(ACT, SHAPE(2, 3, 16), 20, -1, 1), *w = rnd(RT_F32, SHAPE(10, 16), 21, -1, 1);
+    rt_tensor *b = rnd(RT_F32, SHAPE(10), 22, -1, 1), *y = zeros(ACT, SHAPE(2, 3, 10));
     rt_linear_fwd(x, w, b, y);
     check("linear.y", y, true);
-    rt_tensor *dy = rnd(RT_F32, SHAPE(2, 3, 10), 23, -1, 1);
-    rt_tensor *dx = zeros(RT_F32, SHAPE(2, 3, 16)), *dw = zeros(RT_F32, SHAPE(10, 16));
+    rt_tensor *dy = rnd(ACT, SHAPE(2, 3, 10), 23, -1, 1);
+    rt_tensor *dx = zeros(ACT, SHAPE(2, 3, 16)), *dw = zeros(RT_F32, SHAPE(10, 16));
     rt_tensor *db = zeros(RT_F32, SHAPE(10));
     rt_linear_bwd(x, w, dy, dx, dw, db);
     check("linear.dx", dx, true);
     check("linear.dw", dw, true);
     check("linear.db", db, false);
 
-    rt_tensor *a = rnd(RT_F32, SHAPE(2, 5, 7), 24, -1, 1),
-              *m = rnd(RT_F32, SHAPE(2, 7, 3), 25, -1, 1);
-    rt_tensor *c = zeros(RT_F32, SHAPE(2, 5, 3));
+    rt_tensor *a = rnd(ACT, SHAPE(2, 5, 7), 24, -1, 1), *m = rnd(ACT, SHAPE(2, 7, 3), 25, -1, 1);
+    rt_tensor *c = zeros(ACT, SHAPE(2, 5, 3));
     rt_matmul_fwd(a, m, c);
     check("matmul.c", c, true);
-    rt_tensor *dc = rnd(RT_F32, SHAPE(2, 5, 3), 26, -1, 1);
-    rt_tensor *da = zeros(RT_F32, SHAPE(2, 5, 7)), *dm = zeros(RT_F32, SHAPE(2, 7, 3));
+    rt_tensor *dc = rnd(ACT, SHAPE(2, 5, 3), 26, -1, 1);
+    rt_tensor *da = zeros(ACT, SHAPE(2, 5, 7)), *dm = zeros(ACT, SHAPE(2, 7, 3));
     rt_matmul_bwd(a, m, dc, da, dm);
     check("matmul.da", da, true);
     check("matmul.db", dm, true);
 
     const int64_t N = 2, T = 6, D = 8;
     const int H = 2;
-    rt_tensor *ax = rnd(RT_F32, SHAPE(N, T, D), 27, -1, 1);
+    rt_tensor *ax = rnd(ACT, SHAPE(N, T, D), 27, -1, 1);
     rt_tensor *wq = rnd(RT_F32, SHAPE(3 * D, D), 28, -0.5f, 0.5f),
               *bq = rnd(RT_F32, SHAPE(3 * D), 29, -0.1f, 0.1f);
     rt_tensor *wo = rnd(RT_F32, SHAPE(D, D), 30, -0.5f, 0.5f),
               *bo = rnd(RT_F32, SHAPE(D), 31, -0.1f, 0.1f);
     rt_tensor *saved = zeros(RT_F32, SHAPE(rt_attention_saved_size(N, T, D, H)));
-    rt_tensor *ay = zeros(RT_F32, SHAPE(N, T, D));
+    rt_tensor *ay = zeros(ACT, SHAPE(N, T, D));
     rt_attention_fwd(P, ax, wq, bq, wo, bo, H, saved, ay);
     check("attention.y", ay, true);
-    rt_tensor *ady = rnd(RT_F32, SHAPE(N, T, D), 32, -1, 1);
-    rt_tensor *adx = zeros(RT_F32, SHAPE(N, T, D)), *dwq = zeros(RT_F32, SHAPE(3 * D, D));
+    rt_tensor *ady = rnd(ACT, SHAPE(N, T, D), 32, -1, 1);
+    rt_tensor *adx = zeros(ACT, SHAPE(N, T, D)), *dwq = zeros(RT_F32, SHAPE(3 * D, D));
     rt_tensor *dbq = zeros(RT_F32, SHAPE(3 * D)), *dwo = zeros(RT_F32, SHAPE(D, D));
     rt_tensor *dbo = zeros(RT_F32, SHAPE(D));
     rt_attention_bwd(P, ax, wq, wo, H, saved, ady, adx, dwq, dbq, dwo, dbo);
@@ -226,8 +230,8 @@ static void dense_cases(void)
 
 static void elementwise_cases(void)
 {
-    rt_tensor *x = rnd(RT_F32, SHAPE(4, 33), 40, -3, 3), *dy = rnd(RT_F32, SHAPE(4, 33), 41, -1, 1);
-    rt_tensor *y = zeros(RT_F32, SHAPE(4, 33)), *dx = zeros(RT_F32, SHAPE(4, 33));
+    rt_tensor *x = rnd(ACT, SHAPE(4, 33), 40, -3, 3), *dy = rnd(ACT, SHAPE(4, 33), 41, -1, 1);
+    rt_tensor *y = zeros(ACT, SHAPE(4, 33)), *dx = zeros(ACT, SHAPE(4, 33));
     rt_relu_fwd(x, y);
     check("relu.y", y, false);
     rt_relu_bwd(x, dy, dx);
@@ -253,24 +257,22 @@ static void elementwise_cases(void)
     rt_dropout_bwd(dy, 0.3f, 9, 3, 5, 2, dx);
     check("dropout.dx", dx, false);
 
-    rt_tensor *c1 = rnd(RT_F32, SHAPE(2, 3, 4), 42, -1, 1),
-              *c2 = rnd(RT_F32, SHAPE(2, 5, 4), 43, -1, 1);
-    rt_tensor *cy = zeros(RT_F32, SHAPE(2, 8, 4));
+    rt_tensor *c1 = rnd(ACT, SHAPE(2, 3, 4), 42, -1, 1), *c2 = rnd(ACT, SHAPE(2, 5, 4), 43, -1, 1);
+    rt_tensor *cy = zeros(ACT, SHAPE(2, 8, 4));
     rt_concat_fwd(2, (const rt_tensor *const[]){c1, c2}, 1, cy);
     check("concat.y", cy, false);
-    rt_tensor *cdy = rnd(RT_F32, SHAPE(2, 8, 4), 44, -1, 1);
-    rt_tensor *d1 = zeros(RT_F32, SHAPE(2, 3, 4)), *d2 = zeros(RT_F32, SHAPE(2, 5, 4));
+    rt_tensor *cdy = rnd(ACT, SHAPE(2, 8, 4), 44, -1, 1);
+    rt_tensor *d1 = zeros(ACT, SHAPE(2, 3, 4)), *d2 = zeros(ACT, SHAPE(2, 5, 4));
     rt_concat_bwd(cdy, 1, 2, (rt_tensor *const[]){d1, d2});
     check("concat.dx0", d1, false);
     check("concat.dx1", d2, false);
 
-    rt_tensor *tx = rnd(RT_F32, SHAPE(2, 3, 4, 5), 45, -1, 1),
-              *ty = zeros(RT_F32, SHAPE(2, 5, 4, 3));
+    rt_tensor *tx = rnd(ACT, SHAPE(2, 3, 4, 5), 45, -1, 1), *ty = zeros(ACT, SHAPE(2, 5, 4, 3));
     rt_transpose(tx, 1, 3, ty);
     check("transpose", ty, false);
 
-    rt_tensor *sx = rnd(RT_F32, SHAPE(2, 6, 5), 46, -4, 4), *sy = zeros(RT_F32, SHAPE(2, 6, 5));
-    rt_tensor *sdy = rnd(RT_F32, SHAPE(2, 6, 5), 47, -1, 1), *sdx = zeros(RT_F32, SHAPE(2, 6, 5));
+    rt_tensor *sx = rnd(ACT, SHAPE(2, 6, 5), 46, -4, 4), *sy = zeros(ACT, SHAPE(2, 6, 5));
+    rt_tensor *sdy = rnd(ACT, SHAPE(2, 6, 5), 47, -1, 1), *sdx = zeros(ACT, SHAPE(2, 6, 5));
     rt_softmax_fwd(sx, 1, sy);
     check("softmax.y", sy, false);
     rt_softmax_bwd(sy, sdy, 1, sdx);
@@ -279,28 +281,24 @@ static void elementwise_cases(void)
 
 static void nn_cases(void)
 {
-    rt_tensor *x = rnd(RT_F32, SHAPE(2, 3, 7, 7), 60, -2, 2);
+    rt_tensor *x = rnd(ACT, SHAPE(2, 3, 7, 7), 60, -2, 2);
     rt_pool2d_attrs mp = {3, 3, 2, 2, 1, 1, 0, 0}, ap = {2, 2, 2, 2, 0, 0, 0, 0};
     rt_pool2d_attrs cp = {3, 3, 2, 2, 1, 1, 1, 1}; /* ceil mode, exclude padding */
-    rt_tensor *my = zeros(RT_F32, SHAPE(2, 3, 4, 4)),
-              *mdy = rnd(RT_F32, SHAPE(2, 3, 4, 4), 61, -1, 1);
-    rt_tensor *dx = zeros(RT_F32, SHAPE(2, 3, 7, 7));
+    rt_tensor *my = zeros(ACT, SHAPE(2, 3, 4, 4)), *mdy = rnd(ACT, SHAPE(2, 3, 4, 4), 61, -1, 1);
+    rt_tensor *dx = zeros(ACT, SHAPE(2, 3, 7, 7));
     rt_maxpool2d_fwd(x, &mp, my);
     check("maxpool.y", my, false);
     rt_maxpool2d_bwd(x, mdy, &mp, dx);
     check("maxpool.dx", dx, false);
-    rt_tensor *ay = zeros(RT_F32, SHAPE(2, 3, 3, 3)),
-              *ady = rnd(RT_F32, SHAPE(2, 3, 3, 3), 62, -1, 1);
+    rt_tensor *ay = zeros(ACT, SHAPE(2, 3, 3, 3)), *ady = rnd(ACT, SHAPE(2, 3, 3, 3), 62, -1, 1);
     rt_avgpool2d_fwd(x, &ap, ay);
     check("avgpool.y", ay, false);
     rt_avgpool2d_bwd(ady, &ap, dx);
     check("avgpool.dx", dx, false);
     /* ceil mode on 8x8: (8 + 2 - 3 + 1) / 2 + 1 = 5 (floor mode: 4); the last window
      * hangs over the right padding, where exclude_pad changes the divisor. */
-    rt_tensor *x8 = rnd(RT_F32, SHAPE(2, 3, 8, 8), 58, -2, 2),
-              *dx8 = zeros(RT_F32, SHAPE(2, 3, 8, 8));
-    rt_tensor *cy = zeros(RT_F32, SHAPE(2, 3, 5, 5)),
-              *cdy = rnd(RT_F32, SHAPE(2, 3, 5, 5), 59, -1, 1);
+    rt_tensor *x8 = rnd(ACT, SHAPE(2, 3, 8, 8), 58, -2, 2), *dx8 = zeros(ACT, SHAPE(2, 3, 8, 8));
+    rt_tensor *cy = zeros(ACT, SHAPE(2, 3, 5, 5)), *cdy = rnd(ACT, SHAPE(2, 3, 5, 5), 59, -1, 1);
     rt_avgpool2d_fwd(x8, &cp, cy);
     check("avgpool_ceil_exclude.y", cy, false);
     rt_avgpool2d_bwd(cdy, &cp, dx8);
@@ -309,23 +307,22 @@ static void nn_cases(void)
     check("maxpool_ceil.y", cy, false);
     rt_maxpool2d_bwd(x8, cdy, &cp, dx8);
     check("maxpool_ceil.dx", dx8, false);
-    rt_tensor *gy = zeros(RT_F32, SHAPE(2, 3)), *gdy = rnd(RT_F32, SHAPE(2, 3), 63, -1, 1);
+    rt_tensor *gy = zeros(ACT, SHAPE(2, 3)), *gdy = rnd(ACT, SHAPE(2, 3), 63, -1, 1);
     rt_global_avgpool_fwd(x, gy);
     check("global_avgpool.y", gy, false);
     rt_global_avgpool_bwd(gdy, dx);
     check("global_avgpool.dx", dx, false);
 
-    rt_tensor *bx = rnd(RT_F32, SHAPE(4, 3, 5, 5), 64, -2, 3);
+    rt_tensor *bx = rnd(ACT, SHAPE(4, 3, 5, 5), 64, -2, 3);
     rt_tensor *g = rnd(RT_F32, SHAPE(3), 65, 0.5f, 1.5f), *be = rnd(RT_F32, SHAPE(3), 66, -1, 1);
     rt_tensor *rm = rnd(RT_F32, SHAPE(3), 67, -1, 1), *rv = rnd(RT_F32, SHAPE(3), 68, 0.5f, 2);
-    rt_tensor *saved = zeros(RT_F32, SHAPE(6)), *by = zeros(RT_F32, SHAPE(4, 3, 5, 5));
+    rt_tensor *saved = zeros(RT_F32, SHAPE(6)), *by = zeros(ACT, SHAPE(4, 3, 5, 5));
     rt_batchnorm2d_fwd(bx, g, be, rm, rv, 0.1f, 1e-5f, saved, by);
     check("batchnorm.y", by, false);
     check("batchnorm.saved", saved, false);
     check("batchnorm.running_mean", rm, false);
     check("batchnorm.running_var", rv, false);
-    rt_tensor *bdy = rnd(RT_F32, SHAPE(4, 3, 5, 5), 69, -1, 1),
-              *bdx = zeros(RT_F32, SHAPE(4, 3, 5, 5));
+    rt_tensor *bdy = rnd(ACT, SHAPE(4, 3, 5, 5), 69, -1, 1), *bdx = zeros(ACT, SHAPE(4, 3, 5, 5));
     rt_tensor *dg = zeros(RT_F32, SHAPE(3)), *db = zeros(RT_F32, SHAPE(3));
     rt_batchnorm2d_bwd(bx, g, saved, bdy, bdx, dg, db);
     check("batchnorm.dx", bdx, false);
@@ -342,12 +339,12 @@ static void nn_cases(void)
     check("batchnorm_sync.dx", bdx, false);
     check("batchnorm_sync.dgamma", dg, false);
 
-    rt_tensor *lx = rnd(RT_F32, SHAPE(2, 5, 12), 70, -2, 2);
+    rt_tensor *lx = rnd(ACT, SHAPE(2, 5, 12), 70, -2, 2);
     rt_tensor *lg = rnd(RT_F32, SHAPE(12), 71, 0.5f, 1.5f), *lb = rnd(RT_F32, SHAPE(12), 72, -1, 1);
-    rt_tensor *ls = zeros(RT_F32, SHAPE(20)), *ly = zeros(RT_F32, SHAPE(2, 5, 12));
+    rt_tensor *ls = zeros(RT_F32, SHAPE(20)), *ly = zeros(ACT, SHAPE(2, 5, 12));
     rt_layernorm_fwd(lx, lg, lb, 1e-5f, ls, ly);
     check("layernorm.y", ly, false);
-    rt_tensor *ldy = rnd(RT_F32, SHAPE(2, 5, 12), 73, -1, 1), *ldx = zeros(RT_F32, SHAPE(2, 5, 12));
+    rt_tensor *ldy = rnd(ACT, SHAPE(2, 5, 12), 73, -1, 1), *ldx = zeros(ACT, SHAPE(2, 5, 12));
     rt_tensor *ldg = zeros(RT_F32, SHAPE(12)), *ldb = zeros(RT_F32, SHAPE(12));
     rt_layernorm_bwd(lx, lg, ls, ldy, ldx, ldg, ldb);
     check("layernorm.dx", ldx, false);
@@ -356,7 +353,7 @@ static void nn_cases(void)
 
     rt_tensor *tok = rnd(RT_I32, SHAPE(2, 6), 74, 0, 11);
     rt_tensor *ew = rnd(RT_F32, SHAPE(11, 8), 75, -1, 1), *ep = rnd(RT_F32, SHAPE(7, 8), 76, -1, 1);
-    rt_tensor *ey = zeros(RT_F32, SHAPE(2, 6, 8)), *edy = rnd(RT_F32, SHAPE(2, 6, 8), 77, -1, 1);
+    rt_tensor *ey = zeros(ACT, SHAPE(2, 6, 8)), *edy = rnd(ACT, SHAPE(2, 6, 8), 77, -1, 1);
     rt_tensor *edw = zeros(RT_F32, SHAPE(11, 8)), *edp = zeros(RT_F32, SHAPE(7, 8));
     rt_embedding_fwd(tok, ew, ep, ey);
     check("embedding.y", ey, false);
@@ -364,8 +361,8 @@ static void nn_cases(void)
     check("embedding.dw", edw, false);
     check("embedding.dpos", edp, false);
 
-    rt_tensor *z = rnd(RT_F32, SHAPE(6, 5), 78, -3, 3), *lab = rnd(RT_I32, SHAPE(6), 79, 0, 5);
-    rt_tensor *dz = zeros(RT_F32, SHAPE(6, 5));
+    rt_tensor *z = rnd(ACT, SHAPE(6, 5), 78, -3, 3), *lab = rnd(RT_I32, SHAPE(6), 79, 0, 5);
+    rt_tensor *dz = zeros(ACT, SHAPE(6, 5));
     check_scalar("cross_entropy.loss", rt_cross_entropy_fwd(z, lab, 10), false);
     rt_cross_entropy_bwd(z, lab, 10, dz);
     check("cross_entropy.dlogits", dz, false);
@@ -390,8 +387,8 @@ static void optim_init_data_cases(void)
         rt_params_zero_grad(pa);
         rt_tensor *g = rnd(RT_F32, SHAPE(5, 7), 80 + step, -1, 1);
         rt_tensor *h = rnd(RT_F32, SHAPE(9), 90 + step, -1, 1);
-        rt_accumulate(w->grad, g);
-        rt_accumulate(v->grad, h);
+        rt_tensor_copy(w->grad, g); /* (parameter gradients: f32 whatever stores activations) */
+        rt_tensor_copy(v->grad, h);
         rt_params_allreduce_grads(ps);
         rt_sgd_step(ps, &sgd);
         rt_adam_step(pa, &adam);
@@ -409,7 +406,7 @@ static void optim_init_data_cases(void)
     o.data = RT_DATA_SYNTHETIC;
     o.seed = 3;
     rt_data *d = rt_data_open(&o, 1, (int64_t[]){12}, RT_F32, 0, 5, 1);
-    rt_tensor *dx = zeros(RT_F32, SHAPE(4, 12)), *dl = zeros(RT_I32, SHAPE(4));
+    rt_tensor *dx = zeros(ACT, SHAPE(4, 12)), *dl = zeros(RT_I32, SHAPE(4));
     rt_data_batch(d, 2, 8, 2, 6, dx, dl);
     check("data.x", dx, false);
     check("data.labels", dl, false);
@@ -437,6 +434,7 @@ int main(int argc, char **argv)
     const char *dt = getenv("BURSTRT_COMPUTE_DTYPE");
     if (dt && (!strcmp(dt, "bf16") || !strcmp(dt, "f16")))
         gemm_tol = 3e-2;
+    (void)rt_storage_dtype(); /* starts the device, which settles the compute dtype (ACT) */
 #endif
     ref = fopen(argv[1], KC_MODE);
     if (!ref) {

@@ -4,7 +4,8 @@
  * world) is trained for 10 steps on synthetic data and prints "step S loss L". Built
  * twice: mlp_losses_cpu (CPU backend) and test_cuda_mlp (CUDA backend). With
  * BURSTRT_EXPECT_LOSSES=FILE (the CPU run's output), the CUDA run requires its losses
- * to match within 1e-5 relative (f32) or 2e-2 (BURSTRT_COMPUTE_DTYPE=bf16/f16). Without
+ * to match within 1e-5 relative (f32), 2e-2 (BURSTRT_COMPUTE_DTYPE=bf16/f16) or 5e-2
+ * (also BURSTRT_STORAGE=16: activations in 16 bits). Without
  * a visible GPU the CUDA build prints "no GPU visible: skipped" and exits 77, unless
  * BURSTRT_TEST_NO_SKIP=1 asks for the runtime's own error (a test of that path). */
 #include "../runtime/mlp_program.h"
@@ -51,7 +52,9 @@ int main(int argc, char **argv)
     const char *expect = getenv("BURSTRT_EXPECT_LOSSES");
     if (expect && rt_rank() == 0) {
         const char *dt = getenv("BURSTRT_COMPUTE_DTYPE");
-        double tol = dt && (!strcmp(dt, "bf16") || !strcmp(dt, "f16")) ? 2e-2 : 1e-5;
+        double tol = rt_storage_dtype() != RT_F32                        ? 5e-2
+                     : dt && (!strcmp(dt, "bf16") || !strcmp(dt, "f16")) ? 2e-2
+                                                                         : 1e-5;
         FILE *f = fopen(expect, "r");
         if (!f) {
             perror(expect);

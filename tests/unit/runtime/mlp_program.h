@@ -24,9 +24,10 @@ typedef struct {
     int64_t s1, s2, s3; /* first global sample of each layer's shard */
 } mlp;
 
+/* An activation (or its gradient): f32, or 16 bits where the backend stores them so. */
 static rt_tensor *mlp_t(rt_pool *P, int64_t n, int64_t k)
 {
-    return rt_tensor_new(P, RT_F32, 2, (int64_t[]){n, k});
+    return rt_tensor_new(P, rt_storage_dtype(), 2, (int64_t[]){n, k});
 }
 
 static void mlp_build(mlp *m, rt_pool *P, const rt_comm *c1, const rt_comm *c2, const rt_comm *c3,
