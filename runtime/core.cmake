@@ -7,13 +7,14 @@
 # BURSTRT_CORE_MPI to the MPI target to compile against (MPI::MPI_C) or, for the one-rank
 # stand-in, BURSTRT_CORE_MPI_INCLUDE to the folder holding its mpi.h.
 set(burstrt_core_dir ${CMAKE_CURRENT_LIST_DIR})
-add_library(burstrt_core OBJECT
+set(burstrt_core_sources
   ${burstrt_core_dir}/core.c ${burstrt_core_dir}/options.c ${burstrt_core_dir}/watchdog.c
   ${burstrt_core_dir}/tensor.c ${burstrt_core_dir}/trace.c ${burstrt_core_dir}/rankset.c
   ${burstrt_core_dir}/shapes.c ${burstrt_core_dir}/optim.c ${burstrt_core_dir}/rng.c
   ${burstrt_core_dir}/data.c ${burstrt_core_dir}/checkpoint.c
   ${burstrt_core_dir}/background.c ${burstrt_core_dir}/guard.c
   ${burstrt_core_dir}/loss_scale.c)
+add_library(burstrt_core OBJECT ${burstrt_core_sources})
 target_include_directories(burstrt_core PUBLIC ${burstrt_core_dir})
 # Position-independent, so that either library may also go into a shared object.
 set_target_properties(burstrt_core PROPERTIES POSITION_INDEPENDENT_CODE ON)

@@ -245,6 +245,16 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st)
     return MPI_SUCCESS;
 }
 
+/* Every request of one rank is complete when it starts (MPI_Iallreduce above). */
+int MPI_Testall(int n, MPI_Request *reqs, int *flag, MPI_Status *st)
+{
+    (void)n;
+    (void)reqs;
+    (void)st;
+    *flag = 1;
+    return MPI_SUCCESS;
+}
+
 int MPI_Wait(MPI_Request *req, MPI_Status *st)
 {
     (void)req;

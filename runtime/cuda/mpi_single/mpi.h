@@ -88,6 +88,7 @@ int MPI_Waitall(int n, MPI_Request *reqs, MPI_Status *st);
 int MPI_Iallreduce(const void *send, void *recv, int count, MPI_Datatype t, MPI_Op op,
                    MPI_Comm comm, MPI_Request *req);
 int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st);
+int MPI_Testall(int n, MPI_Request *reqs, int *flag, MPI_Status *st);
 int MPI_Wait(MPI_Request *req, MPI_Status *st);
 
 #ifdef __cplusplus
