@@ -200,6 +200,28 @@ static void conv_fwd(const char *op, const conv_dims &d, rt_dtype dt, const T *x
     }
 }
 
+extern "C" void rt_cuda_conv_add_bias(rt_tensor *y, const rt_tensor *b, const char *op)
+{
+    const int64_t K = y->shape[1], P = y->shape[2] * y->shape[3];
+    if (y->numel == 0)
+        return;
+    RT_ACT_DISPATCH(y->dtype, T,
+                    conv_add_bias_k<<<rt_cuda_blocks(y->numel), 256, 0, RT_FG>>>(
+                        rt_act<T>(y), rt_f32(b), K, P, y->numel));
+    rt_cuda_launched(op);
+}
+
+extern "C" void rt_cuda_conv_bias_grad(const rt_tensor *dy, rt_tensor *db, const char *op)
+{
+    const int64_t N = dy->shape[0], K = dy->shape[1], P = dy->shape[2] * dy->shape[3];
+    if (K == 0)
+        return;
+    RT_ACT_DISPATCH(
+        dy->dtype, T,
+        conv_bias_grad_k<<<(unsigned)K, 256, 0, RT_FG>>>(rt_act<T>(dy), N, K, P, rt_f32(db)));
+    rt_cuda_launched(op);
+}
+
 extern "C" void rt_cuda_own_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w,
                                        const rt_tensor *b, const rt_conv2d_attrs *a, rt_tensor *y)
 {

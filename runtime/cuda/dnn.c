@@ -13,11 +13,14 @@
  * Everything runs on the current stream (foreground or background). Parameter gradients
  * accumulate: cuDNN's beta = 1 with f32 activations.
  *
- * Activations are f32, bf16 or f16 (act.cuh): descriptors take the tensor's dtype, and the
- * cache keys on it; convolutions accumulate in f32. Parameters, their gradients and the
- * batch-norm statistics stay f32. cuDNN takes a convolution's filter and bias in the data's
- * type, so with 16-bit activations they are rounded into scratch on every call (convert.h),
- * and the weight and bias gradients come out in 16 bits and are added to the f32 ones.
+ * Activations are f32, bf16 or f16 (act.cuh). With 16-bit ones, cuDNN runs the
+ * convolutions and batch norm: descriptors take the tensor's dtype (the cache keys on it),
+ * convolutions accumulate in f32, and parameters, their gradients and the batch-norm
+ * statistics stay f32. cuDNN takes a convolution's filter in the data's type, so the weight
+ * is rounded into scratch on every call (convert.h) and the weight gradient comes out in 16
+ * bits and is added to the f32 one; the bias and its gradient go through the own kernels in
+ * f32 (conv.cu). 16-bit pooling and relu run on the own kernels: memory-bound, and no
+ * reliance on cuDNN's 16-bit support of those legacy calls.
  *
  * What stays on the own kernels: ceil-mode pooling whose output cuDNN's floor rule does not
  * give; SyncBN over a rank set of several ranks (its statistics are all-reduced between the
@@ -383,27 +386,13 @@ static void conv_make_bwd(entry *e, const rt_conv_dims *d, const rt_conv2d_attrs
         say_conv(d, a, "no backward %s algorithm allowed: own kernels", data ? "filter" : "data");
 }
 
-/* Bytes of n elements of dt, rounded up so that what follows in the same scratch buffer is
- * aligned as cuDNN's vectorised kernels like. */
-static size_t aligned_bytes(int64_t n, rt_dtype dt)
+/* The f32 weight rounded to the activations' 16-bit dt in scratch: cuDNN takes the filter
+ * in the data's type. Made on every call, on the current stream, so that a captured graph
+ * rounds the weights its replay finds. */
+static const void *weight16(const rt_tensor *w, rt_dtype dt, const char *op)
 {
-    return ((size_t)n * rt_dtype_size(dt) + 255) & ~(size_t)255;
-}
-
-/* The f32 weight (and bias, when b is not NULL: *b16) rounded to the activations' 16-bit dt
- * in scratch: cuDNN takes the filter and bias in the data's type. Made on every call, on the
- * current stream, so that a captured graph rounds the weights its replay finds. */
-static const void *weight16(const rt_tensor *w, const rt_tensor *b, rt_dtype dt, const void **b16,
-                            const char *op)
-{
-    const size_t at = aligned_bytes(w->numel, dt);
-    char *p =
-        rt_cuda_scratch(RT_SCRATCH_W16, at + (b ? (size_t)b->numel * rt_dtype_size(dt) : 0), op);
+    void *p = rt_cuda_scratch(RT_SCRATCH_W16, (size_t)w->numel * rt_dtype_size(dt), op);
     rt_cuda_convert(w->data, RT_F32, p, dt, w->numel, op);
-    if (b) {
-        rt_cuda_convert(b->data, RT_F32, p + at, dt, b->numel, op);
-        *b16 = p + at;
-    }
     return p;
 }
 
@@ -420,15 +409,16 @@ void rt_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const 
         return;
     }
     cudnnHandle_t h = dnn(op);
-    const void *wd = w->data, *bd = b ? b->data : NULL;
-    if (x->dtype != RT_F32)
-        wd = weight16(w, b, x->dtype, &bd, op);
+    const bool f32 = x->dtype == RT_F32;
+    const void *wd = f32 ? w->data : weight16(w, x->dtype, op);
     void *ws = e->fwd_ws ? rt_cuda_scratch(RT_SCRATCH_DNN, e->fwd_ws, op) : NULL;
     DNN(cudnnConvolutionForward(h, &one, e->x, x->data, e->w, wd, e->conv, e->fwd_algo, ws,
                                 e->fwd_ws, &zero, e->y, y->data),
         op);
-    if (b)
-        DNN(cudnnAddTensor(h, &one, e->b, bd, &one, e->y, y->data), op);
+    if (b && f32)
+        DNN(cudnnAddTensor(h, &one, e->b, b->data, &one, e->y, y->data), op);
+    else if (b) /* 16 bits: the own kernel adds the f32 bias (no 16-bit copy of it) */
+        rt_cuda_conv_add_bias(y, b, op);
 }
 
 void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const rt_tensor *dy,
@@ -445,21 +435,15 @@ void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const 
         return;
     }
     cudnnHandle_t h = dnn(op);
-    /* f32: cuDNN accumulates into the parameter gradients (beta 1). 16-bit: it writes them in
-     * the data's type to scratch (beta 0), and they are added to the f32 ones. */
+    /* f32: cuDNN accumulates into the parameter gradients (beta 1). 16 bits: it writes the
+     * weight gradient in the data's type to scratch (beta 0), which is added to the f32 one,
+     * and the own kernel sums the bias gradient in f32. */
     const bool f32 = dt == RT_F32;
-    const float *beta_param = f32 ? &one : &zero;
-    const void *wd = w->data;
-    void *gw = dw ? dw->data : NULL, *gb = db ? db->data : NULL;
-    if (!f32 && dx)
-        wd = weight16(w, NULL, dt, NULL, op);
-    if (!f32 && (dw || db)) {
-        const size_t at = dw ? aligned_bytes(w->numel, dt) : 0;
-        char *g =
-            rt_cuda_scratch(RT_SCRATCH_DW16, at + (db ? (size_t)d.K * rt_dtype_size(dt) : 0), op);
-        gw = g;
-        gb = g + at;
-    }
+    const void *wd = f32 || !dx ? w->data : weight16(w, dt, op);
+    void *gw = dw && !f32
+                   ? rt_cuda_scratch(RT_SCRATCH_DW16, (size_t)w->numel * rt_dtype_size(dt), op)
+               : dw ? dw->data
+                    : NULL;
     void *ws = e->bwd_ws ? rt_cuda_scratch(RT_SCRATCH_DNN, e->bwd_ws, op) : NULL;
     if (dx)
         DNN(cudnnConvolutionBackwardData(h, &one, e->w, wd, e->y, dy->data, e->conv,
@@ -467,16 +451,16 @@ void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const 
             op);
     if (dw) {
         DNN(cudnnConvolutionBackwardFilter(h, &one, e->x, x->data, e->y, dy->data, e->conv,
-                                           e->bwd_filter_algo, ws, e->bwd_ws, beta_param, e->w, gw),
+                                           e->bwd_filter_algo, ws, e->bwd_ws, f32 ? &one : &zero,
+                                           e->w, gw),
             op);
         if (!f32)
             rt_cuda_add_into_f32(rt_f32(dw), gw, dt, w->numel, op);
     }
-    if (db) {
-        DNN(cudnnConvolutionBackwardBias(h, &one, e->y, dy->data, beta_param, e->b, gb), op);
-        if (!f32)
-            rt_cuda_add_into_f32(rt_f32(db), gb, dt, d.K, op);
-    }
+    if (db && f32)
+        DNN(cudnnConvolutionBackwardBias(h, &one, e->y, dy->data, &one, e->b, db->data), op);
+    else if (db)
+        rt_cuda_conv_bias_grad(dy, db, op);
 }
 
 /* ---- pooling ------------------------------------------------------------------------------- */
@@ -514,8 +498,8 @@ void rt_maxpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y
 {
     const char *op = "maxpool2d_fwd";
     rt_pool_dims d = rt_pool2d_check(op, x, a, y, "output");
-    entry *e = pool_entry(&d, a, true, x->dtype, op);
-    if (!e->usable) {
+    entry *e = x->dtype == RT_F32 ? pool_entry(&d, a, true, x->dtype, op) : NULL;
+    if (!e || !e->usable) {
         rt_cuda_own_maxpool2d_fwd(x, a, y);
         return;
     }
@@ -528,8 +512,8 @@ void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy, const rt_pool2d_a
     const char *op = "maxpool2d_bwd";
     rt_pool_dims d = rt_pool2d_check(op, x, a, dy, "output gradient");
     rt_check_act(dx, x->numel, op, "input gradient");
-    entry *e = pool_entry(&d, a, true, x->dtype, op);
-    if (!e->usable) {
+    entry *e = x->dtype == RT_F32 ? pool_entry(&d, a, true, x->dtype, op) : NULL;
+    if (!e || !e->usable) {
         rt_cuda_own_maxpool2d_bwd(x, dy, a, dx);
         return;
     }
@@ -545,8 +529,8 @@ void rt_avgpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y
 {
     const char *op = "avgpool2d_fwd";
     rt_pool_dims d = rt_pool2d_check(op, x, a, y, "output");
-    entry *e = pool_entry(&d, a, false, x->dtype, op);
-    if (!e->usable) {
+    entry *e = x->dtype == RT_F32 ? pool_entry(&d, a, false, x->dtype, op) : NULL;
+    if (!e || !e->usable) {
         rt_cuda_own_avgpool2d_fwd(x, a, y);
         return;
     }
@@ -557,8 +541,8 @@ void rt_avgpool2d_bwd(const rt_tensor *dy, const rt_pool2d_attrs *a, rt_tensor *
 {
     const char *op = "avgpool2d_bwd";
     rt_pool_dims d = rt_pool2d_check(op, dx, a, dy, "output gradient");
-    entry *e = pool_entry(&d, a, false, dy->dtype, op);
-    if (!e->usable) {
+    entry *e = dy->dtype == RT_F32 ? pool_entry(&d, a, false, dy->dtype, op) : NULL;
+    if (!e || !e->usable) {
         rt_cuda_own_avgpool2d_bwd(dy, a, dx);
         return;
     }
@@ -716,8 +700,8 @@ void rt_relu_fwd(const rt_tensor *x, rt_tensor *y)
 {
     const char *op = "relu_fwd";
     rt_same_numel(op, x, "input", y, "output");
-    entry *e = flat_entry(x->numel, x->dtype, op);
-    if (!e->usable) {
+    entry *e = x->dtype == RT_F32 ? flat_entry(x->numel, x->dtype, op) : NULL;
+    if (!e || !e->usable) {
         rt_cuda_own_relu_fwd(x, y);
         return;
     }
@@ -731,8 +715,8 @@ void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
     const char *op = "relu_bwd";
     rt_same_numel(op, x, "input", dy, "output gradient");
     rt_same_numel(op, x, "input", dx, "input gradient");
-    entry *e = flat_entry(x->numel, x->dtype, op);
-    if (!e->usable) {
+    entry *e = x->dtype == RT_F32 ? flat_entry(x->numel, x->dtype, op) : NULL;
+    if (!e || !e->usable) {
         rt_cuda_own_relu_bwd(x, dy, dx);
         return;
     }
