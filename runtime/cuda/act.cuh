@@ -44,7 +44,7 @@ template <typename T> static inline T *rt_act(const rt_tensor *t)
     return (T *)t->data;
 }
 
-/* The cuBLAS / cuDNN-independent CUDA type of a storage dtype. */
+/* A storage dtype as CUDA's library type (cudaDataType_t, which cuBLAS takes). */
 static inline cudaDataType_t rt_cuda_type(rt_dtype dt)
 {
     return dt == RT_BF16 ? CUDA_R_16BF : dt == RT_F16 ? CUDA_R_16F : CUDA_R_32F;
