@@ -338,6 +338,8 @@ rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape
     rt_data *d = rt_xcalloc(1, sizeof *d, "data");
     d->kind = o->data;
     d->seed = o->seed;
+    if (in_dtype != RT_F32 && in_dtype != RT_I32)
+        rt_fatal("data", "inputs are f32 or i32 tokens, not dtype %d", (int)in_dtype);
     /* Float inputs are stored as activations are (the host fills them as floats). */
     d->in_dtype = in_dtype == RT_F32 ? rt_storage_dtype() : in_dtype;
     d->vocab = input_vocab;
@@ -348,8 +350,6 @@ rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape
         d->per_sample *= sample_shape[i];
     if (num_classes <= 0 || labels_per_sample <= 0)
         rt_fatal("data", "need at least one class and one label per sample");
-    if (in_dtype != RT_F32 && in_dtype != RT_I32)
-        rt_fatal("data", "inputs are f32 or i32 tokens, not dtype %d", (int)in_dtype);
     if (in_dtype == RT_I32 && input_vocab <= 0)
         rt_fatal("data", "token inputs need a vocabulary size");
     if (d->kind == RT_DATA_FMNIST) {

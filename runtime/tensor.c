@@ -296,14 +296,13 @@ void *rt_host_view(const rt_tensor *t, bool read, const char *op)
             rt_dev.copy(h, t->data, bytes_of(t), RT_COPY_D2H, op);
         return h;
     }
+    /* 16 bits: through a staging copy of the words, on either kind of memory. */
     float *h = rt_xmalloc((size_t)t->numel * sizeof(float), op);
     if (read) {
-        uint16_t *w = rt_dev.host_memory ? t->data : rt_xmalloc(bytes_of(t), op);
-        if (!rt_dev.host_memory)
-            rt_dev.copy(w, t->data, bytes_of(t), RT_COPY_D2H, op);
+        uint16_t *w = rt_xmalloc(bytes_of(t), op);
+        rt_dev.copy(w, t->data, bytes_of(t), RT_COPY_D2H, op);
         widen(h, w, t->numel, t->dtype);
-        if (!rt_dev.host_memory)
-            free(w);
+        free(w);
     }
     return h;
 }
@@ -319,12 +318,10 @@ void rt_host_done(const rt_tensor *t, void *host, bool write, const char *op)
         return;
     }
     if (write) {
-        uint16_t *w = rt_dev.host_memory ? t->data : rt_xmalloc(bytes_of(t), op);
+        uint16_t *w = rt_xmalloc(bytes_of(t), op);
         narrow(w, host, t->numel, t->dtype);
-        if (!rt_dev.host_memory) {
-            rt_dev.copy(t->data, w, bytes_of(t), RT_COPY_H2D, op);
-            free(w);
-        }
+        rt_dev.copy(t->data, w, bytes_of(t), RT_COPY_H2D, op);
+        free(w);
     }
     free(host);
 }

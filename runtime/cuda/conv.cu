@@ -180,10 +180,10 @@ static const T *columns(const char *op, const conv_dims &d, const T *x, int64_t 
     return col;
 }
 
-/* Forward with activations of type T (dtype dt); w and b f32. */
+/* Forward without the bias, activations of type T (dtype dt); w f32. */
 template <typename T>
 static void conv_fwd(const char *op, const conv_dims &d, rt_dtype dt, const T *x, const float *w,
-                     const float *b, T *y, int64_t ynumel)
+                     T *y)
 {
     const int64_t P = d.OH * d.OW, nbmax = chunk_samples(d, false);
     for (int64_t n0 = 0; n0 < d.N; n0 += nbmax) {
@@ -193,10 +193,6 @@ static void conv_fwd(const char *op, const conv_dims &d, rt_dtype dt, const T *x
             rt_cuda_gemm(op, false, false, d.Kg, P, d.ckk, 1.0f, w + g * d.Kg * d.ckk, RT_F32,
                          d.ckk, 0, col + g * d.ckk * P, dt, P, d.C * d.kh * d.kw * P, 0.0f,
                          y + (n0 * d.K + g * d.Kg) * P, dt, P, d.K * P, nb);
-    }
-    if (b && ynumel) {
-        conv_add_bias_k<<<rt_cuda_blocks(ynumel), 256, 0, RT_FG>>>(y, b, d.K, P, ynumel);
-        rt_cuda_launched(op);
     }
 }
 
@@ -230,15 +226,15 @@ extern "C" void rt_cuda_own_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const 
     conv_dims d = conv_check(op, x, w, a, y, "output", NULL);
     if (b)
         rt_check_f32(b, d.K, op, "bias");
-    RT_ACT_DISPATCH(x->dtype, T,
-                    conv_fwd(op, d, x->dtype, rt_act<T>(x), rt_f32(w), b ? rt_f32(b) : NULL,
-                             rt_act<T>(y), y->numel));
+    RT_ACT_DISPATCH(x->dtype, T, conv_fwd(op, d, x->dtype, rt_act<T>(x), rt_f32(w), rt_act<T>(y)));
+    if (b)
+        rt_cuda_conv_add_bias(y, b, op);
 }
 
-/* Backward with activations of type T (dtype dt); w, dw and db f32. */
+/* Backward but for the bias, activations of type T (dtype dt); w and dw f32. */
 template <typename T>
 static void conv_bwd(const char *op, const conv_dims &d, rt_dtype dt, const T *x, const float *w,
-                     const T *dy, T *dx, float *dw, float *db)
+                     const T *dy, T *dx, float *dw)
 {
     const int64_t P = d.OH * d.OW, nbmax = chunk_samples(d, true);
     const int64_t colstride = d.C * d.kh * d.kw * P;
@@ -282,10 +278,6 @@ static void conv_bwd(const char *op, const conv_dims &d, rt_dtype dt, const T *x
             }
         }
     }
-    if (db && d.K) {
-        conv_bias_grad_k<<<(unsigned)d.K, 256, 0, RT_FG>>>(dy, d.N, d.K, P, db);
-        rt_cuda_launched(op);
-    }
 }
 
 extern "C" void rt_cuda_own_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w,
@@ -299,6 +291,7 @@ extern "C" void rt_cuda_own_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const 
     rt_conv2d_bwd_check(op, x, w, &sd, dx, dw, db);
     RT_ACT_DISPATCH(x->dtype, T,
                     conv_bwd(op, d, x->dtype, rt_act<T>(x), rt_f32(w), rt_act<T>(dy),
-                             dx ? rt_act<T>(dx) : (T *)NULL, dw ? rt_f32(dw) : NULL,
-                             db ? rt_f32(db) : NULL));
+                             dx ? rt_act<T>(dx) : (T *)NULL, dw ? rt_f32(dw) : NULL));
+    if (db)
+        rt_cuda_conv_bias_grad(dy, db, op);
 }

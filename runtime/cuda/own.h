@@ -42,7 +42,8 @@ void rt_cuda_own_batchnorm2d_infer(const rt_tensor *x, const rt_tensor *gamma,
                                    const rt_tensor *running_var, float eps, rt_tensor *y);
 /* conv.cu: a convolution's bias, y [N,K,H,W] += b[K], and its gradient, db[K] += the sum
  * of dy over N, H, W (in f32), for activations of any storage dtype; the caller has
- * checked the shapes. dnn.c uses them with 16-bit activations in place of cuDNN's. */
+ * checked the shapes. The own conv2d adds its bias with them, and dnn.c does with 16-bit
+ * activations in place of cuDNN's calls. */
 void rt_cuda_conv_add_bias(rt_tensor *y, const rt_tensor *b, const char *op);
 void rt_cuda_conv_bias_grad(const rt_tensor *dy, rt_tensor *db, const char *op);
 void rt_cuda_own_relu_fwd(const rt_tensor *x, rt_tensor *y);
