@@ -303,8 +303,9 @@ static void lower_attention(const cg_op_env *e, cg_op_code *out)
 
 /* The loss of the step's shard (a mean over the global batch), read back by
  * the host: no graph segment. The first loss also counts correct answers. The
- * foreground's loss gradient is multiplied by the loss scale (a no-op unless
- * loss scaling is on: f16 jobs, --loss-scale); a background job's is not. */
+ * foreground's loss gradient is multiplied by the loss scale as it is made (a
+ * no-op unless loss scaling is on: f16 jobs, --loss-scale); a background job's
+ * is not. */
 static void lower_cross_entropy(const cg_op_env *e, cg_op_code *out)
 {
     cg_arg n = {.kind = CA_BATCH, .i = e->p->labels_per_sample};
@@ -314,9 +315,7 @@ static void lower_cross_entropy(const cg_op_env *e, cg_op_code *out)
         s->cond.kind = CC_CORRECT;
         CG_CALL(e->a, &s->body, e->op, "rt_correct_count", X(0), X(1))->call.result = CR_CORRECT;
     }
-    BWD("rt_cross_entropy_bwd", X(0), X(1), n, DX(0));
-    if (!e->p->bg)
-        BWD("rt_loss_scale_grad", DX(0));
+    BWD(e->p->bg ? "rt_cross_entropy_bwd" : "rt_cross_entropy_bwd_scaled", X(0), X(1), n, DX(0));
     out->graphable = false;
 }
 

@@ -280,10 +280,7 @@ void rt_adam_step(rt_params *ps, const rt_adam *cfg);
 
 /* ---- loss scaling (f16; docs/runtime.md, "Loss scaling (f16)") ---------------------- */
 
-/* Multiplies the loss gradient (the loss's backward output, this rank's shard) by the
- * loss scale S when loss scaling is on, so that the backward pass computes S times every
- * gradient and small gradients survive 16-bit arithmetic. No-op when it is off. */
-void rt_loss_scale_grad(rt_tensor *dloss);
+/* The loss gradient is scaled where it is made: rt_cross_entropy_bwd_scaled (below). */
 /* After the backward pass, on every rank (collective over the world): completes the
  * gradient all-reduces, divides every gradient of ps by S and checks them for inf and
  * nan. The verdict is combined over the world, so every rank decides alike: false when
@@ -424,6 +421,14 @@ void rt_attention_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w_qkv,
 double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor *labels, int64_t global_count);
 void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels, int64_t global_count,
                           rt_tensor *dlogits);
+/* The foreground job's loss gradient: rt_cross_entropy_bwd's times the loss scale S
+ * (rt_loss_scale(); 1 when loss scaling is off), so that the backward pass computes S
+ * times every gradient and small gradients survive 16-bit arithmetic. The product is
+ * formed before dlogits is stored, and rounded once: scaled afterwards, a 16-bit loss
+ * gradient would already have lost what underflowed (a vocabulary's worth of tiny
+ * probabilities divided by the global count). */
+void rt_cross_entropy_bwd_scaled(const rt_tensor *logits, const rt_tensor *labels,
+                                 int64_t global_count, rt_tensor *dlogits);
 /* Number of rows whose argmax equals the label. */
 int64_t rt_correct_count(const rt_tensor *logits, const rt_tensor *labels);
 

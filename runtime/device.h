@@ -49,8 +49,9 @@ typedef struct rt_device {
     void (*op_end)(const char *name);
     /* Loss scaling (loss_scale.c), ordered with kernels: x[0..n) *= s in place; when found
      * is not NULL (device memory, one int32), first sets *found to 1 if any element is
-     * inf or nan (else leaves it). x holds dt (f32, or a 16-bit storage dtype). */
-    void (*scale_check)(void *x, rt_dtype dt, int64_t n, float s, int32_t *found, const char *op);
+     * inf or nan (else leaves it). Only f32 gradients are scaled this way; the loss
+     * gradient is scaled where it is made (rt_cross_entropy_bwd_scaled). */
+    void (*scale_check)(float *x, int64_t n, float s, int32_t *found, const char *op);
     /* Optional (NULL: never): true when activations are stored in the 16-bit compute
      * dtype (rt_storage_dtype); asked once, at the first tensor. */
     bool (*store16)(void);

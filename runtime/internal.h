@@ -212,6 +212,10 @@ void rt_embedding_dims(const char *op, const rt_tensor *tokens, const rt_tensor 
                        int64_t *D);
 void rt_cross_entropy_dims(const char *op, const rt_tensor *logits, const rt_tensor *labels,
                            int64_t global_count, int64_t *M, int64_t *C);
+/* The factor of the loss gradient: (softmax - onehot) times 1/global_count times the
+ * loss scale, as both backends round it (scaling by a power of two is exact, so the
+ * scaled gradient is the unscaled one times S, bit for bit, unless it overflows). */
+float rt_cross_entropy_factor(int64_t global_count, float scale);
 void rt_correct_count_dims(const char *op, const rt_tensor *logits, const rt_tensor *labels,
                            int64_t *M, int64_t *C);
 

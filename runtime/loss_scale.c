@@ -1,15 +1,16 @@
 /* loss_scale.c: loss scaling for training in f16, PyTorch's GradScaler. f16 holds
  * magnitudes from about 6e-8 to 65504, and many gradients of a network are smaller than
- * the smallest: scaled by S before the backward pass (rt_loss_scale_grad multiplies the
- * loss gradient, and every gradient after it is linear in it), they are S times larger
- * and survive; before the optimizer step they are divided by S again and checked for
+ * the smallest: scaled by S before the backward pass (rt_cross_entropy_bwd_scaled makes
+ * the loss gradient S times larger, and every gradient after it is linear in it), they
+ * are S times larger and survive; before the optimizer step they are divided by S again and checked for
  * inf and nan (rt_loss_scale_unscale). A step whose gradients overflowed on any rank is
  * skipped on every rank: each rank checks the gradients it holds, and the verdict is
  * summed over the world, since a burst plan's ranks hold different layers' gradients.
  * The dynamic scale starts at --loss-scale-init (65536), is halved (--loss-scale-backoff)
  * on every overflow and doubled (--loss-scale-growth) after --loss-scale-interval (2000)
- * clean steps in a row. The multiply and the check are the device's (rt_dev.scale_check):
- * this file only decides. The scale and the clean-step count go into checkpoints
+ * clean steps in a row. The loss gradient's multiply is the loss's backward kernel's, and
+ * the gradients' unscale and check the device's (rt_dev.scale_check): this file only
+ * decides. The scale and the clean-step count go into checkpoints
  * (checkpoint.c), so a resumed run continues with the same scale. Rank 0 reports each
  * skipped step and, at the end, the scale and the number of steps skipped. */
 #include "internal.h"
@@ -68,16 +69,6 @@ double rt_loss_scale(void)
     return rt_loss_scaler_get()->scale;
 }
 
-void rt_loss_scale_grad(rt_tensor *dloss)
-{
-    const rt_loss_scaler *s = rt_loss_scaler_get();
-    if (!s->on)
-        return;
-    rt_check(dloss, rt_storage_dtype(), -1, "loss_scale", "the loss gradient");
-    rt_dev.scale_check(dloss->data, dloss->dtype, dloss->numel, (float)s->scale, NULL,
-                       "loss_scale");
-}
-
 /* BURSTRT_TEST_FAULT=inf-grad@R:S: rank R writes inf into its first gradient at step S,
  * before the check, so that the tests can watch a step being skipped on every rank. */
 static void test_fault_inf(rt_params *ps, int64_t step)
@@ -118,7 +109,7 @@ bool rt_loss_scale_unscale(rt_params *ps)
     for (int i = 0; i < rt_params_count(ps); i++) {
         rt_param *p = rt_params_at(ps, i);
         if (p->grad)
-            rt_dev.scale_check(rt_f32(p->grad), RT_F32, p->grad->numel, inv, flag, "loss_scale");
+            rt_dev.scale_check(rt_f32(p->grad), p->grad->numel, inv, flag, "loss_scale");
     }
     int32_t found = 0;
     rt_dev.copy(&found, flag, sizeof found, RT_COPY_D2H, "loss_scale");

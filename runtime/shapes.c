@@ -397,6 +397,11 @@ void rt_cross_entropy_dims(const char *op, const rt_tensor *logits, const rt_ten
                  (long long)global_count, (long long)*M);
 }
 
+float rt_cross_entropy_factor(int64_t global_count, float scale)
+{
+    return 1.0f / (float)global_count * scale;
+}
+
 void rt_correct_count_dims(const char *op, const rt_tensor *logits, const rt_tensor *labels,
                            int64_t *M, int64_t *C)
 {

@@ -28,7 +28,7 @@ void rt_grad_mpi_wait_one(const rt_comm *c, float *grad);
 void rt_grad_buckets_free(void);
 
 /* elementwise.c: the device's scale_check (device.h). */
-void rt_cpu_scale_check(void *x, rt_dtype dt, int64_t n, float s, int32_t *found, const char *op);
+void rt_cpu_scale_check(float *x, int64_t n, float s, int32_t *found, const char *op);
 
 /* ref_conv.c: samples per GEMM of the reference conv2d (bench_conv mirrors its lowering) */
 #define RT_CONV_COLUMNS 1024

@@ -94,14 +94,16 @@ double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor *labels, in
     return total / (double)global_count;
 }
 
-void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels, int64_t global_count,
-                          rt_tensor *dlogits)
+/* dlogits = (softmax - onehot) / global_count * scale, one rounding per element. */
+static void cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels,
+                              int64_t global_count, float scale, rt_tensor *dlogits)
 {
+    const char *op = "cross_entropy_bwd";
     int64_t M, C;
-    rt_cross_entropy_dims("cross_entropy_bwd", logits, labels, global_count, &M, &C);
-    labels_in_range("cross_entropy_bwd", labels, M, C);
-    rt_check_act(dlogits, logits->numel, "cross_entropy_bwd", "logits gradient");
-    const float inv = 1.0f / (float)global_count;
+    rt_cross_entropy_dims(op, logits, labels, global_count, &M, &C);
+    labels_in_range(op, labels, M, C);
+    rt_check_act(dlogits, logits->numel, op, "logits gradient");
+    const float inv = rt_cross_entropy_factor(global_count, scale);
 #pragma omp parallel for schedule(static) if (M > 1 && M * C >= PARALLEL_MIN)
     for (int64_t m = 0; m < M; m++) {
         const float *z = rt_f32(logits) + m * C;
@@ -118,6 +120,18 @@ void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels, int6
             d[c] *= k;
         d[rt_i32(labels)[m]] -= inv;
     }
+}
+
+void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels, int64_t global_count,
+                          rt_tensor *dlogits)
+{
+    cross_entropy_bwd(logits, labels, global_count, 1.0f, dlogits);
+}
+
+void rt_cross_entropy_bwd_scaled(const rt_tensor *logits, const rt_tensor *labels,
+                                 int64_t global_count, rt_tensor *dlogits)
+{
+    cross_entropy_bwd(logits, labels, global_count, (float)rt_loss_scale(), dlogits);
 }
 
 int64_t rt_correct_count(const rt_tensor *logits, const rt_tensor *labels)

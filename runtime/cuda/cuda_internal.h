@@ -107,7 +107,14 @@ void rt_cuda_synth(const rt_synth_keys *k, void *x, int32_t *labels);
 /* (x holds k->in_dtype: f32, i32 tokens, or a 16-bit storage dtype.) */
 
 /* elementwise.cu: the device's scale_check (device.h): x *= s, *found = 1 on inf/nan. */
-void rt_cuda_scale_check(void *x, rt_dtype dt, int64_t n, float s, int32_t *found, const char *op);
+void rt_cuda_scale_check(float *x, int64_t n, float s, int32_t *found, const char *op);
+
+/* A grid's y size for `blocks` blocks of rows: CUDA allows at most 65535 there, so the
+ * kernels that take it stride by gridDim.y. */
+static inline unsigned rt_cuda_grid_y(int64_t blocks)
+{
+    return (unsigned)(blocks < 65535 ? blocks : 65535);
+}
 
 /* Grid size for n elements at 256 threads, capped (kernels use grid-stride loops). */
 static inline unsigned rt_cuda_blocks(int64_t n)

@@ -446,24 +446,19 @@ extern "C" void rt_adam_update(float *w, const float *g, float *m, float *v, int
 
 /* ---- loss scaling (the device's scale_check, loss_scale.c) -------------------------------- */
 
-/* Threads that meet an inf or nan all write the same 1: no atomics needed. The check
- * looks at the input (as the CPU backend's) and, in 16 bits, at the stored product too,
- * which can overflow where the input did not (f16's range ends at 65504). */
-template <typename T> __global__ void scale_check_k(T *x, int64_t n, float s, int32_t *found)
+/* Threads that meet an inf or nan all write the same 1: no atomics needed. */
+__global__ void scale_check_k(float *x, int64_t n, float s, int32_t *found)
 {
     RT_FOR(j, n)
     {
-        float v = rt_ld(x + j);
-        T r;
-        rt_st(&r, v * s);
-        if (found && !(isfinite(v) && (sizeof(T) == 4 || isfinite(rt_ld(&r)))))
+        float v = x[j];
+        if (found && !isfinite(v))
             *found = 1;
-        x[j] = r;
+        x[j] = v * s;
     }
 }
 
-extern "C" void rt_cuda_scale_check(void *x, rt_dtype dt, int64_t n, float s, int32_t *found,
-                                    const char *op)
+extern "C" void rt_cuda_scale_check(float *x, int64_t n, float s, int32_t *found, const char *op)
 {
-    RT_ACT_DISPATCH(dt, T, LAUNCH(op, scale_check_k<T>, n, (T *)x, n, s, found));
+    LAUNCH(op, scale_check_k, n, x, n, s, found);
 }

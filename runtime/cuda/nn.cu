@@ -768,8 +768,10 @@ extern "C" double rt_cross_entropy_fwd(const rt_tensor *logits, const rt_tensor 
     return total / (double)global_count;
 }
 
-extern "C" void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels,
-                                     int64_t global_count, rt_tensor *dlogits)
+/* dlogits = (softmax - onehot) / global_count * scale, rounded once to its dtype (a 16-bit
+ * gradient scaled after it was stored would have lost what underflowed). */
+static void cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels,
+                              int64_t global_count, float scale, rt_tensor *dlogits)
 {
     const char *op = "cross_entropy_bwd";
     int64_t M, C;
@@ -777,7 +779,19 @@ extern "C" void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *l
     rt_check_act(dlogits, logits->numel, op, "logits gradient");
     RT_ACT_DISPATCH(logits->dtype, T,
                     LAUNCH(op, ce_k<T>, (unsigned)M, 256, rt_act<T>(logits), rt_i32(labels), C,
-                           1.0f / (float)global_count, NULL, rt_act<T>(dlogits)));
+                           rt_cross_entropy_factor(global_count, scale), NULL, rt_act<T>(dlogits)));
+}
+
+extern "C" void rt_cross_entropy_bwd(const rt_tensor *logits, const rt_tensor *labels,
+                                     int64_t global_count, rt_tensor *dlogits)
+{
+    cross_entropy_bwd(logits, labels, global_count, 1.0f, dlogits);
+}
+
+extern "C" void rt_cross_entropy_bwd_scaled(const rt_tensor *logits, const rt_tensor *labels,
+                                            int64_t global_count, rt_tensor *dlogits)
+{
+    cross_entropy_bwd(logits, labels, global_count, (float)rt_loss_scale(), dlogits);
 }
 
 template <typename T>

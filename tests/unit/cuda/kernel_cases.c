@@ -11,6 +11,7 @@
  * made here and carried there (scripts/gpu-check). Without a visible GPU the test
  * prints "no GPU visible: skipped" and exits 77, which ctest reports as skipped. */
 #include "burstrt.h"
+#include "internal.h" /* the loss scaler's options */
 
 #include <math.h>
 #include <stdio.h>
@@ -80,13 +81,16 @@ static rt_tensor *rnd(rt_dtype dt, const int64_t *shape, int ndim, int key, floa
     return t;
 }
 
-/* Writes (CPU) or compares (CUDA) n floats under `name`. */
-static void check_floats(const char *name, const float *v, int64_t n, bool gemm)
+/* Writes (CPU) or compares (CUDA) n floats under `name`: with each = 0, relative to the
+ * output's largest magnitude (at least 1); with each > 0, every value within `each` of
+ * its own reference value, however small (what the max rule cannot see). */
+static void check_floats(const char *name, const float *v, int64_t n, bool gemm, double each)
 {
     char nm[64] = {0};
     snprintf(nm, sizeof nm, "%s", name);
 #ifdef KC_CPU
     (void)gemm;
+    (void)each;
     fwrite(nm, 1, sizeof nm, ref);
     fwrite(&n, sizeof n, 1, ref);
     fwrite(v, 4, (size_t)n, ref);
@@ -109,14 +113,16 @@ static void check_floats(const char *name, const float *v, int64_t n, bool gemm)
     for (int64_t i = 0; i < n; i++)
         scale = fmax(scale, fabs(r[i]));
     for (int64_t i = 0; i < n; i++) {
-        double e = fabs((double)v[i] - r[i]);
+        double e = fabs((double)v[i] - r[i]) / (each > 0 ? fabs((double)r[i]) + 1e-30 : 1.0);
         if (!(e <= err)) { /* NaN counts as the worst error */
             err = isnan(e) ? INFINITY : e;
             worst = i;
         }
     }
+    if (each > 0)
+        scale = 1.0;
     /* 16-bit storage rounds every activation: the GEMM tolerance for all of them. */
-    double tol = gemm || rt_storage_dtype() != RT_F32 ? gemm_tol : 1e-4;
+    double tol = each > 0 ? each : gemm || rt_storage_dtype() != RT_F32 ? gemm_tol : 1e-4;
     bool ok = err / scale <= tol;
     printf("%-4s %-28s %8lld values  max error %.2e (relative %.2e, tolerance %.0e)\n",
            ok ? "ok" : "FAIL", nm, (long long)n, err, err / scale, tol);
@@ -137,14 +143,23 @@ static void check(const char *name, const rt_tensor *t, bool gemm)
     if (t->dtype == RT_I32)
         for (int64_t i = 0; i < t->numel; i++)
             h[i] = (float)((int32_t *)h)[i];
-    check_floats(name, h, t->numel, gemm);
+    check_floats(name, h, t->numel, gemm, 0);
+    free(h);
+}
+
+/* check_floats' `each` rule on a tensor. */
+static void check_each(const char *name, const rt_tensor *t, double each)
+{
+    float *h = malloc((size_t)t->numel * 4 + 4);
+    get(t, h);
+    check_floats(name, h, t->numel, false, each);
     free(h);
 }
 
 static void check_scalar(const char *name, double v, bool gemm)
 {
     float f = (float)v;
-    check_floats(name, &f, 1, gemm);
+    check_floats(name, &f, 1, gemm, 0);
 }
 
 /* ---- the cases ------------------------------------------------------------------------ */
@@ -162,8 +177,9 @@ static void conv_case(const char *name, int key, const int64_t *xs, const int64_
     snprintf(n, sizeof n, "%s.y", name);
     check(n, y, true);
     rt_tensor *dy = rnd(ACT, y->shape, 4, key + 3, -1, 1);
-    rt_tensor *dx = zeros(ACT, xs, 4), *dw = zeros(RT_F32, ws, 4);
-    rt_tensor *db = bias ? zeros(RT_F32, SHAPE(ws[0])) : NULL;
+    /* The parameter gradients are added to (from non-zero values), the input's written. */
+    rt_tensor *dx = zeros(ACT, xs, 4), *dw = rnd(RT_F32, ws, 4, key + 4, -1, 1);
+    rt_tensor *db = bias ? rnd(RT_F32, SHAPE(ws[0]), key + 5, -1, 1) : NULL;
     rt_conv2d_bwd(P, x, w, dy, &a, dx, dw, db);
     snprintf(n, sizeof n, "%s.dx", name);
     check(n, dx, true);
@@ -182,8 +198,8 @@ static void dense_cases(void)
     rt_linear_fwd(x, w, b, y);
     check("linear.y", y, true);
     rt_tensor *dy = rnd(ACT, SHAPE(2, 3, 10), 23, -1, 1);
-    rt_tensor *dx = zeros(ACT, SHAPE(2, 3, 16)), *dw = zeros(RT_F32, SHAPE(10, 16));
-    rt_tensor *db = zeros(RT_F32, SHAPE(10));
+    rt_tensor *dx = zeros(ACT, SHAPE(2, 3, 16)), *dw = rnd(RT_F32, SHAPE(10, 16), 90, -1, 1);
+    rt_tensor *db = rnd(RT_F32, SHAPE(10), 91, -1, 1);
     rt_linear_bwd(x, w, dy, dx, dw, db);
     check("linear.dx", dx, true);
     check("linear.dw", dw, true);
@@ -366,6 +382,19 @@ static void nn_cases(void)
     check_scalar("cross_entropy.loss", rt_cross_entropy_fwd(z, lab, 10), false);
     rt_cross_entropy_bwd(z, lab, 10, dz);
     check("cross_entropy.dlogits", dz, false);
+    /* The foreground's loss gradient under a fixed loss scale of 65536 over a global count
+     * of 65536 (GPT-2's 8 x 1024 tokens, times 8): softmax - onehot itself, each entry to
+     * its own precision. Scaled after it was stored in f16, the probabilities (down to
+     * 5e-5 here) would have been 1e-9 there, stored as 0. */
+    rt_tensor *zs = rnd(ACT, SHAPE(4, 50), 80, -3, 3), *labs = rnd(RT_I32, SHAPE(4), 81, 0, 50);
+    rt_tensor *dzs = zeros(ACT, SHAPE(4, 50));
+    rt_opts_g.loss_scale = RT_LOSS_SCALE_FIXED;
+    rt_opts_g.loss_scale_init = 65536;
+    rt_loss_scaler_configure();
+    rt_cross_entropy_bwd_scaled(zs, labs, 65536, dzs);
+    rt_opts_g.loss_scale = RT_LOSS_SCALE_DEFAULT;
+    rt_loss_scaler_configure();
+    check_each("cross_entropy.dlogits_scaled", dzs, 1e-2);
     check_scalar("correct_count", (double)rt_correct_count(z, lab), false);
 }
 

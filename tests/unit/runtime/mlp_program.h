@@ -114,8 +114,8 @@ static double mlp_step(mlp *m, rt_data *data, int64_t step, uint64_t seed, const
         rt_data_batch(data, step, B, m->s3, m->s3 + m->x3->shape[0], NULL, m->lab);
         rt_linear_fwd(m->x3, m->w3->value, m->b3->value, m->z3);
         local_loss = rt_cross_entropy_fwd(m->z3, m->lab, B);
-        rt_cross_entropy_bwd(m->z3, m->lab, B, m->dz3);
-        rt_loss_scale_grad(m->dz3); /* as generated programs: a no-op unless scaling is on */
+        /* as generated programs: times the loss scale, which is 1 unless scaling is on */
+        rt_cross_entropy_bwd_scaled(m->z3, m->lab, B, m->dz3);
         rt_linear_bwd(m->x3, m->w3->value, m->dz3, m->dx3, m->w3->grad, m->b3->grad);
         /* as generated programs do: each layer's all-reduces start after its backward */
         rt_grad_allreduce_start(m->c3, rt_f32(m->w3->grad), m->w3->grad->numel);

@@ -2,7 +2,7 @@
  * GradScaler state machine step by step against a sequence worked out by hand (backoff on
  * an overflow, growth after `interval` clean steps, no growth past f32's range, a fixed
  * scale that never moves); which mode each compute dtype gets by default; the loss
- * gradient multiplied by S; unscaling exact for a power of two; a step whose gradients
+ * gradient made S times larger (exactly, bit for bit) by the loss's backward; unscaling exact for a power of two; a step whose gradients
  * hold inf or nan skipped with parameters and SGD and Adam state untouched bit for bit;
  * the CPU kernel's check over a gradient large enough to be split among threads; and the
  * scaler's state through a checkpoint and back (a dynamic scale continues, a fixed one
@@ -118,18 +118,31 @@ static void state_machine(void)
 
 static void scale_and_skip(rt_pool *P)
 {
-    /* The loss gradient times S; untouched when off. */
+    /* The loss gradient made times S (a power of two: exactly S times the unscaled one),
+     * and the same as the unscaled one when off; rows of 3 logits over a global batch of
+     * 6, this shard's 2 rows. */
+    rt_tensor *z = rt_tensor_new(P, RT_F32, 2, (int64_t[]){2, 3});
+    rt_tensor *lab = rt_tensor_new(P, RT_I32, 1, (int64_t[]){2});
     rt_tensor *d = rt_tensor_new(P, RT_F32, 2, (int64_t[]){2, 3});
+    rt_tensor *plain = rt_tensor_new(P, RT_F32, 2, (int64_t[]){2, 3});
     for (int i = 0; i < 6; i++)
-        rt_f32(d)[i] = 0.1f * (float)(i - 2);
+        rt_f32(z)[i] = 0.7f * (float)(i - 2);
+    rt_i32(lab)[0] = 2;
+    rt_i32(lab)[1] = 0;
+    rt_cross_entropy_bwd(z, lab, 6, plain);
     set_mode(RT_LOSS_SCALE_OFF, 1024, 2, 0.5, 3);
-    rt_loss_scale_grad(d);
-    CHECK(rt_f32(d)[0] == -0.2f && rt_f32(d)[5] == 0.1f * 3, "off: loss gradient changed");
-    set_mode(RT_LOSS_SCALE_DYNAMIC, 1024, 2, 0.5, 3);
-    rt_loss_scale_grad(d);
+    rt_cross_entropy_bwd_scaled(z, lab, 6, d);
     for (int i = 0; i < 6; i++)
-        CHECK(rt_f32(d)[i] == 0.1f * (float)(i - 2) * 1024.0f, "loss gradient %d: %g", i,
-              rt_f32(d)[i]);
+        CHECK(rt_f32(d)[i] == rt_f32(plain)[i], "off: loss gradient %d is %g, not %g", i,
+              rt_f32(d)[i], rt_f32(plain)[i]);
+    CHECK(rt_f32(plain)[2] < 0 && rt_f32(plain)[3] < 0 && rt_f32(plain)[0] > 0,
+          "the loss gradient's signs: %g %g %g", rt_f32(plain)[0], rt_f32(plain)[2],
+          rt_f32(plain)[3]);
+    set_mode(RT_LOSS_SCALE_DYNAMIC, 1024, 2, 0.5, 3);
+    rt_cross_entropy_bwd_scaled(z, lab, 6, d);
+    for (int i = 0; i < 6; i++)
+        CHECK(rt_f32(d)[i] == rt_f32(plain)[i] * 1024.0f, "scaled loss gradient %d: %g, not %g", i,
+              rt_f32(d)[i], rt_f32(plain)[i] * 1024.0f);
 
     /* A clean step: the gradients come back exactly, SGD steps. */
     rt_params *ps;
