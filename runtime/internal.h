@@ -173,7 +173,11 @@ int64_t rt_batchnorm_fwd_check(const char *op, const rt_comm *comm, const rt_ten
                                const rt_tensor *saved, const rt_tensor *y);
 int64_t rt_batchnorm_bwd_check(const char *op, const rt_comm *comm, const rt_tensor *x,
                                const rt_tensor *gamma, const rt_tensor *saved, const rt_tensor *dy,
-                               const rt_tensor *dx);
+                               const rt_tensor *dx, const rt_tensor *dgamma,
+                               const rt_tensor *dbeta);
+/* A normalisation's parameter gradients, where asked for: f32, n elements each. */
+void rt_norm_grads_check(const char *op, int64_t n, const rt_tensor *dgamma,
+                         const rt_tensor *dbeta);
 void rt_layernorm_dims(const char *op, const rt_tensor *x, const rt_tensor *gamma,
                        const rt_tensor *saved, int64_t *M, int64_t *D);
 /* A concatenation seen as [outer, parts along the axis, inner]: row = elements of y per

@@ -162,13 +162,22 @@ int64_t rt_batchnorm_fwd_check(const char *op, const rt_comm *comm, const rt_ten
     return C;
 }
 
+void rt_norm_grads_check(const char *op, int64_t n, const rt_tensor *dgamma, const rt_tensor *dbeta)
+{
+    if (dgamma)
+        rt_check_f32(dgamma, n, op, "gamma gradient");
+    if (dbeta)
+        rt_check_f32(dbeta, n, op, "beta gradient");
+}
+
 int64_t rt_batchnorm_bwd_check(const char *op, const rt_comm *comm, const rt_tensor *x,
                                const rt_tensor *gamma, const rt_tensor *saved, const rt_tensor *dy,
-                               const rt_tensor *dx)
+                               const rt_tensor *dx, const rt_tensor *dgamma, const rt_tensor *dbeta)
 {
     const int64_t C = rt_batchnorm_check(op, comm, x, gamma, saved, dy, "output gradient");
     if (dx)
         rt_check_act(dx, x->numel, op, "input gradient");
+    rt_norm_grads_check(op, C, dgamma, dbeta);
     return C;
 }
 

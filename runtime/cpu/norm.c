@@ -300,7 +300,7 @@ static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
                           rt_tensor *dgamma, rt_tensor *dbeta)
 {
     const char *op = "batchnorm2d_bwd";
-    const int64_t C = rt_batchnorm_bwd_check(op, comm, x, gamma, saved, dy, dx);
+    const int64_t C = rt_batchnorm_bwd_check(op, comm, x, gamma, saved, dy, dx, dgamma, dbeta);
     bn_call b = {.N = x->shape[0],
                  .C = C,
                  .HW = x->shape[2] * x->shape[3],
@@ -418,6 +418,7 @@ void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma, const rt_tenso
     const char *op = "layernorm_bwd";
     int64_t M, D;
     rt_layernorm_dims(op, x, gamma, saved, &M, &D);
+    rt_norm_grads_check(op, D, dgamma, dbeta);
     rt_check_act(dy, x->numel, op, "output gradient");
     if (dx)
         rt_check_act(dx, x->numel, op, "input gradient");

@@ -289,7 +289,7 @@ void rt_ref_batchnorm2d_bwd(const rt_comm *comm, const rt_tensor *x, const rt_te
                             rt_tensor *dgamma, rt_tensor *dbeta)
 {
     const char *op = "batchnorm2d_bwd";
-    const int64_t C = rt_batchnorm_bwd_check(op, comm, x, gamma, saved, dy, dx);
+    const int64_t C = rt_batchnorm_bwd_check(op, comm, x, gamma, saved, dy, dx, dgamma, dbeta);
     const int64_t N = x->shape[0], HW = x->shape[2] * x->shape[3];
     const float *mean = rt_f32(saved), *invstd = mean + C;
     /* sums: sum(dy) per channel, sum(dy * xhat) per channel, the count. */

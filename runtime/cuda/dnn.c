@@ -607,7 +607,7 @@ static void bn_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gam
                    rt_tensor *dbeta)
 {
     const char *op = "batchnorm2d_bwd";
-    const int64_t C = rt_batchnorm_bwd_check(op, comm, x, gamma, saved, dy, dx);
+    const int64_t C = rt_batchnorm_bwd_check(op, comm, x, gamma, saved, dy, dx, dgamma, dbeta);
     /* cuDNN writes both parameter gradients or none: with one of them alone the own kernel
      * runs. */
     entry *e = bn_local(comm, NULL, NULL) && !dgamma == !dbeta ? bn_entry(x, op) : NULL;
@@ -615,13 +615,10 @@ static void bn_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tensor *gam
         rt_cuda_own_batchnorm2d_sync_bwd(comm, x, gamma, saved, dy, dx, dgamma, dbeta);
         return;
     }
-    if (dgamma) {
-        rt_check_f32(dgamma, C, op, "gamma gradient");
-        rt_check_f32(dbeta, C, op, "beta gradient");
-    }
-    /* What the caller does not want goes to scratch: dx (in x's dtype, after the f32 pair),
+    /* What the caller does not want goes to scratch: dx (in x's dtype, after the f32 pair,
+     * at a 256-byte boundary as every cudaMalloc'd buffer starts, for cuDNN's vector loads),
      * or both parameter gradients (overwritten there; the caller's accumulate, beta 1). */
-    const size_t pair = 2 * (size_t)C * sizeof(float);
+    const size_t pair = (2 * (size_t)C * sizeof(float) + 255) & ~(size_t)255;
     float *tmp = rt_cuda_scratch(RT_SCRATCH_DNN2,
                                  pair + (dx ? 0 : (size_t)x->numel * rt_dtype_size(x->dtype)), op);
     void *pdx = dx ? dx->data : (char *)tmp + pair;

@@ -466,7 +466,7 @@ static void batchnorm_bwd(const rt_comm *comm, const rt_tensor *x, const rt_tens
                           rt_tensor *dgamma, rt_tensor *dbeta)
 {
     const char *op = "batchnorm2d_bwd";
-    const int64_t C = rt_batchnorm_bwd_check(op, comm, x, gamma, saved, dy, dx);
+    const int64_t C = rt_batchnorm_bwd_check(op, comm, x, gamma, saved, dy, dx, dgamma, dbeta);
     const int64_t N = x->shape[0], HW = x->shape[2] * x->shape[3];
     if (C == 0)
         return;
@@ -636,6 +636,7 @@ extern "C" void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma, con
     int64_t M, D;
     rt_layernorm_dims(op, x, gamma, saved, &M, &D);
     rt_check_act(dy, x->numel, op, "output gradient");
+    rt_norm_grads_check(op, D, dgamma, dbeta);
     if (dx)
         rt_check_act(dx, x->numel, op, "input gradient");
     const float *mean = rt_f32(saved), *rstd = mean + M;

@@ -4,7 +4,7 @@
  * checks (shapes.c), which must refuse what the formula refuses with a message naming the
  * op and the cause: a zero kernel height or width, a window larger than the padded input
  * (which a truncating division once let through at stride 3), pooling padding over half a
- * kernel. */
+ * kernel, a normalisation's parameter gradient of the wrong size or dtype. */
 #include "check.h"
 #include "shape_rules.h"
 
@@ -109,6 +109,33 @@ static void run_maxpool(void *ctx)
     rt_maxpool2d_fwd(x, &c->pool, y);
 }
 
+/* Batch norm's backward with a gamma gradient of C + 1 floats (C = 2). */
+static void run_batchnorm_bwd(void *ctx)
+{
+    (void)ctx;
+    rt_pool *P = rt_pool_new();
+    rt_tensor *x = rt_tensor_new(P, RT_F32, 4, (int64_t[]){2, 2, 3, 3});
+    rt_tensor *dy = rt_tensor_new(P, RT_F32, 4, (int64_t[]){2, 2, 3, 3});
+    rt_tensor *g = rt_tensor_new(P, RT_F32, 1, (int64_t[]){2});
+    rt_tensor *saved = rt_tensor_new(P, RT_F32, 1, (int64_t[]){4});
+    rt_tensor *dg = rt_tensor_new(P, RT_F32, 1, (int64_t[]){3});
+    rt_tensor *db = rt_tensor_new(P, RT_F32, 1, (int64_t[]){2});
+    rt_batchnorm2d_bwd(x, g, saved, dy, NULL, dg, db);
+}
+
+/* Layer norm's backward with an i32 beta gradient. */
+static void run_layernorm_bwd(void *ctx)
+{
+    (void)ctx;
+    rt_pool *P = rt_pool_new();
+    rt_tensor *x = rt_tensor_new(P, RT_F32, 2, (int64_t[]){3, 4});
+    rt_tensor *dy = rt_tensor_new(P, RT_F32, 2, (int64_t[]){3, 4});
+    rt_tensor *g = rt_tensor_new(P, RT_F32, 1, (int64_t[]){4});
+    rt_tensor *saved = rt_tensor_new(P, RT_F32, 1, (int64_t[]){6});
+    rt_tensor *db = rt_tensor_new(P, RT_I32, 1, (int64_t[]){4});
+    rt_layernorm_bwd(x, g, saved, dy, NULL, NULL, db);
+}
+
 static void test_kernel_checks(void)
 {
     call c = {.H = 5, .W = 5, .conv = {0, 3, 1, 1, 0, 0, 1, 1, 1}, .OH = 5, .OW = 3};
@@ -135,6 +162,12 @@ static void test_kernel_checks(void)
     c = (call){.H = 7, .W = 7, .pool = {2, 2, 2, 2, 0, 0, 1, 0}, .OH = 3, .OW = 3};
     expect_fatal("maxpool, floor-sized output in ceil mode", run_maxpool, &c,
                  "maxpool2d_fwd: output shape [1,2,3,3], expected [1,2,4,4]");
+
+    /* The parameter gradients a normalisation adds into: f32, one per channel or feature. */
+    expect_fatal("batchnorm, gamma gradient of the wrong size", run_batchnorm_bwd, NULL,
+                 "batchnorm2d_bwd: gamma gradient has 3 elements, expected 2");
+    expect_fatal("layernorm, i32 beta gradient", run_layernorm_bwd, NULL,
+                 "layernorm_bwd: beta gradient has dtype i32, expected f32");
 }
 
 int main(void)
