@@ -94,17 +94,20 @@ extern "C" void rt_cuda_gemm(const char *op, bool ta, bool tb, int64_t m, int64_
 
 #define BIAS_ROWS 256
 
-/* Block (x: 256 columns, y: BIAS_ROWS rows): partial column sums, added atomically. */
+/* Block (x: 256 columns, y: BIAS_ROWS rows, striding by the grid's y when the rows need
+ * more blocks than it has): partial column sums, added atomically. */
 template <typename T> __global__ void bias_grad_k(const T *dy, int64_t rows, int64_t n, float *db)
 {
     int64_t c = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (c >= n)
         return;
-    int64_t r0 = blockIdx.y * (int64_t)BIAS_ROWS,
-            r1 = r0 + BIAS_ROWS < rows ? r0 + BIAS_ROWS : rows;
     float s = 0.0f;
-    for (int64_t r = r0; r < r1; r++)
-        s += rt_ld(dy + r * n + c);
+    for (int64_t r0 = blockIdx.y * (int64_t)BIAS_ROWS; r0 < rows;
+         r0 += (int64_t)gridDim.y * BIAS_ROWS) {
+        const int64_t r1 = r0 + BIAS_ROWS < rows ? r0 + BIAS_ROWS : rows;
+        for (int64_t r = r0; r < r1; r++)
+            s += rt_ld(dy + r * n + c);
+    }
     atomicAdd(db + c, s);
 }
 
@@ -118,7 +121,7 @@ extern "C" void rt_cuda_bias_grad(const char *op, const void *dy, rt_dtype dt, i
 {
     if (rows == 0 || n == 0)
         return;
-    dim3 grid((unsigned)((n + 255) / 256), (unsigned)((rows + BIAS_ROWS - 1) / BIAS_ROWS));
+    dim3 grid((unsigned)((n + 255) / 256), rt_cuda_grid_y((rows + BIAS_ROWS - 1) / BIAS_ROWS));
     RT_ACT_DISPATCH(dt, T, bias_grad_k<<<grid, 256, 0, RT_FG>>>((const T *)dy, rows, n, db));
     rt_cuda_launched(op);
 }

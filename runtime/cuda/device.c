@@ -130,10 +130,16 @@ void rt_cuda_ensure(void)
     rt_cuda_g.cur = bgenv && !strcmp(bgenv, "1") ? rt_cuda_g.bg : rt_cuda_g.fg;
     /* A cuBLAS handle per side, each with its own workspace: 32 MiB, NVIDIA's
      * recommendation for Hopper; an explicit workspace keeps cuBLAS from allocating while
-     * a graph is captured. */
+     * a graph is captured. Its default math, with split-K reductions kept in f32 where the
+     * output is 16-bit (16-bit storage): the f32 accumulation docs/cuda.md promises. */
     const size_t ws = (size_t)32 << 20;
     for (int s = 0; s < 2; s++) {
         RT_CUBLAS(cublasCreate(&rt_cuda_g.blas_side[s]), "init");
+        RT_CUBLAS(
+            cublasSetMathMode(rt_cuda_g.blas_side[s],
+                              (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                             CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
+            "init");
         RT_CUBLAS(cublasSetStream(rt_cuda_g.blas_side[s], s ? rt_cuda_g.bg : rt_cuda_g.fg), "init");
         RT_CUDA(cudaMalloc(&rt_cuda_g.blas_workspace[s], ws), "init");
         RT_CUBLAS(cublasSetWorkspace(rt_cuda_g.blas_side[s], rt_cuda_g.blas_workspace[s], ws),

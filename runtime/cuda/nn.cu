@@ -590,9 +590,9 @@ __global__ void ln_bwd_dx_k(const T *x, const float *g, const float *mean, const
     }
 }
 
-/* Block (x: 256 columns, y: LN_ROWS rows): partial column sums of dy*xhat and dy,
- * added atomically into dgamma and dbeta. A thread per column over all rows would
- * leave most of the GPU idle for GPT-2's 8192 rows of 768. */
+/* Block (x: 256 columns, y: LN_ROWS rows, striding by the grid's y): partial column sums
+ * of dy*xhat and dy, added atomically into dgamma and dbeta. A thread per column over all
+ * rows would leave most of the GPU idle for GPT-2's 8192 rows of 768. */
 #define LN_ROWS 128
 
 template <typename T>
@@ -602,12 +602,14 @@ __global__ void ln_bwd_params_k(const T *x, const float *mean, const float *rstd
     const int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
     if (d >= D)
         return;
-    const int64_t m0 = blockIdx.y * (int64_t)LN_ROWS, m1 = m0 + LN_ROWS < M ? m0 + LN_ROWS : M;
     float sg = 0.0f, sb = 0.0f;
-    for (int64_t m = m0; m < m1; m++) {
-        float gy = rt_ld(dy + m * D + d);
-        sg += gy * (rt_ld(x + m * D + d) - mean[m]) * rstd[m];
-        sb += gy;
+    for (int64_t m0 = blockIdx.y * (int64_t)LN_ROWS; m0 < M; m0 += (int64_t)gridDim.y * LN_ROWS) {
+        const int64_t m1 = m0 + LN_ROWS < M ? m0 + LN_ROWS : M;
+        for (int64_t m = m0; m < m1; m++) {
+            float gy = rt_ld(dy + m * D + d);
+            sg += gy * (rt_ld(x + m * D + d) - mean[m]) * rstd[m];
+            sb += gy;
+        }
     }
     if (dg)
         atomicAdd(dg + d, sg);
@@ -646,7 +648,7 @@ extern "C" void rt_layernorm_bwd(const rt_tensor *x, const rt_tensor *gamma, con
                                mean, rstd, rt_act<T>(dy), D, rt_act<T>(dx)));
     }
     if ((dgamma || dbeta) && M > 0 && D > 0) {
-        dim3 grid((unsigned)((D + 255) / 256), (unsigned)((M + LN_ROWS - 1) / LN_ROWS));
+        dim3 grid((unsigned)((D + 255) / 256), rt_cuda_grid_y((M + LN_ROWS - 1) / LN_ROWS));
         RT_ACT_DISPATCH(x->dtype, T,
                         ln_bwd_params_k<T><<<grid, 256, 0, RT_FG>>>(
                             rt_act<T>(x), mean, rstd, rt_act<T>(dy), M, D,

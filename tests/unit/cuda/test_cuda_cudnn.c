@@ -4,8 +4,12 @@
  * weight and bias gradients accumulated onto non-zero values), max and average pooling
  * (padding, count_include_pad, ceil mode, which falls back), batchnorm in training
  * (statistics, running buffers, output, all three gradients) and inference, and relu.
- * Skips (77) without a GPU or when the library was built without cuDNN. Never run on the
- * development machine (no GPU there): scripts/gpu-check runs it (ctest label gpu). */
+ * With BURSTRT_STORAGE=16 (and a bf16 or f16 compute dtype) the activations and their
+ * gradients are 16-bit tensors, so both sides run their 16-bit code: cuDNN with 16-bit
+ * descriptors and the own kernels' 16-bit instantiations (conv.cu's im2col and GEMMs),
+ * compared to a 16-bit tolerance (below). Skips (77) without a GPU or when the library was
+ * built without cuDNN. Never run on the development machine (no GPU there):
+ * scripts/gpu-check runs it (ctest label gpu). */
 #include "burstrt.h"
 #include "cuda/own.h"
 #include "shape_rules.h"
@@ -29,14 +33,21 @@ static int rnd(int lo, int hi)
     return lo + (int)((rng >> 33) % (uint64_t)(hi - lo + 1));
 }
 
+/* An activation or its gradient: f32, or 16 bits with BURSTRT_STORAGE=16. */
 static rt_tensor *T(int nd, const int64_t *shape)
+{
+    return rt_tensor_new(P, rt_storage_dtype(), nd, shape);
+}
+
+/* A parameter, its gradient or statistics: f32 always. */
+static rt_tensor *F(int nd, const int64_t *shape)
 {
     return rt_tensor_new(P, RT_F32, nd, shape);
 }
 
 static rt_tensor *like(const rt_tensor *t)
 {
-    return T(t->ndim, t->shape);
+    return rt_tensor_new(P, t->dtype, t->ndim, t->shape);
 }
 
 static void fill(rt_tensor *t)
@@ -57,14 +68,25 @@ static rt_tensor *copy_of(const rt_tensor *t)
     return c;
 }
 
-/* Fails unless a and b agree within atol + rtol |b| everywhere. */
-static void same(const char *what, const rt_tensor *a, const rt_tensor *b, double atol, double rtol,
-                 const char *shape)
+/* Fails unless a and b agree within atol + rtol |b| everywhere. A 16-bit result (or, with
+ * rounded16, one made from a 16-bit intermediate: cuDNN's 16-bit weight gradient) may
+ * differ by a unit in the last place of 16 bits where the two sides' f32 sums round
+ * differently, and more after a cancellation (a bias added, a gradient added to its
+ * start): then the tolerance is at least 2e-2 of the value and of the tensor's largest. */
+static void same_as(const char *what, const rt_tensor *a, const rt_tensor *b, double atol,
+                    double rtol, const char *shape, bool rounded16)
 {
     float *ha = malloc((size_t)a->numel * sizeof(float) + 4);
     float *hb = malloc((size_t)b->numel * sizeof(float) + 4);
     rt_tensor_read(a, ha);
     rt_tensor_read(b, hb);
+    if (a->dtype != RT_F32 || rounded16) {
+        double big = 0.0;
+        for (int64_t i = 0; i < b->numel; i++)
+            big = fmax(big, fabs((double)hb[i]));
+        atol = fmax(atol, 2e-2 * big);
+        rtol = fmax(rtol, 2e-2);
+    }
     double worst = 0.0;
     for (int64_t i = 0; i < a->numel; i++) {
         double r = fabs((double)ha[i] - hb[i]) / (atol + rtol * fabs(hb[i]));
@@ -80,6 +102,12 @@ static void same(const char *what, const rt_tensor *a, const rt_tensor *b, doubl
     free(hb);
 }
 
+static void same(const char *what, const rt_tensor *a, const rt_tensor *b, double atol, double rtol,
+                 const char *shape)
+{
+    same_as(what, a, b, atol, rtol, shape, false);
+}
+
 static void conv_case(int N, int C, int H, int W, int K, rt_conv2d_attrs a, bool bias)
 {
     int64_t OH, OW;
@@ -91,8 +119,8 @@ static void conv_case(int N, int C, int H, int W, int K, rt_conv2d_attrs a, bool
     snprintf(shape, sizeof shape, "conv N%d C%d %dx%d K%d k%dx%d s%dx%d p%dx%d d%dx%d g%d bias%d",
              N, C, H, W, K, a.kh, a.kw, a.sh, a.sw, a.ph, a.pw, a.dh, a.dw, a.groups, bias);
     rt_tensor *x = T(4, (int64_t[]){N, C, H, W}),
-              *w = T(4, (int64_t[]){K, C / a.groups, a.kh, a.kw});
-    rt_tensor *b = bias ? T(1, (int64_t[]){K}) : NULL;
+              *w = F(4, (int64_t[]){K, C / a.groups, a.kh, a.kw});
+    rt_tensor *b = bias ? F(1, (int64_t[]){K}) : NULL;
     rt_tensor *y = T(4, (int64_t[]){N, K, OH, OW}), *yr = like(y), *dy = like(y);
     fill(x);
     fill(w);
@@ -117,7 +145,7 @@ static void conv_case(int N, int C, int H, int W, int K, rt_conv2d_attrs a, bool
      * on N8 C32 14x14 K64 with 1e-4 allowed), so the tolerance is 1e-4 per 512 terms. */
     const double terms = (double)N * (double)OH * (double)OW;
     const double tol = 1e-4 * (terms > 512.0 ? terms / 512.0 : 1.0);
-    same("conv2d weight gradient", dw, dwr, tol, tol, shape);
+    same_as("conv2d weight gradient", dw, dwr, tol, tol, shape, x->dtype != RT_F32);
     if (b)
         same("conv2d bias gradient", db, dbr, tol, tol, shape);
 }
@@ -159,8 +187,10 @@ static void bn_case(int N, int C, int H, int W)
     char shape[80];
     snprintf(shape, sizeof shape, "batchnorm N%d C%d %dx%d", N, C, H, W);
     rt_tensor *x = T(4, (int64_t[]){N, C, H, W}), *y = like(x), *yr = like(x), *dy = like(x);
-    rt_tensor *g = T(1, (int64_t[]){C}), *b = like(g), *rm = like(g), *rv = like(g);
-    rt_tensor *saved = T(1, (int64_t[]){2 * C}), *savedr = like(saved);
+    /* 16-bit data: cuDNN's statistics and parameter gradients come from its 16-bit kernels. */
+    const bool h = x->dtype != RT_F32;
+    rt_tensor *g = F(1, (int64_t[]){C}), *b = like(g), *rm = like(g), *rv = like(g);
+    rt_tensor *saved = F(1, (int64_t[]){2 * C}), *savedr = like(saved);
     fill(x);
     fill(dy);
     fill(g);
@@ -170,22 +200,22 @@ static void bn_case(int N, int C, int H, int W)
     rt_tensor *rmr = copy_of(rm), *rvr = copy_of(rv);
     rt_batchnorm2d_fwd(x, g, b, rm, rv, 0.1f, 1e-5f, saved, y);
     rt_cuda_own_batchnorm2d_fwd(x, g, b, rmr, rvr, 0.1f, 1e-5f, savedr, yr);
-    same("batchnorm statistics", saved, savedr, 1e-6, 1e-4, shape);
-    same("batchnorm output", y, yr, 1e-5, 1e-4, shape);
-    same("batchnorm running mean", rm, rmr, 1e-6, 1e-5, shape);
-    same("batchnorm running variance", rv, rvr, 1e-6, 1e-5, shape);
+    same_as("batchnorm statistics", saved, savedr, 1e-6, 1e-4, shape, h);
+    same_as("batchnorm output", y, yr, 1e-5, 1e-4, shape, h);
+    same_as("batchnorm running mean", rm, rmr, 1e-6, 1e-5, shape, h);
+    same_as("batchnorm running variance", rv, rvr, 1e-6, 1e-5, shape, h);
     rt_tensor *dx = like(x), *dxr = like(x), *dg = like(g), *db = like(g);
     fill(dg);
     fill(db);
     rt_tensor *dgr = copy_of(dg), *dbr = copy_of(db);
     rt_batchnorm2d_bwd(x, g, saved, dy, dx, dg, db);
     rt_cuda_own_batchnorm2d_bwd(x, g, savedr, dy, dxr, dgr, dbr);
-    same("batchnorm input gradient", dx, dxr, 1e-5, 1e-3, shape);
-    same("batchnorm gamma gradient", dg, dgr, 1e-4, 1e-4, shape);
-    same("batchnorm beta gradient", db, dbr, 1e-4, 1e-4, shape);
+    same_as("batchnorm input gradient", dx, dxr, 1e-5, 1e-3, shape, h);
+    same_as("batchnorm gamma gradient", dg, dgr, 1e-4, 1e-4, shape, h);
+    same_as("batchnorm beta gradient", db, dbr, 1e-4, 1e-4, shape, h);
     rt_batchnorm2d_infer(x, g, b, rm, rv, 1e-5f, y);
     rt_cuda_own_batchnorm2d_infer(x, g, b, rm, rv, 1e-5f, yr);
-    same("batchnorm inference", y, yr, 1e-5, 1e-4, shape);
+    same_as("batchnorm inference", y, yr, 1e-5, 1e-4, shape, h);
 }
 
 static void relu_case(int64_t n)
