@@ -138,8 +138,8 @@ rt_compute_dtype rt_get_compute_dtype(void);
 /* The dtype of activations and their gradients (the tensors a program makes for its
  * ops' values and gradients, and the input batch when it is not tokens): RT_F32, or
  * the 16-bit compute dtype where the backend stores activations in 16 bits (the CUDA
- * backend with BURSTRT_STORAGE=16). Fixed by the compute dtype set before the first
- * tensor is made. */
+ * backend with BURSTRT_STORAGE=16). It follows the compute dtype, so set that before
+ * making tensors (generated programs do it right after rt_init). */
 rt_dtype rt_storage_dtype(void);
 /* A graph segment (ids 0..1023) is a stretch of a training step without host
  * synchronisation or communication: `if (rt_graph_begin(k)) { ...kernels... }

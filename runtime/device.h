@@ -53,7 +53,8 @@ typedef struct rt_device {
      * gradient is scaled where it is made (rt_cross_entropy_bwd_scaled). */
     void (*scale_check)(float *x, int64_t n, float s, int32_t *found, const char *op);
     /* Optional (NULL: never): true when activations are stored in the 16-bit compute
-     * dtype (rt_storage_dtype); asked once, at the first tensor. */
+     * dtype. rt_storage_dtype asks it on every call (every tensor and shape check), so
+     * it reads its setting once and answers from that. */
     bool (*store16)(void);
     /* Optional (NULL: the host computes them): synthetic samples made on the device. */
     void (*synth)(const rt_synth_keys *k, void *x, int32_t *labels);

@@ -12,7 +12,7 @@
 extern rt_options rt_opts_g;
 void *rt_xmalloc(size_t n, const char *op);
 void *rt_xcalloc(size_t n, size_t size, const char *op);
-/* Fatal error unless t is non-NULL, f32/i32 as asked, and has `ndim` dims (ndim<0: any). */
+/* Fatal error unless t is non-NULL, of dtype dt, and has `ndim` dims (ndim<0: any). */
 void rt_check(const rt_tensor *t, rt_dtype dt, int ndim, const char *op, const char *what);
 /* "f32", "i32", "bf16" or "f16". */
 const char *rt_dtype_name(rt_dtype dt);

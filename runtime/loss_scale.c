@@ -2,17 +2,17 @@
  * magnitudes from about 6e-8 to 65504, and many gradients of a network are smaller than
  * the smallest: scaled by S before the backward pass (rt_cross_entropy_bwd_scaled makes
  * the loss gradient S times larger, and every gradient after it is linear in it), they
- * are S times larger and survive; before the optimizer step they are divided by S again and checked for
- * inf and nan (rt_loss_scale_unscale). A step whose gradients overflowed on any rank is
- * skipped on every rank: each rank checks the gradients it holds, and the verdict is
- * summed over the world, since a burst plan's ranks hold different layers' gradients.
- * The dynamic scale starts at --loss-scale-init (65536), is halved (--loss-scale-backoff)
- * on every overflow and doubled (--loss-scale-growth) after --loss-scale-interval (2000)
- * clean steps in a row. The loss gradient's multiply is the loss's backward kernel's, and
- * the gradients' unscale and check the device's (rt_dev.scale_check): this file only
- * decides. The scale and the clean-step count go into checkpoints
- * (checkpoint.c), so a resumed run continues with the same scale. Rank 0 reports each
- * skipped step and, at the end, the scale and the number of steps skipped. */
+ * are S times larger and survive; before the optimizer step they are divided by S again
+ * and checked for inf and nan (rt_loss_scale_unscale). A step whose gradients overflowed
+ * on any rank is skipped on every rank: each rank checks the gradients it holds, and the
+ * verdict is summed over the world, since a burst plan's ranks hold different layers'
+ * gradients. The dynamic scale starts at --loss-scale-init (65536), is halved
+ * (--loss-scale-backoff) on every overflow and doubled (--loss-scale-growth) after
+ * --loss-scale-interval (2000) clean steps in a row. The loss gradient's multiply is the
+ * loss's backward kernel's, and the gradients' unscale and check the device's
+ * (rt_dev.scale_check): this file only decides. The scale and the clean-step count go
+ * into checkpoints (checkpoint.c), so a resumed run continues with the same scale. Rank 0
+ * reports each skipped step and, at the end, the scale and the number of steps skipped. */
 #include "internal.h"
 
 #include <math.h>

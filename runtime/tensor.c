@@ -260,30 +260,42 @@ static void widen(float *dst, const uint16_t *src, int64_t n, rt_dtype dt)
 
 static bool is16(const rt_tensor *t)
 {
-    return t->dtype == RT_BF16 || t->dtype == RT_F16;
+    return rt_dtype_size(t->dtype) == 2;
 }
 
-/* The host sees a 16-bit tensor as floats: a float copy, converted each way. */
+/* A 16-bit tensor from / to floats on the host, through a staging copy of its words (on
+ * either kind of memory). */
+static void write16(const rt_tensor *t, const float *src, const char *op)
+{
+    uint16_t *w = rt_xmalloc(bytes_of(t), op);
+    narrow(w, src, t->numel, t->dtype);
+    rt_dev.copy(t->data, w, bytes_of(t), RT_COPY_H2D, op);
+    free(w);
+}
+
+static void read16(const rt_tensor *t, float *dst, const char *op)
+{
+    uint16_t *w = rt_xmalloc(bytes_of(t), op);
+    rt_dev.copy(w, t->data, bytes_of(t), RT_COPY_D2H, op);
+    widen(dst, w, t->numel, t->dtype);
+    free(w);
+}
+
+/* The host sees a 16-bit tensor as floats, converted each way. */
 void rt_tensor_write(rt_tensor *t, const void *host)
 {
-    if (!is16(t)) {
+    if (is16(t))
+        write16(t, host, "tensor_write");
+    else
         rt_dev.copy(t->data, host, bytes_of(t), RT_COPY_H2D, "tensor_write");
-        return;
-    }
-    void *h = rt_host_view(t, false, "tensor_write");
-    memcpy(h, host, (size_t)t->numel * sizeof(float));
-    rt_host_done(t, h, true, "tensor_write");
 }
 
 void rt_tensor_read(const rt_tensor *t, void *host)
 {
-    if (!is16(t)) {
+    if (is16(t))
+        read16(t, host, "tensor_read");
+    else
         rt_dev.copy(host, t->data, bytes_of(t), RT_COPY_D2H, "tensor_read");
-        return;
-    }
-    void *h = rt_host_view(t, true, "tensor_read");
-    memcpy(host, h, (size_t)t->numel * sizeof(float));
-    rt_host_done(t, h, false, "tensor_read");
 }
 
 void *rt_host_view(const rt_tensor *t, bool read, const char *op)
@@ -296,14 +308,9 @@ void *rt_host_view(const rt_tensor *t, bool read, const char *op)
             rt_dev.copy(h, t->data, bytes_of(t), RT_COPY_D2H, op);
         return h;
     }
-    /* 16 bits: through a staging copy of the words, on either kind of memory. */
     float *h = rt_xmalloc((size_t)t->numel * sizeof(float), op);
-    if (read) {
-        uint16_t *w = rt_xmalloc(bytes_of(t), op);
-        rt_dev.copy(w, t->data, bytes_of(t), RT_COPY_D2H, op);
-        widen(h, w, t->numel, t->dtype);
-        free(w);
-    }
+    if (read)
+        read16(t, h, op);
     return h;
 }
 
@@ -317,12 +324,8 @@ void rt_host_done(const rt_tensor *t, void *host, bool write, const char *op)
         free(host);
         return;
     }
-    if (write) {
-        uint16_t *w = rt_xmalloc(bytes_of(t), op);
-        narrow(w, host, t->numel, t->dtype);
-        rt_dev.copy(t->data, w, bytes_of(t), RT_COPY_H2D, op);
-        free(w);
-    }
+    if (write)
+        write16(t, host, op);
     free(host);
 }
 

@@ -102,9 +102,9 @@ void rt_nccl_poll(const char *op);
 /* ---- kernels: launchers in *.cu, extern "C" ------------------------------------ */
 
 /* elementwise.cu: synthetic samples made on the device from data.c's keys (the device's
- * synth hook): fills x (count*per_sample elements, or NULL) and labels (or NULL). */
+ * synth hook): fills x (count*per_sample elements of k->in_dtype: f32, i32 tokens or a
+ * 16-bit storage dtype; or NULL) and labels (or NULL). */
 void rt_cuda_synth(const rt_synth_keys *k, void *x, int32_t *labels);
-/* (x holds k->in_dtype: f32, i32 tokens, or a 16-bit storage dtype.) */
 
 /* elementwise.cu: the device's scale_check (device.h): x *= s, *found = 1 on inf/nan. */
 void rt_cuda_scale_check(float *x, int64_t n, float s, int32_t *found, const char *op);

@@ -465,12 +465,15 @@ void rt_conv2d_bwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const 
 
 /* ---- pooling ------------------------------------------------------------------------------- */
 
+/* NULL for 16-bit data, which the own kernels pool (memory-bound, and no reliance on
+ * cuDNN's 16-bit support of its legacy pooling calls); f32 entries only. */
 static entry *pool_entry(const rt_pool_dims *d, const rt_pool2d_attrs *a, bool max, rt_dtype dt,
                          const char *op)
 {
-    const int64_t key[KEY_LEN] = {2,     max,   d->N,         d->C,           d->H,
-                                  d->W,  a->kh, a->kw,        a->sh,          a->sw,
-                                  a->ph, a->pw, a->ceil_mode, a->exclude_pad, dt};
+    if (dt != RT_F32)
+        return NULL;
+    const int64_t key[KEY_LEN] = {2,     max,   d->N,  d->C,  d->H,  d->W,         a->kh,
+                                  a->kw, a->sh, a->sw, a->ph, a->pw, a->ceil_mode, a->exclude_pad};
     entry *e = find(key);
     if (e)
         return e;
@@ -478,8 +481,8 @@ static entry *pool_entry(const rt_pool_dims *d, const rt_pool2d_attrs *a, bool m
     dnn(op);
     if (!fits_int(d->N * d->C * d->H * d->W) || d->N * d->C == 0 || d->OH * d->OW == 0)
         return e;
-    e->x = tensor4(d->N, d->C, d->H, d->W, dt, op);
-    e->y = tensor4(d->N, d->C, d->OH, d->OW, dt, op);
+    e->x = tensor4(d->N, d->C, d->H, d->W, RT_F32, op);
+    e->y = tensor4(d->N, d->C, d->OH, d->OW, RT_F32, op);
     DNN(cudnnCreatePoolingDescriptor(&e->pool), op);
     const cudnnPoolingMode_t mode = max              ? CUDNN_POOLING_MAX
                                     : a->exclude_pad ? CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING
@@ -498,7 +501,7 @@ void rt_maxpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y
 {
     const char *op = "maxpool2d_fwd";
     rt_pool_dims d = rt_pool2d_check(op, x, a, y, "output");
-    entry *e = x->dtype == RT_F32 ? pool_entry(&d, a, true, x->dtype, op) : NULL;
+    entry *e = pool_entry(&d, a, true, x->dtype, op);
     if (!e || !e->usable) {
         rt_cuda_own_maxpool2d_fwd(x, a, y);
         return;
@@ -512,7 +515,7 @@ void rt_maxpool2d_bwd(const rt_tensor *x, const rt_tensor *dy, const rt_pool2d_a
     const char *op = "maxpool2d_bwd";
     rt_pool_dims d = rt_pool2d_check(op, x, a, dy, "output gradient");
     rt_check_act(dx, x->numel, op, "input gradient");
-    entry *e = x->dtype == RT_F32 ? pool_entry(&d, a, true, x->dtype, op) : NULL;
+    entry *e = pool_entry(&d, a, true, x->dtype, op);
     if (!e || !e->usable) {
         rt_cuda_own_maxpool2d_bwd(x, dy, a, dx);
         return;
@@ -529,7 +532,7 @@ void rt_avgpool2d_fwd(const rt_tensor *x, const rt_pool2d_attrs *a, rt_tensor *y
 {
     const char *op = "avgpool2d_fwd";
     rt_pool_dims d = rt_pool2d_check(op, x, a, y, "output");
-    entry *e = x->dtype == RT_F32 ? pool_entry(&d, a, false, x->dtype, op) : NULL;
+    entry *e = pool_entry(&d, a, false, x->dtype, op);
     if (!e || !e->usable) {
         rt_cuda_own_avgpool2d_fwd(x, a, y);
         return;
@@ -541,7 +544,7 @@ void rt_avgpool2d_bwd(const rt_tensor *dy, const rt_pool2d_attrs *a, rt_tensor *
 {
     const char *op = "avgpool2d_bwd";
     rt_pool_dims d = rt_pool2d_check(op, dx, a, dy, "output gradient");
-    entry *e = dy->dtype == RT_F32 ? pool_entry(&d, a, false, dy->dtype, op) : NULL;
+    entry *e = pool_entry(&d, a, false, dy->dtype, op);
     if (!e || !e->usable) {
         rt_cuda_own_avgpool2d_bwd(dy, a, dx);
         return;
@@ -678,9 +681,12 @@ void rt_batchnorm2d_infer(const rt_tensor *x, const rt_tensor *gamma, const rt_t
 
 /* ---- relu ---------------------------------------------------------------------------------- */
 
+/* NULL for 16-bit data, which the own kernels take (as pool_entry). */
 static entry *flat_entry(int64_t n, rt_dtype dt, const char *op)
 {
-    const int64_t key[KEY_LEN] = {4, n, dt};
+    if (dt != RT_F32)
+        return NULL;
+    const int64_t key[KEY_LEN] = {4, n};
     entry *e = find(key);
     if (e)
         return e;
@@ -688,7 +694,7 @@ static entry *flat_entry(int64_t n, rt_dtype dt, const char *op)
     dnn(op);
     if (n == 0 || !fits_int(n))
         return e;
-    e->x = tensor4(1, 1, 1, n, dt, op);
+    e->x = tensor4(1, 1, 1, n, RT_F32, op);
     e->usable = true;
     return e;
 }
@@ -697,7 +703,7 @@ void rt_relu_fwd(const rt_tensor *x, rt_tensor *y)
 {
     const char *op = "relu_fwd";
     rt_same_numel(op, x, "input", y, "output");
-    entry *e = x->dtype == RT_F32 ? flat_entry(x->numel, x->dtype, op) : NULL;
+    entry *e = flat_entry(x->numel, x->dtype, op);
     if (!e || !e->usable) {
         rt_cuda_own_relu_fwd(x, y);
         return;
@@ -712,7 +718,7 @@ void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
     const char *op = "relu_bwd";
     rt_same_numel(op, x, "input", dy, "output gradient");
     rt_same_numel(op, x, "input", dx, "input gradient");
-    entry *e = x->dtype == RT_F32 ? flat_entry(x->numel, x->dtype, op) : NULL;
+    entry *e = flat_entry(x->numel, x->dtype, op);
     if (!e || !e->usable) {
         rt_cuda_own_relu_bwd(x, dy, dx);
         return;

@@ -7,28 +7,31 @@
  * formats' definitions. */
 #include "check.h"
 
-/* The value of f16 bit pattern h, from its definition. */
-static float f16_value(uint16_t h)
+/* The value of bit pattern h of a 16-bit IEEE-style format with `eb` exponent and `mb`
+ * mantissa bits, from the definition: bias 2^(eb-1) - 1, subnormals m 2^(1-bias-mb),
+ * normals (2^mb + m) 2^(e-bias-mb), the top exponent inf or NaN. */
+static float ieee16_value(uint16_t h, int eb, int mb)
 {
-    const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    const int emax = (1 << eb) - 1, bias = (1 << (eb - 1)) - 1;
+    const int e = (h >> mb) & emax, m = h & ((1 << mb) - 1);
     const float s = (h & 0x8000) ? -1.0f : 1.0f;
-    if (e == 0x1f)
+    if (e == emax)
         return m ? NAN : s * INFINITY;
     if (e == 0)
-        return s * ldexpf((float)m, -24);
-    return s * ldexpf((float)(1024 + m), e - 25);
+        return s * ldexpf((float)m, 1 - bias - mb);
+    return s * ldexpf((float)((1 << mb) + m), e - bias - mb);
 }
 
-/* The value of bf16 bit pattern h: the top half of an f32. */
+/* f16: 5 exponent bits, 10 mantissa bits. */
+static float f16_value(uint16_t h)
+{
+    return ieee16_value(h, 5, 10);
+}
+
+/* bf16: the top half of an f32, 8 exponent bits and 7 mantissa bits. */
 static float bf16_value(uint16_t h)
 {
-    const int e = (h >> 7) & 0xff, m = h & 0x7f;
-    const float s = (h & 0x8000) ? -1.0f : 1.0f;
-    if (e == 0xff)
-        return m ? NAN : s * INFINITY;
-    if (e == 0)
-        return s * ldexpf((float)m, -133);
-    return s * ldexpf((float)(128 + m), e - 134);
+    return ieee16_value(h, 8, 7);
 }
 
 /* Writes n floats into a fresh 1-D tensor of dtype dt and reads them back. */
