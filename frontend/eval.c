@@ -75,6 +75,12 @@ static bool fe_seen_key(fe_ctx *c, const char *key)
 
 bool fe_once(fe_ctx *c, src_loc loc, const char *what, const char *name)
 {
+    if (c->quiet) {
+        /* Counting (count.c): the caller is about to report an error. It
+         * is kept back, and recorded nowhere, so the expansion reports it. */
+        c->quiet_errors++;
+        return false;
+    }
     char stack[256], *key = stack;
     size_t need = strlen(what) + strlen(name) + 64;
     if (need > sizeof stack && !(key = malloc(need)))
@@ -88,6 +94,11 @@ bool fe_once(fe_ctx *c, src_loc loc, const char *what, const char *name)
 
 void fe_error(fe_ctx *c, src_loc loc, const char *fmt, ...)
 {
+    if (c->quiet) {
+        c->quiet_errors++; /* counting (count.c): the expansion reports it */
+        c->last_printed = false;
+        return;
+    }
     c->failures++;
     va_list ap, ap2;
     va_start(ap, fmt);
@@ -224,6 +235,15 @@ fe_binding *fe_bind(fe_ctx *c, fe_scope *s, const char *name, src_loc loc)
     arena_grow(c->arena, (void **)&s->table, &s->table_cap, s->nbound, sizeof *s->table);
     s->table[s->nbound - 1] = b;
     ir_names_set(c->arena, &s->index, name, s->nbound - 1);
+    return b;
+}
+
+fe_binding *fe_bind_layer(fe_ctx *c, fe_scope *s, const char *name, src_loc loc, fe_val v)
+{
+    fe_binding *b = fe_bind(c, s, name, loc);
+    b->kind = B_VALUE;
+    b->val = v;
+    s->nlayers++;
     return b;
 }
 
@@ -484,9 +504,36 @@ static fe_val fe_binary(fe_ctx *c, int op, fe_val l, fe_val r, src_loc loc)
     return fe_err();
 }
 
+/* Counts one more term evaluated while a model is lowered; false once the
+ * model has evaluated too many (FE_MAX_TERMS), or counting (count.c) has. */
+static bool fe_count_term(fe_ctx *c, src_loc loc)
+{
+    if (!c->graph)
+        return true; /* top-level lets, gpus, clusters, jobs: each once */
+    if (c->quiet) {
+        if (++c->count_terms <= FE_MAX_TERMS)
+            return true;
+        c->quiet_errors++;
+        return false;
+    }
+    if (c->too_many_ops)
+        return false;
+    if (++c->terms > FE_MAX_TERMS) {
+        fe_error(c, loc,
+                 "model '%s' evaluates more than %d expression terms to expand (a block or loop "
+                 "computes large constants too many times over)",
+                 c->graph->name, FE_MAX_TERMS);
+        c->too_many_ops = true;
+        return false;
+    }
+    return true;
+}
+
 fe_val fe_eval(fe_ctx *c, fe_scope *s, const fe_expr *e, bool names_ok, bool calls_ok)
 {
     fe_val v = {.loc = e->loc};
+    if (!fe_count_term(c, e->loc))
+        return fe_err();
     switch (e->kind) {
     case EX_INT:
         v.kind = V_INT;

@@ -8,7 +8,9 @@
  * overflow checks, reals, units) and funnels every message through one
  * de-duplicating reporter, so an error inside a block expanded a hundred
  * times is printed once; model.c expands blocks and loops and lowers models
- * into IR graphs; decl.c lowers gpus, clusters and jobs and drives the whole.
+ * into IR graphs, after count.c has counted what a block call would cost
+ * (so that 2^30 ops from 30 lines is an error at once); decl.c lowers
+ * gpus, clusters and jobs and drives the whole.
  * Every error is reported and checking goes on; nothing here stops at the
  * first one.
  */
@@ -46,6 +48,11 @@ ir_module *fe_compile_string(arena *a, const char *path, const char *text, diag_
  * run (10 per op at the op limit): nested loops whose bodies make no ops
  * (`for` 40 deep of 2 iterations each) end in an error, not in 2^40 steps. */
 #define FE_MAX_STEPS (10 * FE_MAX_OPS)
+/* The most expression terms (literals, names, operators, list items) the
+ * expansion of one model may evaluate (10 per op at the op limit): a block
+ * with a long constant list, called many times over, ends in an error, not
+ * in gigabytes of copies of it. */
+#define FE_MAX_TERMS (10 * FE_MAX_OPS)
 /* How deeply the lowering of a model may recurse: blocks within blocks (at
  * most 64), loops within loops and calls within calls, all counted together.
  * Each of those is bounded on its own too (FE_MAX_NEST), but a block may
@@ -96,6 +103,7 @@ typedef struct fe_binding {
     const fe_block *block; /* B_BLOCK */
     fe_scope *def_scope;   /* B_BLOCK: where it was defined */
     bool expanding;        /* B_BLOCK: being expanded now (recursion) */
+    bool counting;         /* B_BLOCK: being counted now (count.c) */
     src_loc loc;           /* the definition */
     struct fe_binding *next;
 } fe_binding;
@@ -104,6 +112,7 @@ struct fe_scope {
     fe_scope *parent;
     fe_binding *bindings; /* newest first */
     int nbound, table_cap;
+    int nlayers;        /* of nbound, the layers (the blocks defined here cannot see them) */
     fe_binding **table; /* once there are more than a few: the same, oldest first */
     ir_names index;     /* ... and name -> the newest of that name in table */
     bool boundary;      /* a block body: outer tensors are not visible */
@@ -128,10 +137,21 @@ typedef struct fe_ctx {
     ir_graph *graph;
     int64_t nops;
     int64_t steps;          /* statements run and loop iterations, against FE_MAX_STEPS */
+    int64_t terms;          /* expression terms evaluated, against FE_MAX_TERMS */
     bool too_many_ops;      /* the model passed FE_MAX_OPS or FE_MAX_STEPS: stop */
     int depth;              /* block expansion depth */
     int nest;               /* recursion depth of the lowering (FE_MAX_DEPTH) */
     struct fe_names *names; /* IR names used in the graph */
+    /* Counting a block call's ops without expanding it (count.c). */
+    int quiet;                   /* > 0: fe_error reports nothing and counts quiet_errors */
+    int64_t quiet_errors;        /* errors that quiet kept back */
+    ir_names count_memo;         /* block binding and parameter values -> a slot of count_vals */
+    struct fe_count *count_vals; /* the counts of each remembered body */
+    int count_n, count_cap;      /* count_vals used, allocated */
+    int64_t count_steps;         /* statements and iterations the counting walked, this model */
+    int64_t count_terms;         /* expression terms it evaluated, this model */
+    int count_nest;              /* recursion depth of the walk (FE_MAX_DEPTH) */
+    int count_depth;             /* blocks within blocks in the walk (64, as in the expansion) */
 } fe_ctx;
 
 /* Reports an error, once per place and text: the copies of a block or loop
@@ -148,6 +168,8 @@ bool fe_op_check(fe_ctx *c, int id);
 fe_binding *fe_lookup(fe_scope *s, const char *name);
 fe_binding *fe_lookup_local(fe_scope *s, const char *name);
 fe_binding *fe_bind(fe_ctx *c, fe_scope *s, const char *name, src_loc loc);
+/* fe_bind for a layer (a tensor, or a poisoned one): counted in s->nlayers. */
+fe_binding *fe_bind_layer(fe_ctx *c, fe_scope *s, const char *name, src_loc loc, fe_val v);
 /* The closest of a set of names to name, or NULL if none is close. */
 const char *fe_closest(const char *name, const char *const *cands, int n);
 /* "; did you mean 'x'?" for an undefined name, or "". */
@@ -164,9 +186,44 @@ const char *fe_dim_name(fe_dim d);
 
 /* model.c */
 
+/* The named arguments of a call, for finding one by name or a repeat:
+ * searched in place when few, through a table when many, so that a call or
+ * a block with a hundred thousand named arguments costs linear time. */
+typedef struct fe_named {
+    const fe_arg *args;
+    int n;
+    const fe_arg **arr; /* when n > FE_FEW: the named arguments in order */
+    ir_names index;     /* key -> first in arr */
+} fe_named;
+
+void fe_named_init(fe_ctx *c, fe_named *l, const fe_arg *args);
+/* The first argument named key, or NULL. */
+const fe_arg *fe_named_get(const fe_named *l, const char *key);
+
 void fe_lower_model(fe_ctx *c, const fe_item *model);
 /* Binds a block definition in s, after checking it. */
 void fe_define_block(fe_ctx *c, fe_scope *s, const fe_block *b);
+
+/* count.c */
+
+/* What expanding a block call costs: the ops it makes, the steps it runs
+ * (statements and loop iterations) and the expression terms it evaluates,
+ * as FE_MAX_OPS, FE_MAX_STEPS and FE_MAX_TERMS count them. */
+typedef struct fe_count {
+    int64_t ops, steps, terms;
+} fe_count;
+
+/* ops of a count that is not known: an error on the way (the expansion
+ * reports it), recursion, or a walk that ran FE_MAX_STEPS. */
+#define FE_COUNT_UNKNOWN (-1)
+/* A count of at least INT64_MAX: the sums saturate there. */
+#define FE_COUNT_HUGE    INT64_MAX
+
+/* What expanding block b with the parameters bound in bs (by
+ * fe_expand_block, inputs included) would cost, without expanding it; the
+ * count of a body is remembered per block and parameter values. Reports
+ * nothing. */
+fe_count fe_count_expansion(fe_ctx *c, fe_binding *b, fe_scope *bs);
 
 /* decl.c */
 

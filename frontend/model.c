@@ -24,10 +24,13 @@
 
 #define FE_POISON (-2)
 
-/* IR names in use in the current graph: an open-addressing hash set. */
+/* IR names in use in the current graph: an open-addressing hash set, and
+ * for each name that was wanted twice the next suffix to try, so that the
+ * thousandth op wanting one name does not try the 999 taken before it. */
 struct fe_names {
     int cap, n;
     const char **slot;
+    ir_names next; /* wanted name -> the next k of "%s_%d" to try */
 };
 
 static uint64_t fe_hash(const char *s)
@@ -72,8 +75,15 @@ static void fe_names_add(arena *a, fe_names *t, const char *s)
 static const char *fe_unique(fe_ctx *c, const char *want)
 {
     const char *name = want;
-    for (int k = 2; fe_names_has(c->names, name); k++)
-        name = arena_printf(c->arena, "%s_%d", want, k);
+    if (fe_names_has(c->names, name)) {
+        int k = ir_names_get(&c->names->next, want);
+        for (k = k < 2 ? 2 : k;; k++) {
+            name = arena_printf(c->arena, "%s_%d", want, k);
+            if (!fe_names_has(c->names, name))
+                break;
+        }
+        ir_names_set(c->arena, &c->names->next, want, k + 1);
+    }
     fe_names_add(c->arena, c->names, name);
     return name;
 }
@@ -147,19 +157,9 @@ static void fe_leave(fe_ctx *c)
     c->nest--;
 }
 
-/* The named arguments of a call, for finding one by name or a repeat:
- * searched in place when few, through a table when many, so that a call or
- * a block with a hundred thousand named arguments costs linear time. */
-typedef struct fe_named {
-    const fe_arg *args;
-    int n;
-    const fe_arg **arr; /* when n > FE_FEW: the named arguments in order */
-    ir_names index;     /* key -> first in arr */
-} fe_named;
-
 #define FE_FEW 16
 
-static void fe_named_init(fe_ctx *c, fe_named *l, const fe_arg *args)
+void fe_named_init(fe_ctx *c, fe_named *l, const fe_arg *args)
 {
     *l = (fe_named){.args = args};
     for (const fe_arg *a = args; a; a = a->next)
@@ -177,8 +177,7 @@ static void fe_named_init(fe_ctx *c, fe_named *l, const fe_arg *args)
         }
 }
 
-/* The first argument named key, or NULL. */
-static const fe_arg *fe_named_get(const fe_named *l, const char *key)
+const fe_arg *fe_named_get(const fe_named *l, const char *key)
 {
     if (l->arr) {
         int k = ir_names_get(&l->index, key);
@@ -413,6 +412,48 @@ static fe_val fe_lower_call_in(fe_ctx *c, fe_scope *s, const fe_expr *call, cons
 
 static void fe_run(fe_ctx *c, fe_scope *s, const fe_stmt *body, fe_val *ret, const char *ret_name);
 
+/* Reports that the call of block name would take the model past a limit:
+ * verb n more of noun, where the model has used have. */
+static void fe_count_over(fe_ctx *c, const fe_expr *call, const char *name, const char *verb,
+                          const char *noun, int64_t n, int64_t have, int limit)
+{
+    int64_t total;
+    if (n == FE_COUNT_HUGE || __builtin_add_overflow(n, have, &total))
+        fe_error(c, call->loc,
+                 "block '%s' would %s 2^63 %s or more here; the limit of model '%s' is %d", name,
+                 verb, noun, c->graph->name, limit);
+    else
+        fe_error(c, call->loc,
+                 "block '%s' would %s %lld %s here, which takes model '%s' to %lld, more than its "
+                 "limit of %d",
+                 name, verb, (long long)n, noun, c->graph->name, (long long)total, limit);
+}
+
+/* Whether expanding block b, its parameters bound in bs, keeps the model
+ * within its limits of ops, steps and terms; if not, reports the call with
+ * the count it would reach and stops the model's expansion, before any of
+ * that work is done. */
+static bool fe_count_fits(fe_ctx *c, const fe_expr *call, fe_binding *b, fe_scope *bs)
+{
+    fe_count n = fe_count_expansion(c, b, bs);
+    const char *name = b->block->name;
+    if (n.ops == FE_COUNT_UNKNOWN)
+        return true; /* the expansion reports why, within its caps */
+    if (n.ops > FE_MAX_OPS - c->nops)
+        fe_count_over(c, call, name, "expand to", "ops", n.ops, c->nops, FE_MAX_OPS);
+    else if (n.steps > FE_MAX_STEPS - c->steps)
+        fe_count_over(c, call, name, "run", "statements and loop iterations", n.steps, c->steps,
+                      FE_MAX_STEPS);
+    else if (n.terms > FE_MAX_TERMS - c->terms)
+        fe_count_over(c, call, name, "evaluate", "expression terms", n.terms, c->terms,
+                      FE_MAX_TERMS);
+    else
+        return true;
+    fe_note(c, b->block->loc, "'%s' is defined here", name);
+    c->too_many_ops = true;
+    return false;
+}
+
 static fe_val fe_expand_block(fe_ctx *c, fe_scope *s, const fe_expr *call, fe_binding *b,
                               const char *irname)
 {
@@ -459,9 +500,7 @@ static fe_val fe_expand_block(fe_ctx *c, fe_scope *s, const fe_expr *call, fe_bi
             loc = p->loc;
             p = p->next;
         }
-        fe_binding *in = fe_bind(c, bs, name, loc);
-        in->kind = B_VALUE;
-        in->val = v;
+        fe_bind_layer(c, bs, name, loc, v);
         k++;
     }
     /* Parameters: named arguments (in the caller's scope), else defaults
@@ -508,6 +547,10 @@ static fe_val fe_expand_block(fe_ctx *c, fe_scope *s, const fe_expr *call, fe_bi
     if (!ok)
         return (fe_val){.kind = V_ERR};
     if (poisoned)
+        return fe_tensor(FE_POISON, call->loc);
+    /* A call outside any block: is it within the op limit? (The calls inside
+     * it are counted with it.) */
+    if (c->depth == 0 && !fe_count_fits(c, call, b, bs))
         return fe_tensor(FE_POISON, call->loc);
     if (++c->depth > 64) {
         c->depth--;
@@ -624,12 +667,9 @@ static void fe_lower_input(fe_ctx *c, fe_scope *s, const fe_stmt *st)
         ok = false;
     }
     t.rank = rank;
-    fe_binding *b = fe_bind(c, s, st->name, st->name_loc);
-    b->kind = B_VALUE;
-    if (!ok || !fe_count_op(c, st->loc)) {
-        b->val = fe_tensor(FE_POISON, st->loc);
+    fe_binding *b = fe_bind_layer(c, s, st->name, st->name_loc, fe_tensor(FE_POISON, st->loc));
+    if (!ok || !fe_count_op(c, st->loc))
         return;
-    }
     int id =
         ir_op_add(c->module, c->graph, OP_INPUT, fe_unique(c, st->name), NULL, 0, NULL, 0, st->loc);
     c->graph->ops[id].type = t;
@@ -673,10 +713,8 @@ static void fe_lower_assign(fe_ctx *c, fe_scope *s, const fe_stmt *st)
     }
     if (v.kind == V_ERR)
         v = fe_tensor(FE_POISON, st->loc);
-    if (!target) {
-        target = fe_bind(c, s, st->name, st->name_loc);
-        target->kind = B_VALUE;
-    }
+    if (!target)
+        target = fe_bind_layer(c, s, st->name, st->name_loc, v);
     target->val = v;
 }
 
@@ -780,6 +818,9 @@ void fe_lower_model(fe_ctx *c, const fe_item *model)
     c->nops = 0;
     c->steps = 0;
     c->too_many_ops = false;
+    c->terms = 0;
+    c->count_steps = 0;
+    c->count_terms = 0;
     c->names = arena_alloc(c->arena, sizeof *c->names);
     fe_scope *s = arena_alloc(c->arena, sizeof *s);
     s->parent = c->global;

@@ -82,6 +82,11 @@ hostile = {
     "gpu_zero": "gpu g { flops f32 = 0 TFLOPS, memory = 0 GiB, bandwidth = 0 GB/s }\n",
     "batch_limits": HW + MODEL % "relu(x)" + "job j { model = m, cluster = c, batch = 2147483649, background = [m @ 4294967296] }\n",
     "blocks_only": "block b() {\n  return relu(in)\n}\n",
+    # Blocks that multiply at each level (issue 31): counted, not expanded.
+    "blocks_doubling": "block b0() { return relu(in) }\n" + "".join("block b%d() { h = b%d(in) return b%d(h) }\n" % (k, k - 1, k - 1) for k in range(1, 31)) + MODEL % "b30(x)",
+    "blocks_tripling": "block t0() { return in }\n" + "".join("block t%d() { a = t%d(in) b = t%d(a) return t%d(b) }\n" % (k, k - 1, k - 1, k - 1) for k in range(1, 41)) + MODEL % "t40(x)",
+    "blocks_mutual": "block a0(n) { return relu(in) }\nblock b0(n) { return relu(in) }\n" + "".join("block a%d(n) { h = in for i in 0..n { h = b%d(h, n = n) } return h }\nblock b%d(n) { h = a%d(in, n = n) return a%d(h, n = n + 1) }\n" % (k, k - 1, k, k - 1, k - 1) for k in range(1, 31)) + MODEL % "a30(x, n = 2)",
+    "blocks_big_let": "block b() {\n  let l = [" + ", ".join(["1"] * 20000) + "]\n  return relu(in)\n}\nmodel m {\n  input x: f32[batch, 4]\n  h = x\n  for i in 0..20000 { h = b(h) }\n}\n",
     "job_small": HW + "model m {\n input x: f32[batch, 8]\n input y: i32[batch]\n h = linear(x, out = 4)\n l = cross_entropy(h, y)\n}\n" + JOB,
 }
 for name, text in hostile.items():
