@@ -231,9 +231,13 @@ const rt_options *rt_init(int *argc, char ***argv, const char *program)
     /* Watched from here: a rank that stops during start-up ends the job too. */
     rt_watchdog_start(*argv);
     test_fault("stop-before-mpi");
+    rt_watchdog_before_mpi();
     int provided;
     mpi_defaults();
+    /* MPI_Init waits for the other ranks; its end is progress. */
+    rt_wait_begin("MPI_Init");
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    rt_wait_end();
     mpi_started = true;
     MPI_Comm_rank(MPI_COMM_WORLD, &rt_opts_g.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &rt_opts_g.world_size);
@@ -249,8 +253,10 @@ const rt_options *rt_init(int *argc, char ***argv, const char *program)
     sa.sa_handler = on_terminate;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
-    rt_dev.init(&rt_opts_g);
+    /* The device's set-up is collective too (cpu/device.c shares the node's CPUs among
+     * its ranks): a rank blocked in it waits for its peers, it is not stuck itself. */
     rt_wait_begin("start-up");
+    rt_dev.init(&rt_opts_g);
     rt_net.start();
     rt_trace_init();
     rt_wait_end();

