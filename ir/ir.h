@@ -370,6 +370,8 @@ typedef struct ir_job {
     /* The interleave pass's result; NULL until it runs (or when nothing is placed and
      * nothing refused). */
     struct ir_interleave *interleave;
+    /* The schedule pass's result: every rank's order of work; NULL until it runs. */
+    struct ir_schedule *schedule;
 } ir_job;
 
 #define IR_SLOWDOWN_DEFAULT 1.1
@@ -408,6 +410,57 @@ typedef struct ir_interleave {
     ir_bg_refusal *refusals;
     src_loc loc; /* the section's `interleave JOB {` in IR text */
 } ir_interleave;
+
+/* One entry of a rank's schedule (docs/ir.md, "Schedule"): what the rank does
+ * next. Compute: the forward or the backward of a non-input, non-comm op.
+ * Communication is split-phase: SK_START posts a reshard's forward exchange
+ * (its operand's samples to the reshard's ranks) or an allreduce, SK_WAIT
+ * completes it; SK_START_BWD / SK_WAIT_BWD do the same for a reshard's
+ * backward (the gradient back to the operand's ranks). SK_LOSS is the sum of
+ * the loss over every rank, a blocking collective between forward and
+ * backward. */
+typedef enum ir_sched_kind {
+    SK_FWD,
+    SK_BWD,
+    SK_START,
+    SK_WAIT,
+    SK_START_BWD,
+    SK_WAIT_BWD,
+    SK_LOSS,
+    SK_COUNT
+} ir_sched_kind;
+
+typedef struct ir_sched_entry {
+    ir_sched_kind kind;
+    int op; /* the op (an id in the job's graph); -1 for SK_LOSS */
+    src_loc loc;
+} ir_sched_entry;
+
+/* The program that every rank of `ranks` runs (ranks that play the same role
+ * share one). */
+typedef struct ir_sched_prog {
+    ir_plan ranks;
+    int n;
+    ir_sched_entry *e;
+    src_loc loc;
+} ir_sched_prog;
+
+typedef struct ir_schedule {
+    int nprogs;
+    ir_sched_prog *progs; /* by first rank; every rank of the cluster in exactly one */
+    src_loc loc;          /* the section's `schedule JOB {` in IR text */
+} ir_schedule;
+
+/* "fwd", "bwd", "start", "wait", "start.bwd", "wait.bwd", "loss". */
+const char *ir_sched_kind_name(ir_sched_kind k);
+bool ir_sched_kind_lookup(const char *name, ir_sched_kind *out);
+/* The ranks that send or receive samples when reshard `to` moves a batch of B
+ * samples split over the ranks of `from` (shard i on from->ranks[i], the first
+ * B mod k shards one sample larger, the runtime's rule) to the same split over
+ * to's ranks: every rank that holds a piece of a sample range on one side that
+ * another rank holds on the other. Writes them ascending to out (room for
+ * from->nranks + to->nranks) and returns how many. */
+int ir_reshard_ranks(int64_t B, const ir_plan *from, const ir_plan *to, int *out);
 
 #define IR_AMP_AUTO (-1.0)
 
@@ -531,6 +584,8 @@ void ir_print_string(FILE *out, const char *s);
 void ir_print_op(FILE *out, const ir_graph *g, const ir_op *op);
 void ir_print_graph(FILE *out, const ir_module *m, const ir_graph *g);
 void ir_print_module(FILE *out, const ir_module *m);
+/* A job's schedule section (j->schedule, not NULL), as ir_print_module writes it. */
+void ir_print_schedule(FILE *out, const ir_module *m, const ir_job *j);
 /* A job's interleave section (j->interleave, not NULL), as ir_print_module writes it. */
 void ir_print_interleave(FILE *out, const ir_module *m, const ir_job *j);
 /* The module's text in a malloc'd string (the caller frees it); *len gets its length. */
@@ -543,5 +598,10 @@ ir_module *ir_read(arena *a, const src_file *f, diag_ctx *d);
 /* verify.c: structural checks of a whole module (after a reader or a pass). */
 
 bool ir_verify(const ir_module *m, diag_ctx *d);
+
+/* schedule.c: a job's schedule (j->schedule, not NULL) against its planned
+ * graph: coverage, order within each program, and that the programs played
+ * together cannot deadlock (docs/ir.md, "Schedule"). */
+bool ir_verify_schedule(const ir_module *m, const ir_job *j, diag_ctx *d);
 
 #endif

@@ -189,8 +189,37 @@ void ir_print_module(FILE *out, const ir_module *m)
     for (int i = 0; i < m->njobs; i++)
         ir_job_print(out, m, &m->jobs[i]);
     for (int i = 0; i < m->njobs; i++)
+        if (m->jobs[i].schedule)
+            ir_print_schedule(out, m, &m->jobs[i]);
+    for (int i = 0; i < m->njobs; i++)
         if (m->jobs[i].interleave)
             ir_print_interleave(out, m, &m->jobs[i]);
+}
+
+/* The schedule pass's result (docs/ir.md, "Schedule"), one line per program:
+ *   schedule JOB {
+ *     @[0..1]: fwd %fc1, start %fc1.to.fc2, ..., loss, ..., wait %fc1.grad
+ *   }
+ */
+void ir_print_schedule(FILE *out, const ir_module *m, const ir_job *j)
+{
+    const ir_schedule *sc = j->schedule;
+    const ir_graph *g = m->graphs[j->graph];
+    fprintf(out, "\nschedule %s {\n", j->name);
+    for (int p = 0; p < sc->nprogs; p++) {
+        const ir_sched_prog *pr = &sc->progs[p];
+        fputc(' ', out);
+        print_ranks(out, &pr->ranks);
+        fputc(':', out);
+        for (int i = 0; i < pr->n; i++) {
+            const ir_sched_entry *e = &pr->e[i];
+            fprintf(out, "%s %s", i ? "," : "", ir_sched_kind_name(e->kind));
+            if (e->kind != SK_LOSS)
+                fprintf(out, " %%%s", g->ops[e->op].name);
+        }
+        fputc('\n', out);
+    }
+    fputs("}\n", out);
 }
 
 /* The interleave pass's result (docs/ir.md, "Background work"):

@@ -1018,6 +1018,96 @@ static void parse_interleave(reader *r)
         r->m->jobs[jid].interleave = il;
 }
 
+/* entry := KIND '%'NAME | 'loss'   (KIND: fwd bwd start wait start.bwd wait.bwd) */
+static bool sched_entry(reader *r, const ir_graph *g, ir_sched_entry *e)
+{
+    e->loc = r->tok.loc;
+    e->op = -1;
+    if (r->tok.kind != T_IDENT || !ir_sched_kind_lookup(tok_str(r), &e->kind)) {
+        expected(r, "a schedule entry (fwd, bwd, start, wait, start.bwd, wait.bwd or loss)");
+        return false;
+    }
+    next(r);
+    if (e->kind == SK_LOSS)
+        return true;
+    if (r->tok.kind != T_VALUE) {
+        expected(r, "the op it names ('%name')");
+        return false;
+    }
+    if (g) {
+        char *name = tok_str(r);
+        e->op = ir_op_find(g, name);
+        if (e->op < 0) {
+            err_at(r, r->tok.loc, "undefined value '%%%s' in graph '%s'", name, g->name);
+            return false;
+        }
+    }
+    next(r);
+    return true;
+}
+
+/* schedule JOB '{' (ranks ':' entry (',' entry)*)* '}' (docs/ir.md, "Schedule"). */
+static void parse_schedule(reader *r)
+{
+    src_loc loc = r->tok.loc;
+    next(r);
+    if (r->tok.kind != T_IDENT) {
+        expected(r, "a job name");
+        return;
+    }
+    char *name = tok_str(r);
+    int jid = ir_job_find(r->m, name);
+    if (jid < 0)
+        err_at(r, r->tok.loc, "unknown job '%s' (its schedule section must follow it)", name);
+    else if (r->m->jobs[jid].schedule)
+        err_at(r, r->tok.loc, "job '%s' has two schedule sections", name);
+    const ir_graph *g = jid >= 0 ? r->m->graphs[r->m->jobs[jid].graph] : NULL;
+    next(r);
+    if (!expect(r, '{'))
+        return;
+    ir_schedule *sc = arena_alloc(r->a, sizeof *sc);
+    sc->loc = loc;
+    int pcap = 0;
+    bool bad = false;
+    while (r->tok.kind != T_EOF && !is_punct(r, '}')) {
+        int line = r->tok.loc.line;
+        r->line_error = false;
+        ir_sched_prog pr = {.loc = r->tok.loc};
+        int ecap = 0;
+        bool ok = expect(r, '@') && parse_ranks(r, &pr.ranks) && expect(r, ':');
+        while (ok) {
+            ir_sched_entry e;
+            ok = sched_entry(r, g, &e);
+            if (ok) {
+                arena_grow(r->a, (void **)&pr.e, &ecap, pr.n + 1, sizeof e);
+                pr.e[pr.n++] = e;
+            }
+            if (!ok || !eat(r, ','))
+                break;
+        }
+        if (ok && r->tok.loc.line == line && r->tok.kind != T_EOF && !is_punct(r, '}')) {
+            expected(r, "',' or the end of the line");
+            ok = false;
+        }
+        if (ok) {
+            arena_grow(r->a, (void **)&sc->progs, &pcap, sc->nprogs + 1, sizeof pr);
+            sc->progs[sc->nprogs++] = pr;
+        } else {
+            bad = true;
+            while (r->tok.kind != T_EOF && r->tok.loc.line == line && !is_punct(r, '}'))
+                next(r);
+        }
+    }
+    r->line_error = false;
+    if (r->tok.kind == T_EOF) {
+        err_at(r, r->tok.loc, "unexpected end of file: schedule '%s' is not closed with '}'", name);
+        return;
+    }
+    next(r);
+    if (!bad && jid >= 0 && !r->m->jobs[jid].schedule)
+        r->m->jobs[jid].schedule = sc;
+}
+
 static void parse_item(reader *r)
 {
     r->line_error = false;
@@ -1034,15 +1124,19 @@ static void parse_item(reader *r)
         parse_interleave(r);
         return;
     }
+    if (is_word(r, "schedule")) {
+        parse_schedule(r);
+        return;
+    }
     if (!what) {
         /* Skip to the next line that starts with an item keyword, so that
 		 * one unknown record gives one error. */
-        expected(r, "'graph', 'gpu', 'cluster', 'job' or 'interleave'");
+        expected(r, "'graph', 'gpu', 'cluster', 'job', 'schedule' or 'interleave'");
         next(r);
         while (r->tok.kind != T_EOF &&
                !(r->tok.loc.col == 1 &&
                  (is_word(r, "graph") || is_word(r, "gpu") || is_word(r, "cluster") ||
-                  is_word(r, "job") || is_word(r, "interleave"))))
+                  is_word(r, "job") || is_word(r, "schedule") || is_word(r, "interleave"))))
             next(r);
         return;
     }

@@ -391,6 +391,8 @@ bool ir_verify(const ir_module *m, diag_ctx *d)
         ir_job_check(m, &m->jobs[i], d); /* job.c: the front end's and the reader's rules */
         if (d->nerrors == before_job && m->jobs[i].interleave)
             verify_interleave(m, &m->jobs[i], d);
+        if (d->nerrors == before && m->jobs[i].schedule)
+            ir_verify_schedule(m, &m->jobs[i], d);
     }
     arena_free(tmp);
     return d->nerrors == before;
