@@ -6,7 +6,10 @@ DIR/frontend, DIR/ir and DIR/pipeline get the examples and golden tests
 seed per class of hostile input that the compiler must survive (issue 9):
 tokens of more than 16 KB of every kind, 30,000-term operator chains, nesting
 past every limit, overflowing shapes, special values, and hand-edited plans
-whose communication disagrees with their rank sets. With BURSTC (a built
+whose communication disagrees with their rank sets. DIR/safetensors gets
+weight files: good ones of every dtype, and one per class of hostile header
+(lengths past the end and past the cap, 2 GiB, overlapping and out-of-range
+offsets, unknown dtypes, overflowing shapes). With BURSTC (a built
 burstc), the IR seeds include every example printed, planned and with
 explicit communication.
 """
@@ -19,7 +22,7 @@ import sys
 out = sys.argv[1]
 burstc = sys.argv[2] if len(sys.argv) > 2 else None
 top = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-for d in ("frontend", "ir", "pipeline"):
+for d in ("frontend", "ir", "pipeline", "safetensors"):
     os.makedirs(os.path.join(out, d), exist_ok=True)
 
 
@@ -119,6 +122,44 @@ plans = {
 for name, text in plans.items():
     seed("ir", name + ".ir", text)
     seed("pipeline", name + ".ir", ";\n" + text)
+
+
+
+def safetensors(header, data=b"", length=None):
+    """A safetensors image: the header's length (or `length`), the header, the data."""
+    h = header.encode()
+    n = len(h) if length is None else length
+    return n.to_bytes(8, "little") + h + data
+
+
+def st_tensor(name, dtype, shape, begin, end):
+    return '"%s":{"dtype":"%s","shape":[%s],"data_offsets":[%d,%d]}' % (
+        name, dtype, ",".join(map(str, shape)), begin, end)
+
+
+st = {
+    "metadata": safetensors('{"__metadata__":{"format":"pt"},' + st_tensor("w", "F32", [1], 0, 4) + "}",
+                            b"\0\0\x80?"),
+    "scalar_and_empty": safetensors("{" + st_tensor("n", "I64", [], 0, 8) + "," +
+                                    st_tensor("e", "F32", [0, 4], 8, 8) + "}", b"\x03" + b"\0" * 7),
+    "past_end": safetensors("{}", length=1000),
+    "header_2gib": safetensors("{}", length=2 << 30),
+    "header_max": safetensors("{}", length=(1 << 64) - 1),
+    "overlap": safetensors("{" + st_tensor("a", "F32", [2], 0, 8) + "," + st_tensor("b", "F32", [2], 4, 12) + "}",
+                           b"\0" * 12),
+    "out_of_range": safetensors("{" + st_tensor("a", "F32", [2], 0, 800) + "}", b"\0" * 8),
+    "unknown_dtype": safetensors("{" + st_tensor("a", "F8_E5M2", [2], 0, 2) + "}", b"\0" * 2),
+    "overflow": safetensors("{" + st_tensor("a", "F64", [4611686018427387904, 4], 0, 0) + "}"),
+    "escapes": safetensors('{"w\\u00e9\\ud83d\\ude00":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', b"\x07"),
+}
+# A good file of every dtype the burstc programs read or write, and more.
+dts = [("F32", 4), ("F16", 2), ("BF16", 2), ("I64", 8), ("F64", 8), ("U8", 1), ("I32", 4), ("BOOL", 1)]
+st["all_dtypes"] = safetensors("{" + ",".join(
+    st_tensor("t%d" % k, dt, [2], sum(2 * s for _, s in dts[:k]), sum(2 * s for _, s in dts[:k + 1]))
+    for k, (dt, _) in enumerate(dts)) + "}", b"\x01" * sum(2 * s for _, s in dts))
+for name, data in st.items():
+    with open(os.path.join(out, "safetensors", name + ".safetensors"), "wb") as f:
+        f.write(data)
 
 if burstc:
     for path in glob.glob(os.path.join(top, "examples", "*", "*.burst")):
