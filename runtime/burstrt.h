@@ -210,6 +210,19 @@ void rt_barrier(void);
  * rank of both sets must call it in the same program order. */
 void rt_reshard(const rt_tensor *src, const rt_comm *from, rt_tensor *dst, const rt_comm *to,
                 int64_t B, int64_t per_sample);
+/* rt_reshard in two halves, so that the transfer runs while this rank computes other ops
+ * (a fork's ranks do not make another branch's ranks wait for their own branch): start
+ * posts it, right after src is written; wait completes it, right before dst is read. `id`
+ * names the reshard, the same number on every rank of both sets (the compiler numbers its
+ * reshard call sites 0, 1, ...; below 2^24); at most one reshard per id is in flight.
+ * Between the two calls src must not be written, nor dst read or written. Ranks in neither
+ * set return at once from both; every rank of either set calls both. On the CPU backend
+ * reshards in flight at once may be started and waited for in any order, different on
+ * different ranks (each id has its own MPI tag); on CUDA (NCCL has no tags) two ranks
+ * must start the reshards between them in the same order, as a generated program does. */
+void rt_reshard_start(int id, const rt_tensor *src, const rt_comm *from, rt_tensor *dst,
+                      const rt_comm *to, int64_t B, int64_t per_sample);
+void rt_reshard_wait(int id);
 
 /* ---- parameters, initialisation, optimizers ----------------------------------- */
 

@@ -270,11 +270,13 @@ void rt_finalize(void)
         /* Used without rt_init (single-process tools and tests): free what exists. */
         rt_trace_write_and_free("");
         rt_bg_free();
+        rt_reshards_free();
         rt_comm_free_all();
         rt_dev.finalize();
         return;
     }
     rt_grads_wait(); /* a program that started all-reduces and never stepped */
+    rt_reshards_free();
     rt_loss_scale_report();
     rt_watchdog_finishing();
     rt_watchdog_limit(step_limit());

@@ -72,18 +72,25 @@ typedef struct rt_transport {
     /* Sum-all-reduce in place of n floats (f64: doubles) in device memory within the set;
      * called on members of sets of two or more ranks only. */
     void (*allreduce)(const rt_comm *c, void *data, int64_t n, bool f64, const char *op);
-    /* Carries out a reshard plan: `row` bytes per sample, src/dst this rank's shards. */
-    void (*exchange)(const struct rt_transfers *t, const void *src, void *dst, size_t row);
+    /* Carries out a reshard plan in two halves: exchange_start posts its transfers (`row`
+     * bytes per sample, src/dst this rank's shards; `tag`, from 0 to RT_RESHARD_TAGS - 1,
+     * tells apart the reshards in flight at once) and returns the backend's handle of
+     * them, or NULL when nothing is left to wait for; exchange_wait completes them and
+     * releases the handle. The plan t is not used after exchange_start returns. */
+    void *(*exchange_start)(const struct rt_transfers *t, const void *src, void *dst, size_t row,
+                            int tag);
+    void (*exchange_wait)(void *handle);
     /* Brackets many all-reduces that may go out as one (NCCL groups). */
     void (*group)(bool begin);
     /* Optional (NULL: gradients are all-reduced at once, blocking): starts the
      * sum-all-reduce of a gradient (n floats, members of sets of two or more ranks only),
-     * completed by grad_wait; grad_progress lets started ones advance (between ops).
-     * grad_wait_one completes one started gradient (NULL: grad_wait completes all). */
+     * completed by grad_wait. grad_wait_one completes one started gradient (NULL:
+     * grad_wait completes all). */
     void (*grad_start)(const rt_comm *c, float *data, int64_t n);
     void (*grad_wait)(void);
-    void (*grad_progress)(void);
     void (*grad_wait_one)(const rt_comm *c, float *data);
+    /* Optional: lets started all-reduces and reshards advance (called between ops). */
+    void (*progress)(void);
 } rt_transport;
 
 /* Defined by the backend linked into the library (cpu/device.c, cuda/device.c and

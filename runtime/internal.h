@@ -262,6 +262,12 @@ typedef struct rt_transfers {
  * false (and nothing to free) when this rank is in neither set. */
 bool rt_reshard_plan(const rt_comm *from, const rt_comm *to, int64_t B, rt_transfers *t);
 void rt_transfers_free(rt_transfers *t);
+/* The ids of split-phase reshards (rt_reshard_start) are below RT_RESHARD_IDS; the
+ * transport's tag of id is id + 1, tag 0 is the blocking rt_reshard's. */
+#define RT_RESHARD_IDS  (1 << 24)
+#define RT_RESHARD_TAGS (RT_RESHARD_IDS + 1)
+/* At the end: a split-phase reshard started and never waited for is a fatal error. */
+void rt_reshards_free(void);
 
 /* loss_scale.c: the foreground's loss scaler (PyTorch's GradScaler) */
 typedef struct rt_loss_scaler {

@@ -9,6 +9,7 @@
 #include "mpi_glue.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static rt_comm *all_comms;
@@ -266,29 +267,100 @@ static void check_shard(const rt_tensor *t, int64_t count, int64_t per_sample, c
                  (long long)count, (long long)per_sample);
 }
 
-void rt_reshard(const rt_tensor *src, const rt_comm *from, rt_tensor *dst, const rt_comm *to,
-                int64_t B, int64_t per_sample)
+/* Checks a reshard's tensors against this rank's plan and posts it with `tag`: the
+ * transport's handle, or NULL when this rank has nothing to wait for. */
+static void *reshard_post(const char *op, const rt_tensor *src, const rt_comm *from, rt_tensor *dst,
+                          const rt_comm *to, int64_t B, int64_t per_sample, int tag)
 {
     rt_transfers t;
     if (!rt_reshard_plan(from, to, B, &t))
-        return;
+        return NULL;
     if (t.producer) {
         if (!src)
-            rt_fatal("reshard", "producer rank has no source tensor");
+            rt_fatal(op, "producer rank has no source tensor");
         check_shard(src, t.src1 - t.src0, per_sample, "source");
     }
     if (t.consumer) {
         if (!dst)
-            rt_fatal("reshard", "consumer rank has no destination tensor");
+            rt_fatal(op, "consumer rank has no destination tensor");
         check_shard(dst, t.dst1 - t.dst0, per_sample, "destination");
         if (t.producer && src->dtype != dst->dtype)
-            rt_fatal("reshard", "source and destination dtypes differ");
+            rt_fatal(op, "source and destination dtypes differ");
     }
-    rt_wait_begin("reshard");
     /* Every rank stores activations alike (rt_storage_dtype), so both sides agree on a
      * row's bytes. */
     const size_t elem = rt_dtype_size(src ? src->dtype : dst ? dst->dtype : RT_F32);
-    rt_net.exchange(&t, src ? src->data : NULL, dst ? dst->data : NULL, (size_t)per_sample * elem);
-    rt_wait_end();
+    void *h = rt_net.exchange_start(&t, src ? src->data : NULL, dst ? dst->data : NULL,
+                                    (size_t)per_sample * elem, tag);
     rt_transfers_free(&t);
+    return h;
+}
+
+static void reshard_complete(void *h)
+{
+    if (!h)
+        return;
+    rt_wait_begin("reshard");
+    rt_net.exchange_wait(h);
+    rt_wait_end();
+}
+
+void rt_reshard(const rt_tensor *src, const rt_comm *from, rt_tensor *dst, const rt_comm *to,
+                int64_t B, int64_t per_sample)
+{
+    reshard_complete(reshard_post("reshard", src, from, dst, to, B, per_sample, 0));
+}
+
+/* The split-phase reshards, by id: started (on every rank that calls the start, members
+ * of its sets or not, so that a wait without a start is caught everywhere) and the
+ * transport's handle. */
+typedef struct {
+    bool started;
+    void *handle;
+} flight;
+
+static flight *flights;
+static int nflights;
+
+void rt_reshard_start(int id, const rt_tensor *src, const rt_comm *from, rt_tensor *dst,
+                      const rt_comm *to, int64_t B, int64_t per_sample)
+{
+    if (id < 0 || id >= RT_RESHARD_IDS)
+        rt_fatal("reshard_start", "reshard id %d is outside [0, %d)", id, RT_RESHARD_IDS);
+    if (id >= nflights) {
+        int n = nflights ? nflights : 16;
+        while (n <= id)
+            n *= 2;
+        flight *nf = realloc(flights, (size_t)n * sizeof *nf);
+        if (!nf)
+            rt_fatal("reshard_start", "out of memory");
+        memset(nf + nflights, 0, (size_t)(n - nflights) * sizeof *nf);
+        flights = nf;
+        nflights = n;
+    }
+    flight *f = &flights[id];
+    if (f->started)
+        rt_fatal("reshard_start", "reshard %d started again before its wait", id);
+    f->handle = reshard_post("reshard_start", src, from, dst, to, B, per_sample, id + 1);
+    f->started = true;
+}
+
+void rt_reshard_wait(int id)
+{
+    if (id < 0 || id >= nflights || !flights[id].started)
+        rt_fatal("reshard_wait", "reshard %d was not started", id);
+    flight *f = &flights[id];
+    f->started = false;
+    reshard_complete(f->handle);
+    f->handle = NULL;
+}
+
+void rt_reshards_free(void)
+{
+    for (int i = 0; i < nflights; i++)
+        if (flights[i].started)
+            rt_fatal("reshard", "reshard %d was started and never waited for", i);
+    free(flights);
+    flights = NULL;
+    nflights = 0;
 }

@@ -130,8 +130,8 @@ void rt_trace_pop(void)
         rt_fatal("trace", "rt_trace_pop without rt_trace_push");
     const char *name = tr.stack_name[tr.depth - 1];
     rt_dev.op_end(name); /* under --trace a GPU waits for the op's kernels here */
-    if (rt_net.grad_progress)
-        rt_net.grad_progress(); /* started gradient all-reduces advance between ops */
+    if (rt_net.progress)
+        rt_net.progress(); /* started all-reduces and reshards advance between ops */
     double t1 = rt_now();
     tr.depth--;
     rt_progress_op(tr.depth > 0 ? tr.stack_name[tr.depth - 1] : "");

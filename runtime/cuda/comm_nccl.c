@@ -2,8 +2,10 @@
  * than one rank gets an NCCL communicator, bootstrapped by broadcasting an ncclUniqueId
  * over the set's MPI communicator (rankset.c makes it); a world-wide one carries
  * resharding. A reshard plan (rt_reshard_plan) becomes ncclSend/ncclRecv in one group,
- * local ranges device copies, enqueued on the current stream, as are blocking
- * all-reduces (rt_allreduce_sum). A gradient
+ * local ranges device copies: a blocking rt_reshard's on the current stream, as are
+ * blocking all-reduces (rt_allreduce_sum); a split-phase one's (rt_reshard_start) on the
+ * communication stream below, after an event on the compute stream, and its wait makes
+ * the compute stream wait for an event after it. A gradient
  * all-reduce started during the backward (grad_start) goes to a dedicated
  * communication stream instead, after an event that marks the gradient written on the
  * compute stream, so it runs while the backward goes on; an event recorded after it
@@ -123,16 +125,25 @@ static cudaEvent_t new_event(const char *op)
     return e;
 }
 
-static void grad_start(const rt_comm *c, float *grad, int64_t n)
+/* The communication stream (made on first use), after the compute stream's work so far:
+ * what goes on it next reads what the compute stream has written. */
+static cudaStream_t comm_after_compute(const char *op)
 {
-    const char *op = "grad_allreduce";
-    rt_cuda_not_capturing(op);
     if (!comm_stream) {
         int lo, hi;
         RT_CUDA(cudaDeviceGetStreamPriorityRange(&lo, &hi), op);
         RT_CUDA(cudaStreamCreateWithPriority(&comm_stream, cudaStreamNonBlocking, hi), op);
         written = new_event(op);
     }
+    RT_CUDA(cudaEventRecord(written, rt_cuda_g.cur), op);
+    RT_CUDA(cudaStreamWaitEvent(comm_stream, written, 0), op);
+    return comm_stream;
+}
+
+static void grad_start(const rt_comm *c, float *grad, int64_t n)
+{
+    const char *op = "grad_allreduce";
+    rt_cuda_not_capturing(op);
     if (nstarts == capstarts) {
         int cap = capstarts ? 2 * capstarts : 16;
         started *ns = realloc(starts, (size_t)cap * sizeof *ns);
@@ -146,10 +157,8 @@ static void grad_start(const rt_comm *c, float *grad, int64_t n)
     started *s = &starts[nstarts++];
     s->c = c;
     s->grad = grad;
-    RT_CUDA(cudaEventRecord(written, rt_cuda_g.cur), op);
-    RT_CUDA(cudaStreamWaitEvent(comm_stream, written, 0), op);
     NCCL(ncclAllReduce(grad, grad, (size_t)n, ncclFloat32, ncclSum, (ncclComm_t)c->transport,
-                       comm_stream),
+                       comm_after_compute(op)),
          op);
     RT_CUDA(cudaEventRecord(s->done, comm_stream), op);
 }
@@ -171,6 +180,25 @@ static void grad_wait(void)
     nstarts = 0;
 }
 
+/* A started reshard: the event after its transfers on comm_stream. Handles are kept on
+ * a free list with their events for the next steps' reshards. */
+typedef struct flight {
+    cudaEvent_t done;
+    struct flight *next;
+} flight;
+
+static flight *spare;
+
+static void flights_free(void)
+{
+    while (spare) {
+        flight *f = spare;
+        spare = f->next;
+        cudaEventDestroy(f->done);
+        free(f);
+    }
+}
+
 static void grads_free(void)
 {
     if (comm_stream) {
@@ -184,6 +212,7 @@ static void grads_free(void)
     starts = NULL;
     comm_stream = NULL;
     nstarts = capstarts = 0;
+    flights_free();
 }
 #endif
 
@@ -233,9 +262,11 @@ static void nccl_allreduce(const rt_comm *c, void *data, int64_t n, bool f64, co
 #endif
 }
 
-static void nccl_exchange(const rt_transfers *t, const void *src, void *dst, size_t row)
+/* A reshard plan's sends and receives as one NCCL group, and its local ranges as device
+ * copies, on `stream`. */
+static void enqueue_exchange(const rt_transfers *t, const void *src, void *dst, size_t row,
+                             cudaStream_t stream)
 {
-    rt_cuda_not_capturing("reshard");
 #ifndef BURSTRT_NO_NCCL
     NCCL(ncclGroupStart(), "reshard");
 #endif
@@ -247,21 +278,65 @@ static void nccl_exchange(const rt_transfers *t, const void *src, void *dst, siz
             x->dir == RT_XFER_RECV ? NULL : (const char *)src + (size_t)(x->first - t->src0) * row;
         char *to = x->dir == RT_XFER_SEND ? NULL : (char *)dst + (size_t)(x->first - t->dst0) * row;
         if (x->dir == RT_XFER_COPY) {
-            RT_CUDA(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, rt_cuda_g.cur),
-                    "reshard");
+            RT_CUDA(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, stream), "reshard");
             continue;
         }
 #ifndef BURSTRT_NO_NCCL
         if (x->dir == RT_XFER_RECV)
-            NCCL(ncclRecv(to, bytes, ncclChar, x->peer, world_nccl, rt_cuda_g.cur), "reshard");
+            NCCL(ncclRecv(to, bytes, ncclChar, x->peer, world_nccl, stream), "reshard");
         else
-            NCCL(ncclSend(from, bytes, ncclChar, x->peer, world_nccl, rt_cuda_g.cur), "reshard");
+            NCCL(ncclSend(from, bytes, ncclChar, x->peer, world_nccl, stream), "reshard");
 #else
         rt_fatal("reshard", "a transfer between ranks in a build without NCCL");
 #endif
     }
 #ifndef BURSTRT_NO_NCCL
     NCCL(ncclGroupEnd(), "reshard");
+#endif
+}
+
+/* The transfers go to the communication stream, after the compute stream has written
+ * the source; the wait makes the compute stream wait for them (an event), so the host
+ * never blocks and kernels queued in between overlap the transfers. A blocking reshard
+ * (tag 0) stays on the compute stream, in its order. NCCL matches a pair's sends and
+ * receives in the order they are enqueued, hence the rule of burstrt.h: two ranks start
+ * the reshards between them in the same order. Without NCCL (one rank) there are only
+ * copies, on the compute stream. */
+static void *nccl_exchange_start(const rt_transfers *t, const void *src, void *dst, size_t row,
+                                 int tag)
+{
+    rt_cuda_not_capturing("reshard");
+#ifndef BURSTRT_NO_NCCL
+    if (tag == 0 || t->n == 0) {
+        enqueue_exchange(t, src, dst, row, rt_cuda_g.cur);
+        return NULL;
+    }
+    enqueue_exchange(t, src, dst, row, comm_after_compute("reshard"));
+    flight *f = spare;
+    if (f) {
+        spare = f->next;
+    } else {
+        f = rt_xcalloc(1, sizeof *f, "reshard");
+        f->done = new_event("reshard");
+    }
+    RT_CUDA(cudaEventRecord(f->done, comm_stream), "reshard");
+    return f;
+#else
+    (void)tag;
+    enqueue_exchange(t, src, dst, row, rt_cuda_g.cur);
+    return NULL;
+#endif
+}
+
+static void nccl_exchange_wait(void *handle)
+{
+#ifndef BURSTRT_NO_NCCL
+    flight *f = handle;
+    RT_CUDA(cudaStreamWaitEvent(rt_cuda_g.cur, f->done, 0), "reshard");
+    f->next = spare;
+    spare = f;
+#else
+    (void)handle;
 #endif
 }
 
@@ -283,7 +358,8 @@ const rt_transport rt_net = {
     .open = nccl_open,
     .close = nccl_close,
     .allreduce = nccl_allreduce,
-    .exchange = nccl_exchange,
+    .exchange_start = nccl_exchange_start,
+    .exchange_wait = nccl_exchange_wait,
     .group = nccl_group,
 #ifndef BURSTRT_NO_NCCL
     .grad_start = grad_start,

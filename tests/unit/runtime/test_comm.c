@@ -2,7 +2,8 @@
  * thread count: the node's ranks together take no more threads than it has CPUs), all-reduce
  * within rank sets, the world sum, resharding between rank sets of every kind (grow,
  * shrink, disjoint, overlapping, unordered, i32), checking that every consumer ends with
- * exactly the samples of its shard, and SyncBN over rank sets (uneven and empty shards, a
+ * exactly the samples of its shard, split-phase reshards in flight together in orders that
+ * differ by rank, and SyncBN over rank sets (uneven and empty shards, a
  * large offset) against the reference batchnorm of the whole batch on one rank, and the
  * wait for one started gradient all-reduce. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
@@ -53,6 +54,77 @@ static void check_reshard(int nf, const int *from_ranks, int nt, const int *to_r
             }
         CHECK(bad == 0, "rank %d: reshard %d->%d ranks, B=%lld: %lld wrong elements", rt_rank(), nf,
               nt, (long long)B, (long long)bad);
+    }
+}
+
+/* Split-phase reshards: several in flight at once between the same ranks (one large
+ * enough to go by rendezvous, one from rank 2 alone, one with no transfer for some
+ * ranks), started in an order that differs by rank and waited for in another, with a
+ * blocking reshard between the same ranks while they are in flight, twice (ids are
+ * reused once waited for). Every consumer must end with exactly its samples. */
+#define NSPLIT 5
+static float split_value(int k, int64_t sample, int64_t e, int64_t per)
+{
+    return (float)((sample * per + e) * NSPLIT + k);
+}
+
+static void check_split(void)
+{
+    static const struct {
+        int nf, from[4], nt, to[4];
+        int64_t B, per;
+    } r[NSPLIT] = {
+        {4, {0, 1, 2, 3}, 2, {2, 3}, 12, 3},      /* shrink onto {2,3} */
+        {2, {0, 1}, 2, {2, 3}, 16, 65536},        /* disjoint, 2 MiB per rank */
+        {1, {2}, 4, {3, 1, 0, 2}, 9, 5},          /* grow from one, unordered */
+        {2, {3, 1}, 3, {0, 1, 2}, 7, 2},          /* overlapping */
+        {4, {0, 1, 2, 3}, 4, {1, 0, 3, 2}, 8, 7}, /* pairs swap */
+    };
+    rt_comm *from[NSPLIT], *to[NSPLIT];
+    rt_tensor *src[NSPLIT], *dst[NSPLIT];
+    int64_t cs[NSPLIT], ce[NSPLIT];
+    for (int k = 0; k < NSPLIT; k++) {
+        from[k] = rt_comm_new(r[k].nf, r[k].from);
+        to[k] = rt_comm_new(r[k].nt, r[k].to);
+        int64_t ps, pe;
+        rt_comm_shard(from[k], r[k].B, &ps, &pe);
+        rt_comm_shard(to[k], r[k].B, &cs[k], &ce[k]);
+        src[k] = dst[k] = NULL;
+        if (rt_comm_member(from[k])) {
+            src[k] = rt_tensor_new(P, RT_F32, 2, (int64_t[]){pe - ps, r[k].per});
+            for (int64_t i = 0; i < pe - ps; i++)
+                for (int64_t e = 0; e < r[k].per; e++)
+                    rt_f32(src[k])[i * r[k].per + e] = split_value(k, ps + i, e, r[k].per);
+        }
+        if (rt_comm_member(to[k]))
+            dst[k] = rt_tensor_new(P, RT_F32, 2, (int64_t[]){ce[k] - cs[k], r[k].per});
+    }
+    for (int round = 0; round < 2; round++) {
+        for (int k = 0; k < NSPLIT; k++)
+            if (dst[k])
+                for (int64_t i = 0; i < dst[k]->numel; i++)
+                    rt_f32(dst[k])[i] = -1.0f;
+        const int me = rt_rank();
+        for (int k = 0; k < NSPLIT; k++) {
+            int s = (k * (me + 1) + round) % NSPLIT; /* 0,1,2,3,4 on rank 0; 0,2,4,1,3 ... */
+            rt_reshard_start(s + 10 * round, src[s], from[s], dst[s], to[s], r[s].B, r[s].per);
+        }
+        /* A blocking reshard between the same pairs while those are in flight. */
+        check_reshard(2, (int[]){0, 1}, 2, (int[]){1, 0}, 6, 3, RT_F32);
+        for (int k = 0; k < NSPLIT; k++) {
+            int s = (NSPLIT - 1 - k + me) % NSPLIT;
+            rt_reshard_wait(s + 10 * round);
+        }
+        for (int k = 0; k < NSPLIT; k++) {
+            if (!dst[k])
+                continue;
+            int64_t bad = 0, per = r[k].per;
+            for (int64_t i = 0; i < ce[k] - cs[k]; i++)
+                for (int64_t e = 0; e < per; e++)
+                    bad += rt_f32(dst[k])[i * per + e] != split_value(k, cs[k] + i, e, per);
+            CHECK(bad == 0, "rank %d: split reshard %d (round %d): %lld wrong elements", me, k,
+                  round, (long long)bad);
+        }
     }
 }
 
@@ -224,6 +296,7 @@ int main(int argc, char **argv)
     check_reshard(4, all, 4, (int[]){3, 2, 1, 0}, 6, 1, RT_I32);         /* reversed, labels */
     check_reshard(3, (int[]){0, 1, 2}, 4, all, 2, 6, RT_F32); /* fewer samples than ranks */
     check_reshard(4, all, 1, (int[]){0}, 13, 3, RT_F32);      /* gather to one */
+    check_split();
 
     check_syncbn(4, all, 10, 0.0f);             /* shards of 3, 3, 2, 2 */
     check_syncbn(3, (int[]){2, 0, 3}, 2, 0.0f); /* one shard empty */
