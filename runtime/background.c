@@ -215,30 +215,45 @@ void rt_bg_step_begin(int64_t step)
 {
     (void)step;
     bg.in_step = true;
-    if (bg.guard.seen == 0) /* every copy added: the bound is final */
-        rt_guard_init(&bg.guard, bg.bound);
-    bg.open = bg.n > 0 && !bg.finished && rt_guard_step_begin(&bg.guard);
+    bg.open = false;
     bg.step_bg = 0;
     bg.want = 0;
+    if (!bg.planned || bg.finished)
+        return;
+    if (bg.guard.seen == 0) /* every copy added: the bound is final */
+        rt_guard_init(&bg.guard, bg.bound);
+    bool open = rt_guard_step_begin(&bg.guard);
+    bg.open = bg.n > 0 && open;
 }
 
-/* The guard steers by the world's mean step time, so that every rank that hosts copies
- * sees the same steps (one rank's step ends where its last wait does: a rank that runs
- * background work in its waits, or one a peer's background work slows, would otherwise
- * steer by its own share of the iteration, and the ranks disagree). One all-reduce of a
- * number a step (rt_world_sum: its wait sleeps when ranks share cores, and runs no slice
- * outside a step), only in runs with copies and background work on. */
+/* The guard steers by the world's mean step time, so that every rank sees the same
+ * steps (one rank's step ends where its last wait does: a rank that runs background work
+ * in its waits, or one a peer's background work slows, would otherwise steer by its own
+ * share of the iteration, and the ranks disagree). Every rank of a run with copies runs
+ * the guard (rank 0 reports it), also one that hosts none. A step's time runs from the
+ * end of the step before, so that what the program does between steps, this
+ * all-reduce included, is in it as it is in the run's throughput. One all-reduce of a
+ * number a step with background work (rt_world_sum: its wait sleeps when ranks share
+ * cores, and runs no slice outside a step) and two at the end of a baseline window;
+ * none in the window's other steps, which are then the steps of a `--background off`
+ * run. Only in runs with copies and background work on. */
 void rt_bg_step_end(int64_t step, double seconds)
 {
     (void)step;
+    static double mark; /* the end of the previous step */
     bg.in_step = false;
     bg.open = false;
     if (!bg.planned || bg.finished)
         return;
+    double now = rt_now();
+    if (mark > 0)
+        seconds = now - mark;
+    mark = now;
+    int n = rt_guard_step_time(&bg.guard, seconds);
     if (rt_mpi_running() && rt_opts_g.world_size > 1)
-        seconds = rt_world_sum(seconds) / rt_opts_g.world_size;
-    if (bg.n > 0)
-        rt_guard_step_end(&bg.guard, seconds, bg.step_bg, bg.want);
+        for (int i = 0; i < n; i++)
+            bg.guard.shared[i] = rt_world_sum(bg.guard.shared[i]) / rt_opts_g.world_size;
+    rt_guard_step_end(&bg.guard, bg.step_bg, bg.want);
 }
 
 /* ---- the end ------------------------------------------------------------------------------ */
@@ -262,13 +277,11 @@ void rt_bg_finish(double elapsed)
         out[i].batch = (double)bg.c[i].m->batch;
         out[i].busy = bg.c[i].busy;
     }
-    /* The guard's totals, summed over the ranks (HOSTS: the ranks with copies). */
-    enum { T_BG, N_BG, N_FG, OVER, USED, HOSTS, BASE, RATIO, NSUM };
+    /* Background seconds, summed over the ranks with copies (HOSTS); the rest of the
+     * report is rank 0's guard, whose steps every rank shares. */
+    enum { USED, HOSTS, NSUM };
     const rt_guard *g = &bg.guard;
-    double guard[NSUM] = {
-        [T_BG] = g->t_bg,         [N_BG] = (double)g->n_bg, [N_FG] = (double)g->n_fg,
-        [OVER] = (double)g->over, [USED] = g->used,         [HOSTS] = mine > 0,
-        [BASE] = g->baseline,     [RATIO] = g->ratio};
+    double guard[NSUM] = {[USED] = g->used, [HOSTS] = mine > 0};
     double sums[NSUM] = {0};
     int *counts = rt_opts_g.rank == 0 ? rt_xcalloc((size_t)world, sizeof(int), "background") : NULL;
     int *offs = rt_opts_g.rank == 0 ? rt_xcalloc((size_t)world, sizeof(int), "background") : NULL;
@@ -318,23 +331,25 @@ void rt_bg_finish(double elapsed)
                    copies == 1 ? "y" : "ies", steps, elapsed > 0 ? samples / elapsed : 0.0);
         }
         free(done);
-        /* Over the ranks with copies: the mean over the steps with background work of
-         * each step's time over the baseline of its time (the median of the last probes:
-         * the VM's and a GPU's clocks drift over a run, and the first steps are slower),
-         * then the mean step with background work, the baseline at the end, the steps
-         * of each kind, the background seconds such a step held, and how many took
-         * longer than bound x baseline (counts per rank). */
-        if (sums[N_BG] > 0 && sums[N_FG] > 0 && sums[BASE] > 0) {
-            printf("foreground slowdown %.3f (%.3f ms a step with background work, baseline "
-                   "%.3f ms at the end; %.0f steps with it, %.0f probes; bound %.2f, "
-                   "background %.3f ms a step, %.0f steps over the bound)\n",
-                   sums[RATIO] / sums[N_BG], 1e3 * sums[T_BG] / sums[N_BG],
-                   1e3 * sums[BASE] / sums[HOSTS], sums[N_BG] / sums[HOSTS],
-                   sums[N_FG] / sums[HOSTS], bg.bound, 1e3 * sums[USED] / sums[N_BG],
-                   sums[OVER] / sums[HOSTS]);
+        /* The slowdown against the baseline windows (guard.c), its standard error and
+         * the upper confidence bound the guard steers to the bound; then the windows, the
+         * baseline at the end, the steps with background work, their own mean over
+         * their baseline, the background seconds such a step held on a rank with
+         * copies, and how many of them took longer than bound x baseline. */
+        double sd, se;
+        if (rt_guard_estimate(g, &sd, &se) && g->n_bg > 0) {
+            printf("foreground slowdown %.3f +- %.3f (at most %.3f at 95%%; against %d windows "
+                   "of %d steps without background work, baseline %.3f ms at the end; %lld "
+                   "steps with it at %.3f of their baseline, background %.3f ms a step; bound "
+                   "%.2f, %lld steps over it)\n",
+                   sd, se, sd + GUARD_Z * se, g->nwin, GUARD_WINDOW, 1e3 * g->base,
+                   (long long)g->n_bg, g->ratio / (double)g->n_bg,
+                   1e3 * sums[USED] / ((double)g->n_bg * sums[HOSTS]), bg.bound,
+                   (long long)g->over);
         } else
-            printf("foreground slowdown unmeasured (%.0f steps with background, %.0f without)\n",
-                   sums[N_BG], sums[N_FG]);
+            printf("foreground slowdown unmeasured (%lld steps with background, %d windows "
+                   "without)\n",
+                   (long long)g->n_bg, g->nwin);
         fflush(stdout);
     } else if (rt_opts_g.rank == 0 && !rt_opts_g.background) {
         printf("background off\n");

@@ -23,31 +23,52 @@ bool rt_mpi_running(void);
 _Noreturn void rt_exit_early(int status);
 
 /* guard.c: the slowdown guard, a state machine over step times (its rules are there). */
-#define GUARD_PROBES    3   /* probe steps after the warm-up, before any background work */
-#define GUARD_KEEP      7   /* the baseline is the median of the last GUARD_KEEP probes */
-#define GUARD_EARLY_GAP 8   /* steps with background between probes until GUARD_KEEP */
-#define GUARD_REPROBE   64  /* ... and after */
-#define GUARD_MARGIN    0.9 /* the aim: the bound less this share of its budget kept */
+#define GUARD_SETTLE    2     /* unmeasured steps without background before a window */
+#define GUARD_WINDOW    8     /* measured steps without background: a baseline window */
+#define GUARD_EARLY     3     /* windows GUARD_EARLY_GAP steps with background apart */
+#define GUARD_EARLY_GAP 16    /* steps with background between the first windows */
+#define GUARD_REPROBE   64    /* ... and after */
+#define GUARD_Z         1.645 /* the upper confidence bound: one-sided 95% */
 typedef struct rt_guard {
-    double bound;             /* the slowdown bound, >= 1 */
-    int64_t seen;             /* steps ended, the warm-up included */
-    int nprobe;               /* probe steps ended */
-    int64_t since_probe;      /* steps with background since the last probe */
-    double probe[GUARD_KEEP]; /* the last probes' times, a ring */
-    double baseline;          /* their median: the step time without background work */
-    double allow;             /* seconds of background work the next step may hold */
-    bool bg_step;             /* the step now running may run background work */
+    double bound;        /* the slowdown bound, >= 1 */
+    int64_t seen;        /* steps ended, the warm-up included */
+    int step_kind;       /* the step now running: warm-up, settling, window, background */
+    bool bg_step;        /* ... and whether it may run background work */
+    int64_t since;       /* steps since the last window ended (since the warm-up: none) */
+    int nwin;            /* windows completed */
+    double base;         /* the last window's mean step */
+    double recent[3];    /* the last 3 windows' (a ring) */
+    double steer;        /* the baseline steered by: base, or the median of recent if less */
+    double aimf;         /* the aim, a multiple of base (the confidence bound's steering) */
+    double allow;        /* seconds of background work the next step may hold */
+    double win_t[GUARD_WINDOW]; /* the window now running: its steps (this rank's) */
+    int win_n;
+    double shared[3];    /* what rt_guard_step_time asks the ranks to average */
+    double seg_t;        /* the segment now running: seconds and steps since the last window */
+    int64_t seg_n;
+    double sum_t, sum_w; /* closed segments: seconds; steps x baseline */
+    double w2, w2r, w2r2; /* ... and their weights' squares times 1, r, r^2 (r = t / w) */
+    int nseg;
+    double var;          /* the windows' relative step-to-step variance, summed, and how many */
+    int nvar;
     /* totals for the exit report */
     double t_bg, used;        /* seconds of the steps with background work; of it */
     double ratio;             /* sum over steps with background of seconds / baseline */
-    int64_t n_bg, n_fg, over; /* steps with / without; steps with it over the bound */
+    int64_t n_bg, n_fg, over; /* steps with background / window steps; steps over the bound */
 } rt_guard;
 void rt_guard_init(rt_guard *g, double bound);
 /* A step begins: whether it may run background work. */
 bool rt_guard_step_begin(rt_guard *g);
-/* It ended after `seconds`, `used` of them in background slices; `want`: the shortest
- * slice left out for not fitting in the allowance (0: none). */
-void rt_guard_step_end(rt_guard *g, double seconds, double used, double want);
+/* It ended after `seconds` (from the end of the step before): returns how many numbers
+ * of g->shared the ranks must replace by their mean over the ranks before
+ * rt_guard_step_end (0-3; one rank: none). */
+int rt_guard_step_time(rt_guard *g, double seconds);
+/* `used` of its seconds were background slices; `want`: the shortest slice left out for
+ * not fitting in the allowance (0: none). */
+void rt_guard_step_end(rt_guard *g, double used, double want);
+/* The foreground's slowdown measured so far (see guard.c) and its standard error; false
+ * while nothing is measured. */
+bool rt_guard_estimate(const rt_guard *g, double *slowdown, double *se);
 
 /* background.c: the background executor (rt_bg_add), run under the guard. */
 /* Whether this rank has background slices it may run now (inside a step with background
