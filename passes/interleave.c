@@ -31,9 +31,12 @@
  * kernel sharing the SMs with a foreground one) is not modelled: the pass
  * never plans it.
  *
- * The slice bound is min(default, (slowdown - 1) x the iteration time):
- * a slice that starts just before the foreground needs the device delays it
- * by at most the slowdown budget. Default: 0.5 ms on a GPU; 2 ms on a CPU
+ * The limit on the foreground's time with background is the options'
+ * time_limit (plan_mux_init: slowdown x the fastest plan of any strategy,
+ * one limit for every strategy's plan of a job), else slowdown x the plan's
+ * own time; the budget is the limit less the plan's time. The slice bound is
+ * min(default, budget): a slice that starts just before the foreground needs
+ * the device delays it by at most the budget. Default: 0.5 ms on a GPU; 2 ms on a CPU
  * core, where one layer of even the small test models often takes more than
  * 0.5 ms and the poll between slices costs a few microseconds. A slice never
  * splits a unit (one op's forward or backward, or the optimizer update): a
@@ -41,13 +44,13 @@
  * in a window that holds it whole (it never overruns one), so that it costs
  * the foreground nothing in the prediction and, started just before the
  * foreground needs the device, delays it by at most its length. A unit longer
- * than the budget itself, (slowdown - 1) x the iteration time, cannot be
- * admitted: the job is refused on that device.
+ * than the budget itself cannot be admitted: the job is refused on that
+ * device.
  *
  * Placement tries slices cut at bound / 1, 2, 4 and 8 (finer slices fit
  * shorter windows) and windows allowed to overrun their end by 0, 1/8, 1/4,
  * 1/2 or the whole slice bound, keeps every combination whose predicted
- * foreground time is within the slowdown, and chooses the one with the
+ * foreground time is within the limit, and chooses the one with the
  * highest predicted cluster throughput (foreground + background samples/s;
  * the try without overruns never slows the foreground, so the result is
  * never below the foreground's throughput alone). Linear in windows + placed slices + steps per try.
@@ -337,7 +340,9 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     double dflt = o->slice_bound > 0 ? o->slice_bound
                   : o->cpu           ? PLAN_MUX_SLICE_CPU
                                      : PLAN_MUX_SLICE_GPU;
-    double budget = (o->slowdown - 1) * T0;
+    double limit_t = o->time_limit > 0 ? o->time_limit : o->slowdown * T0;
+    out->time_limit = limit_t;
+    double budget = limit_t - T0;
     double bound = fmin(dflt, budget);
     out->slice_bound = bound > 0 ? bound : dflt;
     out->cut_div = 1;
@@ -350,6 +355,8 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     out->idle_bg = out->idle;
     out->fg_samples_per_s = T0 > 0 ? (double)p->batch / T0 : 0;
     out->cluster_samples_per_s = out->fg_samples_per_s;
+    double one = plan_one_gpu_time(p);
+    out->gpu_equivalents = T0 > 0 ? one / T0 : 0;
     if (njobs == 0)
         return true;
 
@@ -369,7 +376,12 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
         }
         char un[120];
         unit_name(b, lu, un, sizeof un);
-        if (!(bound > 0))
+        if (!(bound > 0) && o->time_limit > 0)
+            snprintf(why[j], sizeof why[j],
+                     "the plan alone takes %.3f ms, not under the limit %.3f ms (%g x the fastest "
+                     "plan's %.3f ms): no time to lose to background work",
+                     T0 * 1e3, limit_t * 1e3, o->slowdown, o->time_ref * 1e3);
+        else if (!(bound > 0))
             snprintf(why[j], sizeof why[j],
                      "a slowdown of %g leaves the foreground no time to lose to background work",
                      o->slowdown);
@@ -377,9 +389,9 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
             snprintf(why[j], sizeof why[j], "its step takes no time in the cost model");
         else if (longest > budget)
             snprintf(why[j], sizeof why[j],
-                     "%s takes %.3f ms, longer than the slowdown's budget %.3f ms (%g x the "
-                     "iteration's %.3f ms; a slice cannot split an op)",
-                     un, longest * 1e3, budget * 1e3, o->slowdown - 1, T0 * 1e3);
+                     "%s takes %.3f ms, longer than the slowdown's budget %.3f ms (the limit "
+                     "%.3f ms less the iteration's %.3f ms; a slice cannot split an op)",
+                     un, longest * 1e3, budget * 1e3, limit_t * 1e3, T0 * 1e3);
         else
             sliceable[j] = true;
     }
@@ -452,7 +464,7 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     static const double thetas[] = {0, 0.125, 0.25, 0.5, 1};
     double best = -1, bestT = T0, best_theta = 0;
     int best_div = 1;
-    double limit = o->slowdown * T0 * (1 - 1e-12);
+    double limit = limit_t * (1 - 1e-12);
     for (size_t di = 0; di < sizeof divs / sizeof divs[0] && out->ncopies > 0; di++) {
         /* Finer cuts until one would leave a unit no longer than the bound on
          * its own (long units are alone at every cut). */
@@ -548,9 +560,16 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     double Tb = out->fg_time_bg;
     out->fg_samples_per_s = Tb > 0 ? (double)p->batch / Tb : 0;
     out->bg_samples_per_s = 0;
-    for (int c = 0; c < out->ncopies; c++)
-        out->bg_samples_per_s +=
-            out->copies[c].steps_per_iter * (double)jobs[out->copies[c].job].batch;
+    double bg_gpu = 0; /* the copies' steps per iteration in seconds of a dedicated GPU */
+    for (int c = 0; c < out->ncopies; c++) {
+        const plan_bg_job *b = &jobs[out->copies[c].job];
+        double step = 0;
+        for (int u = 0; u < b->nunits; u++)
+            step += b->unit[u];
+        out->bg_samples_per_s += out->copies[c].steps_per_iter * (double)b->batch;
+        bg_gpu += out->copies[c].steps_per_iter * step;
+    }
+    out->gpu_equivalents = Tb > 0 ? (one + bg_gpu) / Tb : 0;
     out->bg_samples_per_s = Tb > 0 ? out->bg_samples_per_s / Tb : 0;
     out->cluster_samples_per_s = out->fg_samples_per_s + out->bg_samples_per_s;
     /* Idle with background: the windows' time stretched to Tb, less the work. */
@@ -567,96 +586,71 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     return true;
 }
 
-static const double amp_candidates[] = {1, 1.25, 1.5, 2, 3, 4, 6, 8, 0};
-enum { NCAND = sizeof amp_candidates / sizeof amp_candidates[0] };
-
-/* Every candidate limit's plan and its timeline time (INFINITY: none). */
-static double candidates(const plan_problem *p, plan_strategy s, plan_result *res, bool *have,
-                         double *time, char *err, size_t errlen)
+bool plan_mux_init(const plan_problem *p, plan_mux_options *o, char *err, size_t errlen)
 {
     double fastest = INFINITY;
-    for (int i = 0; i < NCAND; i++) {
-        plan_problem q = *p;
-        q.amp_limit = amp_candidates[i];
-        have[i] = plan_solve(&q, s, &res[i], err, errlen);
-        time[i] = INFINITY;
-        if (!have[i])
+    char e[512] = "";
+    for (int s = 0; s < PS_COUNT; s++) {
+        plan_result r;
+        if (!plan_solve(p, (plan_strategy)s, &r, e, sizeof e))
             continue;
         plan_timeline tl;
         char e2[256];
-        if (plan_timeline_build(&q, &res[i], &tl, e2, sizeof e2)) {
-            time[i] = tl.time;
+        if (plan_timeline_build(p, &r, &tl, e2, sizeof e2)) {
+            fastest = fmin(fastest, tl.time);
             plan_timeline_free(&tl);
         }
-        fastest = fmin(fastest, time[i]);
+        plan_result_free(&r);
     }
-    return fastest;
+    if (!isfinite(fastest)) {
+        snprintf(err, errlen, "%s", e[0] ? e : "no strategy's plan has a timeline");
+        return false;
+    }
+    o->time_ref = fastest;
+    o->time_limit = o->slowdown * fastest;
+    return true;
 }
 
-double plan_mux_fastest_time(const plan_problem *p, plan_strategy s)
-{
-    plan_result res[NCAND];
-    bool have[NCAND];
-    double time[NCAND];
-    char err[256];
-    double f = candidates(p, s, res, have, time, err, sizeof err);
-    for (int i = 0; i < NCAND; i++)
-        if (have[i])
-            plan_result_free(&res[i]);
-    return f;
-}
+static const double amp_candidates[] = {1, 1.25, 1.5, 2, 3, 4, 6, 8, 0};
+enum { NCAND = sizeof amp_candidates / sizeof amp_candidates[0] };
 
 bool plan_mux_choose_amplification(const plan_problem *p, plan_strategy s, const plan_bg_job *jobs,
                                    int njobs, const plan_mux_options *o, double *limit, char *why,
                                    size_t whylen, char *err, size_t errlen)
 {
     const double *cand = amp_candidates;
-    plan_result res[NCAND];
-    bool have[NCAND];
-    double time[NCAND];
-    char e[512] = "";
-    double fastest = candidates(p, s, res, have, time, e, sizeof e);
-    if (!isfinite(fastest)) {
-        snprintf(err, errlen, "%s", e[0] ? e : "no candidate plan has a timeline");
-        for (int i = 0; i < NCAND; i++)
-            if (have[i])
-                plan_result_free(&res[i]);
-        return false;
-    }
     int best = -1;
     double best_tp = -1, best_fg = 0, best_bg = 0, best_time = 0;
+    char e[512] = "";
     for (int i = 0; i < NCAND; i++) {
-        if (!have[i] || !isfinite(time[i]))
-            continue;
         plan_problem q = *p;
         q.amp_limit = cand[i];
+        plan_result r;
+        if (!plan_solve(&q, s, &r, e, sizeof e))
+            continue;
         plan_timeline tl;
         char e2[256];
-        if (!plan_timeline_build(&q, &res[i], &tl, e2, sizeof e2))
-            continue;
-        /* Within slowdown of the fastest plan: the budget of this plan's own
-         * interleave is what is left of that. */
-        plan_mux_options mo = *o;
-        mo.slowdown = o->slowdown * fastest / tl.time;
-        plan_mux_result mr;
-        if (mo.slowdown >= 1 &&
-            plan_interleave(&tl, &res[i], jobs, njobs, &mo, &mr, e2, sizeof e2)) {
-            if (mr.cluster_samples_per_s > best_tp * (1 + 1e-9)) {
-                best = i;
-                best_tp = mr.cluster_samples_per_s;
-                best_fg = mr.fg_samples_per_s;
-                best_bg = mr.bg_samples_per_s;
-                best_time = mr.fg_time_bg;
+        if (plan_timeline_build(&q, &r, &tl, e2, sizeof e2)) {
+            plan_mux_result mr;
+            if (plan_interleave(&tl, &r, jobs, njobs, o, &mr, e2, sizeof e2)) {
+                /* Only plans that meet the limit with their background count. */
+                if (mr.fg_time_bg <= mr.time_limit * (1 + 1e-9) &&
+                    mr.cluster_samples_per_s > best_tp * (1 + 1e-9)) {
+                    best = i;
+                    best_tp = mr.cluster_samples_per_s;
+                    best_fg = mr.fg_samples_per_s;
+                    best_bg = mr.bg_samples_per_s;
+                    best_time = mr.fg_time_bg;
+                }
+                plan_mux_result_free(&mr);
             }
-            plan_mux_result_free(&mr);
+            plan_timeline_free(&tl);
         }
-        plan_timeline_free(&tl);
+        plan_result_free(&r);
     }
-    for (int i = 0; i < NCAND; i++)
-        if (have[i])
-            plan_result_free(&res[i]);
     if (best < 0) {
-        snprintf(err, errlen, "no candidate amplification limit gives a plan");
+        snprintf(err, errlen, "%s",
+                 e[0] ? e : "no candidate amplification limit gives a plan within the limit");
         return false;
     }
     *limit = cand[best];
@@ -669,6 +663,6 @@ bool plan_mux_choose_amplification(const plan_problem *p, plan_strategy s, const
              "amplification = auto: limit %s, the highest predicted cluster throughput, %.1f "
              "samples/s (fg %.1f + bg %.1f), with the foreground at %.4f ms, within %g x the "
              "fastest plan's %.4f ms",
-             lim, best_tp, best_fg, best_bg, best_time * 1e3, o->slowdown, fastest * 1e3);
+             lim, best_tp, best_fg, best_bg, best_time * 1e3, o->slowdown, o->time_ref * 1e3);
     return true;
 }

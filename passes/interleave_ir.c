@@ -85,12 +85,23 @@ void pass_bg_jobs_build(const ir_module *m, const ir_job *j, const plan_problem 
 }
 
 bool pass_mux_options(const ir_module *m, const ir_job *j, const pass_options *opt,
-                      plan_mux_options *o)
+                      const plan_problem *p, plan_mux_options *o, diag_ctx *d)
 {
     memset(o, 0, sizeof *o);
     (void)opt; /* --slowdown is already the job's (pass_select_job) */
     o->slowdown = j->slowdown > 0 ? j->slowdown : IR_SLOWDOWN_DEFAULT;
     o->cpu = pass_gpu_is_cpu(&m->gpus[m->clusters[j->cluster].gpu]);
+    if (!p || j->nbackground == 0)
+        return true;
+    plan_problem q = *p;
+    q.price = 0;
+    if (j->amplification == IR_AMP_AUTO)
+        q.amp_limit = 0;
+    char err[512];
+    if (!plan_mux_init(&q, o, err, sizeof err)) {
+        diag_error(d, j->loc, "multiplexing: %s", err);
+        return false;
+    }
     return true;
 }
 
@@ -136,18 +147,10 @@ bool pass_interleave(pass_ctx *ctx)
         diag_error(ctx->d, j->loc, "interleave: %s", err);
         goto out_r;
     }
+    /* The limit is against the fastest plan of any strategy (docs/plan.md). */
     plan_mux_options mo;
-    pass_mux_options(m, j, ctx->opt, &mo);
-    double slow = mo.slowdown;
-    if (j->amplification == IR_AMP_AUTO) {
-        /* The bound is against the fastest plan (docs/plan.md). */
-        plan_strategy s = PS_BURST;
-        if (ctx->opt && ctx->opt->strategy)
-            plan_strategy_lookup(ctx->opt->strategy, &s);
-        double fastest = plan_mux_fastest_time(&in.p, s);
-        if (isfinite(fastest))
-            mo.slowdown = fmax(1, slow * fmin(fastest, tl.time) / tl.time);
-    }
+    if (!pass_mux_options(m, j, ctx->opt, &in.p, &mo, ctx->d))
+        goto out_tl;
     pass_bg_jobs_build(m, j, &in.p, &bg);
     if (!plan_interleave(&tl, &r, bg.jobs, bg.n, &mo, &mr, err, sizeof err)) {
         diag_error(ctx->d, j->loc, "interleave: %s", err);

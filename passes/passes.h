@@ -120,10 +120,14 @@ typedef struct pass_bg_jobs {
 void pass_bg_jobs_build(const ir_module *m, const ir_job *j, const plan_problem *fg,
                         pass_bg_jobs *out);
 void pass_bg_jobs_free(pass_bg_jobs *b);
-/* The job's multiplexing options: slowdown (opt, else the job's, else
- * IR_SLOWDOWN_DEFAULT) and whether its device is a CPU core. */
+/* The job's multiplexing options: slowdown (the job's, else
+ * IR_SLOWDOWN_DEFAULT), whether its device is a CPU core, and with p (the
+ * job's planning problem; NULL: none) and background jobs the one time limit
+ * every strategy's plan is held to (plan_mux_init over p; amplification =
+ * auto: over p without a limit). False with a message in d when no strategy
+ * plans p. */
 bool pass_mux_options(const ir_module *m, const ir_job *j, const pass_options *opt,
-                      plan_mux_options *o);
+                      const plan_problem *p, plan_mux_options *o, diag_ctx *d);
 /* Whether an IR interleave section holds exactly the copies (jobs, ranks,
  * cuts) a placement made. */
 bool pass_same_copies(const ir_interleave *il, const plan_mux_result *x);

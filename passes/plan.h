@@ -545,8 +545,13 @@ typedef struct plan_bg_job {
 
 typedef struct plan_mux_options {
     double slowdown;    /* >= 1: foreground time with background / without */
-    double slice_bound; /* seconds; <= 0: the device's default, at most (slowdown - 1) x time */
+    double slice_bound; /* seconds; <= 0: the device's default, at most the budget */
     bool cpu;           /* the device is a CPU core (its own communication is not idle time) */
+    /* The one constraint every strategy's plan of a job is held to
+     * (plan_mux_init): the foreground's time with background at most
+     * time_limit = slowdown x time_ref, time_ref the fastest foreground time
+     * any strategy plans for the job. <= 0: slowdown x the plan's own time. */
+    double time_ref, time_limit;
 } plan_mux_options;
 
 /* One background slice placed in one iteration of the foreground. */
@@ -584,6 +589,11 @@ struct plan_mux_result {
     double idle;    /* idle fraction of G x fg_time (the usable windows) */
     double idle_bg; /* what is left idle of G x fg_time_bg with background */
     double overrun; /* the largest overrun of a window allowed (seconds; 0: none) */
+    double time_limit; /* the foreground's time with background at most this (seconds) */
+    /* Every job's samples/s over its samples/s alone on one GPU of the
+     * cluster, summed (the foreground's one-GPU time: plan_one_gpu_time; a
+     * background job's: its step): work in dedicated GPUs, at most G. */
+    double gpu_equivalents;
     int cut_div;    /* slices were cut at slice_bound / cut_div */
     int ncopies;
     plan_mux_copy *copies; /* rank order, then job order */
@@ -619,16 +629,19 @@ int64_t plan_mux_seed(int job, int rank);
 /* Per-rank foreground memory of a placed plan (bytes; out has G entries). */
 void plan_rank_memory(const plan_problem *p, const plan_result *r, double *out);
 
+/* The common setting of every strategy's multiplexing of a job: o's
+ * slowdown and cpu as given, time_ref the fastest timeline time (the
+ * schedule the runtime follows) of the plans dp, deeppool, pow2 and burst
+ * give for p (a strategy without a plan is skipped), time_limit = slowdown x
+ * time_ref. False with a message when no strategy plans p. */
+bool plan_mux_init(const plan_problem *p, plan_mux_options *o, char *err, size_t errlen);
+
 /* amplification = auto: plans p with strategy s under each candidate limit
  * (1, 1.25, 1.5, 2, 3, 4, 6, 8 and none) and picks the one whose plan with the
  * background jobs interleaved has the highest predicted cluster throughput
- * (fg + bg samples/s) while its foreground time with background stays within
- * o->slowdown of the fastest candidate's time without (timeline times). Writes the chosen
- * limit (0: none) to *limit and a one-line reason to why. False with a
+ * (fg + bg samples/s) within o's time limit (plan_mux_init). Writes the
+ * chosen limit (0: none) to *limit and a one-line reason to why. False with a
  * message when no candidate plans. */
-/* The fastest timeline time (the schedule the runtime follows) over the
- * candidate limits' plans of strategy s: what `auto` bounds the slowdown by. */
-double plan_mux_fastest_time(const plan_problem *p, plan_strategy s);
 bool plan_mux_choose_amplification(const plan_problem *p, plan_strategy s, const plan_bg_job *jobs,
                                    int njobs, const plan_mux_options *o, double *limit, char *why,
                                    size_t whylen, char *err, size_t errlen);

@@ -574,10 +574,10 @@ bool pass_plan(pass_ctx *ctx)
         pass_bg_jobs bg;
         plan_mux_options mo;
         pass_bg_jobs_build(ctx->m, j, &in.p, &bg);
-        pass_mux_options(ctx->m, j, ctx->opt, &mo);
         double limit;
         char why[512];
-        if (plan_mux_choose_amplification(&in.p, strategy_of(ctx->opt), bg.jobs, bg.n, &mo, &limit,
+        if (pass_mux_options(ctx->m, j, ctx->opt, &in.p, &mo, ctx->d) &&
+            plan_mux_choose_amplification(&in.p, strategy_of(ctx->opt), bg.jobs, bg.n, &mo, &limit,
                                           why, sizeof why, err, sizeof err))
             in.p.amp_limit = limit;
         pass_bg_jobs_free(&bg);

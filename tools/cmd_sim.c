@@ -272,7 +272,8 @@ int cmd_sim(int argc, char **argv)
     if (background && job->nbackground > 0 && !no_copies) {
         /* The interleave pass's placement (passes/interleave.c) of this plan. */
         plan_mux_options mo;
-        pass_mux_options(m, job, &popt, &mo);
+        if (!pass_mux_options(m, job, &popt, &in.p, &mo, &d))
+            goto done;
         pass_bg_jobs_build(m, job, &in.p, &bg);
         if (!plan_interleave(&tl, &res, bg.jobs, bg.n, &mo, &mux, err, sizeof err)) {
             diag_error(&d, job->loc, "interleave: %s", err);

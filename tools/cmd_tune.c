@@ -990,9 +990,8 @@ int cmd_tune(int argc, char **argv)
         pass_bg_jobs_build(m, job, &in.p, &bgj);
         tb.jobs = bgj.jobs;
         tb.njobs = bgj.n;
-        pass_mux_options(m, job, &popt, &tb.mux);
-        if (job->amplification == IR_AMP_AUTO)
-            tb.fastest = plan_mux_fastest_time(&in.p, PS_BURST);
+        if (!pass_mux_options(m, job, &popt, &in.p, &tb.mux, &d))
+            goto done;
         if (!metric_set)
             to.metric = TUNE_METRIC_CLUSTER;
         /* The runtime's guard runs a program's first step and the three

@@ -105,8 +105,7 @@ static void predict_unpacked(tune_candidate *c)
 }
 
 /* The interleave pass's placement of c's plan (passes/interleave_ir.c):
- * the job's slowdown, or with amplification = auto the bound against the
- * fastest plan. */
+ * under the job's one time limit (plan_mux_init). */
 static bool place(const plan_problem *p, const tune_background *bg, const tune_candidate *c,
                   plan_mux_result *out, char *err, size_t errlen)
 {
@@ -116,10 +115,7 @@ static bool place(const plan_problem *p, const tune_background *bg, const tune_c
         snprintf(err, errlen, "candidate '%s': %s", c->name, e);
         return false;
     }
-    plan_mux_options mo = bg->mux;
-    if (bg->fastest > 0 && isfinite(bg->fastest) && tl.time > 0)
-        mo.slowdown = fmax(1, mo.slowdown * fmin(bg->fastest, tl.time) / tl.time);
-    bool ok = plan_interleave(&tl, &c->plan, bg->jobs, bg->njobs, &mo, out, e, sizeof e);
+    bool ok = plan_interleave(&tl, &c->plan, bg->jobs, bg->njobs, &bg->mux, out, e, sizeof e);
     if (!ok)
         snprintf(err, errlen, "candidate '%s': interleave: %s", c->name, e);
     plan_timeline_free(&tl);

@@ -60,10 +60,7 @@ typedef struct tune_candidate {
 typedef struct tune_background {
     const plan_bg_job *jobs;
     int njobs;
-    plan_mux_options mux;
-    /* > 0 (amplification = auto): the slowdown bounds against
-     * min(fastest, the plan's timeline time), the interleave pass's rule. */
-    double fastest;
+    plan_mux_options mux; /* with the job's one time limit (pass_mux_options) */
 } tune_background;
 
 /* The distinct plans of p among dp, deeppool, pow2 and burst at the job's

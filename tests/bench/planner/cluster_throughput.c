@@ -14,7 +14,7 @@
  * analytic model) interleaved by the interleave pass, the amplification
  * limit chosen as `amplification = auto` chooses it (the highest predicted
  * cluster throughput with the foreground within the slowdown, default 1.1,
- * of the strategy's fastest plan). Prints the predicted cluster throughput
+ * of the fastest plan of any strategy: plan_mux_init). Prints the predicted cluster throughput
  * (foreground + background samples/s) over dp's without background, and
  * burst+mux over deeppool+mux.
  */
@@ -73,7 +73,7 @@ static int load(arena *a, ir_module **mp, const char *root, const char *model, c
 
 /* The strategy's plan at limit lim with the background interleaved. */
 static bool mux(const plan_problem *p0, plan_strategy s, double lim, const pass_bg_jobs *bg,
-                const plan_mux_options *o, double fastest, double *fg, double *bgr)
+                const plan_mux_options *o, double *fg, double *bgr)
 {
     plan_problem p = *p0;
     p.amp_limit = lim;
@@ -84,10 +84,8 @@ static bool mux(const plan_problem *p0, plan_strategy s, double lim, const pass_
     plan_timeline tl;
     bool ok = plan_timeline_build(&p, &r, &tl, err, sizeof err);
     if (ok) {
-        plan_mux_options mo = *o;
-        mo.slowdown = fmax(1, o->slowdown * fastest / tl.time);
         plan_mux_result x;
-        ok = plan_interleave(&tl, &r, bg->jobs, bg->n, &mo, &x, err, sizeof err);
+        ok = plan_interleave(&tl, &r, bg->jobs, bg->n, o, &x, err, sizeof err);
         if (ok) {
             *fg = x.fg_samples_per_s;
             *bgr = x.bg_samples_per_s;
@@ -116,8 +114,14 @@ static bool measure(const char *root, const char *model, const char *profile, in
     if (job < 0 || !pass_plan_build(m, job, &opt, &in, &d))
         goto out;
     plan_mux_options mo;
-    pass_mux_options(m, &m->jobs[job], NULL, &mo);
+    pass_mux_options(m, &m->jobs[job], NULL, NULL, &mo, &d);
     mo.slowdown = slowdown;
+    char e0[512];
+    in.p.amp_limit = 0;
+    if (!plan_mux_init(&in.p, &mo, e0, sizeof e0)) {
+        fprintf(stderr, "%s G=%d: %s\n", model, G, e0);
+        goto out;
+    }
     pass_bg_jobs_build(m, &m->jobs[job], &in.p, &bg);
     static const plan_strategy st[3] = {PS_DP, PS_DEEPPOOL, PS_BURST};
     for (int i = 0; i < 3; i++) {
@@ -128,12 +132,18 @@ static bool measure(const char *root, const char *model, const char *profile, in
             fprintf(stderr, "%s G=%d %s: %s\n", model, G, plan_strategy_name(st[i]), err);
             continue;
         }
-        /* Without background: the fastest candidate plan, by its timeline
+        /* Without background: the plan without a limit, by its timeline
          * (the schedule the runtime follows; the evaluator's time can be
          * shorter for branches side by side). */
-        double fastest = plan_mux_fastest_time(&in.p, st[i]);
-        out->tp[2 * i] = out->fg[2 * i] = (double)B / fastest;
+        plan_timeline tl;
+        if (!plan_timeline_build(&in.p, &r, &tl, err, sizeof err)) {
+            fprintf(stderr, "%s G=%d %s: %s\n", model, G, plan_strategy_name(st[i]), err);
+            plan_result_free(&r);
+            continue;
+        }
+        out->tp[2 * i] = out->fg[2 * i] = (double)B / tl.time;
         out->bg[2 * i] = 0;
+        plan_timeline_free(&tl);
         plan_result_free(&r);
         double lim = 0;
         if (st[i] != PS_DP && !plan_mux_choose_amplification(&in.p, st[i], bg.jobs, bg.n, &mo, &lim,
@@ -146,7 +156,7 @@ static bool measure(const char *root, const char *model, const char *profile, in
         if (st[i] == PS_BURST)
             out->lim_burst = lim;
         double fg = 0, bgr = 0;
-        if (!mux(&in.p, st[i], lim, &bg, &mo, fastest, &fg, &bgr)) {
+        if (!mux(&in.p, st[i], lim, &bg, &mo, &fg, &bgr)) {
             fprintf(stderr, "%s G=%d %s: interleave failed\n", model, G, plan_strategy_name(st[i]));
             goto out;
         }

@@ -154,7 +154,34 @@ static void test_hand(void)
     CHECK_NEAR(x.idle, 9.0 / 18, 1e-9);
     CHECK_NEAR(x.idle_bg, 0, 1e-9);
     CHECK_NEAR(tl.time, 9e-3, 1e-12); /* left as it was */
+    /* Work in dedicated GPUs: the foreground's one-GPU time and 9 background
+     * steps of 1 ms per 9 ms iteration. */
+    CHECK_NEAR(x.gpu_equivalents, (plan_one_gpu_time(&in.p) + 9e-3) / 9e-3, 1e-9);
+    CHECK_NEAR(x.time_limit, 1.2 * 9e-3, 1e-15);
     plan_mux_result_free(&x);
+
+    /* The one limit of every strategy (plan_mux_init): 9.5 ms leaves 0.5 ms,
+     * shorter than the 0.6 ms backward; 8.5 ms is under the plan itself. */
+    o.time_ref = 9.5e-3 / 1.2;
+    o.time_limit = 9.5e-3;
+    CHECK(plan_interleave(&tl, &r, &job, 1, &o, &x, err, sizeof err));
+    CHECK(x.ncopies == 0 && x.nrefusals == 2);
+    CHECK(x.nrefusals < 1 ||
+          strstr(x.refusals[0].why, "the backward of 'fc' takes 0.600 ms, longer than the "
+                                    "slowdown's budget 0.500 ms (the limit 9.500 ms less the "
+                                    "iteration's 9.000 ms") != NULL);
+    CHECK_NEAR(x.gpu_equivalents, plan_one_gpu_time(&in.p) / 9e-3, 1e-9);
+    plan_mux_result_free(&x);
+    o.time_ref = 8.5e-3 / 1.2;
+    o.time_limit = 8.5e-3;
+    CHECK(plan_interleave(&tl, &r, &job, 1, &o, &x, err, sizeof err));
+    CHECK(x.ncopies == 0 && x.nrefusals == 2);
+    CHECK(x.nrefusals < 1 ||
+          strstr(x.refusals[0].why, "the plan alone takes 9.000 ms, not under the limit 8.500 ms "
+                                    "(1.2 x the fastest plan's 7.083 ms)") != NULL);
+    CHECK_NEAR(x.fg_time_bg, 9e-3, 1e-12);
+    plan_mux_result_free(&x);
+    o.time_limit = o.time_ref = 0;
 
     /* Overruns: a step of one 1.5 ms slice (its 1.2 ms backward cannot be
      * split). Fitting slices only: 1 + 2 on rank 0, 0 + 1 on rank 1, 9 ms.
@@ -242,8 +269,8 @@ static void test_hand(void)
     CHECK(x.ncopies == 0 && x.nrefusals == 2);
     CHECK(x.nrefusals < 1 ||
           strstr(x.refusals[0].why, "the backward of 'fc' takes 2.000 ms, longer than the "
-                                    "slowdown's budget 1.800 ms (0.2 x the iteration's "
-                                    "9.000 ms") != NULL);
+                                    "slowdown's budget 1.800 ms (the limit 10.800 ms less the "
+                                    "iteration's 9.000 ms") != NULL);
     plan_mux_result_free(&x);
     plan_timeline_free(&tl);
     plan_result_free(&r);
@@ -305,11 +332,24 @@ static void test_property(void)
         }
         plan_mux_options o = {.slowdown = 1 + urand() * (urand() < 0.2 ? 0 : 1),
                               .cpu = urand() < 0.3};
+        /* Half the time a common limit, sometimes under the plan itself. */
+        if (urand() < 0.5) {
+            o.time_ref = T0 * (0.8 + 0.4 * urand());
+            o.time_limit = o.slowdown * o.time_ref;
+        }
+        double limit = o.time_limit > 0 ? o.time_limit : o.slowdown * T0;
         plan_mux_result x;
         CHECK(plan_interleave(&tl, &r, jobs, nj, &o, &x, err, sizeof err));
         CHECK(x.fg_time == T0);
         CHECK(x.fg_time_bg >= T0);
-        CHECK(x.fg_time_bg <= o.slowdown * T0 * (1 + 1e-9));
+        CHECK(x.fg_time_bg <= fmax(T0, limit) * (1 + 1e-9));
+        CHECK(limit > T0 || x.ncopies == 0);
+        /* The background's part of gpu_equivalents: its work, at most the
+         * G GPUs of the iteration with background. */
+        double fg_eq = plan_one_gpu_time(&in.p) / x.fg_time_bg;
+        CHECK(x.gpu_equivalents >= fg_eq * (1 - 1e-9));
+        CHECK(x.gpu_equivalents - fg_eq <= G * (1 + 1e-9));
+        CHECK(x.ncopies == 0 || x.gpu_equivalents > fg_eq);
         CHECK(tl.time == T0);
         /* Never below the foreground alone: the try without overruns is one. */
         CHECK(x.cluster_samples_per_s >= (double)in.p.batch / T0 * (1 - 1e-9));
@@ -325,7 +365,7 @@ static void test_property(void)
                 /* Longer than the bound: one unit, within the budget. */
                 if (cp->dur[s] > x.slice_bound * (1 + 1e-12)) {
                     CHECK(cp->cut[s + 1] == cp->cut[s] + 1);
-                    CHECK(cp->dur[s] <= (o.slowdown - 1) * T0 * (1 + 1e-12));
+                    CHECK(cp->dur[s] <= (limit - T0) * (1 + 1e-12));
                     longs++;
                 }
             }

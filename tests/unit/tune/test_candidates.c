@@ -145,8 +145,12 @@ int main(void)
         }
         tune_background bg = {.jobs = jobs,
                               .njobs = nj,
-                              .mux = {.slowdown = 1 + urand(), .cpu = urand() < 0.3},
-                              .fastest = urand() < 0.3 ? T0 : 0};
+                              .mux = {.slowdown = 1 + urand(), .cpu = urand() < 0.3}};
+        /* Sometimes the job's one limit (plan_mux_init's), sometimes none. */
+        if (urand() < 0.3) {
+            bg.mux.time_ref = T0;
+            bg.mux.time_limit = bg.mux.slowdown * T0;
+        }
         check_lists(&in.p, &bg, urand() < 0.5 ? TUNE_METRIC_CLUSTER : TUNE_METRIC_FG);
     }
     printf("tune/test_candidates: %d problems, %d packed candidates, %d pairs cut by a cap\n", runs,
