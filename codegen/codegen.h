@@ -168,12 +168,20 @@ typedef struct cg_program {
     const char *pre; /* "bgK_"; "" for the foreground */
 } cg_program;
 
+/* How a program is built: the command's options (NULL: the defaults). */
+typedef struct cg_options {
+    /* Every reshard one blocking rt_reshard each way, at the reshard op's place in
+     * graph order: the order before split-phase resharding, kept to measure it against
+     * (burstc build --blocking-reshard). */
+    bool blocking_reshard;
+} cg_options;
+
 /* lower.c */
 
 /* Builds job `job`'s program from its planned graph (every op carries the
  * rank set that runs it; ops without one run on every rank). Reports what
  * the runtime cannot do through d and returns NULL. Allocated in a. */
-cg_program *cg_lower(arena *a, const ir_module *m, int job, diag_ctx *d);
+cg_program *cg_lower(arena *a, const ir_module *m, int job, const cg_options *o, diag_ctx *d);
 /* The one-rank training program of job `job`'s background job k (its model at its
  * batch, the job's optimizer), for the executor of GPU multiplexing (docs/runtime.md,
  * "Background work"): unit i < n is op i's forward, unit n + k op n-1-k's backward. */
@@ -254,8 +262,10 @@ typedef struct cg_op_env {
     int nparams;
     int tied; /* a linear layer tied to an embedding: the embedding's weight, else -1 */
     bool first_loss;
-    bool y_view;  /* flatten, reshape: y is a view of x[0] (lower.c made it) */
-    bool dy_view; /* flatten, reshape: dy is a view of dx[0] (lower.c made it) */
+    bool y_view;    /* flatten, reshape: y is a view of x[0] (lower.c made it) */
+    bool dy_view;   /* flatten, reshape: dy is a view of dx[0] (lower.c made it) */
+    int reshard_id; /* a split-phase reshard: its forward's id (the backward's is one
+                       more); -1: one blocking rt_reshard each way */
 } cg_op_env;
 
 /* What an op contributes to the program: statements for setup (its extra
@@ -263,7 +273,9 @@ typedef struct cg_op_env {
  * its forward and backward may run inside a graph segment. */
 typedef struct cg_op_code {
     cg_block setup, views, fwd, bwd;
-    cg_block wait; /* an allreduce with complete = %w: its completion before w's backward */
+    /* An allreduce with complete = %w: its completion before w's backward. A split-phase
+     * reshard: fwd and bwd start its two exchanges, wait and bwd_wait complete them. */
+    cg_block wait, bwd_wait;
     bool graphable;
     bool trains; /* its backward writes parameter gradients (its own or a tied one) */
 } cg_op_code;
@@ -279,7 +291,7 @@ void cg_write_c(FILE *out, const cg_program *p, cg_program *const *bgs, int nbgs
 /* Writes the C program for job `job` of m to out: cg_lower() then
  * cg_write_c(). Returns false (after reporting through d) when the plan
  * cannot be a program. */
-bool cg_emit_c(FILE *out, const ir_module *m, int job, diag_ctx *d);
+bool cg_emit_c(FILE *out, const ir_module *m, int job, const cg_options *o, diag_ctx *d);
 
 /* llvm_emit.c */
 
@@ -307,6 +319,7 @@ typedef struct cg_llvm_options {
     int opt_level;        /* 0-3: LLVM's default<ON> pipeline and code generation level */
     bool verify;          /* LLVMVerifyModule (Debug builds always verify) */
     const char *producer; /* the compile unit's producer ("burstc 0.1.0") */
+    cg_options cg;        /* what the program is, as for C */
 } cg_llvm_options;
 
 /* False (reported through d) when LLVM knows no target for triple (NULL:

@@ -109,6 +109,8 @@ static const rt_sig rt_sigs[] = {
     {"rt_relu_fwd", "vpp"},
     {"rt_report_loss", "vld"},
     {"rt_reshard", "vppppll"},
+    {"rt_reshard_start", "vippppll"},
+    {"rt_reshard_wait", "vi"},
     {"rt_set_compute_dtype", "vi"},
     {"rt_set_defaults", "vli"},
     {"rt_sgd_step", "vpp"},

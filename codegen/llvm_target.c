@@ -102,7 +102,7 @@ bool cg_emit_llvm(FILE *out, const ir_module *m, int job, const cg_llvm_options 
     if (!tm)
         return false;
     arena *a = arena_new();
-    cg_program *p = cg_lower(a, m, job, d);
+    cg_program *p = cg_lower(a, m, job, &o->cg, d);
     cg_program **bgs = NULL;
     int nbgs = p ? cg_lower_backgrounds(a, m, job, &bgs, d) : -1;
     bool ok = false;

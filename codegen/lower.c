@@ -32,8 +32,9 @@
 
 #include <string.h>
 
-#define MAX_SEGMENTS 1024 /* rt_graph_begin's ids */
-#define MAXIN        64   /* operands of one op */
+#define MAX_SEGMENTS 1024      /* rt_graph_begin's ids */
+#define MAXIN        64        /* operands of one op */
+#define RESHARD_IDS  (1 << 24) /* rt_reshard_start's ids (burstrt.h) */
 
 typedef struct lowerer {
     arena *a;
@@ -65,6 +66,15 @@ typedef struct lowerer {
     int *nparams;     /* per op */
     cg_op_code *code; /* per op: its calls */
     cg_stmt *seg;     /* the open graph segment, or NULL */
+    /* Split-phase reshards (place_reshards): per op, the first of the reshards whose
+     * forward starts after its forward (fstart), whose forward is waited for before it
+     * (fwait), whose backward starts after its backward (bstart) or is waited for
+     * before it (bwait); per reshard, the next one of the same list. Position n of
+     * fwait: the end of the forward. */
+    bool split;
+    int *reshard_id; /* per op: a split reshard's forward id, else -1 */
+    int *fstart, *fwait, *bstart, *bwait;
+    int *fstart_next, *fwait_next, *bstart_next, *bwait_next;
 } lowerer;
 
 static const ir_op *OP(const lowerer *L, int i)
@@ -391,6 +401,73 @@ static bool analyse_grads(lowerer *L)
     return true;
 }
 
+/* Puts reshard r first on the list that starts at head[at] (next links it). */
+static void push_reshard(int *head, int *next, int at, int r)
+{
+    next[r] = head[at];
+    head[at] = r;
+}
+
+/* Where each reshard's two exchanges start and are waited for. Forward: started right
+ * after its operand's forward (after the operand's own wait, for a reshard of a
+ * reshard), waited for right before its first user's forward. Backward: started right
+ * after the backward of its first user in graph order, the last of its users whose
+ * backward runs (at the reshard itself when a user is a reshard, whose gradient arrives
+ * at a wait), waited for right before the next op in backward order that touches the
+ * operand's gradient: the operand's previous user, or the operand itself. Nothing in
+ * between reads or writes the buffers in flight, and the contributions to a gradient
+ * are still added in one fixed order (backward order), so a split-phase program
+ * computes bit for bit what the blocking one does. One walk over the graph. */
+static bool place_reshards(lowerer *L)
+{
+    int n = L->n;
+    int *first_user = zalloc(L, (size_t)n + 1, sizeof(int));
+    int *last_user = zalloc(L, (size_t)n + 1, sizeof(int));
+    int *prev_user = zalloc(L, (size_t)n + 1, sizeof(int)); /* per reshard */
+    bool *reshard_user = zalloc(L, (size_t)n + 1, sizeof(bool));
+    for (int i = 0; i <= n; i++) {
+        first_user[i] = last_user[i] = prev_user[i] = -1;
+        L->fstart[i] = L->fwait[i] = L->bstart[i] = L->bwait[i] = -1;
+    }
+    int next_id = 0;
+    for (int i = 0; i < n; i++) {
+        const ir_op *op = OP(L, i);
+        if (op->opcode == OP_ALLREDUCE)
+            continue; /* names its layer, reads no value */
+        if (op->opcode == OP_RESHARD) {
+            prev_user[i] = last_user[op->inputs[0]];
+            if (next_id > RESHARD_IDS - 2) {
+                diag_error(L->d, op->loc, "more than %d reshards: the runtime numbers fewer",
+                           RESHARD_IDS / 2);
+                return false;
+            }
+            L->reshard_id[i] = next_id;
+            next_id += 2;
+        }
+        for (int j = 0; j < op->ninputs; j++) {
+            int q = op->inputs[j];
+            if (first_user[q] < 0)
+                first_user[q] = i;
+            last_user[q] = i;
+            reshard_user[q] |= op->opcode == OP_RESHARD;
+        }
+    }
+    /* Last to first: each list comes out in graph order, the same on every rank. */
+    for (int r = n - 1; r >= 0; r--) {
+        if (L->reshard_id[r] < 0)
+            continue;
+        int q = OP(L, r)->inputs[0];
+        push_reshard(L->fstart, L->fstart_next, OP(L, q)->opcode == OP_RESHARD ? r : q, r);
+        push_reshard(L->fwait, L->fwait_next, first_user[r] >= 0 ? first_user[r] : n, r);
+        if (!L->has_grad[q])
+            continue; /* no gradient goes back */
+        push_reshard(L->bstart, L->bstart_next,
+                     first_user[r] >= 0 && !reshard_user[r] ? first_user[r] : r, r);
+        push_reshard(L->bwait, L->bwait_next, prev_user[r] >= 0 ? prev_user[r] : q, r);
+    }
+    return true;
+}
+
 /* ---- variables and each op's calls ---- */
 
 /* A tensor of op i's shard on rank set `set`: [its samples, dims of t...]. */
@@ -499,7 +576,8 @@ static void make_calls(lowerer *L, int i)
                      .tied = tie >= 0 ? L->params[tie * IR_MAX_OP_PARAMS] : -1,
                      .first_loss = i == L->first_loss,
                      .y_view = L->y_view[i],
-                     .dy_view = L->dy_view[i]};
+                     .dy_view = L->dy_view[i],
+                     .reshard_id = L->reshard_id[i]};
     cg_op_calls(&env, &L->code[i]);
 }
 
@@ -672,19 +750,6 @@ static void forward_op(lowerer *L, cg_block *b, int i)
     traced(L, guard(L, b, i, s, what), i, "", &L->code[i].fwd);
 }
 
-static void build_forward(lowerer *L)
-{
-    cg_block *b = &L->p->forward;
-    L->seg = NULL;
-    for (int i = 0; i < L->n; i++) {
-        if (OP(L, i)->opcode == OP_ALLREDUCE)
-            continue;
-        cg_block *ub = unit_block(L, b, i);
-        forward_op(L, ub, i);
-        unit_done(b, ub);
-    }
-}
-
 /* Contributions of op i to its operands' gradients that went to its own buffers. */
 static void accumulate(lowerer *L, cg_block *b, int i)
 {
@@ -693,6 +758,60 @@ static void accumulate(lowerer *L, cg_block *b, int i)
         if (L->gbuf[i * MAXIN + j] >= 0)
             CG_CALL(L->a, b, i, "rt_accumulate", cg_var_arg(L->dy[op->inputs[j]]),
                     cg_var_arg(L->gbuf[i * MAXIN + j]));
+}
+
+/* One half of a split-phase reshard r: its forward's or its backward's start or wait,
+ * on every rank (the runtime skips ranks in neither set), in a trace region of its own
+ * (a wait's region is the time this rank waits for its peers). A backward wait adds the
+ * gradient to the operand's when r has a buffer of its own. */
+static void reshard_half(lowerer *L, cg_block *b, int r, bool forward, bool start)
+{
+    cg_program *p = L->p;
+    const ir_op *op = OP(L, r);
+    int q = op->inputs[0], n = set_size(L, r), m = p->sets[p->set_of[q]].n;
+    L->seg = NULL;
+    const cg_block *calls = forward ? (start ? &L->code[r].fwd : &L->code[r].wait)
+                                    : (start ? &L->code[r].bwd : &L->code[r].bwd_wait);
+    cg_block tmp = {0};
+    traced(L, &tmp, r, forward ? (start ? ".start" : "") : (start ? ".bwd.start" : ".bwd"), calls);
+    tmp.s[0].comment = forward
+                           ? arena_printf(L->a, "%s = reshard %d -> %d ranks: %s", op->name, m, n,
+                                          start ? "start" : "wait")
+                           : arena_printf(L->a, "%s: the gradient goes back, %d -> %d ranks: %s",
+                                          op->name, n, m, start ? "start" : "wait");
+    append(L, b, &tmp);
+    if (!forward && !start && L->gbuf[r * MAXIN] >= 0) /* else written in place */
+        accumulate(L, guard(L, b, r, p->set_of[q], NULL), r);
+}
+
+/* The halves of the reshards on list `head` (linked by next). */
+static void reshard_halves(lowerer *L, cg_block *b, int head, const int *next, bool forward,
+                           bool start)
+{
+    for (int r = head; r >= 0; r = next[r])
+        reshard_half(L, b, r, forward, start);
+}
+
+static void build_forward(lowerer *L)
+{
+    cg_block *b = &L->p->forward;
+    L->seg = NULL;
+    for (int i = 0; i < L->n; i++) {
+        if (OP(L, i)->opcode == OP_ALLREDUCE)
+            continue;
+        cg_block *ub = unit_block(L, b, i);
+        if (L->split) {
+            reshard_halves(L, ub, L->fwait[i], L->fwait_next, true, false);
+            if (L->reshard_id[i] < 0)
+                forward_op(L, ub, i);
+            reshard_halves(L, ub, L->fstart[i], L->fstart_next, true, true);
+        } else {
+            forward_op(L, ub, i);
+        }
+        unit_done(b, ub);
+    }
+    if (L->split)
+        reshard_halves(L, b, L->fwait[L->n], L->fwait_next, true, false);
 }
 
 /* Op i's part of backward(). */
@@ -785,15 +904,25 @@ static void build_backward(lowerer *L)
     for (int i = L->n - 1; i >= 0; i--) {
         ub = unit_block(L, b, i);
         allreduces_at(L, ub, i, false);
-        backward_op(L, ub, i);
+        if (L->split) {
+            reshard_halves(L, ub, L->bwait[i], L->bwait_next, false, false);
+            if (L->reshard_id[i] < 0)
+                backward_op(L, ub, i);
+            reshard_halves(L, ub, L->bstart[i], L->bstart_next, false, true);
+        } else {
+            backward_op(L, ub, i);
+        }
         allreduces_at(L, ub, i, true);
         unit_done(b, ub);
     }
 }
 
-static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg_job, diag_ctx *d)
+static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg_job,
+                         const cg_options *o, diag_ctx *d)
 {
     lowerer L = {.a = a, .d = d, .job = job, .g = m->graphs[job->graph]};
+    /* A background copy runs on one rank: its reshards are copies, blocking. */
+    L.split = bg_job < 0 && !(o && o->blocking_reshard);
     cg_program *p = arena_alloc(a, sizeof *p);
     L.p = p;
     L.n = L.g->nops;
@@ -830,6 +959,17 @@ static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg
     L.pinfo = zalloc(&L, (n + 1) * IR_MAX_OP_PARAMS, sizeof(ir_param));
     L.nparams = zalloc(&L, n + 1, sizeof(int));
     L.code = zalloc(&L, n + 1, sizeof(cg_op_code));
+    L.reshard_id = zalloc(&L, n + 1, sizeof(int));
+    L.fstart = zalloc(&L, n + 1, sizeof(int));
+    L.fwait = zalloc(&L, n + 1, sizeof(int));
+    L.bstart = zalloc(&L, n + 1, sizeof(int));
+    L.bwait = zalloc(&L, n + 1, sizeof(int));
+    L.fstart_next = zalloc(&L, n + 1, sizeof(int));
+    L.fwait_next = zalloc(&L, n + 1, sizeof(int));
+    L.bstart_next = zalloc(&L, n + 1, sizeof(int));
+    L.bwait_next = zalloc(&L, n + 1, sizeof(int));
+    for (size_t i = 0; i <= n; i++)
+        L.reshard_id[i] = -1;
     for (int i = 0, id = 0; i < L.n; i++) {
         L.allreduce_of[i] = L.y[i] = L.dy[i] = L.pass[i] = -1;
         L.starts_at[i] = L.next_start[i] = L.completes_at[i] = L.next_complete[i] = -1;
@@ -847,7 +987,7 @@ static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg
     L.set_slot = zalloc(&L, (size_t)L.set_slots, sizeof(int));
     memset(L.set_slot, 0xff, sizeof(int) * (size_t)L.set_slots);
 
-    if (!analyse_ops(&L) || !analyse_grads(&L))
+    if (!analyse_ops(&L) || !analyse_grads(&L) || (L.split && !place_reshards(&L)))
         return NULL;
     for (int i = 0; i < L.n; i++) {
         make_vars(&L, i);
@@ -859,9 +999,9 @@ static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg
     return p;
 }
 
-cg_program *cg_lower(arena *a, const ir_module *m, int job, diag_ctx *d)
+cg_program *cg_lower(arena *a, const ir_module *m, int job, const cg_options *o, diag_ctx *d)
 {
-    return lower(a, m, &m->jobs[job], -1, d);
+    return lower(a, m, &m->jobs[job], -1, o, d);
 }
 
 cg_program *cg_lower_background(arena *a, const ir_module *m, int job, int k, diag_ctx *d)
@@ -878,7 +1018,7 @@ cg_program *cg_lower_background(arena *a, const ir_module *m, int job, int k, di
     bj->nbackground = 0;
     bj->background = NULL;
     bj->interleave = NULL;
-    cg_program *p = lower(a, m, bj, k, d);
+    cg_program *p = lower(a, m, bj, k, NULL, d);
     if (p)
         p->world = 1;
     return p;
@@ -910,10 +1050,10 @@ int cg_lower_backgrounds(arena *a, const ir_module *m, int job, cg_program ***ou
     return nbgs;
 }
 
-bool cg_emit_c(FILE *out, const ir_module *m, int job, diag_ctx *d)
+bool cg_emit_c(FILE *out, const ir_module *m, int job, const cg_options *o, diag_ctx *d)
 {
     arena *a = arena_new();
-    cg_program *p = cg_lower(a, m, job, d);
+    cg_program *p = cg_lower(a, m, job, o, d);
     cg_program **bgs = NULL;
     int nbgs = p ? cg_lower_backgrounds(a, m, job, &bgs, d) : -1;
     bool ok = nbgs >= 0;

@@ -320,15 +320,25 @@ static void lower_cross_entropy(const cg_op_env *e, cg_op_code *out)
 }
 
 /* Sample ranges from the operand's rank set to the reshard's, and the
- * gradient back in backward (lower.c adds it to the operand's gradient). */
+ * gradient back in backward (lower.c adds it to the operand's gradient):
+ * split-phase, a start and a wait each way (lower.c puts them after the
+ * producer and before the consumer), or one blocking call each way. */
 static void lower_reshard(const cg_op_env *e, cg_op_code *out)
 {
     int from = e->p->vars[e->x[0]].set;
     cg_arg elems = cg_int(ir_type_elems_per_sample(&op_of(e)->type));
     cg_arg batch = {.kind = CA_BATCH, .i = 1};
-    FWD("rt_reshard", X(0), cg_set_arg(CA_COMM, from), Y, COMM, batch, elems);
-    BWD("rt_reshard", DY, COMM, DX(0), cg_set_arg(CA_COMM, from), batch, elems);
     out->graphable = false;
+    if (e->reshard_id < 0) {
+        FWD("rt_reshard", X(0), cg_set_arg(CA_COMM, from), Y, COMM, batch, elems);
+        BWD("rt_reshard", DY, COMM, DX(0), cg_set_arg(CA_COMM, from), batch, elems);
+        return;
+    }
+    cg_arg fid = cg_int(e->reshard_id), bid = cg_int(e->reshard_id + 1);
+    FWD("rt_reshard_start", fid, X(0), cg_set_arg(CA_COMM, from), Y, COMM, batch, elems);
+    CG_CALL(e->a, &out->wait, e->op, "rt_reshard_wait", fid);
+    BWD("rt_reshard_start", bid, DY, COMM, DX(0), cg_set_arg(CA_COMM, from), batch, elems);
+    CG_CALL(e->a, &out->bwd_wait, e->op, "rt_reshard_wait", bid);
 }
 
 /* The sum of the layer's parameter gradients over the rank set: bwd starts it (lower.c

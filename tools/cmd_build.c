@@ -42,6 +42,8 @@ static const char build_usage[] =
     "                       into libburstrt, whose kernels are optimised already)\n"
     "  --triple T           LLVM's target triple for --emit=llvm|obj (default: the host)\n"
     "  --verify             run LLVM's verifier on the module (Debug builds always do)\n"
+    "  --blocking-reshard   each reshard one blocking exchange at its place in graph order\n"
+    "                       (the order before split-phase resharding, to measure against)\n"
     "  --job NAME           the job to build when the input holds several\n"
     "  --strategy S         burst (default), deeppool, pow2 or dp\n"
     "  --amplification X    override the job's amplification limit\n"
@@ -183,6 +185,8 @@ int cmd_build(int argc, char **argv)
             lopt.triple = v;
         } else if (strcmp(a, "--verify") == 0) {
             lopt.verify = true;
+        } else if (strcmp(a, "--blocking-reshard") == 0) {
+            lopt.cg.blocking_reshard = true;
         } else if (a[0] == '-' && a[1] == 'O' && a[2] >= '0' && a[2] <= '3' && !a[3]) {
             lopt.opt_level = a[2] - '0';
         } else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--target"))) {
@@ -257,7 +261,7 @@ int cmd_build(int argc, char **argv)
     if (!output)
         output = emit ? "-" : m->jobs[ctx.job].name;
     if (emit && !llvm) {
-        status = out_write_c_program(output, m, ctx.job, &d) ? 0 : 1;
+        status = out_write_c_program(output, m, ctx.job, &lopt.cg, &d) ? 0 : 1;
         goto done;
     }
     if (emit) {
@@ -276,7 +280,8 @@ int cmd_build(int argc, char **argv)
     snprintf(csrc, sizeof csrc, "%s/program.%s", dir, llvm ? "o" : "c");
     FILE *f = fopen(csrc, "w");
     lopt.kind = CG_LLVM_OBJ;
-    bool ok = f && (llvm ? cg_emit_llvm(f, m, ctx.job, &lopt, &d) : cg_emit_c(f, m, ctx.job, &d));
+    bool ok = f && (llvm ? cg_emit_llvm(f, m, ctx.job, &lopt, &d)
+                         : cg_emit_c(f, m, ctx.job, &lopt.cg, &d));
     if (f && fclose(f) != 0)
         ok = false;
     if (ok)

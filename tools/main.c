@@ -33,6 +33,8 @@ static const char usage[] =
     "  -O0|-O1|-O2|-O3      LLVM's optimisation level for --emit=llvm|obj (default -O0)\n"
     "  --triple T           LLVM's target triple for --emit=llvm|obj (default: the host)\n"
     "  --verify             run LLVM's verifier on the module (Debug builds always do)\n"
+    "  --blocking-reshard   for --emit=c|llvm|obj: each reshard one blocking exchange at its\n"
+    "                       place in graph order (the order before split-phase resharding)\n"
     "  --stop-after=PASS    stop the pipeline after PASS (parse, lower, or a pass below)\n"
     "  --dump-after=PASS    print the IR to standard error after PASS ('all': after every pass)\n"
     "  --job NAME           the job to compile when the input holds several (default: the last)\n"
@@ -110,6 +112,8 @@ static int compile_main(int argc, char **argv)
         } else if (strcmp(a, "--verify") == 0) {
             lopt.verify = true;
             llvm_opts = true;
+        } else if (strcmp(a, "--blocking-reshard") == 0) {
+            lopt.cg.blocking_reshard = true;
         } else if ((v = tool_opt_value("burstc", argc, argv, &i, "--stop-after"))) {
             stop_after = v;
         } else if ((v = tool_opt_value("burstc", argc, argv, &i, "--dump-after"))) {
@@ -211,7 +215,7 @@ static int compile_main(int argc, char **argv)
             lopt.kind = strcmp(emit, "obj") == 0 ? CG_LLVM_OBJ : CG_LLVM_IR;
             status = out_write_llvm_program(output, m, ctx.job, &lopt, &d) ? 0 : 1;
         } else {
-            status = out_write_c_program(output, m, ctx.job, &d) ? 0 : 1;
+            status = out_write_c_program(output, m, ctx.job, &lopt.cg, &d) ? 0 : 1;
         }
         goto done;
     }

@@ -89,12 +89,13 @@ void out_abort(out_file *o)
     o->tmp = NULL;
 }
 
-bool out_write_c_program(const char *path, const ir_module *m, int job, diag_ctx *d)
+bool out_write_c_program(const char *path, const ir_module *m, int job, const cg_options *o,
+                         diag_ctx *d)
 {
     out_file out;
     if (!out_open(&out, path))
         return false;
-    if (!cg_emit_c(out.fp, m, job, d)) {
+    if (!cg_emit_c(out.fp, m, job, o, d)) {
         out_abort(&out);
         return false;
     }

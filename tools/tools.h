@@ -32,8 +32,11 @@ bool out_open(out_file *o, const char *path);
 /* Flushes, closes and renames; false (with a message) if any write failed. */
 bool out_commit(out_file *o);
 void out_abort(out_file *o);
-/* Writes job `job`'s C program (codegen/) to path atomically; false on errors. */
-bool out_write_c_program(const char *path, const ir_module *m, int job, diag_ctx *d);
+struct cg_options;
+/* Writes job `job`'s C program (codegen/, as o says; NULL: the defaults) to path
+ * atomically; false on errors. */
+bool out_write_c_program(const char *path, const ir_module *m, int job, const struct cg_options *o,
+                         diag_ctx *d);
 /* Writes its LLVM IR or object file (codegen/llvm_*.c, as o says) the same way. */
 struct cg_llvm_options;
 bool out_write_llvm_program(const char *path, const ir_module *m, int job,

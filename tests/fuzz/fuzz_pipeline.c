@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             FILE *out = open_memstream(&buf, &len);
             if (!out)
                 abort();
-            cg_emit_c(out, m, ctx.job, &d);
+            cg_emit_c(out, m, ctx.job, NULL, &d);
             fclose(out);
             free(buf);
         }
