@@ -319,6 +319,146 @@ static _Noreturn void fire(const char *fmt, ...)
     _exit(3);
 }
 
+/* ---- a launcher that does not end the job --------------------------------------------- */
+
+/* Killing the stopped ranks first is not enough: under load, Open MPI 4.1.4's mpirun still
+ * deadlocks now and then in PMIx_server_finalize after every rank of the job has exited
+ * (startup_stop.py: 1 run of 30, mpirun's main thread waiting in PMIx_server_finalize, its
+ * PMIx thread on a mutex). So the rank that ends the job in start-up leaves a small
+ * process behind. If the launcher (this rank's parent: mpirun, or orted on another node)
+ * still runs LAUNCHER_GRACE_S after the fork, the job's ranks are long gone and the
+ * launcher is stuck: the process says so on the launcher's standard error and ends it
+ * (SIGTERM, then SIGKILL). It is started only under Open MPI's launchers, it holds none of
+ * the job's files or sockets (mpirun waits for a rank's output pipes to close), and it makes
+ * only fork-safe calls (the watchdog forks from a threaded process). */
+#define LAUNCHER_GRACE_S 6
+
+/* Field 22 of /proc/PID/stat (the start time, in clock ticks since boot) and the state, with
+ * open and read only; false when the process is gone. */
+static bool launcher_stat(const char *path, unsigned long long *start, char *state)
+{
+    char buf[1024];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = 0;
+    const char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ')
+        return false;
+    *state = p[2];
+    p += 2; /* field 3, the state */
+    for (int field = 3; field < 22; field++) {
+        while (*p && *p != ' ')
+            p++;
+        if (!*p)
+            return false;
+        p++;
+    }
+    unsigned long long v = 0;
+    for (; *p >= '0' && *p <= '9'; p++)
+        v = v * 10 + (unsigned long long)(*p - '0');
+    *start = v;
+    return true;
+}
+
+/* "/proc/" PID TAIL into out (cap >= 48), without stdio. */
+static void proc_path(char *out, int pid, const char *tail)
+{
+    char digits[16];
+    int n = 0;
+    do
+        digits[n++] = (char)('0' + pid % 10);
+    while ((pid /= 10) > 0);
+    size_t k = 0;
+    for (const char *c = "/proc/"; *c; c++)
+        out[k++] = *c;
+    while (n > 0)
+        out[k++] = digits[--n];
+    for (const char *c = tail; *c && k < 46; c++)
+        out[k++] = *c;
+    out[k] = 0;
+}
+
+static void nap_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+    }
+}
+
+/* Whether the launcher that started this process is still the process at pid. */
+static bool launcher_alive(const char *stat_path, unsigned long long start)
+{
+    unsigned long long now;
+    char st;
+    return launcher_stat(stat_path, &now, &st) && now == start && st != 'Z' && st != 'X';
+}
+
+static void leave_launcher_backstop(void)
+{
+    static const char *const launchers[] = {"mpirun", "mpiexec", "orterun", "orted",
+                                            "prterun", "prted"};
+    const int launcher = (int)getppid();
+    char stat_path[48], comm_path[48], err_path[48], comm[32] = "";
+    proc_path(stat_path, launcher, "/stat");
+    proc_path(comm_path, launcher, "/comm");
+    proc_path(err_path, launcher, "/fd/2");
+    int fd = open(comm_path, O_RDONLY | O_CLOEXEC);
+    if (launcher <= 1 || fd < 0)
+        return;
+    ssize_t n = read(fd, comm, sizeof comm - 1);
+    close(fd);
+    comm[n > 0 ? n : 0] = 0;
+    if (n > 0 && comm[n - 1] == '\n')
+        comm[n - 1] = 0;
+    bool known = false;
+    for (size_t i = 0; i < sizeof launchers / sizeof *launchers; i++)
+        known |= !strcmp(comm, launchers[i]);
+    unsigned long long start;
+    char st;
+    if (!known || !launcher_stat(stat_path, &start, &st))
+        return;
+    char msg[256];
+    int len = snprintf(msg, sizeof msg,
+                       "burstrt: watchdog: %s (pid %d) still runs %d s after a rank ended the "
+                       "job in start-up (an Open MPI/PMIx hang in finalize); ending it\n",
+                       comm, launcher, LAUNCHER_GRACE_S);
+    if (len < 0 || len >= (int)sizeof msg)
+        return;
+    pid_t p = fork();
+    if (p != 0)
+        return; /* this rank goes on to exit; a failed fork leaves the launcher to itself */
+    setsid();   /* out of the process group that the launcher signals */
+    int null = open("/dev/null", O_RDWR);
+    for (int i = 0; i < 3 && null >= 0; i++)
+        dup2(null, i);
+    for (int i = 3; i < 4096; i++)
+        close(i);
+    for (int i = 0; i < LAUNCHER_GRACE_S * 5; i++) {
+        if (!launcher_alive(stat_path, start))
+            _exit(0);
+        nap_ms(200);
+    }
+    int err = open(err_path, O_WRONLY | O_APPEND | O_NOCTTY);
+    if (err >= 0) {
+        ssize_t w = write(err, msg, (size_t)len);
+        (void)w;
+        close(err);
+    }
+    kill(launcher, SIGTERM);
+    for (int i = 0; i < 10; i++) {
+        nap_ms(200);
+        if (!launcher_alive(stat_path, start))
+            _exit(0);
+    }
+    kill(launcher, SIGKILL);
+    _exit(0);
+}
+
 static _Noreturn void fire_early(const int *kill_pids, int nkill, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -335,6 +475,7 @@ static _Noreturn void fire_early(const int *kill_pids, int nkill, const char *fm
     for (int i = 0; i < nkill; i++)
         if (proc_state(kill_pids[i]) == 'T')
             kill(kill_pids[i], SIGKILL);
+    leave_launcher_backstop();
     _exit(3);
 }
 
