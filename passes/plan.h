@@ -586,15 +586,15 @@ struct plan_mux_result {
     double fg_samples_per_s; /* batch / fg_time_bg */
     double bg_samples_per_s; /* every copy's steps_per_iter x batch / fg_time_bg */
     double cluster_samples_per_s;
-    double idle;    /* idle fraction of G x fg_time (the usable windows) */
-    double idle_bg; /* what is left idle of G x fg_time_bg with background */
-    double overrun; /* the largest overrun of a window allowed (seconds; 0: none) */
+    double idle;       /* idle fraction of G x fg_time (the usable windows) */
+    double idle_bg;    /* what is left idle of G x fg_time_bg with background */
+    double overrun;    /* the largest overrun of a window allowed (seconds; 0: none) */
     double time_limit; /* the foreground's time with background at most this (seconds) */
     /* Every job's samples/s over its samples/s alone on one GPU of the
      * cluster, summed (the foreground's one-GPU time: plan_one_gpu_time; a
      * background job's: its step): work in dedicated GPUs, at most G. */
     double gpu_equivalents;
-    int cut_div;    /* slices were cut at slice_bound / cut_div */
+    int cut_div; /* slices were cut at slice_bound / cut_div */
     int ncopies;
     plan_mux_copy *copies; /* rank order, then job order */
     int nrefusals;

@@ -206,9 +206,8 @@ bool plan_write_json(const plan_problem *p, const plan_result *const *rs,
                 "\"time_limit_s\": %.9g, \"idle\": %.9g, \"idle_bg\": %.9g, "
                 "\"copies\": %d, \"refusals\": %d, \"slices_per_iter\": %lld}",
                 slowdown, x->slice_bound, x->fg_time, x->fg_time_bg, x->fg_samples_per_s,
-                x->bg_samples_per_s, x->cluster_samples_per_s, x->gpu_equivalents,
-                x->time_limit, x->idle, x->idle_bg, x->ncopies, x->nrefusals,
-                (long long)x->nslices);
+                x->bg_samples_per_s, x->cluster_samples_per_s, x->gpu_equivalents, x->time_limit,
+                x->idle, x->idle_bg, x->ncopies, x->nrefusals, (long long)x->nslices);
         fprintf(out, "}");
     }
     fprintf(out, "\n  ]\n}\n");

@@ -30,26 +30,26 @@ _Noreturn void rt_exit_early(int status);
 #define GUARD_REPROBE   64    /* ... and after */
 #define GUARD_Z         1.645 /* the upper confidence bound: one-sided 95% */
 typedef struct rt_guard {
-    double bound;        /* the slowdown bound, >= 1 */
-    int64_t seen;        /* steps ended, the warm-up included */
-    int step_kind;       /* the step now running: warm-up, settling, window, background */
-    bool bg_step;        /* ... and whether it may run background work */
-    int64_t since;       /* steps since the last window ended (since the warm-up: none) */
-    int nwin;            /* windows completed */
-    double base;         /* the last window's mean step */
-    double recent[3];    /* the last 3 windows' (a ring) */
-    double steer;        /* the baseline steered by: base, or the median of recent if less */
-    double aimf;         /* the aim, a multiple of base (the confidence bound's steering) */
-    double allow;        /* seconds of background work the next step may hold */
+    double bound;               /* the slowdown bound, >= 1 */
+    int64_t seen;               /* steps ended, the warm-up included */
+    int step_kind;              /* the step now running: warm-up, settling, window, background */
+    bool bg_step;               /* ... and whether it may run background work */
+    int64_t since;              /* steps since the last window ended (since the warm-up: none) */
+    int nwin;                   /* windows completed */
+    double base;                /* the last window's mean step */
+    double recent[3];           /* the last 3 windows' (a ring) */
+    double steer;               /* the baseline steered by: base, or the median of recent if less */
+    double aimf;                /* the aim, a multiple of base (the confidence bound's steering) */
+    double allow;               /* seconds of background work the next step may hold */
     double win_t[GUARD_WINDOW]; /* the window now running: its steps (this rank's) */
     int win_n;
-    double shared[3];    /* what rt_guard_step_time asks the ranks to average */
-    double seg_t;        /* the segment now running: seconds and steps since the last window */
+    double shared[3]; /* what rt_guard_step_time asks the ranks to average */
+    double seg_t;     /* the segment now running: seconds and steps since the last window */
     int64_t seg_n;
-    double sum_t, sum_w; /* closed segments: seconds; steps x baseline */
+    double sum_t, sum_w;  /* closed segments: seconds; steps x baseline */
     double w2, w2r, w2r2; /* ... and their weights' squares times 1, r, r^2 (r = t / w) */
     int nseg;
-    double var;          /* the windows' relative step-to-step variance, summed, and how many */
+    double var; /* the windows' relative step-to-step variance, summed, and how many */
     int nvar;
     /* totals for the exit report */
     double t_bg, used;        /* seconds of the steps with background work; of it */

@@ -400,8 +400,8 @@ static bool launcher_alive(const char *stat_path, unsigned long long start)
 
 static void leave_launcher_backstop(void)
 {
-    static const char *const launchers[] = {"mpirun", "mpiexec", "orterun", "orted",
-                                            "prterun", "prted"};
+    static const char *const launchers[] = {"mpirun", "mpiexec", "orterun",
+                                            "orted",  "prterun", "prted"};
     const int launcher = (int)getppid();
     char stat_path[48], comm_path[48], err_path[48], comm[32] = "";
     proc_path(stat_path, launcher, "/stat");

@@ -134,25 +134,24 @@ static void print_mux(FILE *out, const ir_module *m, const ir_job *j, const plan
                       plan_result *const *rs, const plan_mux_result *const *mx, int n,
                       const plan_result *dp)
 {
-    fprintf(out, "\nmultiplexing (%s; foreground with background at most %.4f ms, %g x the "
-                 "fastest plan's %.4f ms, for every strategy; background: ",
-            mo->cpu ? "CPU cores" : "GPUs", mo->time_limit * 1e3, mo->slowdown,
-            mo->time_ref * 1e3);
+    fprintf(out,
+            "\nmultiplexing (%s; foreground with background at most %.4f ms, %g x the "
+            "fastest plan's %.4f ms, for every strategy; background: ",
+            mo->cpu ? "CPU cores" : "GPUs", mo->time_limit * 1e3, mo->slowdown, mo->time_ref * 1e3);
     for (int b = 0; b < j->nbackground; b++)
         fprintf(out, "%s%s @ %lld", b ? ", " : "", m->graphs[j->background[b].graph]->name,
                 (long long)j->background[b].batch);
     fprintf(out, "%s):\n", j->nbackground ? "" : "none");
-    fprintf(out, "%-9s %12s %12s %12s %12s %9s %8s %8s %8s %7s %9s\n", "strategy",
-            "fg iter ms", "fg smp/s", "bg smp/s", "cluster/s", "vs dp", "gpu-eq", "idle %",
-            "idle bg", "copies", "slice ms");
+    fprintf(out, "%-9s %12s %12s %12s %12s %9s %8s %8s %8s %7s %9s\n", "strategy", "fg iter ms",
+            "fg smp/s", "bg smp/s", "cluster/s", "vs dp", "gpu-eq", "idle %", "idle bg", "copies",
+            "slice ms");
     for (int i = 0; i < n; i++) {
         if (!mx[i]) {
             fprintf(out, "%-9s %12s\n", plan_strategy_name(rs[i]->strategy), "-");
             continue;
         }
         const plan_mux_result *x = mx[i];
-        fprintf(out,
-                "%-9s %12.4f %12.1f %12.1f %12.1f %8.2fx %8.3f %7.1f%% %7.1f%% %7d %9.3f\n",
+        fprintf(out, "%-9s %12.4f %12.1f %12.1f %12.1f %8.2fx %8.3f %7.1f%% %7.1f%% %7d %9.3f\n",
                 plan_strategy_name(rs[i]->strategy), x->fg_time_bg * 1e3, x->fg_samples_per_s,
                 x->bg_samples_per_s, x->cluster_samples_per_s,
                 dp && dp->samples_per_s > 0 ? x->cluster_samples_per_s / dp->samples_per_s : 1.0,

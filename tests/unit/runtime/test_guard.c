@@ -80,7 +80,7 @@ static void test_hand(void)
     /* the first allowance: 0.05 x 10 ms */
     CHECK(fabs(g.allow - 0.0005) < 1e-15, "first allowance %g, want 0.0005", g.allow);
     CHECK(!rt_guard_estimate(&g, &(double){0}, &(double){0}), "an estimate before any step "
-                                                                "with background");
+                                                              "with background");
     /* aim 10.5 ms. Used 0.4, step 10.4: 0.1 under, allow + 0.05 */
     CHECK(one(&g, 0.0104, 0.0004, 0), "the step after the window runs background");
     CHECK(fabs(g.allow - 0.00055) < 1e-12, "allowance %g, want 0.00055", g.allow);
@@ -115,8 +115,8 @@ static void test_hand(void)
     double var1 = (0.04 + 0.04) / 7.0, se = sqrt((var1 + 0) / 2 / 16.0);
     double sd = 0, e = 0;
     CHECK(rt_guard_estimate(&g, &sd, &e), "no estimate after a segment");
-    CHECK(fabs(sd - r) < 1e-12 && fabs(e - se) < 1e-12, "estimate %g +- %g, want %g +- %g", sd,
-          e, r, se);
+    CHECK(fabs(sd - r) < 1e-12 && fabs(e - se) < 1e-12, "estimate %g +- %g, want %g +- %g", sd, e,
+          r, se);
     /* the aim moves by half of bound - 1.645 x se - r */
     double aimf = 1.05 + 0.5 * (1.1 - GUARD_Z * se - r);
     CHECK(fabs(g.aimf - aimf) < 1e-12, "aim %g, want %g", g.aimf, aimf);
@@ -125,7 +125,8 @@ static void test_hand(void)
     for (int i = 0; i < 3; i++)
         one(&g, 0.010, 0, 0);
     double w1 = 26 * b, w2 = 3 * 0.0096, r2 = 0.030 / w2, s = (seg + 0.030) / (w1 + w2);
-    double v = (w1 * w1 * (r - s) * (r - s) + w2 * w2 * (r2 - s) * (r2 - s)) / ((w1 + w2) * (w1 + w2)) * 2;
+    double v =
+        (w1 * w1 * (r - s) * (r - s) + w2 * w2 * (r2 - s) * (r2 - s)) / ((w1 + w2) * (w1 + w2)) * 2;
     double fl = sqrt((var1 + 0) / 2 / (8.0 * 3));
     CHECK(rt_guard_estimate(&g, &sd, &e), "no estimate");
     CHECK(fabs(sd - s) < 1e-12 && fabs(e - (sqrt(v) > fl ? sqrt(v) : fl)) < 1e-12,
@@ -155,11 +156,11 @@ typedef struct {
 } world;
 
 typedef struct {
-    double on, off;     /* seconds after the first window, with the guard / background off */
-    double est, se;     /* the guard's measured slowdown and its error (rank 0) */
-    double used;        /* background seconds a step with it, per host */
-    double bias;        /* mean over the windows of (window mean / the same steps off) - 1 */
-    double bg_share;    /* steps with background / all steps */
+    double on, off;  /* seconds after the first window, with the guard / background off */
+    double est, se;  /* the guard's measured slowdown and its error (rank 0) */
+    double used;     /* background seconds a step with it, per host */
+    double bias;     /* mean over the windows of (window mean / the same steps off) - 1 */
+    double bg_share; /* steps with background / all steps */
 } outcome;
 
 #define MAXR  8
@@ -182,8 +183,7 @@ static outcome simulate(const world *m, double bound, int64_t n)
         bool bg = false;
         for (int r = 0; r < m->ranks; r++) {
             bool b = rt_guard_step_begin(&g[r]);
-            CHECK(r == 0 || b == bg, "step %lld: rank %d disagrees on background", (long long)i,
-                  r);
+            CHECK(r == 0 || b == bg, "step %lld: rank %d disagrees on background", (long long)i, r);
             if (r == 0)
                 bg = b;
         }
@@ -249,8 +249,8 @@ static outcome simulate(const world *m, double bound, int64_t n)
  * of it (see below), its upper bound not below the truth by more than 0.01; `room` the
  * background seconds a step the bound leaves, of which it gets at least `share` (less a
  * slice). */
-static void check_world(const char *what, const world *m, double bound, double room,
-                        double share, bool spiky)
+static void check_world(const char *what, const world *m, double bound, double room, double share,
+                        bool spiky)
 {
     outcome o = simulate(m, bound, STEPS);
     double truth = o.on / o.off;
@@ -265,10 +265,10 @@ static void check_world(const char *what, const world *m, double bound, double r
     double tol = 2.5 * o.se > 0.02 ? 2.5 * o.se : 0.02;
     CHECK(fabs(o.est - truth) <= tol, "%s: measured %.4f +- %.4f, true %.4f", what, o.est, o.se,
           truth);
-    CHECK(spiky || o.se < 0.005 + 0.06 * (bound - 1), "%s: an error of %.4f in a quiet world",
-          what, o.se);
-    CHECK(o.est + GUARD_Z * o.se >= truth - 0.01, "%s: upper bound %.4f below the truth %.4f",
-          what, o.est + GUARD_Z * o.se, truth);
+    CHECK(spiky || o.se < 0.005 + 0.06 * (bound - 1), "%s: an error of %.4f in a quiet world", what,
+          o.se);
+    CHECK(o.est + GUARD_Z * o.se >= truth - 0.01, "%s: upper bound %.4f below the truth %.4f", what,
+          o.est + GUARD_Z * o.se, truth);
     double want = share * room - m->slice * m->base;
     CHECK(o.used >= want, "%s: background %.4f a step, want %.4f or more", what, o.used, want);
 }
@@ -279,16 +279,25 @@ static void check_world(const char *what, const world *m, double bound, double r
 static void test_after_effects(void)
 {
     for (int a = 0; a < 2; a++) {
-        world m = {.ranks = 1, .hosts = 1, .base = 0.01, .jitter = 0.01, .idle = 0,
-                   .cost = 1, .slice = 0.01, .fill = true, .after = a ? 1.0 : 0.5,
+        world m = {.ranks = 1,
+                   .hosts = 1,
+                   .base = 0.01,
+                   .jitter = 0.01,
+                   .idle = 0,
+                   .cost = 1,
+                   .slice = 0.01,
+                   .fill = true,
+                   .after = a ? 1.0 : 0.5,
                    .decay = 0.3};
         outcome o = simulate(&m, 1.1, STEPS);
         double truth = o.on / o.off;
         if (getenv("GUARD_VERBOSE"))
-            fprintf(stderr, "after-effects %.1f: bias %+.5f true %.4f est %.4f\n", m.after,
-                    o.bias, truth, o.est);
-        CHECK(fabs(o.bias) < 0.003, "after-effects %.1f: the windows' baseline is %+.2f%% off "
-              "the steps without background", m.after, 100 * o.bias);
+            fprintf(stderr, "after-effects %.1f: bias %+.5f true %.4f est %.4f\n", m.after, o.bias,
+                    truth, o.est);
+        CHECK(fabs(o.bias) < 0.003,
+              "after-effects %.1f: the windows' baseline is %+.2f%% off "
+              "the steps without background",
+              m.after, 100 * o.bias);
         char what[64];
         snprintf(what, sizeof what, "after-effects %.1f", m.after);
         check_world(what, &m, 1.1, 0.1 * m.base / (1 + m.after / (1 - m.decay)), 0.3, false);
@@ -303,8 +312,16 @@ static void test_drift(void)
     const double spikes[] = {0, 0.005, 0.02};
     for (int d = 0; d < 3; d++)
         for (int s = 0; s < 3; s++) {
-            world m = {.ranks = 1, .hosts = 1, .base = 0.01, .drift = drifts[d], .jitter = 0.03,
-                       .spike = spikes[s], .idle = 0, .cost = 1, .slice = 0.02, .fill = true};
+            world m = {.ranks = 1,
+                       .hosts = 1,
+                       .base = 0.01,
+                       .drift = drifts[d],
+                       .jitter = 0.03,
+                       .spike = spikes[s],
+                       .idle = 0,
+                       .cost = 1,
+                       .slice = 0.02,
+                       .fill = true};
             char what[64];
             snprintf(what, sizeof what, "drift %+.1f, spikes %.3f", m.drift, m.spike);
             check_world(what, &m, 1.1, 0.1 * m.base * (1 + (d ? 0 : m.drift)), 0.3, s > 0);
@@ -317,9 +334,18 @@ static void test_drift(void)
 static void test_shared_cores(void)
 {
     for (int h = 1; h <= 4; h *= 2) {
-        world m = {.ranks = 4, .hosts = h > 2 ? 2 : h, .base = 0.01, .jitter = 0.03, .spike = 0.005,
-                   .idle = 0, .cost = 0.5, .slice = 0.03, .fill = true, .after = 0.3,
-                   .decay = 0.3, .skew = 0.02};
+        world m = {.ranks = 4,
+                   .hosts = h > 2 ? 2 : h,
+                   .base = 0.01,
+                   .jitter = 0.03,
+                   .spike = 0.005,
+                   .idle = 0,
+                   .cost = 0.5,
+                   .slice = 0.03,
+                   .fill = true,
+                   .after = 0.3,
+                   .decay = 0.3,
+                   .skew = 0.02};
         if (h == 4)
             m.hosts = 3;
         char what[64];
@@ -344,8 +370,13 @@ static void test_grid(void)
                         if (costs[c] == 0 && fill)
                             continue; /* free work beyond the waits is no GPU's */
                         double bound = bounds[b];
-                        world m = {.ranks = 1, .hosts = 1, .base = 1.0, .jitter = 0.03,
-                                   .idle = idles[d], .cost = costs[c], .slice = slices[e],
+                        world m = {.ranks = 1,
+                                   .hosts = 1,
+                                   .base = 1.0,
+                                   .jitter = 0.03,
+                                   .idle = idles[d],
+                                   .cost = costs[c],
+                                   .slice = slices[e],
                                    .fill = fill};
                         /* what the bound leaves: the free wait, and at sync points
                          * the budget's worth of paid work past it */

@@ -143,9 +143,8 @@ int main(void)
             jobs[j] = (plan_bg_job){
                 .name = "bg", .nunits = 2 * ops + 1, .unit = units[j], .batch = irand(1, 64)};
         }
-        tune_background bg = {.jobs = jobs,
-                              .njobs = nj,
-                              .mux = {.slowdown = 1 + urand(), .cpu = urand() < 0.3}};
+        tune_background bg = {
+            .jobs = jobs, .njobs = nj, .mux = {.slowdown = 1 + urand(), .cpu = urand() < 0.3}};
         /* Sometimes the job's one limit (plan_mux_init's), sometimes none. */
         if (urand() < 0.3) {
             bg.mux.time_ref = T0;
