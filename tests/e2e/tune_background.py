@@ -47,7 +47,7 @@ def main():
     a = ap.parse_args()
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                BURSTC_LAUNCH="mpirun --oversubscribe -np {np}")
-    common = ["--runner", "exec", "--gpus", "2", "--steps", "4", "--data", "synthetic",
+    common = ["--runner", "exec", "--gpus", "2", "--steps", "16", "--data", "synthetic",
               "--budget", "1200s"]
     with tempfile.TemporaryDirectory() as d:
         best, js, cmp = (os.path.join(d, f) for f in ("best.ir", "t.json", "c.txt"))
