@@ -792,6 +792,25 @@ static void reshard_halves(lowerer *L, cg_block *b, int head, const int *next, b
         reshard_half(L, b, r, forward, start);
 }
 
+static void backward_op(lowerer *L, cg_block *b, int i);
+
+/* Op i's forward or backward in split-phase order: the waits for the exchanges it
+ * consumes, the op itself (a reshard op is only its start and wait), then the starts of
+ * the exchanges it produces; in blocking order, the op alone. */
+static void op_between_reshards(lowerer *L, cg_block *ub, int i, bool forward)
+{
+    if (!L->split) {
+        (forward ? forward_op : backward_op)(L, ub, i);
+        return;
+    }
+    reshard_halves(L, ub, forward ? L->fwait[i] : L->bwait[i],
+                   forward ? L->fwait_next : L->bwait_next, forward, false);
+    if (L->reshard_id[i] < 0)
+        (forward ? forward_op : backward_op)(L, ub, i);
+    reshard_halves(L, ub, forward ? L->fstart[i] : L->bstart[i],
+                   forward ? L->fstart_next : L->bstart_next, forward, true);
+}
+
 static void build_forward(lowerer *L)
 {
     cg_block *b = &L->p->forward;
@@ -800,14 +819,7 @@ static void build_forward(lowerer *L)
         if (OP(L, i)->opcode == OP_ALLREDUCE)
             continue;
         cg_block *ub = unit_block(L, b, i);
-        if (L->split) {
-            reshard_halves(L, ub, L->fwait[i], L->fwait_next, true, false);
-            if (L->reshard_id[i] < 0)
-                forward_op(L, ub, i);
-            reshard_halves(L, ub, L->fstart[i], L->fstart_next, true, true);
-        } else {
-            forward_op(L, ub, i);
-        }
+        op_between_reshards(L, ub, i, true);
         unit_done(b, ub);
     }
     if (L->split)
@@ -904,14 +916,7 @@ static void build_backward(lowerer *L)
     for (int i = L->n - 1; i >= 0; i--) {
         ub = unit_block(L, b, i);
         allreduces_at(L, ub, i, false);
-        if (L->split) {
-            reshard_halves(L, ub, L->bwait[i], L->bwait_next, false, false);
-            if (L->reshard_id[i] < 0)
-                backward_op(L, ub, i);
-            reshard_halves(L, ub, L->bstart[i], L->bstart_next, false, true);
-        } else {
-            backward_op(L, ub, i);
-        }
+        op_between_reshards(L, ub, i, false);
         allreduces_at(L, ub, i, true);
         unit_done(b, ub);
     }
