@@ -374,6 +374,19 @@ int imp_init_of(const imp_graph *g, int v)
     return -1;
 }
 
+int imp_transposes_to_init(const imp_graph *g, int v)
+{
+    int n = 0;
+    for (int steps = 0; v >= 0 && steps < 16 && val(g, v)->kind != VK_INIT; steps++) {
+        int p = imp_producer(g, v);
+        if (p < 0)
+            return n;
+        n += strcmp(g->nodes[p].op, "Transpose") == 0;
+        v = g->nodes[p].in[0];
+    }
+    return n;
+}
+
 /* A bias of `features` elements: an initializer view of shape [f], [1,f], .... */
 bool imp_is_bias(const imp_graph *g, int v, int64_t features)
 {

@@ -48,13 +48,17 @@ char *imp_onnx_to_burst(arena *a, const imp_options *o, FILE *err, imp_summary *
                 o->name);
         return NULL;
     }
-    imp_graph *g = imp_read_onnx(a, o->path, err);
+    imp_graph *g = imp_read_onnx(a, o->path, err, o->weights != NULL);
     if (!g || !imp_link(g) || !imp_infer(g))
         return NULL;
-    imp_model m = {.a = a, .name = o->name ? o->name : model_name(a, o->path)};
+    imp_model m = {
+        .a = a, .name = o->name ? o->name : model_name(a, o->path), .weights = o->weights};
     if (!imp_match(g, &m, o->loss))
         return NULL;
     if (sum)
         *sum = m.sum;
-    return imp_write(a, g, &m, o->path);
+    char *text = imp_write(a, g, &m, o->path);
+    if (o->weights && !imp_write_weights(g, &m, o->weights))
+        return NULL;
+    return text;
 }

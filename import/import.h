@@ -24,9 +24,10 @@
 /* The public interface, used by tools/cmd_import.c. */
 
 typedef struct imp_options {
-    const char *path; /* the .onnx file */
-    const char *name; /* the model's name; NULL: from the file name */
-    bool loss;        /* add labels and a cross-entropy loss per classifier output */
+    const char *path;    /* the .onnx file */
+    const char *name;    /* the model's name; NULL: from the file name */
+    bool loss;           /* add labels and a cross-entropy loss per classifier output */
+    const char *weights; /* also write the initializers to this safetensors file, or NULL */
 } imp_options;
 
 /* What the initializers of the model became (elements, not bytes). */
@@ -142,6 +143,16 @@ typedef struct imp_value {
     imp_role role;
     int layer;  /* the Burst layer that holds this value's elements (-1: none) */
     int shares; /* VK_INIT: further layers that read it as their parameter */
+    /* match.c, VK_INIT of ROLE_PARAM and ROLE_STATS: the Burst parameter of `layer` it is
+     * ("weight", "running_mean", ...); whether it is that parameter's 2-d transpose (a
+     * linear weight stored [in, out]); and, for one of three projections fused into one
+     * (attention's q, k, v), the first of the parameter's rows it fills (else -1). */
+    const char *pname;
+    bool transposed;
+    int64_t row0;
+    /* onnx.c, VK_INIT when the weights are kept: the contents, little-endian */
+    const uint8_t *bytes;
+    size_t nbytes;
 } imp_value;
 
 typedef struct imp_node {
@@ -175,6 +186,7 @@ typedef struct imp_graph {
     int *outputs;            /* graph outputs */
     const char *batch_param; /* the export's name of the batch, or NULL */
     int64_t batch_export;    /* the export's value of the batch, 0 if symbolic */
+    bool keep_weights;       /* onnx.c keeps every initializer's contents (--weights) */
     int ngroups, groups_cap;
     struct imp_group *groups; /* fuse.c: the patterns found */
 } imp_graph;
@@ -189,7 +201,7 @@ double imp_attr_float(const imp_node *n, const char *name, double dflt);
 /* onnx.c */
 
 /* Reads and decodes path into a graph; NULL after errors. */
-imp_graph *imp_read_onnx(arena *a, const char *path, FILE *err);
+imp_graph *imp_read_onnx(arena *a, const char *path, FILE *err, bool keep_weights);
 
 /* graph.c */
 
@@ -210,6 +222,8 @@ bool imp_split_act(const imp_graph *g, int node, int *act, int *other);
 int imp_other_of(const imp_graph *g, int node, int v); /* the other input of a binary node */
 /* The initializer that v is (a view of: Identity, Transpose, Cast, Reshape, ...), or -1. */
 int imp_init_of(const imp_graph *g, int v);
+/* How many Transposes lie between v and the initializer it is a view of. */
+int imp_transposes_to_init(const imp_graph *g, int v);
 /* Whether v is an initializer view of `features` elements shaped [f], [1,f], .... */
 bool imp_is_bias(const imp_graph *g, int v, int64_t features);
 int64_t imp_elems(const imp_shape *s); /* negative when s holds the batch */
@@ -281,6 +295,7 @@ typedef struct imp_layer {
 typedef struct imp_model {
     arena *a;
     const char *name;
+    const char *weights; /* the --weights file, or NULL */
     int nlayers, cap;
     imp_layer *layers;
     int *hash; /* layer names */
@@ -300,5 +315,12 @@ const char *imp_unique_name(imp_model *m, const char *s);
 /* write.c */
 
 char *imp_write(arena *a, const imp_graph *g, const imp_model *m, const char *file_name);
+
+/* weights.c */
+
+/* Writes the parameters' and BatchNorm statistics' initializers to path as safetensors
+ * (atomically), under their ONNX names, with the Burst parameter each one is in the
+ * file's metadata; false after printing the error. */
+bool imp_write_weights(const imp_graph *g, const imp_model *m, const char *path);
 
 #endif

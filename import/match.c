@@ -467,15 +467,29 @@ static int take_param(mctx *c, int v, int layer, imp_role role)
     return -1;
 }
 
-/* A parameter that no tie explains: counted again, and said so. */
-static void param(mctx *c, int v, int layer, imp_role role)
+/* A parameter that no tie explains: counted again, and said so. The first layer
+ * that takes it records which of its Burst parameters (pname) it is: seen_in_out for
+ * a weight that the op reads as [in, out] (MatMul, Gemm without transB), which Burst
+ * holds as [out, in], and row0 >= 0 for one of several tensors fused into the rows of
+ * one parameter. */
+static void param_at(mctx *c, int v, int layer, imp_role role, const char *pname, bool seen_in_out,
+                     int64_t row0)
 {
     int old = take_param(c, v, layer, role);
-    if (old < 0)
-        return;
     imp_value *p = val(c, imp_init_of(c->g, v));
+    if (old < 0) {
+        p->pname = pname;
+        p->transposed = seen_in_out != (imp_transposes_to_init(c->g, v) % 2 == 1);
+        p->row0 = row0;
+        return;
+    }
     c->m->sum.shared += p->elems;
     p->shares++;
+}
+
+static void param(mctx *c, int v, int layer, imp_role role, const char *pname)
+{
+    param_at(c, v, layer, role, pname, false, -1);
 }
 
 /* A weight input: it must be an initializer, or a view of one. */
@@ -571,15 +585,16 @@ static void lower_conv(mctx *c, int k)
         put(&a, ", bias = 0");
     int l =
         add_layer(c, layer_name(c, k), "conv2d", &arg, 1, a.s, &val(c, n->out[0])->shape, false);
-    param(c, n->in[1], l, ROLE_PARAM);
+    param(c, n->in[1], l, ROLE_PARAM, "weight");
     if (bias)
-        param(c, n->in[2], l, ROLE_PARAM);
+        param(c, n->in[2], l, ROLE_PARAM, "bias");
     set_out(c, k, l);
 }
 
-/* A linear layer: x by a weight of [in, out] as the op sees it, an optional bias. */
+/* A linear layer: x by a weight of [in, out] as the op sees it (unless out_in: Gemm
+ * with transB), an optional bias. */
 static int emit_linear(mctx *c, int k, const char *name, int x, int w, int b, int64_t features,
-                       int out)
+                       int out, bool out_in)
 {
     int arg = act_arg(c, x, k, "input");
     if (arg < 0)
@@ -599,9 +614,9 @@ static int emit_linear(mctx *c, int k, const char *name, int x, int w, int b, in
         put(&a, ", tie = %s", c->m->layers[tie].name);
     int l = add_layer(c, name, "linear", &arg, 1, a.s, &val(c, out)->shape, false);
     if (tie < 0)
-        param(c, w, l, ROLE_PARAM);
+        param_at(c, w, l, ROLE_PARAM, "weight", !out_in, -1);
     if (b >= 0)
-        param(c, b, l, ROLE_PARAM);
+        param(c, b, l, ROLE_PARAM, "bias");
     return l;
 }
 
@@ -623,7 +638,7 @@ static void lower_gemm(mctx *c, int k)
         return (void)imp_error(c->g, k, "its bias is not a vector of the %lld outputs",
                                (long long)features);
     int l = emit_linear(c, k, layer_name(c, k), n->in[0], n->in[1], bias ? n->in[2] : -1, features,
-                        n->out[0]);
+                        n->out[0], imp_attr_int(n, "transB", 0) != 0);
     if (l >= 0)
         set_out(c, k, l);
 }
@@ -709,10 +724,10 @@ static void lower_batchnorm(mctx *c, int k)
     /* ONNX keeps momentum of the old statistics, PyTorch and Burst of the new. */
     put_real(&a, "momentum", 1 - decimal(imp_attr_float(n, "momentum", 0.9)), 0.1);
     int l = add_layer(c, layer_name(c, k), "batchnorm2d", &arg, 1, a.s, &s4, false);
-    param(c, n->in[1], l, ROLE_PARAM);
-    param(c, n->in[2], l, ROLE_PARAM);
-    param(c, n->in[3], l, ROLE_STATS);
-    param(c, n->in[4], l, ROLE_STATS);
+    param(c, n->in[1], l, ROLE_PARAM, "weight");
+    param(c, n->in[2], l, ROLE_PARAM, "bias");
+    param(c, n->in[3], l, ROLE_STATS, "running_mean");
+    param(c, n->in[4], l, ROLE_STATS, "running_var");
     set_out(c, k, l);
 }
 
@@ -737,8 +752,8 @@ static void lower_layernorm(mctx *c, int k)
     attrs a = {0};
     put_real(&a, "eps", imp_attr_float(n, "epsilon", 1e-5), 1e-5);
     int l = add_layer(c, layer_name(c, k), "layernorm", &arg, 1, a.s, x, false);
-    param(c, n->in[1], l, ROLE_PARAM);
-    param(c, n->in[2], l, ROLE_PARAM);
+    param(c, n->in[1], l, ROLE_PARAM, "weight");
+    param(c, n->in[2], l, ROLE_PARAM, "bias");
     set_out(c, k, l);
 }
 
@@ -954,7 +969,7 @@ static void emit_group(mctx *c, imp_group *gr)
     int l = -1;
     switch (gr->kind) {
     case IMP_G_LINEAR:
-        l = emit_linear(c, gr->first, name, gr->x, gr->w, gr->b, gr->features, gr->out);
+        l = emit_linear(c, gr->first, name, gr->x, gr->w, gr->b, gr->features, gr->out, false);
         break;
     case IMP_G_GELU:
         if (ir_op_lookup("gelu") == OP_COUNT)
@@ -968,8 +983,8 @@ static void emit_group(mctx *c, imp_group *gr)
         l = add_layer(c, name, "layernorm", &x, 1, a.s, out, false);
         c->m->layers[l].note =
             arena_printf(c->m->a, "layer normalization spelled out in %d ONNX nodes", gr->nnodes);
-        param(c, gr->w, l, ROLE_PARAM);
-        param(c, gr->b, l, ROLE_PARAM);
+        param(c, gr->w, l, ROLE_PARAM, "weight");
+        param(c, gr->b, l, ROLE_PARAM, "bias");
         break;
     case IMP_G_ATTENTION:
         put(&a, ", heads = %lld", (long long)gr->heads);
@@ -979,8 +994,15 @@ static void emit_group(mctx *c, imp_group *gr)
         c->m->layers[l].note = arena_printf(
             c->m->a, "attention: %d ONNX nodes (projections, heads, scores, %ssoftmax)", gr->nnodes,
             gr->causal ? "causal mask, " : "");
-        for (int i = 0; i < gr->nparams; i++)
-            param(c, gr->params[i], l, ROLE_PARAM);
+        /* q, k, v (fused: one projection) in w_qkv and b_qkv, then the output's. */
+        for (int i = 0; i + 2 < gr->nparams; i += 2) {
+            bool fused = gr->nparams == 4;
+            int64_t row = fused ? -1 : (i / 2) * val(c, gr->x)->shape.d[2].c;
+            param_at(c, gr->params[i], l, ROLE_PARAM, "w_qkv", true, row);
+            param_at(c, gr->params[i + 1], l, ROLE_PARAM, "b_qkv", false, row);
+        }
+        param_at(c, gr->params[gr->nparams - 2], l, ROLE_PARAM, "w_o", true, -1);
+        param(c, gr->params[gr->nparams - 1], l, ROLE_PARAM, "b_o");
         break;
     case IMP_G_EMBEDDING: {
         const imp_shape *t = &val(c, gr->w)->shape;
@@ -990,9 +1012,9 @@ static void emit_group(mctx *c, imp_group *gr)
         if (gr->positions)
             put(&a, ", positions = %lld", (long long)gr->positions);
         l = add_layer(c, name, "embedding", &x, 1, a.s, out, false);
-        param(c, gr->w, l, ROLE_PARAM);
+        param(c, gr->w, l, ROLE_PARAM, "weight");
         if (gr->b >= 0)
-            param(c, gr->b, l, ROLE_PARAM);
+            param(c, gr->b, l, ROLE_PARAM, "pos");
         break;
     }
     }

@@ -459,6 +459,68 @@ static bool input_type(imp_graph *g, const Onnx__ValueInfoProto *vi, imp_value *
     return ok;
 }
 
+/* An initializer's contents as little-endian bytes of its dtype (for --weights), from
+ * raw_data or the typed fields; false (reported) when they are elsewhere or do not match
+ * its shape. */
+static bool keep_bytes(imp_graph *g, const Onnx__TensorProto *t, imp_value *v, const char *what)
+{
+    int size = dtype_size(v->dtype);
+    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) {
+        imp_error(g, -1,
+                  "%s is stored outside the file (external data); --weights reads "
+                  "weights kept inside the ONNX file",
+                  what);
+        return false;
+    }
+    if (size == 0) {
+        imp_error(g, -1, "%s has ONNX data type %d, which --weights does not write", what,
+                  v->dtype);
+        return false;
+    }
+    size_t n = (size_t)v->elems, bytes = n * (size_t)size; /* both capped by IMP_MAX_DIM */
+    uint8_t *out = arena_alloc(g->a, bytes ? bytes : 1);
+    if (t->has_raw_data && t->raw_data.len > 0) {
+        if (t->raw_data.len != bytes) {
+            imp_error(g, -1, "%s: its raw data holds %zu bytes, its shape needs %zu", what,
+                      t->raw_data.len, bytes);
+            return false;
+        }
+        memcpy(out, t->raw_data.data, bytes);
+    } else {
+        size_t have;
+        switch (v->dtype) {
+        case IMP_FLOAT: have = t->n_float_data; break;
+        case IMP_DOUBLE: have = t->n_double_data; break;
+        case IMP_INT64: have = t->n_int64_data; break;
+        default: have = t->n_int32_data; break; /* int32, int16, int8, uint8, bool, halves */
+        }
+        if (have != n) {
+            imp_error(g, -1, "%s: it holds %zu values, its shape needs %zu", what, have, n);
+            return false;
+        }
+        for (size_t k = 0; k < n; k++) {
+            uint8_t *p = out + k * (size_t)size;
+            switch (v->dtype) {
+            case IMP_FLOAT: memcpy(p, &t->float_data[k], 4); break;
+            case IMP_DOUBLE: memcpy(p, &t->double_data[k], 8); break;
+            case IMP_INT64: memcpy(p, &t->int64_data[k], 8); break;
+            case IMP_INT32: memcpy(p, &t->int32_data[k], 4); break;
+            case IMP_INT16:
+            case IMP_FLOAT16:
+            case IMP_BFLOAT16: {
+                uint16_t h = (uint16_t)t->int32_data[k];
+                memcpy(p, &h, 2);
+                break;
+            }
+            default: *p = (uint8_t)t->int32_data[k]; break;
+            }
+        }
+    }
+    v->bytes = out;
+    v->nbytes = bytes;
+    return true;
+}
+
 static bool read_graph(imp_graph *g, const Onnx__GraphProto *gp)
 {
     g->graph_name = str(g, gp->name);
@@ -495,6 +557,8 @@ static bool read_graph(imp_graph *g, const Onnx__GraphProto *gp)
             v->shape.d[d] = (imp_dim){tt->dims[d], 0};
         v->elems = tt->elems;
         v->data = tt->data;
+        if (g->keep_weights && !keep_bytes(g, t, v, what))
+            ok = false;
         g->ninits++;
     }
     g->inputs = arena_alloc(g->a, sizeof *g->inputs * (gp->n_input + 1));
@@ -629,10 +693,11 @@ static bool read_model(imp_graph *g, const Onnx__ModelProto *mp)
     return read_graph(g, mp->graph);
 }
 
-imp_graph *imp_read_onnx(arena *a, const char *path, FILE *err)
+imp_graph *imp_read_onnx(arena *a, const char *path, FILE *err, bool keep_weights)
 {
     imp_graph *g = arena_alloc(a, sizeof *g);
     g->a = a;
+    g->keep_weights = keep_weights;
     g->path = arena_strdup(a, path);
     g->err = err;
     /* ONNX files are often larger than a source file: the cap is protobuf's

@@ -71,8 +71,13 @@ char *imp_write(arena *a, const imp_graph *g, const imp_model *m, const char *fi
         fprintf(out,
                 "// The batch is the inputs' first dimension (the file was exported at %lld).\n",
                 (long long)g->batch_export);
-    fprintf(out, "// Initializers: %s elements in %lld tensors; weights are not copied.\n",
-            grouped(s->init_elems, b1, sizeof b1), (long long)s->ninits);
+    if (m->weights)
+        fprintf(out, "// Initializers: %s elements in %lld tensors; weights in %s.\n",
+                grouped(s->init_elems, b1, sizeof b1), (long long)s->ninits,
+                printable(g, m->weights));
+    else
+        fprintf(out, "// Initializers: %s elements in %lld tensors; weights are not copied.\n",
+                grouped(s->init_elems, b1, sizeof b1), (long long)s->ninits);
     fprintf(out, "//   %s trainable parameters (what `burstc stats` counts)\n",
             grouped(s->params + s->shared, b2, sizeof b2));
     if (s->shared)

@@ -19,7 +19,8 @@ static const char import_usage[] =
     "\n"
     "Reads an ONNX model (a file torch.onnx.export writes) and writes it as Burst\n"
     "source: one `model` whose layers are named after the ONNX nodes, with the batch\n"
-    "as `batch` and parameters sized from the initializers (weights are not copied).\n"
+    "as `batch` and parameters sized from the initializers (their values go to\n"
+    "--weights, if given).\n"
     "A header comment says what became of every initializer. Attention, layer\n"
     "normalization and GELU spelled out op by op are fused into Burst's ops. Any op\n"
     "burstc cannot map is an error naming the node, its op type and its position;\n"
@@ -27,6 +28,9 @@ static const char import_usage[] =
     "\n"
     "  -o FILE      write to FILE, atomically (default: standard output)\n"
     "  --name N     the model's name (default: from the file name)\n"
+    "  --weights F  also write the parameters and BatchNorm statistics to F as\n"
+    "               safetensors, under their ONNX names (a PyTorch export's\n"
+    "               state_dict keys), for a program's --init\n"
     "  --no-loss    do not add labels and a cross-entropy loss for each output that\n"
     "               is logits [N,C] or [N,T,V] (added by default, so the model trains)\n"
     "  --help       show this help\n"
@@ -56,6 +60,8 @@ int cmd_import(int argc, char **argv)
             output = v;
         } else if ((v = tool_opt_value("burstc import", argc, argv, &i, "--name"))) {
             o.name = v;
+        } else if ((v = tool_opt_value("burstc import", argc, argv, &i, "--weights"))) {
+            o.weights = v;
         } else if (!tool_input_arg("burstc import", argv[i], &o.path)) {
             return 1;
         }
