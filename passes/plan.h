@@ -636,15 +636,48 @@ void plan_rank_memory(const plan_problem *p, const plan_result *r, double *out);
  * time_ref. False with a message when no strategy plans p. */
 bool plan_mux_init(const plan_problem *p, plan_mux_options *o, char *err, size_t errlen);
 
-/* amplification = auto: plans p with strategy s under each candidate limit
- * (1, 1.25, 1.5, 2, 3, 4, 6, 8 and none) and picks the one whose plan with the
- * background jobs interleaved has the highest predicted cluster throughput
- * (fg + bg samples/s) within o's time limit (plan_mux_init). Writes the
- * chosen limit (0: none) to *limit and a one-line reason to why. False with a
- * message when no candidate plans. */
-bool plan_mux_choose_amplification(const plan_problem *p, plan_strategy s, const plan_bg_job *jobs,
-                                   int njobs, const plan_mux_options *o, double *limit, char *why,
-                                   size_t whylen, char *err, size_t errlen);
+/* mux_auto.c: amplification = auto with background jobs (docs/plan.md,
+ * "amplification = auto"). */
+
+/* A plan the parametric search met: the weights that give it (time_weight x
+ * time + gpu_weight x GPU-seconds is least there), its time and GPU-seconds,
+ * whether its time is within the limit, and its estimated cluster samples/s
+ * (within: rho G + (B - rho S) / T; over: B / T, no background). */
+typedef struct plan_auto_vertex {
+    double time_weight, gpu_weight;
+    double time, gpu_seconds;
+    double score;
+    bool feasible;
+} plan_auto_vertex;
+/* The plan least in time_weight x time + gpu_weight x GPU-seconds: its time
+ * and GPU-seconds; false when there is none. */
+typedef bool plan_auto_oracle(void *ctx, double time_weight, double gpu_weight, double *time,
+                              double *gpu_seconds);
+/* The parametric search: Dinkelbach's iterations on the estimate rho G +
+ * (B - rho S) / T (rho: background samples per GPU-second; B the batch, G
+ * the GPUs) from the fastest plan, each a call of f, under time <= limit
+ * (a walk of the hull to the slowest vertex within it when an iteration
+ * leaves it). Writes the plans met to v (at most maxv, distinct), best
+ * first (within the limit first, then by score); returns how many. */
+int plan_auto_search(plan_auto_oracle *f, void *ctx, double batch, int G, double rho, double limit,
+                     plan_auto_vertex *v, int maxv);
+/* How many of the search's best vertices the exact stage interleaves
+ * (besides the fastest plan). */
+#define PLAN_AUTO_EXACT 4
+/* amplification = auto: the plan of strategy s with the highest predicted
+ * cluster throughput (plan_interleave's, fg + bg samples/s) whose
+ * foreground with background is within o's time limit (plan_mux_init),
+ * ties to the faster foreground; none within it: the fastest foreground.
+ * Candidates: dp: its plan; deeppool: its plans at the limits 1, 1.25, 1.5,
+ * 2, 3, 4, 6, 8 and none; pow2: its frontier (plan_auto_search's best
+ * PLAN_AUTO_EXACT and its fastest plan); burst: its frontier the same way
+ * and every candidate of the other three. p's amplification limit, budget
+ * and price are ignored. Writes the plan to out (strategy s) and, when mux
+ * is not NULL, its multiplexing; a one-line reason to why. False with a
+ * message when s has no plan. */
+bool plan_mux_auto(const plan_problem *p, plan_strategy s, const plan_bg_job *jobs, int njobs,
+                   const plan_mux_options *o, plan_result *out, plan_mux_result *mux, char *why,
+                   size_t whylen, char *err, size_t errlen);
 
 /* place.c */
 

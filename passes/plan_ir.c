@@ -570,19 +570,23 @@ bool pass_plan(pass_ctx *ctx)
     char err[512];
     const ir_job *j = &ctx->m->jobs[ctx->job];
     if (j->amplification == IR_AMP_AUTO && j->nbackground > 0) {
-        /* The limit with the highest predicted cluster throughput (docs/plan.md). */
+        /* The plan with the highest predicted cluster throughput under the
+         * job's one limit (docs/plan.md, "amplification = auto"). */
         pass_bg_jobs bg;
         plan_mux_options mo;
         pass_bg_jobs_build(ctx->m, j, &in.p, &bg);
-        double limit;
-        char why[512];
-        if (pass_mux_options(ctx->m, j, ctx->opt, &in.p, &mo, ctx->d) &&
-            plan_mux_choose_amplification(&in.p, strategy_of(ctx->opt), bg.jobs, bg.n, &mo, &limit,
-                                          why, sizeof why, err, sizeof err))
-            in.p.amp_limit = limit;
+        char why[640];
+        bool ok = pass_mux_options(ctx->m, j, ctx->opt, &in.p, &mo, ctx->d) &&
+                  plan_mux_auto(&in.p, strategy_of(ctx->opt), bg.jobs, bg.n, &mo, &r, NULL, why,
+                                sizeof why, err, sizeof err);
         pass_bg_jobs_free(&bg);
-    }
-    if (!plan_solve(&in.p, strategy_of(ctx->opt), &r, err, sizeof err)) {
+        if (!ok) {
+            if (err[0])
+                diag_error(ctx->d, j->loc, "%s", err);
+            pass_plan_input_free(&in);
+            return false;
+        }
+    } else if (!plan_solve(&in.p, strategy_of(ctx->opt), &r, err, sizeof err)) {
         diag_error(ctx->d, ctx->m->jobs[ctx->job].loc, "%s", err);
         pass_plan_input_free(&in);
         return false;

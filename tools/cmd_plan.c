@@ -34,8 +34,9 @@ static const char plan_usage[] =
     "                       print (default: burst's table and the summary of all;\n"
     "                       S: its table and its summary line; all: every table)\n"
     "  --amplification X    per-layer amplification limit, X >= 1 (default: the job's;\n"
-    "                       auto: the limit with the highest predicted cluster\n"
-    "                       throughput within the slowdown, printed with why)\n"
+    "                       auto: with background jobs, every strategy's plan with\n"
+    "                       the highest predicted cluster throughput under the one\n"
+    "                       limit, burst's over its whole frontier, printed with why)\n"
     "  --slowdown X         bound on the foreground's time with background work over\n"
     "                       its time without, >= 1 (default: the job's, else 1.1)\n"
     "  --gpu-budget X       global limit: GPU-seconds per iteration at most X times\n"
@@ -244,17 +245,15 @@ int cmd_plan(int argc, char **argv)
         goto done;
     pass_bg_jobs_build(m, job, &in.p, &bg);
     char err[1024];
-    if (job->amplification == IR_AMP_AUTO && !frontier && !(gpu_budget > 0)) {
-        double limit;
-        char why[640];
-        if (!plan_mux_choose_amplification(&in.p, shown, bg.jobs, bg.n, &mo, &limit, why,
-                                           sizeof why, err, sizeof err)) {
-            diag_error(&d, job->loc, "%s plan: %s", plan_strategy_name(shown), err);
-            goto done;
-        }
-        in.p.amp_limit = limit;
-        printf("%s\n\n", why);
-    }
+    /* amplification = auto with background jobs: every strategy's plan is
+     * its own auto choice under the one limit (plan_mux_auto); without
+     * background jobs, the fastest plan (no limit), as pass plan does. */
+    bool autom = job->amplification == IR_AMP_AUTO && !frontier && !(gpu_budget > 0);
+    bool auto_mux = autom && bg.n > 0;
+    if (autom && !auto_mux)
+        printf("amplification = auto: no background jobs, the fastest plan (no limit)\n\n");
+    if (autom)
+        in.p.amp_limit = 0;
     if (popt.profile)
         pass_plan_profile_summary(&in, popt.profile, stdout);
 
@@ -277,7 +276,11 @@ int cmd_plan(int argc, char **argv)
         /* Only what is printed or written is solved (dp for "vs dp"). */
         if (strategy && !all && s != (int)shown && s != PS_DP && !json)
             continue;
-        if (!plan_solve(&in.p, (plan_strategy)s, &res[s], err, sizeof err)) {
+        char why[1024];
+        bool ok = auto_mux ? plan_mux_auto(&in.p, (plan_strategy)s, bg.jobs, bg.n, &mo, &res[s],
+                                           &mux[s], why, sizeof why, err, sizeof err)
+                           : plan_solve(&in.p, (plan_strategy)s, &res[s], err, sizeof err);
+        if (!ok) {
             if (s == (int)shown || all) {
                 diag_error(&d, m->jobs[ctx.job].loc, "%s plan: %s",
                            plan_strategy_name((plan_strategy)s), err);
@@ -288,6 +291,11 @@ int cmd_plan(int argc, char **argv)
             continue;
         }
         have[s] = true;
+        if (auto_mux) {
+            have_mux[s] = true;
+            if (s == (int)shown)
+                printf("%s\n\n", why);
+        }
     }
     plan_result *list[PS_COUNT];
     int nl = 0;
@@ -303,7 +311,7 @@ int cmd_plan(int argc, char **argv)
     const plan_mux_result *mlist[PS_COUNT];
     for (int i = 0; i < nl; i++) {
         int s = (int)list[i]->strategy;
-        if (mux_of(&in.p, &res[s], &bg, &mo, &mux[s], err, sizeof err))
+        if (have_mux[s] || mux_of(&in.p, &res[s], &bg, &mo, &mux[s], err, sizeof err))
             have_mux[s] = true;
         else
             fprintf(stderr, "burstc plan: note: no multiplexing for the %s plan: %s\n",

@@ -11,10 +11,10 @@
  * (dp, deeppool, burst), without background (the fastest plan, by its
  * timeline: the schedule the runtime follows) and with a
  * background job (default ResNet-50 at 32 per GPU; its units priced by the
- * analytic model) interleaved by the interleave pass, the amplification
- * limit chosen as `amplification = auto` chooses it (the highest predicted
- * cluster throughput with the foreground within the slowdown, default 1.1,
- * of the fastest plan of any strategy: plan_mux_init). Prints the predicted cluster throughput
+ * analytic model) interleaved by the interleave pass, each strategy's plan
+ * the one `amplification = auto` chooses (plan_mux_auto: the highest
+ * predicted cluster throughput with the foreground within the slowdown,
+ * default 1.1, of the fastest plan of any strategy: plan_mux_init). Prints the predicted cluster throughput
  * (foreground + background samples/s) over dp's without background, and
  * burst+mux over deeppool+mux.
  */
@@ -36,7 +36,7 @@
 typedef struct row {
     double tp[6]; /* dp, dp+mux, deeppool, deeppool+mux, burst, burst+mux: samples/s */
     double fg[6], bg[6];
-    double lim_dp, lim_burst;
+    char ch_dp[16], ch_burst[16]; /* what auto chose (chosen) */
     bool have[6];
     double eq; /* one background sample in foreground samples: its one-GPU time over theirs */
 } row;
@@ -71,30 +71,25 @@ static int load(arena *a, ir_module **mp, const char *root, const char *model, c
     return ir_job_add(m, &j);
 }
 
-/* The strategy's plan at limit lim with the background interleaved. */
-static bool mux(const plan_problem *p0, plan_strategy s, double lim, const pass_bg_jobs *bg,
-                const plan_mux_options *o, double *fg, double *bgr)
+/* The candidate plan_mux_auto chose, from its reason: "dp", "dp'" and
+ * deeppool's limit, "pow2" or "burst" and "fast" or the vertex's price. */
+static void chosen(const char *why, char *buf, size_t n)
 {
-    plan_problem p = *p0;
-    p.amp_limit = lim;
-    plan_result r;
-    char err[512];
-    if (!plan_solve(&p, s, &r, err, sizeof err))
-        return false;
-    plan_timeline tl;
-    bool ok = plan_timeline_build(&p, &r, &tl, err, sizeof err);
-    if (ok) {
-        plan_mux_result x;
-        ok = plan_interleave(&tl, &r, bg->jobs, bg->n, o, &x, err, sizeof err);
-        if (ok) {
-            *fg = x.fg_samples_per_s;
-            *bgr = x.bg_samples_per_s;
-            plan_mux_result_free(&x);
-        }
-        plan_timeline_free(&tl);
-    }
-    plan_result_free(&r);
-    return ok;
+    const char *w = strstr(why, "auto: ");
+    w = w ? w + 6 : why;
+    double v;
+    if (strncmp(w, "dp's", 4) == 0)
+        snprintf(buf, n, "dp");
+    else if (strncmp(w, "deeppool's plan at limit ", 25) == 0)
+        snprintf(buf, n, "dp'%g", atof(w + 25));
+    else if (strncmp(w, "deeppool's", 10) == 0)
+        snprintf(buf, n, "dp'-");
+    else if (strstr(w, "fastest") && strstr(w, "fastest") < strstr(w, ","))
+        snprintf(buf, n, "%.1sF", w);
+    else if (strstr(w, "price ") && sscanf(strstr(w, "price ") + 6, "%lf", &v) == 1)
+        snprintf(buf, n, "%.1sv%.2g", w, v);
+    else
+        snprintf(buf, n, "?");
 }
 
 static bool measure(const char *root, const char *model, const char *profile, int64_t B, int G,
@@ -145,21 +140,17 @@ static bool measure(const char *root, const char *model, const char *profile, in
         out->bg[2 * i] = 0;
         plan_timeline_free(&tl);
         plan_result_free(&r);
-        double lim = 0;
-        if (st[i] != PS_DP && !plan_mux_choose_amplification(&in.p, st[i], bg.jobs, bg.n, &mo, &lim,
-                                                             why, sizeof why, err, sizeof err)) {
+        plan_mux_result x;
+        if (!plan_mux_auto(&in.p, st[i], bg.jobs, bg.n, &mo, &r, &x, why, sizeof why, err,
+                           sizeof err)) {
             fprintf(stderr, "%s G=%d %s auto: %s\n", model, G, plan_strategy_name(st[i]), err);
             goto out;
         }
-        if (st[i] == PS_DEEPPOOL)
-            out->lim_dp = lim;
-        if (st[i] == PS_BURST)
-            out->lim_burst = lim;
-        double fg = 0, bgr = 0;
-        if (!mux(&in.p, st[i], lim, &bg, &mo, &fg, &bgr)) {
-            fprintf(stderr, "%s G=%d %s: interleave failed\n", model, G, plan_strategy_name(st[i]));
-            goto out;
-        }
+        if (i > 0)
+            chosen(why, i == 1 ? out->ch_dp : out->ch_burst, sizeof out->ch_dp);
+        double fg = x.fg_samples_per_s, bgr = x.bg_samples_per_s;
+        plan_mux_result_free(&x);
+        plan_result_free(&r);
         out->have[2 * i] = out->have[2 * i + 1] = true;
         out->fg[2 * i + 1] = fg;
         out->bg[2 * i + 1] = bgr;
@@ -176,14 +167,6 @@ out:
     pass_plan_input_free(&in);
     arena_free(a);
     return ok;
-}
-
-static void lim_str(double l, char *buf, size_t n)
-{
-    if (l > 0)
-        snprintf(buf, n, "%g", l);
-    else
-        snprintf(buf, n, "none");
 }
 
 int main(int argc, char **argv)
@@ -205,7 +188,7 @@ int main(int argc, char **argv)
            "of the same one-GPU time (its step time per sample over the foreground's).\n\n",
            bgm, (long long)bgb, slowdown);
     printf("%-13s %4s %4s %-4s %9s %7s %7s %8s %8s %7s %8s %6s %6s %9s\n", "model", "B", "GPUs", "",
-           "dp smp/s", "dp", "dp+mux", "deeppool", "dp'+mux", "burst", "burst+mx", "lim", "lim",
+           "dp smp/s", "dp", "dp+mux", "deeppool", "dp'+mux", "burst", "burst+mx", "auto", "auto",
            "burst+mx/");
     printf("%-13s %4s %4s %-4s %9s %7s %7s %8s %8s %7s %8s %6s %6s %9s\n", "", "", "", "", "", "",
            "", "", "", "", "", "dp'", "burst", "dp'+mx");
@@ -220,10 +203,7 @@ int main(int argc, char **argv)
                 fails++;
                 continue;
             }
-            char l1[16] = "-", l2[16];
-            if (r.have[2])
-                lim_str(r.lim_dp, l1, sizeof l1);
-            lim_str(r.lim_burst, l2, sizeof l2);
+            const char *l1 = r.have[2] ? r.ch_dp : "-", *l2 = r.ch_burst;
             for (int e = 0; e < 2; e++) {
                 double v[6];
                 for (int k = 0; k < 6; k++)
@@ -244,7 +224,9 @@ int main(int argc, char **argv)
             }
         }
     printf("\n(dp' = deeppool, '-' where its planner cannot search the graph; lim: the\n"
-           "amplification limit auto chose; x: over dp's samples/s without background;\n"
+           "plan auto chose (dp: dp's; dp'L: deeppool's at limit L; pF, bF: pow2's, burst's\n"
+           "fastest; pvX, bvX: their frontier vertex at price X); x: over dp's samples/s\n"
+           "without background; "
            "eq: a background sample counts %s)\n",
            "as its one-GPU time in foreground samples");
     return fails ? 1 : 0;
