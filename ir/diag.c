@@ -4,8 +4,8 @@
  * Every user error is `file:line:col: error: message`, then the source line
  * and a caret under the column, as compilers people know do it. Errors are
  * counted, not fatal: the front end, the IR reader and the verifier keep going
- * and report everything they find. Internal errors (bugs in burstc) go
- * through ice() and exit with status 2.
+ * and report everything they find. Internal errors (bugs in burstc)
+ * go through ice() (ice.c) and exit with status 2.
  */
 #include "ir.h"
 #include "readfile.h"
@@ -168,15 +168,4 @@ src_file *src_file_read(arena *a, const char *path, const char **why)
     src_file *f = src_file_from_string(a, path, data, len);
     free(data);
     return f;
-}
-
-_Noreturn void ice_at(const char *file, int line, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "%s:%d: internal compiler error: ", file, line);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nplease report this as a burstc bug, with the input that caused it\n", stderr);
-    exit(2);
 }

@@ -79,7 +79,8 @@ src_file *src_file_from_string(arena *a, const char *path, const char *text, siz
  * time per call; NULL when the file has no such line. */
 const char *src_line(const src_file *f, int line, size_t *len);
 
-/* Internal compiler errors: a bug in burstc, not in the input. Exit status 2. */
+/* ice.c: internal compiler errors: a bug in burstc, not in the input. Exit
+ * status 2. */
 _Noreturn void ice_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 #define ice(...) ice_at(__FILE__, __LINE__, __VA_ARGS__)
@@ -575,12 +576,14 @@ int64_t ir_type_elems_per_sample(const ir_type *t); /* product of dims 1.., -1 p
 void ir_type_to_str(const ir_type *t, char *buf, size_t n);
 bool ir_type_equal(const ir_type *a, const ir_type *b);
 
+/* print_value.c: a real in the shortest form that reads back exactly; a
+ * string quoted. */
+void ir_print_real(FILE *out, double v);
+void ir_print_string(FILE *out, const char *s);
+
 /* print.c */
 
 void ir_print_type(FILE *out, const ir_type *t);
-/* A real in the shortest form that reads back exactly; a string quoted. */
-void ir_print_real(FILE *out, double v);
-void ir_print_string(FILE *out, const char *s);
 void ir_print_op(FILE *out, const ir_graph *g, const ir_op *op);
 void ir_print_graph(FILE *out, const ir_module *m, const ir_graph *g);
 void ir_print_module(FILE *out, const ir_module *m);

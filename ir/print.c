@@ -11,21 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Shortest %g form of v that strtod reads back exactly. */
-void ir_print_real(FILE *out, double v)
-{
-    char buf[40];
-    for (int prec = 6; prec <= 17; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v)
-            break;
-    }
-    /* Keep a real recognisable as one, so the reader never takes it for an integer. */
-    if (!strpbrk(buf, ".eEn"))
-        strcat(buf, ".0");
-    fputs(buf, out);
-}
-
 void ir_print_type(FILE *out, const ir_type *t)
 {
     char buf[256];
@@ -115,17 +100,6 @@ static void print_link(FILE *out, const char *name, const ir_link *l)
     ir_print_real(out, l->bandwidth);
     fprintf(out, ", %s.latency = ", name);
     ir_print_real(out, l->latency);
-}
-
-void ir_print_string(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            fputc('\\', out);
-        fputc(*s, out);
-    }
-    fputc('"', out);
 }
 
 void ir_print_module(FILE *out, const ir_module *m)
