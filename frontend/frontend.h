@@ -184,7 +184,7 @@ bool fe_eval_int(fe_ctx *c, fe_scope *s, const fe_expr *e, const char *what, int
 const char *fe_val_desc(const fe_val *v);
 const char *fe_dim_name(fe_dim d);
 
-/* model.c */
+/* block.c */
 
 /* The named arguments of a call, for finding one by name or a repeat:
  * searched in place when few, through a table when many, so that a call or
@@ -200,9 +200,23 @@ void fe_named_init(fe_ctx *c, fe_named *l, const fe_arg *args);
 /* The first argument named key, or NULL. */
 const fe_arg *fe_named_get(const fe_named *l, const char *key);
 
-void fe_lower_model(fe_ctx *c, const fe_item *model);
+/* The same for a block's parameters. */
+typedef struct fe_params {
+    const fe_param *params;
+    const fe_param **arr;
+    ir_names index;
+} fe_params;
+
+void fe_params_init(fe_ctx *c, fe_params *t, const fe_param *params);
+/* The first parameter (or input) named name, or NULL. */
+const fe_param *fe_params_get(const fe_params *t, const char *name);
+
 /* Binds a block definition in s, after checking it. */
 void fe_define_block(fe_ctx *c, fe_scope *s, const fe_block *b);
+
+/* model.c */
+
+void fe_lower_model(fe_ctx *c, const fe_item *model);
 
 /* count.c */
 
