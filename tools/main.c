@@ -64,25 +64,6 @@ static void print_passes(FILE *out)
         fprintf(out, "  %-20s %s\n", pass_table[i].name, pass_table[i].help);
 }
 
-static bool has_suffix(const char *s, const char *suf)
-{
-    size_t n = strlen(s), k = strlen(suf);
-    return n >= k && strcmp(s + n - k, suf) == 0;
-}
-
-ir_module *load_input(arena *a, const char *path, diag_ctx *d)
-{
-    if (!has_suffix(path, ".ir"))
-        return fe_compile(a, path, d);
-    const char *why;
-    src_file *f = src_file_read(a, path, &why);
-    if (!f) {
-        diag_error(d, (src_loc){0}, "cannot read '%s': %s", path, why);
-        return NULL;
-    }
-    return ir_read(a, f, d);
-}
-
 static int compile_main(int argc, char **argv)
 {
     const char *emit = "ir", *stop_after = NULL, *dump_after = NULL, *output = "-", *input = NULL;
@@ -182,7 +163,7 @@ static int compile_main(int argc, char **argv)
     if (llvm && !cg_llvm_check_target(lopt.triple, &d))
         goto done;
     if (strcmp(emit, "ast") == 0) {
-        if (has_suffix(input, ".ir")) {
+        if (tool_is_ir_file(input)) {
             fputs("burstc: error: --emit=ast needs Burst source, not IR\n", stderr);
             goto done;
         }

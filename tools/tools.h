@@ -2,8 +2,9 @@
  * tools.h: the internal header of tools/, the burstc command.
  *
  * main.c parses the global options and dispatches subcommands; each
- * subcommand lives in its own cmd_*.c. Shared here: loading an input (Burst
- * source or IR text, chosen by extension) and writing outputs atomically.
+ * subcommand lives in its own cmd_*.c. Shared here, below both: loading an
+ * input (Burst source or IR text, chosen by extension; input.c), writing
+ * outputs atomically (output.c) and the options they share (options.c).
  */
 #ifndef BURSTC_TOOLS_H
 #define BURSTC_TOOLS_H
@@ -14,10 +15,16 @@
 #include "ir.h"
 #include "passes.h"
 
+/* input.c */
+
 /* Reads FILE: `.ir` through the IR reader, anything else through the front
  * end. Errors go through d; returns NULL or a module with d->nerrors > 0 on
  * failure. */
 ir_module *load_input(arena *a, const char *path, diag_ctx *d);
+/* Whether path names IR text (ends in .ir) rather than Burst source. */
+bool tool_is_ir_file(const char *path);
+
+/* output.c */
 
 /* An output file written to a temporary name and renamed into place on
  * commit, so a failed run never leaves a half-written file. A path of "-"
