@@ -211,16 +211,9 @@ typedef struct cands {
 static void add_cand(cands *cs, const plan_problem *p, plan_result *r, const plan_bg_job *jobs,
                      int njobs, const plan_mux_options *o, const char *from)
 {
-    plan_timeline tl;
-    char e[512];
-    if (!plan_timeline_build(p, r, &tl, e, sizeof e)) {
-        plan_result_free(r);
-        return;
-    }
     plan_mux_result mx;
-    bool ok = plan_interleave(&tl, r, jobs, njobs, o, &mx, e, sizeof e);
-    plan_timeline_free(&tl);
-    if (!ok) {
+    char e[512];
+    if (!plan_mux_plan(p, r, jobs, njobs, o, &mx, e, sizeof e)) {
         plan_result_free(r);
         return;
     }
@@ -285,6 +278,35 @@ static void add_frontier(cands *cs, const plan_problem *p, plan_strategy s, cons
                      v[i].gpu_weight / v[i].time_weight);
         add_cand(cs, p, &r, jobs, njobs, o, from);
     }
+}
+
+bool plan_mux_plan(const plan_problem *p, const plan_result *r, const plan_bg_job *jobs, int njobs,
+                   const plan_mux_options *o, plan_mux_result *out, char *err, size_t errlen)
+{
+    plan_timeline tl;
+    memset(out, 0, sizeof *out);
+    if (!plan_timeline_build(p, r, &tl, err, errlen))
+        return false;
+    bool ok = plan_interleave(&tl, r, jobs, njobs, o, out, err, errlen);
+    plan_timeline_free(&tl);
+    return ok;
+}
+
+bool plan_mux_at_price(const plan_problem *p, plan_strategy s, double price,
+                       const plan_bg_job *jobs, int njobs, const plan_mux_options *o,
+                       plan_result *r, plan_mux_result *mx, char *err, size_t errlen)
+{
+    plan_problem q = *p;
+    q.gpu_budget = 0;
+    bool ok = isinf(price) ? plan_solve_weighted(&q, s, 1e-9, 1, r, err, errlen)
+                           : plan_solve_weighted(&q, s, 1, price, r, err, errlen);
+    if (!ok)
+        return false;
+    if (!plan_mux_plan(&q, r, jobs, njobs, o, mx, err, errlen)) {
+        plan_result_free(r);
+        return false;
+    }
+    return true;
 }
 
 bool plan_mux_auto(const plan_problem *p, plan_strategy s, const plan_bg_job *jobs, int njobs,
@@ -396,4 +418,92 @@ bool plan_mux_auto(const plan_problem *p, plan_strategy s, const plan_bg_job *jo
         }
     free(cs.c);
     return true;
+}
+
+void plan_mux_point_free(plan_mux_point *x)
+{
+    plan_result_free(&x->r);
+    plan_mux_result_free(&x->mux);
+}
+
+/* Keeps (takes) r and its multiplexing as the next point unless a point
+ * of the same time and GPU-seconds is there; false when full. */
+static bool add_point(plan_mux_point *pts, int *n, int maxpts, const plan_problem *p,
+                      plan_result *r, const plan_bg_job *jobs, int njobs, const plan_mux_options *o,
+                      const char *from, double price, bool vertex)
+{
+    for (int i = 0; i < *n; i++)
+        if (pts[i].r.time == r->time && pts[i].r.gpu_seconds == r->gpu_seconds) {
+            plan_result_free(r);
+            return true;
+        }
+    if (*n >= maxpts) {
+        plan_result_free(r);
+        return false;
+    }
+    plan_mux_point *x = &pts[*n];
+    memset(x, 0, sizeof *x);
+    char e[512];
+    if (!plan_mux_plan(p, r, jobs, njobs, o, &x->mux, e, sizeof e)) {
+        plan_result_free(r);
+        return true;
+    }
+    x->r = *r;
+    x->r.strategy = PS_BURST;
+    snprintf(x->from, sizeof x->from, "%s", from);
+    x->price = price;
+    x->vertex = vertex;
+    (*n)++;
+    return true;
+}
+
+int plan_mux_frontier(const plan_problem *p, const plan_bg_job *jobs, int njobs,
+                      const plan_mux_options *o, plan_mux_point *pts, int maxpts)
+{
+    plan_problem q = *p;
+    q.gpu_budget = 0;
+    q.price = 0;
+    plan_point hull[64];
+    int nh = plan_frontier(&q, hull, 64), n = 0;
+    char e[512], from[96];
+    for (int i = 0; i < nh; i++) {
+        plan_result r;
+        if (!(isinf(hull[i].price)
+                  ? plan_solve_weighted(&q, PS_BURST, 1e-9, 1, &r, e, sizeof e)
+                  : plan_solve_weighted(&q, PS_BURST, 1, hull[i].price, &r, e, sizeof e)))
+            continue;
+        snprintf(from, sizeof from, "burst's frontier vertex at price %.4g", hull[i].price);
+        if (!add_point(pts, &n, maxpts, &q, &r, jobs, njobs, o, from, hull[i].price, true))
+            break;
+    }
+    /* The other strategies' plans, which burst's search space holds. */
+    plan_result r;
+    if (plan_solve(&q, PS_DP, &r, e, sizeof e))
+        add_point(pts, &n, maxpts, &q, &r, jobs, njobs, o, "dp's plan", -1, false);
+    for (size_t i = 0; i < sizeof dp_limits / sizeof dp_limits[0]; i++) {
+        plan_problem d = q;
+        d.amp_limit = dp_limits[i];
+        if (!plan_deeppool(&d, &r, e, sizeof e))
+            continue;
+        if (dp_limits[i] > 0)
+            snprintf(from, sizeof from, "deeppool's plan at limit %g", dp_limits[i]);
+        else
+            snprintf(from, sizeof from, "deeppool's plan without a limit");
+        add_point(pts, &n, maxpts, &q, &r, jobs, njobs, o, from, -1, false);
+    }
+    /* Pareto: no other point at least as high in both foreground and
+     * cluster samples/s and higher in one. */
+    for (int i = 0; i < n; i++) {
+        const plan_mux_result *a = &pts[i].mux;
+        pts[i].pareto = true;
+        for (int j = 0; j < n && pts[i].pareto; j++) {
+            const plan_mux_result *b = &pts[j].mux;
+            if (j != i && b->fg_samples_per_s >= a->fg_samples_per_s &&
+                b->cluster_samples_per_s >= a->cluster_samples_per_s &&
+                (b->fg_samples_per_s > a->fg_samples_per_s ||
+                 b->cluster_samples_per_s > a->cluster_samples_per_s))
+                pts[i].pareto = false;
+        }
+    }
+    return n;
 }

@@ -661,6 +661,35 @@ typedef bool plan_auto_oracle(void *ctx, double time_weight, double gpu_weight, 
  * first (within the limit first, then by score); returns how many. */
 int plan_auto_search(plan_auto_oracle *f, void *ctx, double batch, int G, double rho, double limit,
                      plan_auto_vertex *v, int maxv);
+/* r's background jobs interleaved under o (its timeline, plan_interleave).
+ * False with a message when the timeline cannot be built. */
+bool plan_mux_plan(const plan_problem *p, const plan_result *r, const plan_bg_job *jobs, int njobs,
+                   const plan_mux_options *o, plan_mux_result *out, char *err, size_t errlen);
+/* The plan of strategy s least in time + price x GPU-seconds (price
+ * INFINITY: the cheapest, as plan_frontier's last point) with its
+ * multiplexing; p's budget is ignored, its amplification limit kept. */
+bool plan_mux_at_price(const plan_problem *p, plan_strategy s, double price,
+                       const plan_bg_job *jobs, int njobs, const plan_mux_options *o,
+                       plan_result *r, plan_mux_result *mx, char *err, size_t errlen);
+/* One row of `burstc plan --frontier` with background jobs. */
+typedef struct plan_mux_point {
+    char from[96]; /* "burst's frontier vertex at price 0.01", "dp's plan", ... */
+    double price;  /* a vertex: its price (INFINITY: the cheapest); else -1 */
+    bool vertex;   /* a vertex of burst's time vs GPU-seconds frontier */
+    bool pareto;   /* no other row is at least as high in foreground and cluster
+                      * samples/s and higher in one */
+    plan_result r; /* strategy burst */
+    plan_mux_result mux;
+} plan_mux_point;
+/* The multiplexing trade-off: every vertex of burst's frontier (p's
+ * amplification limit kept, fastest first), then the plans of dp and of
+ * deeppool at the limits its auto tries, which burst's search space holds
+ * (rows of the same time and GPU-seconds once), each with its background
+ * interleaved under o; pareto set over all rows. Returns how many (at most
+ * maxpts); free each with plan_mux_point_free. */
+int plan_mux_frontier(const plan_problem *p, const plan_bg_job *jobs, int njobs,
+                      const plan_mux_options *o, plan_mux_point *pts, int maxpts);
+void plan_mux_point_free(plan_mux_point *x);
 /* How many of the search's best vertices the exact stage interleaves
  * (besides the fastest plan). */
 #define PLAN_AUTO_EXACT 4
@@ -707,6 +736,13 @@ int plan_trace_ranks(int G, int cap, int *ranks);
  * or hold NULLs) adds each plan's multiplexing under the slowdown. */
 bool plan_write_json(const plan_problem *p, const plan_result *const *rs,
                      const plan_mux_result *const *mux, int nrs, double slowdown, FILE *out);
+
+/* Writes the rows of plan_mux_frontier as JSON: {gpus, gpus_per_node,
+ * batch, frontier: [{from, price (a vertex's; "inf" for the cheapest; null
+ * off the frontier), vertex, pareto, time_s, gpu_seconds, samples_per_s,
+ * mux: {the keys of plan --json's mux}}]}. */
+bool plan_write_frontier_json(const plan_problem *p, const plan_mux_point *pts, int n,
+                              double slowdown, FILE *out);
 
 /* profile.c: measured per-layer tables in the DeepPool text format. */
 

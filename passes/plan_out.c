@@ -5,6 +5,7 @@
  * read a finished, placed plan_result; nothing here plans. tools/cmd_plan.c
  * writes them atomically (temp file, rename).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,6 +171,48 @@ bool plan_write_trace(const plan_problem *p, const plan_result *r, const plan_mu
     return true;
 }
 
+/* A plan's multiplexing as the JSON object of plan --json's "mux". */
+static void write_mux(FILE *out, const plan_mux_result *x, double slowdown)
+{
+    fprintf(out,
+            "{\"slowdown\": %.9g, \"slice_bound_s\": %.9g, \"fg_time_s\": %.9g, "
+            "\"fg_time_bg_s\": %.9g, \"fg_samples_per_s\": %.9g, \"bg_samples_per_s\": %.9g, "
+            "\"cluster_samples_per_s\": %.9g, \"gpu_equivalents\": %.9g, "
+            "\"time_limit_s\": %.9g, \"idle\": %.9g, \"idle_bg\": %.9g, "
+            "\"copies\": %d, \"refusals\": %d, \"slices_per_iter\": %lld}",
+            slowdown, x->slice_bound, x->fg_time, x->fg_time_bg, x->fg_samples_per_s,
+            x->bg_samples_per_s, x->cluster_samples_per_s, x->gpu_equivalents, x->time_limit,
+            x->idle, x->idle_bg, x->ncopies, x->nrefusals, (long long)x->nslices);
+}
+
+bool plan_write_frontier_json(const plan_problem *p, const plan_mux_point *pts, int n,
+                              double slowdown, FILE *out)
+{
+    fprintf(out,
+            "{\n  \"gpus\": %d,\n  \"gpus_per_node\": %d,\n  \"batch\": %lld,\n  \"frontier\": [",
+            p->cluster.gpus, p->cluster.gpus_per_node, (long long)p->batch);
+    for (int i = 0; i < n; i++) {
+        const plan_mux_point *x = &pts[i];
+        fprintf(out, "%s\n    {\"from\": ", i ? "," : "");
+        plan_json_string(out, x->from);
+        if (x->vertex && isinf(x->price))
+            fprintf(out, ", \"price\": \"inf\"");
+        else if (x->vertex)
+            fprintf(out, ", \"price\": %.9g", x->price);
+        else
+            fprintf(out, ", \"price\": null");
+        fprintf(out,
+                ", \"vertex\": %s, \"pareto\": %s, \"time_s\": %.9g, \"gpu_seconds\": %.9g, "
+                "\"samples_per_s\": %.9g, \"mux\": ",
+                x->vertex ? "true" : "false", x->pareto ? "true" : "false", x->r.time,
+                x->r.gpu_seconds, x->r.samples_per_s);
+        write_mux(out, &x->mux, slowdown);
+        fprintf(out, "}");
+    }
+    fprintf(out, "\n  ]\n}\n");
+    return !ferror(out);
+}
+
 bool plan_write_json(const plan_problem *p, const plan_result *const *rs,
                      const plan_mux_result *const *mux, int nrs, double slowdown, FILE *out)
 {
@@ -197,17 +240,10 @@ bool plan_write_json(const plan_problem *p, const plan_result *const *rs,
         }
         fprintf(out, "\n    ]");
         const plan_mux_result *x = mux ? mux[i] : NULL;
-        if (x)
-            fprintf(
-                out,
-                ", \"mux\": {\"slowdown\": %.9g, \"slice_bound_s\": %.9g, \"fg_time_s\": %.9g, "
-                "\"fg_time_bg_s\": %.9g, \"fg_samples_per_s\": %.9g, \"bg_samples_per_s\": %.9g, "
-                "\"cluster_samples_per_s\": %.9g, \"gpu_equivalents\": %.9g, "
-                "\"time_limit_s\": %.9g, \"idle\": %.9g, \"idle_bg\": %.9g, "
-                "\"copies\": %d, \"refusals\": %d, \"slices_per_iter\": %lld}",
-                slowdown, x->slice_bound, x->fg_time, x->fg_time_bg, x->fg_samples_per_s,
-                x->bg_samples_per_s, x->cluster_samples_per_s, x->gpu_equivalents, x->time_limit,
-                x->idle, x->idle_bg, x->ncopies, x->nrefusals, (long long)x->nslices);
+        if (x) {
+            fprintf(out, ", \"mux\": ");
+            write_mux(out, x, slowdown);
+        }
         fprintf(out, "}");
     }
     fprintf(out, "\n  ]\n}\n");

@@ -44,13 +44,17 @@ static const char plan_usage[] =
     "                       of the frontier within it)\n"
     "  --frontier           print the Pareto frontier (time vs GPU-seconds) instead:\n"
     "                       every plan optimal for some price on GPU-time, from the\n"
-    "                       fastest to the cheapest\n"
+    "                       fastest to the cheapest; with background jobs also each\n"
+    "                       one's multiplexing (fg, bg, cluster samples/s, copies),\n"
+    "                       and dp's and deeppool's plans beside them; with --json\n"
+    "                       FILE, those rows as JSON\n"
     "  --overlap-allreduce  assume each gradient all-reduce overlaps the backward of\n"
     "                       earlier layers (default: it runs after its layer's\n"
     "                       backward and is waited for, as the runtime does now)\n"
     "  --profile FILE       measured per-layer times (DeepPool format) in place of\n"
     "                       the analytic model for the layers they cover\n"
-    "  --json FILE          write the plans (every strategy) as JSON\n"
+    "  --json FILE          write the plans (every strategy) as JSON (with\n"
+    "                       --frontier: the frontier's rows)\n"
     "  --trace FILE         write the predicted per-GPU timeline of the shown plan\n"
     "                       as a Chrome trace (opens in Perfetto), with its\n"
     "                       background slices on their own track\n"
@@ -164,6 +168,48 @@ static void print_mux(FILE *out, const ir_module *m, const ir_job *j, const plan
                  "on one GPU, summed)\n");
 }
 
+/* At most this many rows in --frontier's multiplexing table: the 64
+ * vertices plan_frontier gives and the other strategies' plans. */
+#define MUX_POINTS 80
+
+/* --frontier with background jobs: every vertex, then dp's and deeppool's
+ * plans (burst's search space holds them), with their multiplexing. */
+static void print_mux_frontier(FILE *out, const ir_module *m, const ir_job *j,
+                               const plan_mux_options *mo, const plan_mux_point *pts, int n)
+{
+    fprintf(out,
+            "\nmultiplexing along the frontier (foreground with background at most %.4f ms, %g x "
+            "the fastest plan's %.4f ms; background: ",
+            mo->time_limit * 1e3, mo->slowdown, mo->time_ref * 1e3);
+    for (int b = 0; b < j->nbackground; b++)
+        fprintf(out, "%s%s @ %lld", b ? ", " : "", m->graphs[j->background[b].graph]->name,
+                (long long)j->background[b].batch);
+    fprintf(out, "):\n");
+    fprintf(out, "%-16s %10s %12s %11s %10s %10s %11s %8s %7s %7s\n", "plan", "iter ms",
+            "GPU-s/iter", "fg iter ms", "fg smp/s", "bg smp/s", "cluster/s", "gpu-eq", "copies",
+            "pareto");
+    for (int i = 0; i < n; i++) {
+        const plan_mux_point *x = &pts[i];
+        char name[40];
+        const char *lim = strstr(x->from, "limit ");
+        if (x->vertex)
+            snprintf(name, sizeof name, "price %.4g", x->price);
+        else if (strncmp(x->from, "dp's", 4) == 0)
+            snprintf(name, sizeof name, "dp");
+        else if (lim)
+            snprintf(name, sizeof name, "deeppool @%s", lim + 6);
+        else
+            snprintf(name, sizeof name, "deeppool @none");
+        fprintf(out, "%-16s %10.4f %12.6f %11.4f %10.1f %10.1f %11.1f %8.3f %7d %7s\n", name,
+                x->r.time * 1e3, x->r.gpu_seconds, x->mux.fg_time_bg * 1e3, x->mux.fg_samples_per_s,
+                x->mux.bg_samples_per_s, x->mux.cluster_samples_per_s, x->mux.gpu_equivalents,
+                x->mux.ncopies, x->pareto ? "yes" : "-");
+    }
+    fprintf(out, "(price: a vertex of the frontier above; dp, deeppool @L: their plans, which "
+                 "burst's search space holds; pareto: no other row has both fg and cluster "
+                 "samples/s as high)\n");
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *input = NULL, *strategy = NULL, *json = NULL, *trace = NULL;
@@ -258,6 +304,8 @@ int cmd_plan(int argc, char **argv)
         pass_plan_profile_summary(&in, popt.profile, stdout);
 
     if (frontier) {
+        if (job->amplification == IR_AMP_AUTO)
+            in.p.amp_limit = 0;
         plan_point pts[64];
         int n = plan_frontier(&in.p, pts, 64);
         printf("Pareto frontier of burst plans: %d GPUs, global batch %lld\n", in.p.cluster.gpus,
@@ -268,6 +316,32 @@ int cmd_plan(int argc, char **argv)
         for (int i = 0; i < n; i++)
             printf("%14.6g %12.4f %12.1f %14.6f %12.4f\n", pts[i].price, pts[i].time * 1e3,
                    (double)in.p.batch / pts[i].time, pts[i].gpu_seconds, pts[i].gpu_seconds / one);
+        if (bg.n > 0 || json) {
+            plan_mux_point *mp = plan_xcalloc(MUX_POINTS, sizeof *mp);
+            int nm = plan_mux_frontier(&in.p, bg.jobs, bg.n, &mo, mp, MUX_POINTS);
+            int nw = nm;
+            if (bg.n > 0)
+                print_mux_frontier(stdout, m, job, &mo, mp, nm);
+            else
+                for (nw = 0; nw < nm && mp[nw].vertex;)
+                    nw++; /* no background: the vertices only */
+            bool ok = true;
+            if (json) {
+                out_file o;
+                ok = out_open(&o, json);
+                if (ok && !plan_write_frontier_json(&in.p, mp, nw, mo.slowdown, o.fp)) {
+                    out_abort(&o);
+                    ok = false;
+                } else if (ok) {
+                    ok = out_commit(&o);
+                }
+            }
+            for (int i = 0; i < nm; i++)
+                plan_mux_point_free(&mp[i]);
+            free(mp);
+            if (!ok)
+                goto done;
+        }
         status = 0;
         goto done;
     }

@@ -263,10 +263,102 @@ static void test_never_loses(void)
     CHECK(not_fastest > 0);
 }
 
+/* Is (fg, cluster) weakly dominated, within slack, by a row of the
+ * frontier (only its vertices: vertices_only; only its Pareto rows:
+ * pareto_only)? */
+static bool dominated(const plan_mux_point *pts, int n, double fg, double cl, double slack,
+                      bool vertices_only, bool pareto_only)
+{
+    for (int i = 0; i < n; i++) {
+        if ((vertices_only && !pts[i].vertex) || (pareto_only && !pts[i].pareto))
+            continue;
+        if (pts[i].mux.fg_samples_per_s >= fg * (1 - slack) &&
+            pts[i].mux.cluster_samples_per_s >= cl * (1 - slack))
+            return true;
+    }
+    return false;
+}
+
+/* Every dp + mux and deeppool + mux point (deeppool at each limit of its
+ * auto), made here on its own, is weakly dominated in foreground and
+ * cluster samples/s, within 0.5%, by a Pareto row of burst's multiplexing
+ * frontier (burstc plan --frontier's rows) under the same limit; how many
+ * the frontier's vertices alone dominate is printed. */
+static void test_domination(void)
+{
+    int plans = 0, misses = 0, by_vertex = 0, problems = 0;
+    static const double lims[] = {1, 1.25, 1.5, 2, 3, 4, 6, 8, 0};
+    for (int it = 0; plans < 300 && it < 2000; it++) {
+        inst in;
+        memset(&in, 0, sizeof in);
+        int G = irand(2, 8);
+        random_cluster(&in, G, irand(1, 2) == 1 ? G : (G + 1) / 2);
+        int n = irand(2, 7);
+        if (urand() < 0.5 || n < 4)
+            make_chain(&in, n);
+        else
+            make_concurrent(&in, n);
+        in.p.cluster.mem_bytes = 0;
+        in.p.amp_limit = 0;
+        char err[512];
+        plan_result f;
+        if (!plan_solve(&in.p, PS_BURST, &f, err, sizeof err))
+            continue;
+        double T0 = f.time;
+        plan_result_free(&f);
+        int nj = irand(1, 2);
+        plan_bg_job jobs[2];
+        double units[2][9];
+        for (int j = 0; j < nj; j++) {
+            int ops = irand(1, 4);
+            for (int u = 0; u < 2 * ops + 1; u++)
+                units[j][u] = T0 * pow(10, -3 + 2 * urand());
+            jobs[j] = (plan_bg_job){
+                .name = "bg", .nunits = 2 * ops + 1, .unit = units[j], .batch = irand(1, 64)};
+        }
+        plan_mux_options o = {.slowdown = 1 + urand()};
+        if (!plan_mux_init(&in.p, &o, err, sizeof err))
+            continue;
+        plan_mux_point pts[80];
+        int np = plan_mux_frontier(&in.p, jobs, nj, &o, pts, 80);
+        CHECK(np >= 1 && pts[0].vertex);
+        problems++;
+        /* Every row off the Pareto set is dominated by one on it. */
+        for (int i = 0; i < np; i++)
+            CHECK(pts[i].pareto || dominated(pts, np, pts[i].mux.fg_samples_per_s,
+                                             pts[i].mux.cluster_samples_per_s, 0, false, true));
+        for (int k = -1; k < (int)(sizeof lims / sizeof lims[0]); k++) {
+            plan_problem q = in.p;
+            plan_result r;
+            bool ok = k < 0 ? plan_solve(&q, PS_DP, &r, err, sizeof err)
+                            : (q.amp_limit = lims[k], plan_deeppool(&q, &r, err, sizeof err));
+            if (!ok)
+                continue;
+            plan_mux_result x;
+            if (plan_mux_plan(&in.p, &r, jobs, nj, &o, &x, err, sizeof err)) {
+                plans++;
+                double fg = x.fg_samples_per_s, cl = x.cluster_samples_per_s;
+                misses += !dominated(pts, np, fg, cl, 0.005, false, true);
+                by_vertex += dominated(pts, np, fg, cl, 0.005, true, false);
+                plan_mux_result_free(&x);
+            }
+            plan_result_free(&r);
+        }
+        for (int i = 0; i < np; i++)
+            plan_mux_point_free(&pts[i]);
+    }
+    printf("domination: %d dp and deeppool plans of %d problems: %d dominated by a Pareto row, "
+           "%d by a vertex of burst's frontier alone\n",
+           plans, problems, plans - misses, by_vertex);
+    CHECK(plans >= 300);
+    CHECK(misses == 0);
+}
+
 int main(void)
 {
     test_hand();
     test_property();
     test_never_loses();
+    test_domination();
     return check_done("test_mux_auto");
 }
