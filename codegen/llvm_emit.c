@@ -105,6 +105,8 @@ static const rt_sig rt_sigs[] = {
     {"rt_pool_free", "vp"},
     {"rt_pool_new", "p"},
     {"rt_progress", "v"},
+    {"rt_relu6_bwd", "vppp"},
+    {"rt_relu6_fwd", "vpp"},
     {"rt_relu_bwd", "vppp"},
     {"rt_relu_fwd", "vpp"},
     {"rt_report_loss", "vld"},

@@ -917,6 +917,29 @@ static void lower_unary(mctx *c, int k, const char *op)
     set_out(c, k, add_layer(c, layer_name(c, k), op, &arg, 1, "", &c->m->layers[arg].shape, false));
 }
 
+/* Clip to [0, 6] is relu6 (torch's ReLU6 and hardtanh(0, 6)), to [0, inf) relu. The bounds
+ * are inputs from opset 11 (absent: unbounded), attributes before. */
+static void lower_clip(mctx *c, int k)
+{
+    const imp_node *n = &c->g->nodes[k];
+    double lo = imp_attr_float(n, "min", -INFINITY), hi = imp_attr_float(n, "max", INFINITY);
+    if (c->g->opset >= 11) {
+        lo = n->nin > 1 && n->in[1] >= 0 ? imp_scalar(c->g, n->in[1]) : -INFINITY;
+        hi = n->nin > 2 && n->in[2] >= 0 ? imp_scalar(c->g, n->in[2]) : INFINITY;
+        if (isnan(lo) || isnan(hi))
+            return (void)imp_error(c->g, k, "its bounds are computed at run time");
+    }
+    if (lo == 0 && hi == 6)
+        lower_unary(c, k, "relu6");
+    else if (lo == 0 && hi == INFINITY)
+        lower_unary(c, k, "relu");
+    else
+        imp_error(c->g, k,
+                  "Clip to [%g, %g]; Burst has relu ([0, inf)) and relu6 ([0, 6]) and no "
+                  "other bounds",
+                  lo, hi);
+}
+
 /* Views: the output is the input's elements in another shape. */
 static void lower_view(mctx *c, int k)
 {
@@ -1057,6 +1080,8 @@ static void lower_node(mctx *c, int k)
         lower_unary(c, k, "tanh");
     else if (!strcmp(op, "Sigmoid"))
         lower_unary(c, k, "sigmoid");
+    else if (!strcmp(op, "Clip"))
+        lower_clip(c, k);
     else if (!strcmp(op, "MaxPool"))
         lower_pool(c, k, true);
     else if (!strcmp(op, "AveragePool"))

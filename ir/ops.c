@@ -849,6 +849,15 @@ static void cost_relu(const cost_ctx *c, ir_cost *k)
     k->saved = c->out;
 }
 
+/* min(max(x, 0), 6): two compares; the backward a select on 0 < x < 6. */
+static void cost_relu6(const cost_ctx *c, ir_cost *k)
+{
+    k->fwd_flops = 2 * c->out;
+    k->bwd_flops = 2 * c->out;
+    k->bwd_read = 2 * c->out;
+    k->saved = c->in;
+}
+
 static void cost_gelu(const cost_ctx *c, ir_cost *k)
 {
     k->fwd_flops = 8 * c->out; /* tanh approximation: ~8 FLOPs per element */

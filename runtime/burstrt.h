@@ -327,6 +327,10 @@ void rt_matmul_bwd(const rt_tensor *a, const rt_tensor *b, const rt_tensor *dc, 
 
 void rt_relu_fwd(const rt_tensor *x, rt_tensor *y);
 void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
+/* ReLU6 (torch's relu6 and hardtanh(0, 6), ONNX's Clip to [0, 6]): min(max(x, 0), 6); the
+ * gradient passes where 0 < x < 6, as PyTorch's. */
+void rt_relu6_fwd(const rt_tensor *x, rt_tensor *y);
+void rt_relu6_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
 /* GELU, tanh approximation (GPT-2). */
 void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y);
 void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);

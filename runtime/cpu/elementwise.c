@@ -1,5 +1,5 @@
-/* cpu/elementwise.c: the memory-bound ops on the CPU: relu, gelu (tanh approximation), tanh
- * and sigmoid on oneDNN's eltwise primitives (relu's backward as a plain loop); add and
+/* cpu/elementwise.c: the memory-bound ops on the CPU: relu, relu6, gelu (tanh approximation),
+ * tanh and sigmoid on oneDNN's eltwise primitives (relu's and relu6's backward as plain loops); add and
  * gradient accumulation, dropout with the counter-based mask, concat, transpose of two axes,
  * softmax along an axis, the optimizers' per-element updates and loss scaling's multiply
  * and inf/nan check as plain loops over contiguous memory, written without branches in the
@@ -14,8 +14,8 @@
 
 /* ---- activations on oneDNN's eltwise primitives ------------------------------------------ */
 
-/* One entry per (function, element count): forward and backward, made on first use. The
- * tensors are flat: the functions are elementwise, so any layout is the same. */
+/* One entry per (function, its alpha and beta, element count): forward and backward, made on
+ * first use. The tensors are flat: the functions are elementwise, so any layout is the same. */
 typedef struct eltwise_entry {
     rt_dnnl_prim fwd, bwd;
     bool have_fwd, have_bwd;
@@ -29,9 +29,13 @@ static void eltwise_destroy(void *p)
     free(e);
 }
 
-static eltwise_entry *eltwise_for(dnnl_alg_kind_t alg, int64_t n, bool bwd, const char *op)
+static eltwise_entry *eltwise_for(dnnl_alg_kind_t alg, float alpha, float beta, int64_t n, bool bwd,
+                                  const char *op)
 {
-    rt_dnnl_key k = {{3, alg, n}};
+    uint32_t ab[2];
+    memcpy(&ab[0], &alpha, sizeof ab[0]);
+    memcpy(&ab[1], &beta, sizeof ab[1]);
+    rt_dnnl_key k = {{3, alg, n, ab[0], ab[1]}};
     eltwise_entry *e = rt_dnnl_find(&k);
     if (!e) {
         e = rt_xcalloc(1, sizeof *e, op);
@@ -40,15 +44,16 @@ static eltwise_entry *eltwise_for(dnnl_alg_kind_t alg, int64_t n, bool bwd, cons
     dnnl_memory_desc_t md = rt_dnnl_plain(1, &n);
     if (!e->have_fwd) {
         dnnl_eltwise_desc_t fd;
-        rt_dnnl_ok(dnnl_eltwise_forward_desc_init(&fd, dnnl_forward_training, alg, &md, 0.0f, 0.0f),
-                   op, "describing an eltwise forward");
+        rt_dnnl_ok(
+            dnnl_eltwise_forward_desc_init(&fd, dnnl_forward_training, alg, &md, alpha, beta), op,
+            "describing an eltwise forward");
         if (!rt_dnnl_make(&e->fwd, &fd, NULL, op))
             rt_fatal(op, "oneDNN: no eltwise forward implementation");
         e->have_fwd = true;
     }
     if (bwd && !e->have_bwd) {
         dnnl_eltwise_desc_t bd;
-        rt_dnnl_ok(dnnl_eltwise_backward_desc_init(&bd, alg, &md, &md, 0.0f, 0.0f), op,
+        rt_dnnl_ok(dnnl_eltwise_backward_desc_init(&bd, alg, &md, &md, alpha, beta), op,
                    "describing an eltwise backward");
         if (!rt_dnnl_make(&e->bwd, &bd, e->fwd.pd, op))
             rt_fatal(op, "oneDNN: no eltwise backward implementation");
@@ -57,15 +62,21 @@ static eltwise_entry *eltwise_for(dnnl_alg_kind_t alg, int64_t n, bool bwd, cons
     return e;
 }
 
-static void eltwise_fwd(dnnl_alg_kind_t alg, const char *op, const rt_tensor *x, rt_tensor *y)
+static void eltwise_fwd_ab(dnnl_alg_kind_t alg, float alpha, float beta, const char *op,
+                           const rt_tensor *x, rt_tensor *y)
 {
     rt_same_numel(op, x, "input", y, "output");
     if (x->numel == 0)
         return;
-    eltwise_entry *e = eltwise_for(alg, x->numel, false, op);
+    eltwise_entry *e = eltwise_for(alg, alpha, beta, x->numel, false, op);
     rt_dnnl_arg args[2] = {{DNNL_ARG_SRC, x->data}, {DNNL_ARG_DST, y->data}};
     rt_dnnl_run(&e->fwd, 2, args, e->fwd.scratch ? rt_dnnl_scratch(NULL, e->fwd.scratch) : NULL,
                 op);
+}
+
+static void eltwise_fwd(dnnl_alg_kind_t alg, const char *op, const rt_tensor *x, rt_tensor *y)
+{
+    eltwise_fwd_ab(alg, 0.0f, 0.0f, op, x, y);
 }
 
 /* dx = f'(x) dy */
@@ -76,7 +87,7 @@ static void eltwise_bwd(dnnl_alg_kind_t alg, const char *op, const rt_tensor *x,
     rt_same_numel(op, x, "input", dx, "input gradient");
     if (x->numel == 0)
         return;
-    eltwise_entry *e = eltwise_for(alg, x->numel, true, op);
+    eltwise_entry *e = eltwise_for(alg, 0.0f, 0.0f, x->numel, true, op);
     rt_dnnl_arg args[3] = {
         {DNNL_ARG_SRC, x->data}, {DNNL_ARG_DIFF_DST, dy->data}, {DNNL_ARG_DIFF_SRC, dx->data}};
     rt_dnnl_run(&e->bwd, 3, args, e->bwd.scratch ? rt_dnnl_scratch(NULL, e->bwd.scratch) : NULL,
@@ -110,6 +121,34 @@ void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
     for (int64_t t = 0; t < chunks; t++) {
         const int64_t at = t * RELU_CHUNK;
         relu_bwd_range(xs + at, g + at, d + at, n - at < RELU_CHUNK ? n - at : RELU_CHUNK);
+    }
+}
+
+/* ReLU6 is oneDNN's clip to [0, 6] forward. Its backward is a select, as relu's, on
+ * 0 < x < 6: PyTorch's hardtanh backward passes no gradient at either bound, where oneDNN's
+ * clip passes it at the upper one. */
+void rt_relu6_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    eltwise_fwd_ab(dnnl_eltwise_clip, 0.0f, 6.0f, "relu6_fwd", x, y);
+}
+
+RT_VECTOR static void relu6_bwd_range(const float *x, const float *dy, float *dx, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dx[i] = x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f;
+}
+
+void rt_relu6_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    rt_same_numel("relu6_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("relu6_bwd", x, "input", dx, "input gradient");
+    const int64_t n = x->numel, chunks = (n + RELU_CHUNK - 1) / RELU_CHUNK;
+    const float *xs = rt_f32(x), *g = rt_f32(dy);
+    float *d = rt_f32(dx);
+#pragma omp parallel for schedule(static) if (chunks >= 4)
+    for (int64_t t = 0; t < chunks; t++) {
+        const int64_t at = t * RELU_CHUNK;
+        relu6_bwd_range(xs + at, g + at, d + at, n - at < RELU_CHUNK ? n - at : RELU_CHUNK);
     }
 }
 

@@ -1,5 +1,5 @@
 /* ref.h: the reference kernels of the CPU backend. Production kernels of the ops below run
- * on oneDNN (conv2d, pooling, relu/gelu, the GEMMs of linear) or on vectorised f32 loops
+ * on oneDNN (conv2d, pooling, relu/relu6/gelu, the GEMMs of linear) or on vectorised f32 loops
  * (batchnorm, 2x2 max pooling, relu's backward); these are the plain implementations they replaced, kept so that the tests
  * can check every production path against them on random shapes (tests/unit/runtime/
  * test_onednn.c), and used in production only where oneDNN has no implementation for an
@@ -30,6 +30,8 @@ void rt_ref_batchnorm2d_bwd(const rt_comm *comm, const rt_tensor *x, const rt_te
                             rt_tensor *dgamma, rt_tensor *dbeta);
 void rt_ref_relu_fwd(const rt_tensor *x, rt_tensor *y);
 void rt_ref_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
+void rt_ref_relu6_fwd(const rt_tensor *x, rt_tensor *y);
+void rt_ref_relu6_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
 void rt_ref_gelu_fwd(const rt_tensor *x, rt_tensor *y);
 void rt_ref_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
 void rt_ref_linear_fwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *b, rt_tensor *y);

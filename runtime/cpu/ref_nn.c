@@ -350,6 +350,24 @@ void rt_ref_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
         rt_f32(dx)[i] = rt_f32(x)[i] > 0.0f ? rt_f32(dy)[i] : 0.0f;
 }
 
+void rt_ref_relu6_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    rt_same_numel("relu6_fwd", x, "input", y, "output");
+    for (int64_t i = 0; i < x->numel; i++)
+        rt_f32(y)[i] = fminf(fmaxf(rt_f32(x)[i], 0.0f), 6.0f);
+}
+
+/* PyTorch's hardtanh backward: no gradient at either bound. */
+void rt_ref_relu6_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    rt_same_numel("relu6_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("relu6_bwd", x, "input", dx, "input gradient");
+    for (int64_t i = 0; i < x->numel; i++) {
+        float v = rt_f32(x)[i];
+        rt_f32(dx)[i] = v <= 0.0f || v >= 6.0f ? 0.0f : rt_f32(dy)[i];
+    }
+}
+
 #define GELU_C 0.7978845608028654 /* sqrt(2/pi) */
 #define GELU_A 0.044715
 

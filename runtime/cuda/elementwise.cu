@@ -1,4 +1,4 @@
-/* elementwise.cu: the memory-bound ops of the CUDA backend: relu, gelu (tanh
+/* elementwise.cu: the memory-bound ops of the CUDA backend: relu, relu6, gelu (tanh
  * approximation), tanh, sigmoid, add and gradient accumulation, dropout, concat, transpose, softmax
  * along an axis, the optimizers' per-element updates and loss scaling's multiply and
  * inf/nan check. One thread per element (grid-stride). Activations are f32, bf16 or f16
@@ -22,6 +22,24 @@ template <typename T> __global__ void relu_fwd_k(const T *x, T *y, int64_t n)
 template <typename T> __global__ void relu_bwd_k(const T *x, const T *dy, T *dx, int64_t n)
 {
     RT_FOR(i, n) rt_st(dx + i, rt_ld(x + i) > 0.0f ? rt_ld(dy + i) : 0.0f);
+}
+
+/* min(max(x, 0), 6); the gradient passes where 0 < x < 6, as PyTorch's and the CPU's. */
+template <typename T> __global__ void relu6_fwd_k(const T *x, T *y, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        float v = rt_ld(x + i);
+        rt_st(y + i, v > 0.0f ? (v < 6.0f ? v : 6.0f) : 0.0f);
+    }
+}
+template <typename T> __global__ void relu6_bwd_k(const T *x, const T *dy, T *dx, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        float v = rt_ld(x + i);
+        rt_st(dx + i, v > 0.0f && v < 6.0f ? rt_ld(dy + i) : 0.0f);
+    }
 }
 
 #define GELU_C 0.7978845608028654f /* sqrt(2/pi) */
@@ -112,6 +130,17 @@ extern "C" void rt_cuda_own_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt
     rt_same_numel("relu_bwd", x, "input", dy, "output gradient");
     rt_same_numel("relu_bwd", x, "input", dx, "input gradient");
     LAUNCH_BWD("relu_bwd", relu_bwd_k, x, dy, dx);
+}
+extern "C" void rt_relu6_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    rt_same_numel("relu6_fwd", x, "input", y, "output");
+    LAUNCH_FWD("relu6_fwd", relu6_fwd_k, x, y);
+}
+extern "C" void rt_relu6_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    rt_same_numel("relu6_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("relu6_bwd", x, "input", dx, "input gradient");
+    LAUNCH_BWD("relu6_bwd", relu6_bwd_k, x, dy, dx);
 }
 extern "C" void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y)
 {

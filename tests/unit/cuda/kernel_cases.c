@@ -252,6 +252,11 @@ static void elementwise_cases(void)
     check("relu.y", y, false);
     rt_relu_bwd(x, dy, dx);
     check("relu.dx", dx, false);
+    rt_tensor *x8 = rnd(ACT, SHAPE(4, 33), 42, -8, 8); /* past both of relu6's bounds */
+    rt_relu6_fwd(x8, y);
+    check("relu6.y", y, false);
+    rt_relu6_bwd(x8, dy, dx);
+    check("relu6.dx", dx, false);
     rt_gelu_fwd(x, y);
     check("gelu.y", y, false);
     rt_gelu_bwd(x, dy, dx);

@@ -175,13 +175,13 @@ static void test_matmul(void)
 
 typedef struct {
     rt_tensor *x, *y, *dy, *dx;
-    int which; /* 0 relu, 1 gelu, 2 tanh, 3 sigmoid */
+    int which; /* 0 relu, 1 gelu, 2 tanh, 3 sigmoid, 4 relu6 */
 } act_ctx;
-static void (*const act_fwd[])(const rt_tensor *, rt_tensor *) = {rt_relu_fwd, rt_gelu_fwd,
-                                                                  rt_tanh_fwd, rt_sigmoid_fwd};
+static void (*const act_fwd[])(const rt_tensor *, rt_tensor *) = {
+    rt_relu_fwd, rt_gelu_fwd, rt_tanh_fwd, rt_sigmoid_fwd, rt_relu6_fwd};
 static void (*const act_bwd[])(const rt_tensor *, const rt_tensor *, rt_tensor *) = {
-    rt_relu_bwd, rt_gelu_bwd, rt_tanh_bwd, rt_sigmoid_bwd};
-static const char *const act_name[] = {"relu", "gelu", "tanh", "sigmoid"};
+    rt_relu_bwd, rt_gelu_bwd, rt_tanh_bwd, rt_sigmoid_bwd, rt_relu6_bwd};
+static const char *const act_name[] = {"relu", "gelu", "tanh", "sigmoid", "relu6"};
 static void act_f(void *p)
 {
     act_ctx *c = p;
@@ -195,13 +195,17 @@ static void act_b(void *p)
 
 static void test_activations(void)
 {
-    for (int which = 0; which < 4; which++) {
+    for (int which = 0; which < 5; which++) {
         act_ctx c = {.which = which};
         c.x = T(2, 4, 25, 0, 0);
         fill(c.x);
-        for (int64_t i = 0; i < c.x->numel; i++) /* keep relu's kink out of reach of eps */
-            if (fabsf(rt_f32(c.x)[i]) < 0.05f)
-                rt_f32(c.x)[i] = 0.3f;
+        for (int64_t i = 0; i < c.x->numel; i++) { /* keep the kinks out of reach of eps */
+            if (which == 4)
+                rt_f32(c.x)[i] *= 10.0f; /* relu6: past both bounds */
+            float v = rt_f32(c.x)[i];
+            if (fabsf(v) < 0.05f || fabsf(v - 6.0f) < 0.05f)
+                rt_f32(c.x)[i] = v + 0.3f;
+        }
         c.y = like(c.x);
         act_f(&c);
         double ref[100];
@@ -213,6 +217,7 @@ static void test_activations(void)
                           (1 + tanh(sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)))
                 : which == 2 ? tanh(v)
                 : which == 3 ? 1 / (1 + exp(-v))
+                : which == 4 ? fmin(fmax(v, 0), 6)
                              : (v > 0 ? v : 0);
         }
         CHECK_CLOSE(act_name[which], rt_f32(c.y), ref, 100, 1e-6, 1e-5);

@@ -249,13 +249,20 @@ static void test_eltwise(void)
         rt_relu_bwd(x, dy, dx);
         rt_ref_relu_bwd(x, dy, dxr);
         SAME("relu backward", dx, dxr, 1e-30, 0.0, "%lld elements", (long long)n);
+        rt_f32(x)[n - 1] = 6.0f; /* relu6's upper bound: gradient 0 there too */
+        rt_relu6_fwd(x, y);
+        rt_ref_relu6_fwd(x, yr);
+        SAME("relu6 forward", y, yr, 1e-30, 0.0, "%lld elements", (long long)n);
+        rt_relu6_bwd(x, dy, dx);
+        rt_ref_relu6_bwd(x, dy, dxr);
+        SAME("relu6 backward", dx, dxr, 1e-30, 0.0, "%lld elements", (long long)n);
         rt_gelu_fwd(x, y);
         rt_ref_gelu_fwd(x, yr);
         SAME("gelu forward", y, yr, 1e-6, 1e-5, "%lld elements", (long long)n);
         rt_gelu_bwd(x, dy, dx);
         rt_ref_gelu_bwd(x, dy, dxr);
         SAME("gelu backward", dx, dxr, 1e-6, 1e-5, "%lld elements", (long long)n);
-        cases += 4;
+        cases += 6;
     }
 }
 

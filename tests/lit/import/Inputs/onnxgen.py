@@ -421,7 +421,47 @@ def case_tanh_sigmoid():
     return m
 
 
+def case_clip():
+    """ReLU6 as torch exports it (Clip between two Constants) after a depthwise convolution,
+    Clip with a lower bound only (relu), and Clip's attributes before opset 11."""
+    m = Model()
+    x = m.input("x", [1, 4, 8, 8])
+    h = m.node("Conv", [x, m.init("dw.weight", [4, 1, 3, 3])], "dw", group=4, pads=[1, 1, 1, 1],
+               kernel_shape=[3, 3])
+    r6 = m.node("Clip", [h, m.const(0.0, F, []), m.const(6.0, F, [])], "relu6")
+    r = m.node("Clip", [r6, m.const(0.0, F, [])], "relu")
+    p = m.node("GlobalAveragePool", [r], "pool")
+    f = m.node("Flatten", [p], "flat")
+    m.node("Gemm", [f, m.init("fc.weight", [3, 4]), m.init("fc.bias", [3])], "fc",
+           outputs=["logits"], transB=1)
+    m.output("logits")
+    return m
+
+
+def case_clip_opset10():
+    m = Model(opset=10)
+    x = m.input("x", [1, 8])
+    h = m.node("Gemm", [x, m.init("fc.w", [8, 8])], "fc")
+    c = m.node("Clip", [h], "relu6", min=0.0, max=6.0)
+    m.node("Gemm", [c, m.init("out.w", [8, 2])], "out", outputs=["logits"])
+    m.output("logits")
+    return m
+
+
 # ---- errors ----
+
+def case_clip_bounds():
+    """Clips that are neither relu nor relu6: each an error naming its bounds."""
+    m = Model()
+    x = m.input("x", [1, 8])
+    h = m.node("Gemm", [x, m.init("fc.w", [8, 8])], "fc")
+    a = m.node("Clip", [h, m.const(-1.0, F, []), m.const(1.0, F, [])], "hardtanh")
+    b = m.node("Clip", [h, "", m.const(6.0, F, [])], "upper")
+    b = m.node("Add", [a, b], "sum")
+    m.node("Gemm", [b, m.init("out.w", [8, 2])], "out", outputs=["logits"])
+    m.output("logits")
+    return m
+
 
 def case_unsupported():
     """Ops burstc cannot map: each named with its position; the others still checked."""
