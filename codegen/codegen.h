@@ -159,7 +159,8 @@ typedef struct cg_program {
     /* What the driver (main) needs: the data the job reads. */
     int sample_input, label_input; /* ops */
     int64_t classes, vocab, labels_per_sample;
-    bool fmnist; /* Fashion-MNIST, else synthetic */
+    bool fmnist;      /* Fashion-MNIST (background copies of its model read it too) */
+    const char *data; /* the job's source, as --data spells it (the program's default) */
     /* A background job's program (cg_lower_background): names start with pre, every
      * op runs on this rank alone (rt_comm_self), forward and backward run one op per
      * call, guarded by CC_UNIT. */

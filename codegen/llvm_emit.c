@@ -114,7 +114,7 @@ static const rt_sig rt_sigs[] = {
     {"rt_reshard_start", "vippppll"},
     {"rt_reshard_wait", "vi"},
     {"rt_set_compute_dtype", "vi"},
-    {"rt_set_defaults", "vli"},
+    {"rt_set_defaults", "vlp"},
     {"rt_sgd_step", "vpp"},
     {"rt_sigmoid_bwd", "vppp"},
     {"rt_sigmoid_fwd", "vpp"},
@@ -1018,8 +1018,7 @@ static void build_main(lw *w, LLVMValueRef setup, LLVMValueRef forward, LLVMValu
     LLVMValueRef argv = entry_alloca(w, LLVMPointerType(w->t_ptr, 0), "argv");
     LLVMBuildStore(w->b, LLVMGetParam(fn, 0), argc);
     LLVMBuildStore(w->b, LLVMGetParam(fn, 1), argv);
-    CALL(w, "rt_set_defaults", i64c(w, j->iterations),
-         i32c(w, p->fmnist ? RT_DATA_FMNIST_ : RT_DATA_SYNTHETIC_));
+    CALL(w, "rt_set_defaults", i64c(w, j->iterations), string_ptr(w, p->data));
     LLVMValueRef o = CALL(w, "rt_init", LLVMBuildBitCast(w->b, argc, w->t_ptr, ""),
                           LLVMBuildBitCast(w->b, argv, w->t_ptr, ""), string_ptr(w, j->name));
     CALL(w, "rt_check_world_size", i32c(w, p->world));
@@ -1181,14 +1180,14 @@ static void build_types(lw *w)
     LLVMTypeRef pf[] = {w->t_ptr, w->t_ptr, w->t_ptr, LLVMArrayType(w->t_ptr, 2), w->t_ptr};
     LLVMStructSetBody(w->t_param, pf, 5, 0);
     w->t_options = LLVMStructCreateNamed(cx, "rt_options");
-    LLVMTypeRef path = LLVMArrayType(w->t_i8, 512);
-    /* iterations, data, data_dir, seed, trace_path, checkpoint_dir,
+    LLVMTypeRef path = LLVMArrayType(w->t_i8, 512), data_path = LLVMArrayType(w->t_i8, 1024);
+    /* iterations, data, data_path, seed, trace_path, checkpoint_dir,
      * checkpoint_every, resume, threads, step_timeout, bucket_mb, no_overlap, background,
      * slowdown, loss_scale, loss_scale_init, loss_scale_growth, loss_scale_backoff,
      * loss_scale_interval, rank, world_size */
-    LLVMTypeRef of[] = {w->t_i64, w->t_i32, path,     w->t_i64, path,     path,     w->t_i64,
-                        w->t_i8,  w->t_i32, w->t_f64, w->t_f64, w->t_i8,  w->t_i8,  w->t_f64,
-                        w->t_i32, w->t_f64, w->t_f64, w->t_f64, w->t_i64, w->t_i32, w->t_i32};
+    LLVMTypeRef of[] = {w->t_i64, w->t_i32, data_path, w->t_i64, path,     path,     w->t_i64,
+                        w->t_i8,  w->t_i32, w->t_f64,  w->t_f64, w->t_i8,  w->t_i8,  w->t_f64,
+                        w->t_i32, w->t_f64, w->t_f64,  w->t_f64, w->t_i64, w->t_i32, w->t_i32};
     LLVMStructSetBody(w->t_options, of, 21, 0);
     w->t_sgd = LLVMStructCreateNamed(cx, "rt_sgd");
     LLVMTypeRef sf[] = {w->t_f32, w->t_f32, w->t_f32, w->t_i8};

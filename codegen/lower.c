@@ -172,11 +172,15 @@ static bool analyse_data(lowerer *L)
                 source_of(L, OP(L, i)->inputs[0]) == p->sample_input)
                 p->vocab = ir_embedding_attrs(OP(L, i))->vocab;
     const char *data = L->job->data ? L->job->data : "synthetic";
+    p->data = data;
     p->fmnist = strcmp(data, "fmnist") == 0;
-    if (!p->fmnist && strcmp(data, "synthetic") != 0) {
+    /* The runtime checks the files when the program starts; here only the source's name. */
+    if (!p->fmnist && strcmp(data, "synthetic") != 0 && strncmp(data, "fmnist:", 7) != 0 &&
+        strncmp(data, "npy:", 4) != 0) {
         diag_error(L->d, L->job->loc,
-                   "job '%s': the runtime reads data = synthetic or fmnist, not '%s'", L->job->name,
-                   data);
+                   "job '%s': data = \"%s\" names no source the runtime reads (synthetic, "
+                   "fmnist, \"fmnist:DIR\" or \"npy:X.npy,Y.npy\")",
+                   L->job->name, data);
         ok = false;
     }
     return ok;

@@ -451,8 +451,9 @@ static void write_main(writer *w)
     const ir_job *j = p->job;
     const ir_type *xt = &p->g->ops[p->sample_input].type;
     W("int main(int argc, char **argv)\n{\n");
-    W("\trt_set_defaults(%lld, %s);   /* the job's iterations and data */\n",
-      (long long)j->iterations, p->fmnist ? "RT_DATA_FMNIST" : "RT_DATA_SYNTHETIC");
+    W("\trt_set_defaults(%lld, ", (long long)j->iterations);
+    print_string(w, p->data);
+    W(");   /* the job's iterations and data */\n");
     W("\tconst rt_options *o = rt_init(&argc, &argv, ");
     print_string(w, j->name);
     W(");\n");

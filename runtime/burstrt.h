@@ -75,7 +75,8 @@ int64_t rt_tensor_per_sample(const rt_tensor *t);
 
 /* ---- program options, init, errors ------------------------------------------ */
 
-typedef enum { RT_DATA_SYNTHETIC, RT_DATA_FMNIST } rt_data_kind;
+/* --data: synthetic, fmnist[:DIR], npy:X.npy,Y.npy (docs/runtime.md, "Data"). */
+typedef enum { RT_DATA_SYNTHETIC, RT_DATA_FMNIST, RT_DATA_NPY } rt_data_kind;
 
 /* --loss-scale: the job's default (dynamic when it computes in f16, else off), off,
  * dynamic (PyTorch's GradScaler), or a fixed scale. */
@@ -87,23 +88,24 @@ typedef enum {
 } rt_loss_scale_mode;
 
 typedef struct rt_options {
-    int64_t iterations;       /* --iterations N (default 10, or rt_set_defaults') */
-    rt_data_kind data;        /* --data synthetic|fmnist[:DIR] */
-    char data_dir[512];       /* fmnist directory (default /usr/share/datasets/fashion-mnist) */
-    uint64_t seed;            /* --seed S (default 1) */
-    char trace_path[512];     /* --trace FILE ("" = off) */
-    char checkpoint_dir[512]; /* --checkpoint-dir DIR ("" = off) */
-    int64_t checkpoint_every; /* --checkpoint-every N (0 = never) */
-    bool resume;              /* --resume */
-    int threads;              /* --threads N: threads per rank for oneDNN and BLAS (default
+    int64_t iterations;            /* --iterations N (default 10, or rt_set_defaults') */
+    rt_data_kind data;             /* --data SOURCE (default synthetic, or the job's) */
+    char data_path[1024];          /* the source's files: fmnist's directory (default
+                                 /usr/share/datasets/fashion-mnist), npy's "X.npy,Y.npy" */
+    uint64_t seed;                 /* --seed S (default 1) */
+    char trace_path[512];          /* --trace FILE ("" = off) */
+    char checkpoint_dir[512];      /* --checkpoint-dir DIR ("" = off) */
+    int64_t checkpoint_every;      /* --checkpoint-every N (0 = never) */
+    bool resume;                   /* --resume */
+    int threads;                   /* --threads N: threads per rank for oneDNN and BLAS (default
                                  0 = auto: the rank's CPUs shared among the node's ranks;
                                  rt_init writes the number chosen) */
-    double step_timeout;      /* --step-timeout SEC: watchdog deadline per step (default 20;
+    double step_timeout;           /* --step-timeout SEC: watchdog deadline per step (default 20;
                                   grows to 3x the slowest completed step; 0 = off) */
-    double bucket_mb;         /* --bucket-mb MB: gradient all-reduce bucket (default 25) */
-    bool no_overlap;          /* --no-overlap: all-reduce the gradients after the backward */
-    bool background;          /* --background on|off (default on) */
-    double slowdown;          /* --slowdown X: the background guard's bound (0: the job's) */
+    double bucket_mb;              /* --bucket-mb MB: gradient all-reduce bucket (default 25) */
+    bool no_overlap;               /* --no-overlap: all-reduce the gradients after the backward */
+    bool background;               /* --background on|off (default on) */
+    double slowdown;               /* --slowdown X: the background guard's bound (0: the job's) */
     rt_loss_scale_mode loss_scale; /* --loss-scale dynamic|off|S */
     double loss_scale_init;        /* dynamic: --loss-scale-init S (65536); fixed: S */
     double loss_scale_growth;      /* --loss-scale-growth X (default 2) */
@@ -112,8 +114,9 @@ typedef struct rt_options {
     int rank, world_size;          /* filled by rt_init */
 } rt_options;
 
-/* The defaults of --iterations and --data (the job's), set before rt_init. */
-void rt_set_defaults(int64_t iterations, rt_data_kind data);
+/* The defaults of --iterations and --data (the job's: a source as --data spells it,
+ * checked when rt_init parses the options), set before rt_init. */
+void rt_set_defaults(int64_t iterations, const char *data);
 /* Initialises MPI, parses the common options (exits 0 after --help; a bad option is a
  * fatal error naming it), sets BLAS threads, starts the watchdog. Returns the parsed
  * options; the generated program reads them. */

@@ -1,13 +1,17 @@
-/* data.c: training and test data for generated programs. Two sources share one
+/* data.c: training and test data for generated programs. Three sources share one
  * interface: a synthetic one (inputs and labels are counter-based random functions of
  * (seed, global sample index), so every rank sees what rank 0 would for the same
- * sample), and Fashion-MNIST read from Debian's gzipped IDX files with zlib, pixels
- * scaled to [0,1] (x/255, no mean/std normalisation). The training stream is an endless
+ * sample), Fashion-MNIST read from Debian's gzipped IDX files with zlib, pixels
+ * scaled to [0,1] (x/255, no mean/std normalisation), and NumPy arrays (npy.c: X
+ * [N, ...] and Y [N] or [N, T], memory-mapped; u8 inputs scaled as fmnist's, so the
+ * Fashion-MNIST arrays saved as .npy give fmnist's batches bit for bit). The training stream is an endless
  * sequence of epochs, each a seeded permutation of the training set; global batch
  * `step` is stream positions [step*B, step*B + B), and a rank copies only the samples
  * of its shard. Files are checked completely when opened, so a missing or malformed
  * file is a fatal error (path + cause) before the first step. */
 #include "internal.h"
+#include "npy.h"
+#include "safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,6 +33,10 @@ struct rt_data {
     int64_t ntrain, ntest;
     int32_t *perm;
     int64_t perm_epoch;
+    /* npy: inputs and labels of the training set */
+    npy_array npy_x, npy_y;
+    int ndim;
+    int64_t shape[RT_MAX_DIMS];
 };
 
 /* ---- reading IDX files, raw or gzipped ------------------------------------------------ */
@@ -332,6 +340,154 @@ static void open_fmnist(rt_data *d, const char *dir)
     d->perm_epoch = -1;
 }
 
+/* ---- NumPy arrays ---------------------------------------------------------------- */
+
+/* Element i of an integer array (u8, u16, i32, i64), as int64. */
+static int64_t npy_int(const npy_array *a, uint64_t i)
+{
+    const unsigned char *p = a->data + i * npy_dtype_size(a->h.dtype);
+    switch (a->h.dtype) {
+    case NPY_U8: return p[0];
+    case NPY_U16: return (int64_t)p[0] | (int64_t)p[1] << 8;
+    case NPY_I32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    case NPY_I64: {
+        int64_t v;
+        memcpy(&v, p, 8);
+        return v;
+    }
+    default: rt_fatal("data", "internal: npy_int on a float array");
+    }
+}
+
+static bool npy_is_int(npy_dtype dt)
+{
+    return dt == NPY_U8 || dt == NPY_U16 || dt == NPY_I32 || dt == NPY_I64;
+}
+
+/* "[1, 28, 28]" */
+static void shape_text(int ndim, const int64_t *shape, char *out, size_t cap)
+{
+    size_t n = (size_t)snprintf(out, cap, "[");
+    for (int i = 0; i < ndim && n < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (n < cap)
+        snprintf(out + n, cap - n, "]");
+}
+
+/* Every value of integer array a (named path, `what`) in [0, limit). */
+static void check_range(const npy_array *a, const char *path, int64_t limit, int64_t per_sample,
+                        const char *what)
+{
+    for (uint64_t i = 0; i < a->h.numel; i++) {
+        if ((i & 0xfffff) == 0)
+            rt_progress_tick();
+        int64_t v = npy_int(a, i);
+        if (v < 0 || v >= limit)
+            rt_fatal("data", "%s: %s %lld of sample %llu is outside [0, %lld)", path, what,
+                     (long long)v, (unsigned long long)(i / (uint64_t)per_sample),
+                     (long long)limit);
+    }
+}
+
+/* Opens "X.npy,Y.npy" and checks it against the model's input and labels, so that every
+ * problem is reported before the first step. */
+static void open_npy(rt_data *d, const char *spec, npy_array *x, npy_array *y, int64_t *count)
+{
+    char xpath[1024], err[1400], have[300], want[300];
+    const char *comma = strchr(spec, ',');
+    if (!comma || (size_t)(comma - spec) >= sizeof xpath)
+        rt_fatal("data", "npy: expected X.npy,Y.npy, got '%s'", spec);
+    memcpy(xpath, spec, (size_t)(comma - spec));
+    xpath[comma - spec] = 0;
+    const char *ypath = comma + 1;
+    rt_progress_tick();
+    if (!npy_open(xpath, x, err, sizeof err))
+        rt_fatal("data", "%s", err);
+    if (!npy_open(ypath, y, err, sizeof err))
+        rt_fatal("data", "%s", err);
+    npy_describe(&x->h, have, sizeof have);
+    shape_text(d->ndim, d->shape, want, sizeof want);
+    if (x->h.ndim < 1 || x->h.shape[0] == 0)
+        rt_fatal("data", "%s: the array (%s) holds no samples", xpath, have);
+    int64_t n = x->h.shape[0];
+    if (n > INT32_MAX)
+        rt_fatal("data", "%s: %lld samples, more than the %d this reader shuffles", xpath,
+                 (long long)n, INT32_MAX);
+    if (x->h.numel / (uint64_t)n != (uint64_t)d->per_sample)
+        rt_fatal("data",
+                 "%s: samples of %llu elements (%s), but the model's input takes %s (%lld "
+                 "elements)",
+                 xpath, (unsigned long long)(x->h.numel / (uint64_t)n), have, want,
+                 (long long)d->per_sample);
+    if (d->in_dtype == RT_I32) {
+        if (!npy_is_int(x->h.dtype))
+            rt_fatal("data",
+                     "%s: %s values cannot be the model's token inputs (u8, u16, i32 or i64 "
+                     "can)",
+                     xpath, npy_dtype_name(x->h.dtype));
+        check_range(x, xpath, d->vocab, d->per_sample, "token");
+    } else if (npy_is_int(x->h.dtype) && x->h.dtype != NPY_U8) {
+        rt_fatal("data",
+                 "%s: %s values cannot be the model's float inputs (u8, f16, bf16 or f32 can)",
+                 xpath, npy_dtype_name(x->h.dtype));
+    }
+    npy_describe(&y->h, have, sizeof have);
+    int64_t t = d->labels_per_sample;
+    bool shape_ok = y->h.ndim >= 1 && y->h.shape[0] == n &&
+                    ((y->h.ndim == 1 && t == 1) || (y->h.ndim == 2 && y->h.shape[1] == t));
+    if (!shape_ok) {
+        if (y->h.ndim >= 1 && y->h.shape[0] != n)
+            rt_fatal("data", "%s: %lld labels (%s) for the %lld samples of %s", ypath,
+                     (long long)y->h.shape[0], have, (long long)n, xpath);
+        if (t == 1)
+            rt_fatal("data",
+                     "%s: labels of shape %s, but the model takes one label per sample ([%lld])",
+                     ypath, have, (long long)n);
+        rt_fatal("data",
+                 "%s: labels of shape %s, but the model takes %lld per sample ([%lld, %lld])",
+                 ypath, have, (long long)t, (long long)n, (long long)t);
+    }
+    if (!npy_is_int(y->h.dtype))
+        rt_fatal("data", "%s: labels are %s, not integers (u8, u16, i32 or i64)", ypath,
+                 npy_dtype_name(y->h.dtype));
+    check_range(y, ypath, d->classes, t, "label");
+    *count = n;
+}
+
+/* Row `row` of inputs a into out (per_sample elements): floats (u8 scaled by 1/255 as
+ * fmnist's pixels are) or int32 tokens. */
+static void npy_row(const rt_data *d, const npy_array *a, int64_t row, void *out)
+{
+    uint64_t e0 = (uint64_t)row * (uint64_t)d->per_sample;
+    if (d->in_dtype == RT_I32) {
+        int32_t *o = out;
+        for (int64_t e = 0; e < d->per_sample; e++)
+            o[e] = (int32_t)npy_int(a, e0 + (uint64_t)e);
+        return;
+    }
+    float *o = out;
+    const unsigned char *p = a->data + e0 * npy_dtype_size(a->h.dtype);
+    switch (a->h.dtype) {
+    case NPY_U8:
+        for (int64_t e = 0; e < d->per_sample; e++)
+            o[e] = (float)p[e] * (1.0f / 255.0f);
+        break;
+    case NPY_F16:
+    case NPY_BF16:
+        for (int64_t e = 0; e < d->per_sample; e++) {
+            uint16_t h = (uint16_t)(p[2 * e] | p[2 * e + 1] << 8);
+            o[e] = a->h.dtype == NPY_F16 ? st_f16_to_f32(h) : st_bf16_to_f32(h);
+        }
+        break;
+    case NPY_F32: memcpy(o, p, (size_t)d->per_sample * sizeof(float)); break;
+    default: rt_fatal("data", "internal: npy_row on dtype %d", (int)a->h.dtype);
+    }
+}
+
 rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape, rt_dtype in_dtype,
                       int64_t input_vocab, int64_t num_classes, int64_t labels_per_sample)
 {
@@ -346,8 +502,13 @@ rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape
     d->classes = num_classes;
     d->labels_per_sample = labels_per_sample;
     d->per_sample = 1;
-    for (int i = 0; i < ndim; i++)
+    if (ndim < 0 || ndim > RT_MAX_DIMS)
+        rt_fatal("data", "a sample of %d dimensions", ndim);
+    d->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
         d->per_sample *= sample_shape[i];
+        d->shape[i] = sample_shape[i];
+    }
     if (num_classes <= 0 || labels_per_sample <= 0)
         rt_fatal("data", "need at least one class and one label per sample");
     if (in_dtype == RT_I32 && input_vocab <= 0)
@@ -359,7 +520,12 @@ rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape
                      "fmnist provides f32 [1,28,28] images with 10 classes, but the "
                      "model's input has %lld elements per sample and %lld classes",
                      (long long)d->per_sample, (long long)num_classes);
-        open_fmnist(d, o->data_dir);
+        open_fmnist(d, o->data_path);
+    } else if (d->kind == RT_DATA_NPY) {
+        open_npy(d, o->data_path, &d->npy_x, &d->npy_y, &d->ntrain);
+        d->ntest = 0;
+        d->perm = rt_xmalloc((size_t)d->ntrain * sizeof(int32_t), "data");
+        d->perm_epoch = -1;
     } else {
         d->ntrain = 60000;
         d->ntest = 1000;
@@ -376,6 +542,8 @@ void rt_data_close(rt_data *d)
     free(d->test_x);
     free(d->test_y);
     free(d->perm);
+    npy_close(&d->npy_x);
+    npy_close(&d->npy_y);
     free(d);
 }
 
@@ -460,6 +628,18 @@ static void fill(rt_data *d, uint64_t stream, int64_t g0, int64_t count, rt_tens
         int64_t g = g0 + i;
         if (d->kind == RT_DATA_SYNTHETIC) {
             synth(d, stream, g, i, hx, hl);
+            continue;
+        }
+        if (d->kind == RT_DATA_NPY) {
+            ensure_perm(d, g / d->ntrain);
+            int64_t idx = d->perm[g % d->ntrain];
+            if (hx)
+                npy_row(d, &d->npy_x, idx,
+                        d->in_dtype == RT_I32 ? (void *)((int32_t *)hx + i * d->per_sample)
+                                              : (void *)((float *)hx + i * d->per_sample));
+            for (int64_t e = 0; hl && e < d->labels_per_sample; e++)
+                hl[i * d->labels_per_sample + e] = (int32_t)npy_int(
+                    &d->npy_y, (uint64_t)idx * (uint64_t)d->labels_per_sample + (uint64_t)e);
             continue;
         }
         const uint8_t *px, *py;

@@ -13,11 +13,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-void rt_set_defaults(int64_t iterations, rt_data_kind data)
+/* The job's data source, parsed with the command line (so a bad one is reported as an
+ * option would be, after MPI has started). */
+static char default_data[1100] = "synthetic";
+
+void rt_set_defaults(int64_t iterations, const char *data)
 {
     if (iterations > 0)
         rt_opts_g.iterations = iterations;
-    rt_opts_g.data = data;
+    if (data)
+        snprintf(default_data, sizeof default_data, "%s", data);
 }
 
 static void usage(FILE *f, const char *program)
@@ -25,9 +30,11 @@ static void usage(FILE *f, const char *program)
     fprintf(f,
             "usage: %s [options]   (run one process per rank under mpirun)\n"
             "  --iterations N        training iterations (default %lld)\n"
-            "  --data synthetic|fmnist[:DIR]\n"
-            "                        input data (default %s; fmnist reads DIR, default\n"
-            "                        /usr/share/datasets/fashion-mnist)\n"
+            "  --data SOURCE         training data (default %s):\n"
+            "                        synthetic, fmnist[:DIR] (default DIR\n"
+            "                        /usr/share/datasets/fashion-mnist), or npy:X.npy,Y.npy\n"
+            "                        (inputs [N,...] u8/f16/bf16/f32, labels [N] or [N,T]\n"
+            "                        integers)\n"
             "  --seed S              seed of init, data order and dropout (default 1)\n"
             "  --trace FILE          write a Chrome trace (all ranks, pid = rank)\n"
             "  --checkpoint-dir DIR  where checkpoints go (made if missing); one is written\n"
@@ -60,8 +67,7 @@ static void usage(FILE *f, const char *program)
             "  --loss-scale-backoff X\n"
             "                        shrinks by X (0 < X < 1, default 0.5) on an overflow\n"
             "  --help                this text\n",
-            program, (long long)rt_opts_g.iterations,
-            rt_opts_g.data == RT_DATA_FMNIST ? "fmnist" : "synthetic");
+            program, (long long)rt_opts_g.iterations, default_data);
 }
 
 static int64_t parse_int(const char *opt, const char *v, int64_t lo)
@@ -94,6 +100,28 @@ static void copy_str(char *dst, size_t cap, const char *opt, const char *v)
     strcpy(dst, v);
 }
 
+/* A data source as --data (or the job's data, `opt`) spells it. */
+static void parse_data(rt_options *o, const char *opt, const char *val)
+{
+    if (!strcmp(val, "synthetic")) {
+        o->data = RT_DATA_SYNTHETIC;
+    } else if (!strncmp(val, "fmnist", 6) && (val[6] == 0 || val[6] == ':')) {
+        o->data = RT_DATA_FMNIST;
+        if (val[6] == ':')
+            copy_str(o->data_path, sizeof o->data_path, opt, val + 7);
+    } else if (!strncmp(val, "npy:", 4)) {
+        const char *comma = strchr(val + 4, ',');
+        if (!comma || comma == val + 4 || !comma[1] || strchr(comma + 1, ','))
+            rt_fatal("options", "%s: npy expects npy:X.npy,Y.npy (two paths, one comma), got '%s'",
+                     opt, val);
+        o->data = RT_DATA_NPY;
+        copy_str(o->data_path, sizeof o->data_path, opt, val + 4);
+    } else {
+        rt_fatal("options", "%s expects synthetic, fmnist[:DIR] or npy:X.npy,Y.npy, got '%s'", opt,
+                 val);
+    }
+}
+
 /* The options and whether each takes a value. */
 static const struct {
     const char *name;
@@ -123,7 +151,8 @@ static const struct {
 void rt_parse_options(int argc, char **argv, const char *program)
 {
     rt_options *o = &rt_opts_g;
-    strcpy(o->data_dir, "/usr/share/datasets/fashion-mnist");
+    strcpy(o->data_path, "/usr/share/datasets/fashion-mnist");
+    parse_data(o, "the job's data", default_data);
     for (int i = 1; i < argc; i++) {
         char name[64];
         const char *arg = argv[i], *val = NULL;
@@ -213,15 +242,8 @@ void rt_parse_options(int argc, char **argv, const char *program)
         } else if (!strcmp(name, "--loss-scale-interval")) {
             o->loss_scale_interval = parse_int(name, val, 1);
         } else {
-            if (!strcmp(val, "synthetic")) {
-                o->data = RT_DATA_SYNTHETIC;
-            } else if (!strncmp(val, "fmnist", 6) && (val[6] == 0 || val[6] == ':')) {
-                o->data = RT_DATA_FMNIST;
-                if (val[6] == ':')
-                    copy_str(o->data_dir, sizeof o->data_dir, name, val + 7);
-            } else {
-                rt_fatal("options", "--data expects synthetic or fmnist[:DIR], got '%s'", val);
-            }
+            strcpy(o->data_path, "/usr/share/datasets/fashion-mnist");
+            parse_data(o, name, val);
         }
     }
     if (o->checkpoint_every > 0 && !o->checkpoint_dir[0])

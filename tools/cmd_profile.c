@@ -70,8 +70,9 @@ static const char profile_usage[] =
     "                       machine, as a plan of N ranks per node waits for its\n"
     "                       slowest rank (default 1)\n"
     "  --data D             the data the programs train on: synthetic (default),\n"
-    "                       job (the job's own), or fmnist[:DIR] as the program's\n"
-    "                       --data takes it; the inputs' lines measure its arrival\n"
+    "                       job (the job's own), or fmnist[:DIR] or npy:X.npy,Y.npy\n"
+    "                       as the program's --data takes it; the inputs' lines\n"
+    "                       measure its arrival\n"
     "                       (a dataset's runs also evaluate its test set after\n"
     "                       their steps, untimed)\n"
     "  --warmup N           untimed steps at the start of each run (default 2)\n"
@@ -625,12 +626,14 @@ int cmd_profile(int argc, char **argv)
             if (!parse_count("--concurrent", v, 1, MAX_CONCURRENT, &r.concurrent))
                 return 1;
         } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--data"))) {
-            bool dir = strncmp(v, "fmnist:", 7) == 0 && v[7] != 0;
+            /* The program checks a path's files itself, naming them. */
+            bool path = (strncmp(v, "fmnist:", 7) == 0 && v[7] != 0) ||
+                        (strncmp(v, "npy:", 4) == 0 && v[4] != 0);
             if (strcmp(v, "synthetic") != 0 && strcmp(v, "job") != 0 && strcmp(v, "fmnist") != 0 &&
-                !dir) {
+                !path) {
                 fprintf(stderr,
                         "burstc profile: error: unknown --data '%s' (expected synthetic, job, "
-                        "fmnist or fmnist:DIR)\n",
+                        "fmnist, fmnist:DIR or npy:X.npy,Y.npy)\n",
                         v);
                 return 1;
             }

@@ -9,7 +9,8 @@ past every limit, overflowing shapes, special values, and hand-edited plans
 whose communication disagrees with their rank sets. DIR/safetensors gets
 weight files: good ones of every dtype, and one per class of hostile header
 (lengths past the end and past the cap, 2 GiB, overlapping and out-of-range
-offsets, unknown dtypes, overflowing shapes). With BURSTC (a built
+offsets, unknown dtypes, overflowing shapes); DIR/npy gets .npy files of
+versions 1-3 and every dtype the reader takes, and hostile headers. With BURSTC (a built
 burstc), the IR seeds include every example printed, planned and with
 explicit communication.
 """
@@ -22,7 +23,7 @@ import sys
 out = sys.argv[1]
 burstc = sys.argv[2] if len(sys.argv) > 2 else None
 top = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-for d in ("frontend", "ir", "pipeline", "safetensors"):
+for d in ("frontend", "ir", "pipeline", "safetensors", "npy"):
     os.makedirs(os.path.join(out, d), exist_ok=True)
 
 
@@ -159,6 +160,43 @@ st["all_dtypes"] = safetensors("{" + ",".join(
     for k, (dt, _) in enumerate(dts)) + "}", b"\x01" * sum(2 * s for _, s in dts))
 for name, data in st.items():
     with open(os.path.join(out, "safetensors", name + ".safetensors"), "wb") as f:
+        f.write(data)
+
+
+
+def npy(dict_text, data=b"", major=1, length=None):
+    """A .npy image: magic, version, the dict's length (or `length`), the dict, the data."""
+    h = dict_text.encode()
+    pre = 10 if major == 1 else 12
+    h += b" " * ((-(pre + len(h) + 1)) % 64) + b"\n"
+    n = len(h) if length is None else length
+    return b"\x93NUMPY" + bytes([major, 0]) + n.to_bytes(2 if major == 1 else 4, "little") + h + data
+
+
+def npy_dict(descr, shape, fortran="False"):
+    return "{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }" % (
+        descr, fortran, "".join("%d," % d for d in shape))
+
+
+ny = {
+    "u8_v1": npy(npy_dict("|u1", [2, 3]), bytes(range(6))),
+    "i64_v2": npy(npy_dict("<i8", [2]), b"\1" + b"\0" * 15, major=2),
+    "f16_v3": npy(npy_dict("<f2", [1, 2]), b"\0\x3c\0\xc0", major=3),
+    "bf16": npy(npy_dict("<V2", [2]), b"\x80\x3f\0\0"),
+    "f32_scalar": npy(npy_dict("<f4", []), b"\0\0\x80\x3f"),
+    "u2_i4": npy(npy_dict("<u2", [2, 1]), b"\1\0\2\0"),
+    "i4_long": npy("{'descr': '<i4', 'fortran_order': False, 'shape': (1L, 1L), }", b"\0" * 4),
+    "empty": npy(npy_dict("<f4", [0, 5])),
+    "past_end": npy(npy_dict("<f4", [2]), length=1000),
+    "header_max": npy(npy_dict("<f4", [2]), major=2, length=(1 << 32) - 1),
+    "overflow": npy(npy_dict("<f4", [4611686018427387904, 4])),
+    "big_endian": npy(npy_dict(">f4", [1]), b"\0" * 4),
+    "fortran": npy(npy_dict("<f4", [2, 2], "True"), b"\0" * 16),
+    "truncated": npy(npy_dict("<f4", [100]), b"\0" * 10),
+    "structured": npy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", b"\0" * 4),
+}
+for name, data in ny.items():
+    with open(os.path.join(out, "npy", name + ".npy"), "wb") as f:
         f.write(data)
 
 if burstc:

@@ -178,7 +178,7 @@ static void expect_open_fails(const char *dir, const char *what)
     if (pid == 0) {
         dup2(fds[1], 2);
         rt_options o = {.data = RT_DATA_FMNIST, .seed = 1};
-        snprintf(o.data_dir, sizeof o.data_dir, "%s", dir);
+        snprintf(o.data_path, sizeof o.data_path, "%s", dir);
         rt_data_open(&o, 3, (int64_t[]){1, 28, 28}, RT_F32, 0, 10, 1);
         _exit(0);
     }
@@ -243,7 +243,7 @@ int main(void)
 
     /* The real data source: a shard equals rank 0's view of the same positions. */
     rt_options o = {.data = RT_DATA_FMNIST, .seed = 3};
-    strcpy(o.data_dir, FMNIST);
+    strcpy(o.data_path, FMNIST);
     rt_data *d = rt_data_open(&o, 3, (int64_t[]){1, 28, 28}, RT_F32, 0, 10, 1);
     CHECK(rt_data_train_count(d) == 60000 && rt_data_test_count(d) == 10000, "counts");
     const int64_t B = 8;
