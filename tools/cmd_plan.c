@@ -135,9 +135,39 @@ static bool mux_of(const plan_problem *p, const plan_result *r, const pass_bg_jo
     return ok;
 }
 
+/* Under the multiplexing table: per strategy, every background job that
+ * some GPU refused, on how many GPUs, and the first refusal's reason. */
+static void print_refusals(FILE *out, const ir_module *m, const ir_job *j, plan_result *const *rs,
+                           const plan_mux_result *const *mx, int n, int G)
+{
+    bool head = false;
+    for (int i = 0; i < n; i++) {
+        const plan_mux_result *x = mx[i];
+        for (int b = 0; x && b < j->nbackground; b++) {
+            int refused = 0, first = -1;
+            for (int f = 0; f < x->nrefusals; f++)
+                if (x->refusals[f].job == b) {
+                    refused++;
+                    if (first < 0)
+                        first = f;
+                }
+            if (refused == 0)
+                continue;
+            if (!head) {
+                fprintf(out, "\nwhere a background job got no copy:\n");
+                head = true;
+            }
+            fprintf(out, "  %s: %s @ %lld: no copy on %d of %d GPUs (rank %d: %s)\n",
+                    plan_strategy_name(rs[i]->strategy), m->graphs[j->background[b].graph]->name,
+                    (long long)j->background[b].batch, refused, G, x->refusals[first].rank,
+                    x->refusals[first].why);
+        }
+    }
+}
+
 static void print_mux(FILE *out, const ir_module *m, const ir_job *j, const plan_mux_options *mo,
-                      plan_result *const *rs, const plan_mux_result *const *mx, int n,
-                      const plan_result *dp)
+                      const plan_problem *p, plan_result *const *rs,
+                      const plan_mux_result *const *mx, int n, const plan_result *dp)
 {
     fprintf(out,
             "\nmultiplexing (%s; foreground with background at most %.4f ms, %g x the "
@@ -166,6 +196,7 @@ static void print_mux(FILE *out, const ir_module *m, const ir_job *j, const plan
     fprintf(out, "(cluster/s: foreground + background samples/s; vs dp: over dp's samples/s "
                  "without background; gpu-eq: every job's samples/s over its samples/s alone "
                  "on one GPU, summed)\n");
+    print_refusals(out, m, j, rs, mx, n, p->cluster.gpus);
 }
 
 /* At most this many rows in --frontier's multiplexing table: the 64
@@ -392,7 +423,7 @@ int cmd_plan(int argc, char **argv)
                     plan_strategy_name((plan_strategy)s), err);
         mlist[i] = have_mux[s] ? &mux[s] : NULL;
     }
-    print_mux(stdout, m, job, &mo, list, mlist, nl, have[PS_DP] ? &res[PS_DP] : NULL);
+    print_mux(stdout, m, job, &mo, &in.p, list, mlist, nl, have[PS_DP] ? &res[PS_DP] : NULL);
 
     if (json) {
         out_file o;
