@@ -13,7 +13,7 @@
  * must be complete (grad_wait_one, the IR's `complete`) or before the optimizer
  * (grad_wait, all of them). The host never blocks on it: the stream order carries the
  * dependency. Every rank starts the same all-reduces in the same order, so each
- * communicator sees its collectives in one order on every rank. rt_nccl_poll checks the communicators' asynchronous errors while
+ * communicator sees its collectives in one order on every rank. nccl_poll checks the communicators' asynchronous errors while
  * the host waits for the stream and, on an error, aborts every communicator and ends the
  * job with a message naming the rank, the op and NCCL's error string; a peer that dies
  * without an NCCL error is caught by the watchdog, so every rank exits within the step
@@ -79,7 +79,9 @@ static ncclComm_t nccl_new(MPI_Comm mc, int n, int index, const char *op)
 }
 #endif
 
-void rt_nccl_poll(const char *op)
+/* Polls every communicator's asynchronous error; fatal (after ncclCommAbort on all) on the
+ * first. rt_cuda_sync runs it while it waits (a hook nccl_start registers). */
+static void nccl_poll(const char *op)
 {
 #ifndef BURSTRT_NO_NCCL
     for (rt_comm *c = rt_comm_list(); c; c = c->next)
@@ -93,6 +95,7 @@ void rt_nccl_poll(const char *op)
 static void nccl_start(void)
 {
     rt_cuda_ensure();
+    rt_cuda_on_wait(nccl_poll);
 #ifndef BURSTRT_NO_NCCL
     if (rt_opts_g.world_size > 1)
         world_nccl = nccl_new(MPI_COMM_WORLD, rt_opts_g.world_size, rt_opts_g.rank, "comm_init");

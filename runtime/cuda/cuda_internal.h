@@ -4,9 +4,10 @@
  * device memory here. The shared code (options, watchdog, steps, pools and tensors,
  * trace, data, checkpoints, optimizer loops, RNG, rank sets, argument checks) is the
  * same objects as in the CPU library; it reaches this backend through the hooks of
- * device.h, defined in device.c and comm_nccl.c. Only runtime/cuda/ includes CUDA
- * headers; .c files here are host C, .cu files hold the kernels and expose C
- * launchers. Sections name the defining file. */
+ * device.h, defined in device.c and comm_nccl.c, over the context of context.c, which
+ * every file here uses and which calls none of them (comm_nccl.c and dnn.c register
+ * hooks with it). Only runtime/cuda/ includes CUDA headers; .c files here are host C,
+ * .cu files hold the kernels and expose C launchers. Sections name the defining file. */
 #ifndef BURSTRT_CUDA_INTERNAL_H
 #define BURSTRT_CUDA_INTERNAL_H
 
@@ -22,7 +23,7 @@ extern "C" {
 #include "internal.h"
 #include "own.h"
 
-/* ---- device.c ------------------------------------------------------------------ */
+/* ---- context.c ----------------------------------------------------------------- */
 
 typedef struct {
     int device;                  /* CUDA device ordinal this rank uses */
@@ -33,6 +34,7 @@ typedef struct {
     cublasHandle_t blas_side[2]; /* per side (rt_cuda_side), each bound to its stream */
     void *blas_workspace[2];     /* cuBLAS's workspaces, ours so graph capture never allocates */
     bool ready;                  /* rt_cuda_ensure ran */
+    bool graphs_exist;           /* device.c captured a graph: freed memory is retired */
 } rt_cuda_state;
 extern rt_cuda_state rt_cuda_g;
 
@@ -83,8 +85,17 @@ void *rt_cuda_scratch(int slot, size_t bytes, const char *op);
 /* Pinned host staging buffer of at least `bytes` (the loss read back per row). */
 void *rt_cuda_host_staging(size_t bytes, const char *op);
 
-/* dnn.c: releases the cuDNN handle and descriptors (cuda_finalize calls it). */
-void rt_cuda_dnn_finalize(void);
+/* Frees device memory (the device's free hook): at once, or at the release of the
+ * context once a graph exists, since a graph may still reference it. */
+void rt_cuda_release(void *p);
+/* Frees the scratch and staging buffers, runs the finalize hooks, destroys the handles
+ * and streams (device.c's finalize, after its graphs). */
+void rt_cuda_release_context(void);
+/* Hooks of the files above the context: poll(op) runs while rt_cuda_sync waits (NCCL's
+ * asynchronous errors), release() at rt_cuda_release_context before the streams go
+ * (cuDNN's handles). Registering the same function twice registers it once. */
+void rt_cuda_on_wait(void (*poll)(const char *op));
+void rt_cuda_on_finalize(void (*release)(void));
 
 /* Number of visible CUDA devices, 0 when none or when the driver is missing (never
  * fatal: the GPU tests use it to skip). */
@@ -92,12 +103,6 @@ int rt_cuda_visible_devices(void);
 
 /* nn.cu: fatal error if a kernel met an out-of-range token or label since the start. */
 void rt_cuda_check_inputs(const char *op);
-
-/* ---- comm_nccl.c --------------------------------------------------------------- */
-
-/* Polls every communicator's asynchronous error; fatal (after ncclCommAbort on all)
- * on the first. */
-void rt_nccl_poll(const char *op);
 
 /* ---- kernels: launchers in *.cu, extern "C" ------------------------------------ */
 

@@ -42,9 +42,6 @@ bool rt_cuda_has_cudnn(void)
 {
     return false;
 }
-void rt_cuda_dnn_finalize(void)
-{
-}
 void rt_conv2d_fwd(rt_pool *pool, const rt_tensor *x, const rt_tensor *w, const rt_tensor *b,
                    const rt_conv2d_attrs *a, rt_tensor *y)
 {
@@ -133,10 +130,13 @@ static void ok(cudnnStatus_t s, const char *op, const char *what)
 }
 #define DNN(call, op)   ok((call), (op), #call)
 
+static void dnn_release(void);
+
 /* The handle of the side work goes to now, bound to its stream. */
 static cudnnHandle_t dnn(const char *op)
 {
     rt_cuda_ensure();
+    rt_cuda_on_finalize(dnn_release);
     if (!relu_desc) {
         DNN(cudnnCreateActivationDescriptor(&relu_desc), op);
         DNN(cudnnSetActivationDescriptor(relu_desc, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN,
@@ -250,13 +250,16 @@ static entry *find(const int64_t *key)
 static entry *add(const int64_t *key, const char *op)
 {
     entry *e = rt_xcalloc(1, sizeof *e, op);
+    rt_cuda_on_finalize(dnn_release);
     memcpy(e->key, key, sizeof e->key);
     e->next = entries;
     entries = e;
     return e;
 }
 
-void rt_cuda_dnn_finalize(void)
+/* Releases the cuDNN handles and descriptors: the context's finalize hook, registered at
+ * the first handle. */
+static void dnn_release(void)
 {
     while (entries) {
         entry *e = entries;
