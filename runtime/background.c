@@ -53,12 +53,15 @@ static struct {
     int n;
     int turn; /* the copy whose slice runs next */
     double bound;
-    bool planned; /* the plan places copies (on some rank) and --background is on */
+    bool copies;  /* the plan places copies (on some rank), --background on or off */
+    bool planned; /* ... and --background is on */
     bool in_step, open, running, finished;
     rt_guard guard;
     double step_bg; /* seconds of background slices in the step now running */
     double want;    /* the shortest slice left out of it for not fitting (0: none) */
-} bg = {.bound = 0};
+    int pending; /* numbers of the ended step the guard waits for the world's mean of (-1: none) */
+    double pend_used, pend_want; /* that step's step_bg and want */
+} bg = {.bound = 0, .pending = -1};
 
 bool rt_bg_enabled(void)
 {
@@ -93,6 +96,7 @@ void rt_bg_add(const rt_bg_model *m, int rank, uint64_t seed, int nslices, const
     double b = rt_opts_g.slowdown > 0 ? rt_opts_g.slowdown : slowdown > 0 ? slowdown : 1.1;
     if (bg.bound == 0 || b < bg.bound)
         bg.bound = b;
+    bg.copies = true;
     if (!rt_opts_g.background)
         return;
     bg.planned = true;
@@ -220,23 +224,64 @@ void rt_bg_step_begin(int64_t step)
     bg.want = 0;
     if (!bg.planned || bg.finished)
         return;
-    if (bg.guard.seen == 0) /* every copy added: the bound is final */
+    if (bg.guard.begun == 0) /* every copy added: the bound is final */
         rt_guard_init(&bg.guard, bg.bound);
     bool open = rt_guard_step_begin(&bg.guard);
     bg.open = bg.n > 0 && open;
 }
 
-/* The guard steers by the world's mean step time, so that every rank sees the same
- * steps (one rank's step ends where its last wait does: a rank that runs background work
- * in its waits, or one a peer's background work slows, would otherwise steer by its own
- * share of the iteration, and the ranks disagree). Every rank of a run with copies runs
- * the guard (rank 0 reports it), also one that hosts none. A step's time runs from the
- * end of the step before, so that what the program does between steps, this
- * all-reduce included, is in it as it is in the run's throughput. One all-reduce of a
- * number a step with background work (rt_world_sum: its wait sleeps when ranks share
- * cores, and runs no slice outside a step) and two at the end of a baseline window;
- * none in the window's other steps, which are then the steps of a `--background off`
- * run. Only in runs with copies and background work on. */
+/* The ended step's numbers, means over the world in hand: the guard's step ends. */
+static void guard_step_end(const double *sum)
+{
+    for (int i = 0; i < bg.pending; i++)
+        bg.guard.shared[i] = sum[i] / rt_opts_g.world_size;
+    bg.pending = -1;
+    rt_guard_step_end(&bg.guard, bg.pend_used, bg.pend_want);
+}
+
+int rt_bg_share(double *out)
+{
+    if (!bg.copies || !bg.in_step || bg.finished)
+        return 0;
+    for (int i = 0; i < RT_BG_SHARE; i++)
+        out[i] = bg.pending > i ? bg.guard.shared[i] : 0;
+    return RT_BG_SHARE;
+}
+
+void rt_bg_shared(const double *sum)
+{
+    if (bg.pending >= 0)
+        guard_step_end(sum);
+}
+
+/* The same with a collective of its own, where no world sum came (collective: every
+ * rank has the same step pending). */
+static void guard_step_end_now(void)
+{
+    double v[RT_BG_SHARE] = {0}, sum[RT_BG_SHARE];
+    for (int i = 0; i < bg.pending; i++)
+        v[i] = bg.guard.shared[i];
+    rt_mpi_check(MPI_Allreduce(v, sum, RT_BG_SHARE, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+                 "background");
+    guard_step_end(sum);
+}
+
+/* Every world sum in a step of a program with copies carries RT_BG_SHARE numbers, with
+ * background work on or off (rt_bg_share: zeros where there is nothing to share), so that
+ * the two modes make the same collectives, and the guard's numbers ride on the first one
+ * after the step that they describe: the step's loss sum, which every step makes. So the
+ * guard adds no collective of its own: on 2 cores shared by 4 ranks an all-reduce a step
+ * more, in the steps with background work alone, made those steps faster than the
+ * windows and the runs with it faster than `--background off` runs (issue 40), which
+ * measured how waits share cores, not what background work costs. The guard's step
+ * ends one step late, after the next step's forward: the allowance follows the world's
+ * step times from there. Its step time is the world's mean, so that every rank sees the
+ * same steps (one rank's step ends where its last wait does: a rank that runs
+ * background work in its waits, or one a peer's background work slows, would otherwise
+ * steer by its own share of the iteration, and the ranks disagree). Every rank of a run
+ * with copies runs the guard (rank 0 reports it), also one that hosts none. A step's
+ * time runs from the end of the step before, so that what the program does between
+ * steps is in it as it is in the run's throughput. */
 void rt_bg_step_end(int64_t step, double seconds)
 {
     (void)step;
@@ -249,11 +294,16 @@ void rt_bg_step_end(int64_t step, double seconds)
     if (mark > 0)
         seconds = now - mark;
     mark = now;
+    if (bg.pending >= 0) /* a step without a world sum (no generated program's) */
+        guard_step_end_now();
     int n = rt_guard_step_time(&bg.guard, seconds);
-    if (rt_mpi_running() && rt_opts_g.world_size > 1)
-        for (int i = 0; i < n; i++)
-            bg.guard.shared[i] = rt_world_sum(bg.guard.shared[i]) / rt_opts_g.world_size;
-    rt_guard_step_end(&bg.guard, bg.step_bg, bg.want);
+    if (!rt_mpi_running() || rt_opts_g.world_size == 1) {
+        rt_guard_step_end(&bg.guard, bg.step_bg, bg.want);
+        return;
+    }
+    bg.pending = n;
+    bg.pend_used = bg.step_bg;
+    bg.pend_want = bg.want;
 }
 
 /* ---- the end ------------------------------------------------------------------------------ */
@@ -261,6 +311,8 @@ void rt_bg_step_end(int64_t step, double seconds)
 void rt_bg_finish(double elapsed)
 {
     bg.in_step = bg.open = false;
+    if (bg.pending >= 0 && !bg.finished) /* the last step's, after the training's time */
+        guard_step_end_now();
     const int world = rt_opts_g.world_size;
     /* Per copy: steps and busy seconds; gathered by (model name) on rank 0. The names
      * travel as fixed-width records so that one gather carries everything. */

@@ -43,7 +43,7 @@
  * uncertainty: the upper bound of the slowdown is what is steered to the bound, so a
  * noisy machine or an uncertain baseline costs background throughput, not foreground
  * speed, and what the aim cannot see (a peer's slice that runs into the next step, the
- * per-step all-reduce, the settling steps' after-effects) is measured and paid for.
+ * settling steps' after-effects) is measured and paid for.
  * DeepPool's runtime pauses the background for whole steps instead; pauses made one
  * rank's baseline out of steps in which its peers still ran background work.
  */
@@ -62,24 +62,31 @@ void rt_guard_init(rt_guard *g, double bound)
     g->aimf = 1 + 0.5 * (g->bound - 1);
 }
 
-/* Where the step now beginning is in the schedule: 0 warm-up, 1 settling, 2 window,
- * 3 background. */
+/* The kind of step i (counting from 0, the warm-up) in the schedule: a function of the
+ * step count alone, so that a step may begin before the step before it has ended in the
+ * guard (background.c hands it the world's step times one step late). */
 enum { WARM, SETTLE, WINDOW, BG };
 
-static int kind(const rt_guard *g)
+static int kind_at(int64_t i)
 {
-    if (g->seen == 0)
+    const int64_t probe = GUARD_SETTLE + GUARD_WINDOW;
+    if (i == 0)
         return WARM;
-    int64_t gap = g->nwin < GUARD_EARLY ? GUARD_EARLY_GAP : GUARD_REPROBE;
-    int64_t off = g->nwin == 0 ? g->since : g->since - gap; /* steps past the gap */
-    if (off < 0)
+    int64_t off = i - 1, gap = 0; /* the first window follows the warm-up at once */
+    if (off >= probe) {
+        off -= probe;
+        const int64_t early = (int64_t)(GUARD_EARLY - 1) * (GUARD_EARLY_GAP + probe);
+        gap = off < early ? GUARD_EARLY_GAP : GUARD_REPROBE;
+        off = off < early ? off % (gap + probe) : (off - early) % (gap + probe);
+    }
+    if (off < gap)
         return BG;
-    return off < GUARD_SETTLE ? SETTLE : WINDOW;
+    return off - gap < GUARD_SETTLE ? SETTLE : WINDOW;
 }
 
 bool rt_guard_step_begin(rt_guard *g)
 {
-    g->step_kind = kind(g);
+    g->step_kind = kind_at(g->begun++);
     g->bg_step = g->step_kind == BG;
     return g->bg_step;
 }
@@ -87,6 +94,7 @@ bool rt_guard_step_begin(rt_guard *g)
 int rt_guard_step_time(rt_guard *g, double seconds)
 {
     g->shared[0] = seconds;
+    g->end_kind = g->step_kind;
     if (g->step_kind == BG)
         return 1; /* the controller needs the world's step now */
     if (g->step_kind == WINDOW) {
@@ -172,7 +180,6 @@ static void window_end(rt_guard *g, double win_sum, double seg_sum, double var)
     g->win_n = 0;
     g->seg_t = 0;
     g->seg_n = 0;
-    g->since = 0;
     if (g->nwin == 1)
         g->allow = (g->aimf - 1) * g->steer; /* the first steps with background */
 }
@@ -180,7 +187,7 @@ static void window_end(rt_guard *g, double win_sum, double seg_sum, double var)
 void rt_guard_step_end(rt_guard *g, double used, double want)
 {
     const double seconds = g->shared[0];
-    const int k = g->step_kind;
+    const int k = g->end_kind;
     g->seen++;
     if (k == WARM)
         return;
@@ -189,7 +196,6 @@ void rt_guard_step_end(rt_guard *g, double used, double want)
         g->seg_n++;
     }
     if (k != BG) {
-        g->since++;
         if (k == WINDOW) {
             g->n_fg++;
             if (g->win_n == GUARD_WINDOW) {
@@ -200,7 +206,6 @@ void rt_guard_step_end(rt_guard *g, double used, double want)
         }
         return;
     }
-    g->since++;
     g->t_bg += seconds;
     g->n_bg++;
     g->used += used;

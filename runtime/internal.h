@@ -31,10 +31,10 @@ _Noreturn void rt_exit_early(int status);
 #define GUARD_Z         1.645 /* the upper confidence bound: one-sided 95% */
 typedef struct rt_guard {
     double bound;               /* the slowdown bound, >= 1 */
-    int64_t seen;               /* steps ended, the warm-up included */
+    int64_t begun, seen;        /* steps begun, ended (the warm-up included) */
     int step_kind;              /* the step now running: warm-up, settling, window, background */
     bool bg_step;               /* ... and whether it may run background work */
-    int64_t since;              /* steps since the last window ended (since the warm-up: none) */
+    int end_kind;               /* the kind of the step whose time came last (rt_guard_step_time) */
     int nwin;                   /* windows completed */
     double base;                /* the last window's mean step */
     double recent[3];           /* the last 3 windows' (a ring) */
@@ -61,10 +61,10 @@ void rt_guard_init(rt_guard *g, double bound);
 bool rt_guard_step_begin(rt_guard *g);
 /* It ended after `seconds` (from the end of the step before): returns how many numbers
  * of g->shared the ranks must replace by their mean over the ranks before
- * rt_guard_step_end (0-3; one rank: none). */
+ * rt_guard_step_end (0-3; one rank: none). The next step may begin before that. */
 int rt_guard_step_time(rt_guard *g, double seconds);
-/* `used` of its seconds were background slices; `want`: the shortest slice left out for
- * not fitting in the allowance (0: none). */
+/* The step of the last rt_guard_step_time: `used` of its seconds were background
+ * slices; `want`: the shortest slice left out for not fitting in the allowance (0: none). */
 void rt_guard_step_end(rt_guard *g, double used, double want);
 /* The foreground's slowdown measured so far (see guard.c) and its standard error; false
  * while nothing is measured. */
@@ -83,6 +83,13 @@ bool rt_bg_running(void);
 /* The device is idle and the foreground waits for whatever runs now (a GPU backend's
  * sync point): runs the slices that fit in what is left of the step's allowance. */
 void rt_bg_fill(void);
+/* The numbers this rank adds to a world sum (rt_world_sum) now: RT_BG_SHARE of them
+ * inside a step of a program with background copies, with --background on or off (the
+ * guard's of the step before, or zeros), else none (returns the count); rt_bg_shared
+ * takes their sums over the world. */
+#define RT_BG_SHARE 3
+int rt_bg_share(double *out);
+void rt_bg_shared(const double *sum);
 /* The step hooks of the guard (core.c). */
 void rt_bg_step_begin(int64_t step);
 void rt_bg_step_end(int64_t step, double seconds);

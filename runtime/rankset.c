@@ -182,19 +182,23 @@ void rt_allreduce_f64(const rt_comm *c, double *data, int64_t n, const char *op)
 
 double rt_world_sum(double local)
 {
-    double total = local;
-    if (rt_opts_g.world_size > 1) {
-        rt_wait_begin("world_sum");
-        /* Non-blocking in every run (not only with background work), so that the sum is
-         * made by the same algorithm, in the same order, with background work on or off.
-         * Ranks that finished their part of the step early run background slices. */
-        MPI_Request req;
-        rt_mpi_check(MPI_Iallreduce(&local, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req),
-                     "world_sum");
-        rt_mpi_wait(1, &req, "world_sum");
-        rt_wait_end();
-    }
-    return total;
+    if (rt_opts_g.world_size == 1)
+        return local;
+    rt_wait_begin("world_sum");
+    /* Non-blocking in every run (not only with background work), so that the sum is made
+     * by the same algorithm, in the same order, with background work on or off. Ranks that
+     * finished their part of the step early run background slices. The guard's numbers
+     * ride along (background.c). */
+    double in[1 + RT_BG_SHARE] = {local}, out[1 + RT_BG_SHARE];
+    int n = 1 + rt_bg_share(in + 1);
+    MPI_Request req;
+    rt_mpi_check(MPI_Iallreduce(in, out, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req),
+                 "world_sum");
+    rt_mpi_wait(1, &req, "world_sum");
+    rt_wait_end();
+    if (n > 1)
+        rt_bg_shared(out + 1);
+    return out[0];
 }
 
 void rt_barrier(void)
