@@ -135,6 +135,33 @@ void rt_progress_phase(rt_phase phase, int64_t step);
 void rt_progress_op(const char *name);
 void rt_progress_tick(void);
 rt_phase rt_progress_now(int64_t *step);
+
+/* nodes.c: where every rank runs, and heartbeats between nodes for the watchdog. */
+typedef struct {
+    int32_t phase, waiting; /* the sender's rt_phase and depth of waits */
+    int32_t working;        /* its node's ranks that still make progress (not waiting) */
+    int32_t pad;
+    int64_t step;
+    char op[48], wait[48]; /* the sender's op and the call it waits in */
+} rt_node_beat;
+/* rt_nodes_setup (after MPI_Init): mpi_glue.h. */
+/* Nodes known (0 before set-up), this rank's node, a rank's node, a node's rank count,
+ * host name and ranks ("2-3, 6"). */
+int rt_nodes_count(void);
+int rt_nodes_self(void);
+int rt_nodes_of_rank(int rank);
+int rt_nodes_size(int node);
+const char *rt_nodes_host(int node);
+const char *rt_nodes_host_of_rank(int rank);
+void rt_nodes_ranks(int node, char *out, size_t cap);
+/* The watchdog thread's tick: reads the heartbeats that arrived, sends this rank's when
+ * due (once a second). */
+void rt_nodes_beat(int64_t now_us, const rt_node_beat *mine);
+/* When this node last heard from another (CLOCK_MONOTONIC; the end of set-up if never),
+ * from which rank, and what it said; false for this node or without heartbeats. */
+bool rt_nodes_heard(int node, int64_t *heard_us, int *rank, rt_node_beat *last);
+/* After the watchdog thread has ended. */
+void rt_nodes_stop(void);
 /* Brackets a wait for other ranks (or the device): watched in every phase. */
 void rt_wait_begin(const char *what);
 void rt_wait_end(void);

@@ -30,4 +30,8 @@ extern bool rt_mpi_wait_sleeps;
  * them when rt_mpi_wait_sleeps (1 us, doubling up to 100 us). */
 void rt_mpi_wait(int n, MPI_Request *req, const char *op);
 
+/* nodes.c: where every rank runs and the heartbeat sockets, after MPI_Init (collective
+ * over the world; node: MPI's shared-memory split). */
+void rt_nodes_setup(MPI_Comm node);
+
 #endif

@@ -19,7 +19,9 @@
  * the slowest step), the thread looks at the board. A rank whose process is stopped or
  * gone, or that is not waiting and has made no progress for the limit, is the one that
  * stopped: the message names it (it may be this rank). If some rank not waiting still
- * makes progress, this rank waits for it and the watchdog waits too. If every rank waits,
+ * makes progress, this rank waits for it and the watchdog waits too. When every rank of
+ * the node waits, the heartbeats of the other nodes (nodes.c, sent from this thread) name
+ * a node that went silent, or say that a rank there still works. If every rank waits,
  * or a rank has already finished, the message says so. Every message is one write(2).
  * After MPI_Init the job ends with MPI_Abort; before, the rank marks itself as ending
  * the job on the board, kills the node's ranks whose processes are stopped, and exits:
@@ -507,6 +509,62 @@ static int64_t patience(int phase, int64_t limit)
     return phase == RT_PHASE_START && limit < STARTUP_PATIENCE_US ? STARTUP_PATIENCE_US : limit;
 }
 
+/* A node that has sent no heartbeat for this long (or half the limit, if longer) has
+ * stopped or is gone: heartbeats come every second (nodes.c). */
+#define SILENT_US 5000000
+
+/* What a heartbeat said about its sender, as words (where() of a snapshot). */
+static void beat_where(const rt_node_beat *b, char *out, size_t cap)
+{
+    snapshot s = {.phase = b->phase, .waiting = b->waiting, .step = b->step};
+    memcpy(s.op, b->op, OP_LEN);
+    memcpy(s.wait, b->wait, OP_LEN);
+    s.op[OP_LEN - 1] = s.wait[OP_LEN - 1] = 0;
+    where(&s, out, cap);
+}
+
+/* Every rank of this node waits: what the other nodes' heartbeats say. A node silent for
+ * silent_us is the cause (every process of it stopped or gone) and the job ends naming
+ * it; a node that has finished is named too. Returns true while a rank of another node
+ * still makes progress (this rank waits for it); else false, with where each other node's
+ * rank last said it waits in out ("" without heartbeats). */
+static bool check_nodes(const char *here, int64_t now, int64_t silent_us, char *out, size_t cap)
+{
+    const int nodes = rt_nodes_count();
+    int64_t heard_us;
+    int from;
+    rt_node_beat b;
+    size_t n = 0;
+    bool working = false;
+    out[0] = 0;
+    for (int i = 0; i < nodes; i++) {
+        if (!rt_nodes_heard(i, &heard_us, &from, &b))
+            continue;
+        char ranks[120], there[200] = "";
+        rt_nodes_ranks(i, ranks, sizeof ranks);
+        if (from >= 0)
+            beat_where(&b, there, sizeof there);
+        const double silent = (double)(now - heard_us) * 1e-6;
+        if (now - heard_us > silent_us) {
+            if (from >= 0 && b.phase == RT_PHASE_FINISH)
+                fire("node %s (ranks %s) has finished (rt_finalize) while this rank waits %s: "
+                     "the ranks ran different numbers of steps or communication calls",
+                     rt_nodes_host(i), ranks, here);
+            char last[260] = "it has sent none since start-up";
+            if (from >= 0)
+                snprintf(last, sizeof last, "its last said rank %d was %s", from, there);
+            fire("node %s (ranks %s) has sent no heartbeat for %.1f s: its ranks stopped or "
+                 "were killed, or the host is down; %s; this rank waits for it %s",
+                 rt_nodes_host(i), ranks, silent, last, here);
+        }
+        working |= from >= 0 && b.working > 0;
+        if (from >= 0 && n < cap - 100)
+            n += (size_t)snprintf(out + n, cap - n, "%snode %s: rank %d %s", n ? "; " : "",
+                                  rt_nodes_host(i), from, there);
+    }
+    return working;
+}
+
 /* This rank has made no progress for longer than the limit: find out why and end the job,
  * or return while it waits for a rank that still makes progress (or, in start-up, while
  * every process it can see runs). A rank is the cause when its process has stopped
@@ -595,12 +653,22 @@ static void check_peers(const snapshot *me, int64_t now, int64_t limit)
         fire("rank %d stopped making progress %.1f s ago, %s%s; this rank waits for it %s", culprit,
              (double)culprit_age * 1e-6, there, gone, here);
     }
-    if (fresh || !impatient)
-        return; /* a rank is still working (this one waits for it), or start-up is slow */
+    if (fresh)
+        return; /* a rank is still working: this one waits for it */
+    char elsewhere[600] = "";
+    if (check_nodes(here, now, stopped_us > SILENT_US ? stopped_us : SILENT_US, elsewhere,
+                    sizeof elsewhere) ||
+        !impatient)
+        return; /* a rank of another node is still working, or start-up is slow */
     if (finished >= 0)
         fire("rank %d has finished (rt_finalize) while this rank waits %s: the ranks ran "
              "different numbers of steps or communication calls",
              finished, here);
+    if (elsewhere[0])
+        fire("no progress for %.1f s: this rank waits %s, every other rank on this node waits "
+             "too (%s), and every other node's ranks run and wait (%s); the ranks wait in "
+             "different communication calls",
+             mine, here, wl ? waits : "none", elsewhere);
     fire("no progress for %.1f s: this rank waits %s, and every other rank on this node waits "
          "too (%s); a rank on another node stopped, or the ranks wait in different "
          "communication calls",
@@ -792,6 +860,26 @@ static int64_t runnable_us(void)
     return (int64_t)((run + wait) / 1000);
 }
 
+/* This rank's heartbeat to the other nodes (nodes.c): where it stands, and how many of
+ * its node's ranks still make progress (running, not waiting, within the limit). */
+static void beat(const snapshot *me, int64_t now, int64_t limit)
+{
+    if (rt_nodes_count() < 2)
+        return;
+    rt_node_beat b = {.phase = me->phase, .waiting = me->waiting, .step = me->step};
+    memcpy(b.op, me->op, OP_LEN);
+    memcpy(b.wait, me->wait, OP_LEN);
+    record *board = atomic_load(&wd.board);
+    snapshot s;
+    for (int i = 0; board && i < wd.nboard; i++) {
+        read_record(&board[i], &s);
+        b.working += s.state == REC_RUNNING && !s.waiting && (!limit || now - s.t_us <= limit);
+    }
+    if (!board)
+        b.working = !me->waiting && (!limit || now - me->t_us <= limit);
+    rt_nodes_beat(now, &b);
+}
+
 static void *watchdog_main(void *arg)
 {
     (void)arg;
@@ -833,6 +921,7 @@ static void *watchdog_main(void *arg)
         leave_if_ending();
         snapshot me;
         read_record(r, &me);
+        beat(&me, now, limit);
         bool watched = me.phase != RT_PHASE_BETWEEN || me.waiting;
         if (!limit || !watched || now - me.t_us <= limit)
             continue;
@@ -1085,7 +1174,19 @@ void rt_watchdog_before_mpi(void)
  * launcher about the node's ranks, else a shared-memory window over the ranks of this
  * node, one record each, this rank's own record copied in. Without either (a one-rank
  * world, or MPI cannot share memory) the watchdog only knows this rank. */
+static void make_board(void);
+
 void rt_watchdog_board(void)
+{
+    make_board();
+    if (wd.have_node) {
+        rt_wait_begin("start-up");
+        rt_nodes_setup(wd.node);
+        rt_wait_end();
+    }
+}
+
+static void make_board(void)
 {
     atomic_store(&wd.own.world_rank, rt_opts_g.rank);
     atomic_store(&atomic_load(&wd.me)->world_rank, rt_opts_g.rank);
@@ -1169,6 +1270,7 @@ void rt_watchdog_stop(void)
         pthread_join(wd.thread, NULL);
         wd.running = false;
     }
+    rt_nodes_stop();
     if (wd.have_win || wd.early) {
         memcpy((void *)&wd.own, (const void *)atomic_load(&wd.me), sizeof wd.own);
         atomic_store(&wd.me, &wd.own);

@@ -10,6 +10,11 @@ JOB is a plan for 2 nodes of 2 ranks (tests/e2e/fmnist_2x2.burst). CHECK is one 
            to each host, gives the losses of the same program on one host bit for
            bit, and each host's folder holds its own ranks' checkpoint files, equal
            byte for byte to the one-host run's.
+  frozen   both ranks of the second host are stopped with SIGSTOP mid-training (a host
+           whose ranks hang; its Open MPI daemon still runs, so that mpirun can end
+           the job): the job ends within 30 s, and a rank of the first host names
+           the silent host and its ranks, in the watchdog's words (checked verbatim
+           up to numbers and places).
 
 Exit 77 (skipped) where the hosts cannot be emulated (no root, no namespaces). A run
 still going HANG_S seconds after it started is a hang and fails the check; the time
@@ -19,9 +24,12 @@ import argparse
 import filecmp
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1",
@@ -29,7 +37,7 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
            # node (core.c, mpi_defaults), and the algorithm sets the order of the sums:
            # one choice for every launch, so one host and two add in the same order.
            OMPI_MCA_coll_libnbc_iallreduce_algorithm="3")
-HANG_S = 150
+HANG_S = int(os.environ.get("HANG_S", "150"))
 SKIP = 77
 
 
@@ -89,19 +97,131 @@ def check_losses(emulate, prog, tmp):
           " local folder holds its ranks' checkpoints, equal to the one-host run's" % b[-1])
 
 
+def host_procs(state, host, exe=None):
+    """The processes of an emulated host (those in its UTS namespace), or its processes
+    that run the program exe."""
+    with open(os.path.join(state, host, "uts")) as f:
+        ns = f.read().strip()
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.readlink("/proc/%s/ns/uts" % d) == ns and (
+                        exe is None or os.readlink("/proc/%s/exe" % d) == exe):
+                    out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+def signal_all(pids, sig):
+    for p in pids:
+        try:
+            os.kill(p, sig)
+        except ProcessLookupError:
+            pass
+
+
+def start_on_hosts(emulate, state, mpirun_args):
+    """A job across 2 emulated hosts of 2 ranks, running in the background, and a thread
+    that collects its standard output; the lines so far are in the returned list."""
+    cmd = [emulate, "--hosts", "2", "--slots", "2", "--state", state, "--"] + mpirun_args
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                         start_new_session=True)
+    lines = []
+
+    def read():
+        for line in p.stdout:
+            lines.append(line)
+    threading.Thread(target=read, daemon=True).start()
+    return p, lines
+
+
+def end_group(p):
+    """Ends whatever of a job started by start_on_hosts still runs (mpirun, daemons, ranks)."""
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait()
+
+
+def wait_for_step(p, lines, step, what):
+    start = time.monotonic()
+    while not any(l.startswith("step %d loss" % step) for l in list(lines)):
+        if p.poll() is not None:
+            err = p.communicate()[1]
+            if p.returncode == SKIP:
+                sys.stderr.write(err)
+                sys.exit(SKIP)
+            fail("%s ended before step %d (status %d):\n%s" % (what, step, p.returncode, err))
+        if time.monotonic() - start > HANG_S:
+            end_group(p)
+            fail("%s did not reach step %d in %d s" % (what, step, HANG_S))
+        time.sleep(0.1)
+
+
+# The watchdog's message for a host that hangs, verbatim but for the numbers and places.
+# The watchdog's message for a host that hangs, verbatim but for the numbers and places
+# (where() in runtime/watchdog.c).
+WHERE = (r"(at step \d+|between steps \(after step \d+\)|in a phase outside the steps \(after step "
+         r"\d+\)|saving the checkpoint after step \d+|loading a checkpoint|in start-up \(before the "
+         r"first step\)|in rt_finalize)( in '[^']*')?( \(waiting in [^()]*\))?")
+FROZEN_MSG = (r"burstrt: rank [01]: watchdog: node ehost1 \(ranks 2-3\) has sent no heartbeat for "
+              r"[0-9.]+ s: its ranks stopped or were killed, or the host is down; its last said rank "
+              r"[23] was %s; this rank waits for it %s; aborting the job \(if ranks are legitimately "
+              r"this slow, raise --step-timeout\)" % (WHERE, WHERE))
+
+
+def check_frozen(emulate, prog, tmp):
+    state = os.path.join(tmp, "hosts")
+    p, lines = start_on_hosts(emulate, state, ["-np", "4", prog, "--iterations", "100000", "--data",
+                                               "synthetic", "--step-timeout", "5"])
+    frozen = []
+    try:
+        wait_for_step(p, lines, 3, "the 2-host run")
+        frozen = host_procs(state, "ehost1", os.path.realpath(prog))
+        if len(frozen) != 2:
+            fail("expected the 2 ranks of ehost1, found processes %s" % frozen)
+        signal_all(frozen, signal.SIGSTOP)
+        t0 = time.monotonic()
+        try:
+            _, err = p.communicate(timeout=HANG_S)
+        except subprocess.TimeoutExpired:
+            signal_all(frozen, signal.SIGKILL)
+            end_group(p)
+            fail("the job still runs %d s after its second host froze:\n%s" % (HANG_S, p.communicate()[1]))
+        took = time.monotonic() - t0
+    finally:
+        signal_all(frozen, signal.SIGKILL)
+        if p.poll() is None:
+            end_group(p)
+        for host in ("ehost0", "ehost1"):
+            signal_all(host_procs(state, host), signal.SIGKILL)
+    print("frozen: the job ended %.1f s after the second host froze (status %d)" % (took, p.returncode))
+    if p.returncode == 0:
+        fail("the job exited 0 after its second host froze:\n" + err)
+    named = [l for l in err.splitlines() if re.fullmatch(FROZEN_MSG, l)]
+    if not named:
+        fail("no rank of the first host named the frozen host in the watchdog's words:\n" + err)
+    if took > 30:
+        fail("the job took %.1f s to end after its second host froze (at most 30 s):\n%s" % (took, err))
+    print(named[0])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--burstc", required=True)
     ap.add_argument("--job", required=True)
     ap.add_argument("--emulate", required=True, help="scripts/emulate-hosts")
-    ap.add_argument("check", choices=["losses"])
+    ap.add_argument("check", choices=["losses", "frozen"])
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         prog = os.path.join(tmp, "prog")
         b = subprocess.run([a.burstc, "build", a.job, "-o", prog], capture_output=True, text=True)
         if b.returncode:
             fail("burstc build failed:\n" + b.stderr)
-        check_losses(a.emulate, prog, tmp)
+        {"losses": check_losses, "frozen": check_frozen}[a.check](a.emulate, prog, tmp)
 
 
 if __name__ == "__main__":

@@ -78,6 +78,8 @@ int MPI_Reduce(const void *send, void *recv, int count, MPI_Datatype t, MPI_Op o
                MPI_Comm comm);
 int MPI_Gather(const void *send, int scount, MPI_Datatype st, void *recv, int rcount,
                MPI_Datatype rt, int root, MPI_Comm comm);
+int MPI_Allgather(const void *send, int scount, MPI_Datatype st, void *recv, int rcount,
+                  MPI_Datatype rt, MPI_Comm comm);
 int MPI_Gatherv(const void *send, int scount, MPI_Datatype st, void *recv, const int *rcounts,
                 const int *displs, MPI_Datatype rt, int root, MPI_Comm comm);
 int MPI_Isend(const void *buf, int count, MPI_Datatype t, int dest, int tag, MPI_Comm comm,
