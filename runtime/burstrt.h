@@ -97,6 +97,9 @@ typedef struct rt_options {
     char checkpoint_dir[512];      /* --checkpoint-dir DIR ("" = off) */
     int64_t checkpoint_every;      /* --checkpoint-every N (0 = never) */
     bool resume;                   /* --resume */
+    char init_path[512];           /* --init FILE.safetensors ("" = the program's own init) */
+    bool init_partial;             /* --init-partial: load what fits, list the rest */
+    char save_weights[512];        /* --save-weights FILE.safetensors ("" = off) */
     int threads;                   /* --threads N: threads per rank for oneDNN and BLAS (default
                                  0 = auto: the rank's CPUs shared among the node's ranks;
                                  rt_init writes the number chosen) */

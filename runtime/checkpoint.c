@@ -510,9 +510,10 @@ int64_t rt_checkpoint_read(const char *dir, int64_t round_step, const char *suff
 int64_t rt_checkpoint_attach(rt_params *ps)
 {
     attached = ps;
-    if (rt_opts_g.resume)
-        return rt_checkpoint_load(rt_opts_g.checkpoint_dir, ps);
-    return 0;
+    rt_weights_attach(ps);
+    int64_t first = rt_opts_g.resume ? rt_checkpoint_load(rt_opts_g.checkpoint_dir, ps) : 0;
+    rt_weights_maybe_save(first); /* --iterations reached before any step */
+    return first;
 }
 
 /* Every --checkpoint-every steps, and after the last step (--iterations) whenever there

@@ -248,6 +248,7 @@ const rt_options *rt_init(int *argc, char ***argv, const char *program)
     /* Unwritable output paths are found now, not after training. */
     rt_checkpoint_check_dir();
     rt_trace_check_path();
+    rt_weights_check_output();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_terminate;
@@ -286,6 +287,7 @@ void rt_finalize(void)
     MPI_Barrier(MPI_COMM_WORLD);
     rt_wait_end();
     rt_bg_free();
+    rt_weights_free();
     rt_watchdog_stop();
     rt_comm_free_all();
     rt_net.stop();
@@ -348,6 +350,7 @@ void rt_step_end(int64_t step)
     rt_watchdog_limit(step_limit());
     rt_trace_record_step(step, step_t0, t1);
     rt_checkpoint_maybe_save(step);
+    rt_weights_maybe_save(step + 1);
     /* Not watched until the next step or rt_progress (waits for other ranks are): what
      * runs between steps (evaluation, reporting) may legitimately take long. */
     rt_progress_phase(RT_PHASE_BETWEEN, step);

@@ -14,7 +14,8 @@ set(burstrt_core_sources
   ${burstrt_core_dir}/shapes.c ${burstrt_core_dir}/optim.c ${burstrt_core_dir}/rng.c
   ${burstrt_core_dir}/data.c ${burstrt_core_dir}/checkpoint.c
   ${burstrt_core_dir}/background.c ${burstrt_core_dir}/guard.c
-  ${burstrt_core_dir}/loss_scale.c ${burstrt_core_dir}/safetensors.c ${burstrt_core_dir}/npy.c)
+  ${burstrt_core_dir}/loss_scale.c ${burstrt_core_dir}/safetensors.c ${burstrt_core_dir}/npy.c
+  ${burstrt_core_dir}/weights.c)
 add_library(burstrt_core OBJECT ${burstrt_core_sources})
 target_include_directories(burstrt_core PUBLIC ${burstrt_core_dir})
 # Position-independent, so that either library may also go into a shared object.

@@ -347,6 +347,16 @@ void rt_loss_scaler_update(rt_loss_scaler *s, bool overflow);
  * loss scaling was on. */
 void rt_loss_scale_report(void);
 
+/* weights.c: --init, --init-partial, --save-weights */
+/* Checks at start that rank 0 can write --save-weights' file. */
+void rt_weights_check_output(void);
+/* Loads --init into ps (every rank its own parameters); rt_checkpoint_attach calls it
+ * before a --resume restores the checkpoint over it. */
+void rt_weights_attach(rt_params *ps);
+/* Writes --save-weights when next_step reaches --iterations (all ranks call it). */
+void rt_weights_maybe_save(int64_t next_step);
+void rt_weights_free(void);
+
 /* checkpoint.c */
 /* Makes --checkpoint-dir (and its parents) and checks that this rank can write there. */
 void rt_checkpoint_check_dir(void);

@@ -41,6 +41,13 @@ static void usage(FILE *f, const char *program)
             "                        after the last iteration, and more with:\n"
             "  --checkpoint-every N  checkpoint every N iterations (needs --checkpoint-dir)\n"
             "  --resume              continue from the newest complete checkpoint in DIR\n"
+            "  --init FILE           start from the parameters and buffers in FILE\n"
+            "                        (safetensors, by name or by the map `burstc import\n"
+            "                        --weights` writes); a missing, extra or mis-shaped\n"
+            "                        tensor is an error naming it\n"
+            "  --init-partial        with --init: load what fits, list the rest\n"
+            "  --save-weights FILE   write the parameters and buffers after the last\n"
+            "                        iteration to FILE (safetensors, under --init's names)\n"
             "  --threads N           threads per rank for oneDNN and BLAS (default:\n"
             "                        OMP_NUM_THREADS, else the CPUs this rank may use,\n"
             "                        shared among the node's ranks)\n"
@@ -129,6 +136,9 @@ static const struct {
 } known[] = {
     {"--help", false},
     {"--resume", false},
+    {"--init", true},
+    {"--init-partial", false},
+    {"--save-weights", true},
     {"--iterations", true},
     {"--seed", true},
     {"--threads", true},
@@ -186,6 +196,12 @@ void rt_parse_options(int argc, char **argv, const char *program)
             rt_exit_early(0);
         } else if (!strcmp(name, "--resume")) {
             o->resume = true;
+        } else if (!strcmp(name, "--init")) {
+            copy_str(o->init_path, sizeof o->init_path, name, val);
+        } else if (!strcmp(name, "--init-partial")) {
+            o->init_partial = true;
+        } else if (!strcmp(name, "--save-weights")) {
+            copy_str(o->save_weights, sizeof o->save_weights, name, val);
         } else if (!strcmp(name, "--no-overlap")) {
             o->no_overlap = true;
         } else if (!strcmp(name, "--bucket-mb")) {
@@ -250,6 +266,8 @@ void rt_parse_options(int argc, char **argv, const char *program)
         rt_fatal("options", "--checkpoint-every needs --checkpoint-dir");
     if (o->resume && !o->checkpoint_dir[0])
         rt_fatal("options", "--resume needs --checkpoint-dir");
+    if (o->init_partial && !o->init_path[0])
+        rt_fatal("options", "--init-partial needs --init");
     if (o->trace_path[0] && o->checkpoint_dir[0] && !strcmp(o->trace_path, o->checkpoint_dir))
         rt_fatal("options", "--trace and --checkpoint-dir name the same path '%s'", o->trace_path);
 }
