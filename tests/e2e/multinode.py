@@ -15,6 +15,11 @@ JOB is a plan for 2 nodes of 2 ranks (tests/e2e/fmnist_2x2.burst). CHECK is one 
            the job): the job ends within 30 s, and a rank of the first host names
            the silent host and its ranks, in the watchdog's words (checked verbatim
            up to numbers and places).
+  killed   every process of the second host (its Open MPI daemon and both ranks) is
+           killed with SIGKILL mid-training, checkpointing every 2 steps into a folder
+           local to each host: a host that dies. The job ends within 30 s; resumed on
+           the same 2 hosts from the newest committed round in their folders, it gives
+           the losses of an uninterrupted run bit for bit.
 
 Exit 77 (skipped) where the hosts cannot be emulated (no root, no namespaces). A run
 still going HANG_S seconds after it started is a hang and fails the check; the time
@@ -122,10 +127,11 @@ def signal_all(pids, sig):
             pass
 
 
-def start_on_hosts(emulate, state, mpirun_args):
+def start_on_hosts(emulate, state, mpirun_args, local=None):
     """A job across 2 emulated hosts of 2 ranks, running in the background, and a thread
     that collects its standard output; the lines so far are in the returned list."""
-    cmd = [emulate, "--hosts", "2", "--slots", "2", "--state", state, "--"] + mpirun_args
+    cmd = [emulate, "--hosts", "2", "--slots", "2", "--state", state] + (
+        ["--local", local] if local else []) + ["--"] + mpirun_args
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
                          start_new_session=True)
     lines = []
@@ -209,19 +215,76 @@ def check_frozen(emulate, prog, tmp):
     print(named[0])
 
 
+def check_killed(emulate, prog, tmp):
+    state, local = os.path.join(tmp, "hosts"), os.path.join(tmp, "local")
+    ck = os.path.join(local, "ck")
+    args = ["--data", "synthetic", "--checkpoint-dir", ck, "--checkpoint-every", "2"]
+    p, lines = start_on_hosts(emulate, state, ["-np", "4", prog, "--iterations", "100000"] + args, local)
+    killed = []
+    try:
+        wait_for_step(p, lines, 5, "the 2-host run")
+        killed = host_procs(state, "ehost1")
+        signal_all(killed, signal.SIGKILL)
+        t0 = time.monotonic()
+        try:
+            _, err = p.communicate(timeout=HANG_S)
+        except subprocess.TimeoutExpired:
+            end_group(p)
+            fail("the job still runs %d s after its second host died:\n%s" % (HANG_S, p.communicate()[1]))
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            end_group(p)
+        for host in ("ehost0", "ehost1"):
+            signal_all(host_procs(state, host), signal.SIGKILL)
+    said = [l for l in err.splitlines() if "lost communication" in l or "watchdog" in l]
+    print("killed: the job ended %.1f s after its second host died (status %d)%s" %
+          (took, p.returncode, (": " + said[0].strip()) if said else ""))
+    if p.returncode == 0:
+        fail("the job exited 0 after its second host died:\n" + err)
+    if took > 30:
+        fail("the job took %.1f s to end after its second host died (at most 30 s):\n%s" % (took, err))
+    # The newest committed round: rank 0's marker, in the first host's folder.
+    ck0 = os.path.join(state, "ehost0", "local", "ck")
+    rounds = sorted(int(d[5:]) for d in os.listdir(ck0)
+                    if d.startswith("step-") and os.path.exists(os.path.join(ck0, d, "COMMIT")))
+    if not rounds:
+        fail("no committed checkpoint round in the first host's folder: %s" % os.listdir(ck0))
+    start = rounds[-1]
+    for host, ranks in (("ehost0", (0, 1)), ("ehost1", (2, 3))):
+        where = os.path.join(state, host, "local", "ck", "step-%012d" % start)
+        for r in ranks:
+            if not os.path.exists(os.path.join(where, "rank-%d.ckpt" % r)):
+                fail("%s's folder lacks rank %d's file of the round of step %d" % (host, r, start))
+    end = start + 3
+    again = on_hosts(emulate, state, local, ["-np", "4", prog, "--iterations", str(end), "--resume"] + args)
+    if again.returncode:
+        fail("the resumed 2-host run failed:\n" + again.stderr)
+    whole = run(["mpirun", "-np", "4", "--oversubscribe", prog, "--iterations", str(end), "--data",
+                 "synthetic"])
+    if whole.returncode:
+        fail("the uninterrupted run failed:\n" + whole.stderr)
+    a, b = loss_lines(whole.stdout)[start:], loss_lines(again.stdout)
+    if len(b) != end - start or a != b:
+        fail("the resumed losses differ from the uninterrupted run's (from step %d):\nuninterrupted:\n%s\n"
+             "resumed:\n%s" % (start, "\n".join(a), "\n".join(b)))
+    print("killed: resumed from the round of step %d in each host's folder, the losses of the"
+          " uninterrupted run bit for bit (%s)" % (start, b[-1]))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--burstc", required=True)
     ap.add_argument("--job", required=True)
     ap.add_argument("--emulate", required=True, help="scripts/emulate-hosts")
-    ap.add_argument("check", choices=["losses", "frozen"])
+    ap.add_argument("check", choices=["losses", "frozen", "killed"])
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         prog = os.path.join(tmp, "prog")
         b = subprocess.run([a.burstc, "build", a.job, "-o", prog], capture_output=True, text=True)
         if b.returncode:
             fail("burstc build failed:\n" + b.stderr)
-        {"losses": check_losses, "frozen": check_frozen}[a.check](a.emulate, prog, tmp)
+        {"losses": check_losses, "frozen": check_frozen, "killed": check_killed}[a.check](a.emulate, prog, tmp)
 
 
 if __name__ == "__main__":
