@@ -5,7 +5,8 @@
  *   cluster_throughput [REPO_ROOT] [BG_MODEL BG_BATCH] [SLOWDOWN]
  *
  * VGG-16, WRN-101-2 and Inception-v3 at DeepPool's global batches (16, 16,
- * 32) on 8, 16, 32 and 64 A100s (the planner benchmarks' cluster: 8 per node, NVLink
+ * 32) on 1, 2, 4 and 8 A100s on one node (DeepPool's own setting), then 16,
+ * 32 and 64 (the planner benchmarks' cluster: 8 per node, NVLink
  * 300 GB/s, 200 Gb/s between nodes), per-layer times from DeepPool's A100
  * profiles (data/profiles/deeppool-a100) where they exist. Per strategy
  * (dp, deeppool, burst), without background (the fastest plan, by its
@@ -38,7 +39,8 @@ typedef struct row {
     double fg[6], bg[6];
     char ch_dp[16], ch_burst[16]; /* what auto chose (chosen) */
     bool have[6];
-    double eq; /* one background sample in foreground samples: its one-GPU time over theirs */
+    double
+        geq[6]; /* gpu_equivalents: every job's samples/s over its samples/s on one GPU, summed */
 } row;
 
 /* A module with the foreground model and the background model, an A100
@@ -137,6 +139,7 @@ static bool measure(const char *root, const char *model, const char *profile, in
             continue;
         }
         out->tp[2 * i] = out->fg[2 * i] = (double)B / tl.time;
+        out->geq[2 * i] = plan_one_gpu_time(&in.p) / tl.time;
         out->bg[2 * i] = 0;
         plan_timeline_free(&tl);
         plan_result_free(&r);
@@ -149,6 +152,7 @@ static bool measure(const char *root, const char *model, const char *profile, in
         if (i > 0)
             chosen(why, i == 1 ? out->ch_dp : out->ch_burst, sizeof out->ch_dp);
         double fg = x.fg_samples_per_s, bgr = x.bg_samples_per_s;
+        out->geq[2 * i + 1] = x.gpu_equivalents;
         plan_mux_result_free(&x);
         plan_result_free(&r);
         out->have[2 * i] = out->have[2 * i + 1] = true;
@@ -156,11 +160,6 @@ static bool measure(const char *root, const char *model, const char *profile, in
         out->bg[2 * i + 1] = bgr;
         out->tp[2 * i + 1] = fg + bgr;
     }
-    /* The background's one-GPU time per sample over the foreground's. */
-    double tb = 0;
-    for (int u = 0; u < bg.jobs[0].nunits; u++)
-        tb += bg.jobs[0].unit[u];
-    out->eq = (tb / (double)bg.jobs[0].batch) / (plan_one_gpu_time(&in.p) / (double)B);
     ok = out->have[0] && out->have[4];
 out:
     pass_bg_jobs_free(&bg);
@@ -181,12 +180,13 @@ int main(int argc, char **argv)
     } jobs[] = {{"vgg16", "VGG-16", "vggLayerGpuProfileA100.txt", 16},
                 {"wide_resnet101_2", "WRN-101-2", "wrnLayerGpuProfileA100V2.txt", 16},
                 {"inception_v3", "Inception-v3", "inceptionLayerGpuProfileA100V2.txt", 32}};
-    static const int Gs[] = {8, 16, 32, 64};
-    printf("Predicted cluster throughput (foreground + background samples/s) over dp without\n"
-           "background; background %s @ %lld per GPU, slowdown %g; A100 profiles.\n"
-           "Rows 'eq': the same with each background sample counted as the foreground samples\n"
-           "of the same one-GPU time (its step time per sample over the foreground's).\n\n",
-           bgm, (long long)bgb, slowdown);
+    static const int Gs[] = {1, 2, 4, 8, 16, 32, 64}; /* DeepPool's 1-8 on one node, then more */
+    printf(
+        "Predicted cluster throughput (foreground + background samples/s) over dp without\n"
+        "background; background %s @ %lld per GPU, slowdown %g; A100 profiles.\n"
+        "Rows 'geq': gpu_equivalents, every job's samples/s over its samples/s alone on one\n"
+        "GPU, summed (work in dedicated GPUs, at most G; first column: dp's), and their ratio.\n\n",
+        bgm, (long long)bgb, slowdown);
     printf("%-13s %4s %4s %-4s %9s %7s %7s %8s %8s %7s %8s %6s %6s %9s\n", "model", "B", "GPUs", "",
            "dp smp/s", "dp", "dp+mux", "deeppool", "dp'+mux", "burst", "burst+mx", "auto", "auto",
            "burst+mx/");
@@ -205,29 +205,29 @@ int main(int argc, char **argv)
             }
             const char *l1 = r.have[2] ? r.ch_dp : "-", *l2 = r.ch_burst;
             for (int e = 0; e < 2; e++) {
-                double v[6];
-                for (int k = 0; k < 6; k++)
-                    v[k] = r.fg[k] + (e ? r.eq : 1) * r.bg[k];
                 char c[6][16];
                 for (int k = 0; k < 6; k++) {
-                    if (r.have[k])
-                        snprintf(c[k], sizeof c[k], "%.2fx", v[k] / v[0]);
-                    else
+                    if (!r.have[k])
                         snprintf(c[k], sizeof c[k], "-");
+                    else if (e)
+                        snprintf(c[k], sizeof c[k], "%.2f", r.geq[k]);
+                    else
+                        snprintf(c[k], sizeof c[k], "%.2fx", r.tp[k] / r.tp[0]);
                 }
                 char ratio[16] = "-";
                 if (r.have[3])
-                    snprintf(ratio, sizeof ratio, "%.2fx", v[5] / v[3]);
-                printf("%-13s %4lld %4d %-4s %9.1f %7s %7s %8s %8s %7s %8s %6s %6s %9s\n",
-                       e ? "" : jobs[j].title, (long long)jobs[j].B, Gs[g], e ? "eq" : "", v[0],
+                    snprintf(ratio, sizeof ratio, "%.2fx",
+                             e ? r.geq[5] / r.geq[3] : r.tp[5] / r.tp[3]);
+                char base[16];
+                snprintf(base, sizeof base, "%.1f", e ? r.geq[0] : r.tp[0]);
+                printf("%-13s %4lld %4d %-4s %9s %7s %7s %8s %8s %7s %8s %6s %6s %9s\n",
+                       e ? "" : jobs[j].title, (long long)jobs[j].B, Gs[g], e ? "geq" : "", base,
                        c[0], c[1], c[2], c[3], c[4], c[5], e ? "" : l1, e ? "" : l2, ratio);
             }
         }
-    printf("\n(dp' = deeppool, '-' where its planner cannot search the graph; lim: the\n"
+    printf("\n(dp' = deeppool, '-' where its planner cannot search the graph; auto: the\n"
            "plan auto chose (dp: dp's; dp'L: deeppool's at limit L; pF, bF: pow2's, burst's\n"
            "fastest; pvX, bvX: their frontier vertex at price X); x: over dp's samples/s\n"
-           "without background; "
-           "eq: a background sample counts %s)\n",
-           "as its one-GPU time in foreground samples");
+           "without background; geq: gpu_equivalents)\n");
     return fails ? 1 : 0;
 }
