@@ -1,5 +1,4 @@
-/* core.c: the process-wide part of libburstrt: the state of this rank, fatal errors that
- * name rank, op and cause, the start and end of a run (rt_init: MPI, options, the backend,
+/* core.c: the top of libburstrt's shared code, its life cycle: the start and end of a run (rt_init: MPI, options, the backend,
  * the watchdog; rt_finalize: trace, teardown, MPI_Finalize), the world-size check, and
  * the step hooks, which time each iteration, keep the watchdog's deadline and write
  * checkpoints when they are due. */
@@ -13,120 +12,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-rt_options rt_opts_g = {.iterations = 10,
-                        .seed = 1,
-                        .threads = 0,
-                        .step_timeout = 20.0,
-                        .bucket_mb = 25.0,
-                        .background = true,
-                        .loss_scale_init = 65536.0,
-                        .loss_scale_growth = 2.0,
-                        .loss_scale_backoff = 0.5,
-                        .loss_scale_interval = 2000,
-                        .world_size = 1};
-static bool mpi_started;
-
-/* ---- errors ------------------------------------------------------------------- */
-
-static void vmessage(const char *op, const char *fmt, va_list ap)
-{
-    char buf[4096];
-    int n =
-        snprintf(buf, sizeof buf, "burstrt: rank %d: %s: ", rt_opts_g.rank, op ? op : "runtime");
-    if (n < 0)
-        return;
-    if ((size_t)n < sizeof buf)
-        n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
-    if (n < 0)
-        return;
-    size_t len = (size_t)n < sizeof buf - 1 ? (size_t)n : sizeof buf - 5;
-    if (len == sizeof buf - 5)
-        memcpy(buf + len, "...", 3), len += 3; /* cut: still one line */
-    buf[len++] = '\n';
-    /* One write: up to PIPE_BUF bytes land in a pipe (mpirun's) in one piece. */
-    fflush(stderr);
-    for (size_t off = 0; off < len;) {
-        ssize_t w = write(STDERR_FILENO, buf + off, len - off);
-        if (w <= 0)
-            break;
-        off += (size_t)w;
-    }
-}
-
-void rt_message(const char *op, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vmessage(op, fmt, ap);
-    va_end(ap);
-}
-
-_Noreturn void rt_fatal(const char *op, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vmessage(op, fmt, ap);
-    va_end(ap);
-    int init = 0, fin = 0;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
-    if (init && !fin)
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    exit(1);
-}
-
-void *rt_xmalloc(size_t n, const char *op)
-{
-    void *p = malloc(n ? n : 1);
-    if (!p)
-        rt_fatal(op, "out of memory allocating %zu bytes", n);
-    return p;
-}
-
-void *rt_xcalloc(size_t n, size_t size, const char *op)
-{
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p)
-        rt_fatal(op, "out of memory allocating %zu x %zu bytes", n, size);
-    return p;
-}
-
-const char *rt_dtype_name(rt_dtype dt)
-{
-    switch (dt) {
-    case RT_F32: return "f32";
-    case RT_I32: return "i32";
-    case RT_BF16: return "bf16";
-    case RT_F16: return "f16";
-    }
-    return "unknown";
-}
-
-void rt_check(const rt_tensor *t, rt_dtype dt, int ndim, const char *op, const char *what)
-{
-    if (!t)
-        rt_fatal(op, "%s is NULL", what);
-    if (t->dtype != dt)
-        rt_fatal(op, "%s has dtype %s, expected %s", what, rt_dtype_name(t->dtype),
-                 rt_dtype_name(dt));
-    if (ndim >= 0 && t->ndim != ndim)
-        rt_fatal(op, "%s has %d dimensions, expected %d", what, t->ndim, ndim);
-}
-
-void rt_check_numel(const rt_tensor *t, int64_t numel, const char *op, const char *what)
-{
-    if (t->numel != numel)
-        rt_fatal(op, "%s has %lld elements, expected %lld", what, (long long)t->numel,
-                 (long long)numel);
-}
-
-double rt_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The step this rank is in, for the message of a rank that mpirun stops. */
 static volatile int64_t current_step = -1;
@@ -191,11 +76,6 @@ static void test_fault(const char *where)
     }
 }
 
-bool rt_mpi_running(void)
-{
-    return mpi_started;
-}
-
 /* Leaves before the training starts (--help, a world of the wrong size): every rank
  * does the same, so the collective teardown is safe. */
 _Noreturn void rt_exit_early(int status)
@@ -238,12 +118,13 @@ const rt_options *rt_init(int *argc, char ***argv, const char *program)
     rt_wait_begin("MPI_Init");
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     rt_wait_end();
-    mpi_started = true;
+    rt_set_mpi_running(true);
     MPI_Comm_rank(MPI_COMM_WORLD, &rt_opts_g.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &rt_opts_g.world_size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     rt_watchdog_board();
-    rt_parse_options(*argc, *argv, program ? program : (*argv)[0]);
+    if (!rt_parse_options(*argc, *argv, program ? program : (*argv)[0]))
+        rt_exit_early(0); /* --help */
     rt_watchdog_limit(rt_opts_g.step_timeout);
     /* Unwritable output paths are found now, not after training. */
     rt_checkpoint_check_dir();
@@ -267,7 +148,7 @@ const rt_options *rt_init(int *argc, char ***argv, const char *program)
 
 void rt_finalize(void)
 {
-    if (!mpi_started) {
+    if (!rt_mpi_running()) {
         /* Used without rt_init (single-process tools and tests): free what exists. */
         rt_trace_write_and_free("");
         rt_bg_free();
@@ -293,7 +174,7 @@ void rt_finalize(void)
     rt_net.stop();
     rt_dev.finalize();
     MPI_Finalize();
-    mpi_started = false;
+    rt_set_mpi_running(false);
 }
 
 void rt_check_world_size(int needed)

@@ -8,7 +8,8 @@
 # stand-in, BURSTRT_CORE_MPI_INCLUDE to the folder holding its mpi.h.
 set(burstrt_core_dir ${CMAKE_CURRENT_LIST_DIR})
 set(burstrt_core_sources
-  ${burstrt_core_dir}/core.c ${burstrt_core_dir}/options.c ${burstrt_core_dir}/watchdog.c
+  ${burstrt_core_dir}/base.c ${burstrt_core_dir}/core.c ${burstrt_core_dir}/options.c
+  ${burstrt_core_dir}/watchdog.c
   ${burstrt_core_dir}/nodes.c
   ${burstrt_core_dir}/tensor.c ${burstrt_core_dir}/trace.c ${burstrt_core_dir}/rankset.c
   ${burstrt_core_dir}/shapes.c ${burstrt_core_dir}/optim.c ${burstrt_core_dir}/rng.c

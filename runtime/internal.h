@@ -8,7 +8,8 @@
 #include "burstrt.h"
 #include "device.h"
 
-/* core.c: process state, errors, start and end of a run, steps */
+/* base.c: this rank's state, messages and errors, allocation, argument checks, the clock
+ * (rt_fatal and rt_now are declared in burstrt.h, rt_message below) */
 extern rt_options rt_opts_g;
 void *rt_xmalloc(size_t n, const char *op);
 void *rt_xcalloc(size_t n, size_t size, const char *op);
@@ -17,8 +18,11 @@ void rt_check(const rt_tensor *t, rt_dtype dt, int ndim, const char *op, const c
 /* "f32", "i32", "bf16" or "f16". */
 const char *rt_dtype_name(rt_dtype dt);
 void rt_check_numel(const rt_tensor *t, int64_t numel, const char *op, const char *what);
-/* True between MPI_Init and MPI_Finalize (rt_init .. rt_finalize). */
+/* True between MPI_Init and MPI_Finalize (rt_init .. rt_finalize; core.c sets it). */
 bool rt_mpi_running(void);
+void rt_set_mpi_running(bool running);
+
+/* core.c: the start and end of a run, the steps */
 /* Ends every rank before training (--help, wrong world size): all ranks call it. */
 _Noreturn void rt_exit_early(int status);
 
@@ -101,7 +105,9 @@ void rt_bg_checkpoint_load(const char *dir, int64_t round_step);
 void rt_bg_free(void);
 
 /* options.c */
-void rt_parse_options(int argc, char **argv, const char *program);
+/* Parses the program's options into rt_opts_g; fatal on a bad one. False after --help
+ * (printed by rank 0): the caller ends every rank. */
+bool rt_parse_options(int argc, char **argv, const char *program);
 
 /* Writes "burstrt: rank R: OP: message" and a newline to stderr with one write(2), so
  * that the lines of ranks sharing a terminal never interleave. */

@@ -158,7 +158,7 @@ static const struct {
     {"--loss-scale-interval", true},
 };
 
-void rt_parse_options(int argc, char **argv, const char *program)
+bool rt_parse_options(int argc, char **argv, const char *program)
 {
     rt_options *o = &rt_opts_g;
     strcpy(o->data_path, "/usr/share/datasets/fashion-mnist");
@@ -193,7 +193,7 @@ void rt_parse_options(int argc, char **argv, const char *program)
             if (o->rank == 0)
                 usage(stdout, program);
             fflush(stdout);
-            rt_exit_early(0);
+            return false;
         } else if (!strcmp(name, "--resume")) {
             o->resume = true;
         } else if (!strcmp(name, "--init")) {
@@ -270,4 +270,5 @@ void rt_parse_options(int argc, char **argv, const char *program)
         rt_fatal("options", "--init-partial needs --init");
     if (o->trace_path[0] && o->checkpoint_dir[0] && !strcmp(o->trace_path, o->checkpoint_dir))
         rt_fatal("options", "--trace and --checkpoint-dir name the same path '%s'", o->trace_path);
+    return true;
 }
