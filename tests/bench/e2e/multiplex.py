@@ -1,12 +1,16 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """GPU multiplexing on this machine (CPU backend, 4 ranks): what background work
 costs the foreground and what it adds (issues 12 and 40). Not a test.
 
 Builds the burst plan of tests/e2e/fmnist_background.burst (the Fashion-MNIST
 job with a background MLP at batch 16), with the interleave pass's copies when
 the pass placed any, else copies on ranks 0, 1 and 3 (the test's fixture), and
-runs it alternately with --background off and on (the job's slowdown bound,
-the guard on), several times. Prints the medians: foreground samples/s with
+runs it with --background off, on (the job's slowdown bound, the guard on),
+and on with --slowdown 1.0 (the guard and its collectives with no room for
+background work: a control, which must read 1.00 against off, since the two
+modes may differ in the background work alone), several times, the order of
+the three turning from run to run so that a machine getting slower or faster
+does not favour one. Prints the medians: foreground samples/s with
 background off and on, background samples/s, the measured slowdown (off/on, and the
 median of each run's pair: the VM's speed drifts between runs)
 and cluster throughput (fg + bg samples/s) over the foreground alone, next to
@@ -52,12 +56,12 @@ def run(cmd):
 
 def one(prog, iters, mode):
     out = run(["mpirun", "-np", "4", "--oversubscribe", prog, "--iterations", str(iters),
-               "--data", "fmnist", "--background", mode])
+               "--data", "fmnist"] + mode)
     fg = float(re.search(r"^throughput (\S+) samples/s", out, re.M).group(1))
     m = re.search(r"^background bg_mlp: \d+ cop\w+, (\d+) steps, (\S+) samples/s", out, re.M)
     g = re.search(r"^foreground slowdown (\S+) \+- (\S+) \(at most (\S+) at 95%.*?"
                   r"(\d+) steps over it\)", out, re.M)
-    if mode == "on" and not g:
+    if "on" in mode and not g:
         sys.exit("no measured slowdown line in:\n" + out[-1000:])
     return fg, float(m.group(2)) if m else 0.0, \
         tuple(float(x) for x in g.groups()) if g else None
@@ -79,13 +83,16 @@ def main():
         ir, prog = os.path.join(tmp, "plan.ir"), os.path.join(tmp, "prog")
         open(ir, "w").write(planned)
         run([a.burstc, "build", ir, "-o", prog])
-        off, on, loads = [], [], []
-        for _ in range(a.runs):
-            loads.append(os.getloadavg()[0])
-            off.append(one(prog, a.iterations, "off"))
-            loads.append(os.getloadavg()[0])
-            on.append(one(prog, a.iterations, "on"))
+        res, loads = {"off": [], "on": [], "control": []}, []
+        modes = {"off": ["--background", "off"], "on": ["--background", "on"],
+                 "control": ["--background", "on", "--slowdown", "1.0"]}
+        for i in range(a.runs):
+            order = ["off", "on", "control"] if i % 2 == 0 else ["control", "on", "off"]
+            for m in order:
+                loads.append(os.getloadavg()[0])
+                res[m].append(one(prog, a.iterations, modes[m]))
         loads.append(os.getloadavg()[0])
+        off, on, control = res["off"], res["on"], res["control"]
 
     fg_off = statistics.median(r[0] for r in off)
     fg_on = statistics.median(r[0] for r in on)
@@ -122,10 +129,15 @@ def main():
     print("| its distance from the median of the pairs | %+.3f | |" % (own - statistics.median(pairs)))
     print("| steps with background over the bound, median | %g | |" %
           statistics.median(x[3] for x in guard))
+    ctl = sorted(o[0] / c[0] for o, c in zip(off, control))
+    print("| control: fg slowdown with the guard and no background work (--slowdown 1.0), "
+          "median of the pairs (range) | %.3f (%.3f-%.3f) | 1.000 |" %
+          (statistics.median(ctl), ctl[0], ctl[-1]))
     print()
-    print("runs (fg off, fg on, bg on, pair, the program's line +- error):")
-    for o, n in zip(off, on):
-        print("  %.1f %.1f %.1f %.3f %.3f +- %.3f" % (o[0], n[0], n[1], o[0] / n[0], n[2][0], n[2][1]))
+    print("runs (fg off, fg on, bg on, pair, the program's line +- error; fg control, off / control):")
+    for o, n, c in zip(off, on, control):
+        print("  %.1f %.1f %.1f %.3f %.3f +- %.3f; %.1f %.3f" %
+              (o[0], n[0], n[1], o[0] / n[0], n[2][0], n[2][1], c[0], o[0] / c[0]))
 
 
 if __name__ == "__main__":
