@@ -917,6 +917,36 @@ static void lower_unary(mctx *c, int k, const char *op)
     set_out(c, k, add_layer(c, layer_name(c, k), op, &arg, 1, "", &c->m->layers[arg].shape, false));
 }
 
+/* ReduceMean over the two spatial axes of [N,C,H,W] (torch's x.mean([2, 3]), as mnasnet and
+ * shufflenet_v2 end) is global_avgpool; with keepdims its [N,C,1,1] is a view of Burst's
+ * [N,C]. The axes are an attribute before opset 18, a constant input from it. */
+static void lower_reduce_mean(mctx *c, int k)
+{
+    const imp_node *n = &c->g->nodes[k];
+    const imp_shape *x = &val(c, n->in[0])->shape;
+    const imp_attr *a = imp_attr_get(n, "axes");
+    const imp_data *d = n->nin > 1 && n->in[1] >= 0 ? val(c, n->in[1])->data : NULL;
+    int64_t axes[2];
+    int naxes = a && a->kind == IA_INTS ? a->n : d && !d->real ? (int)d->n : -1;
+    for (int i = 0; i < naxes && i < 2; i++) {
+        axes[i] = a && a->kind == IA_INTS ? a->ints[i] : d->i[i].n ? -99 : d->i[i].c;
+        if (axes[i] < 0)
+            axes[i] += x->rank;
+    }
+    bool spatial = x->rank == 4 && naxes == 2 &&
+                   ((axes[0] == 2 && axes[1] == 3) || (axes[0] == 3 && axes[1] == 2));
+    if (!spatial)
+        return (void)imp_error(c->g, k,
+                               "burstc maps ReduceMean by itself only over the spatial axes "
+                               "[2, 3] of [N,C,H,W] (global_avgpool), and inside the patterns "
+                               "it fuses (layer normalization)");
+    int arg = act_arg(c, n->in[0], k, "input");
+    if (arg < 0)
+        return;
+    imp_shape s = {2, {x->d[0], x->d[1]}};
+    set_out(c, k, add_layer(c, layer_name(c, k), "global_avgpool", &arg, 1, "", &s, false));
+}
+
 /* Clip to [0, 6] is relu6 (torch's ReLU6 and hardtanh(0, 6)), to [0, inf) relu. The bounds
  * are inputs from opset 11 (absent: unbounded), attributes before. */
 static void lower_clip(mctx *c, int k)
@@ -1082,6 +1112,8 @@ static void lower_node(mctx *c, int k)
         lower_unary(c, k, "sigmoid");
     else if (!strcmp(op, "Clip"))
         lower_clip(c, k);
+    else if (!strcmp(op, "ReduceMean"))
+        lower_reduce_mean(c, k);
     else if (!strcmp(op, "MaxPool"))
         lower_pool(c, k, true);
     else if (!strcmp(op, "AveragePool"))

@@ -438,6 +438,32 @@ def case_clip():
     return m
 
 
+def case_reduce_mean():
+    """The mean over H and W as mnasnet ends (keepdims 0) and with keepdims and a Flatten."""
+    m = Model()
+    x = m.input("x", [1, 4, 8, 8])
+    h = m.node("Conv", [x, m.init("conv.weight", [4, 4, 1, 1])], "conv", kernel_shape=[1, 1])
+    a = m.node("ReduceMean", [h], "mean", axes=[2, 3], keepdims=0)
+    b = m.node("ReduceMean", [h], "mean_keep", axes=[-1, -2])
+    f = m.node("Flatten", [b], "flat")
+    s = m.node("Add", [a, f], "sum")
+    m.node("Gemm", [s, m.init("fc.weight", [3, 4])], "fc", outputs=["logits"], transB=1)
+    m.output("logits")
+    return m
+
+
+def case_reduce_mean_axes():
+    """Means burstc has no op for: over the channels, and over H alone."""
+    m = Model()
+    x = m.input("x", [1, 4, 8, 8])
+    h = m.node("Conv", [x, m.init("conv.weight", [4, 4, 1, 1])], "conv", kernel_shape=[1, 1])
+    m.node("ReduceMean", [h], "over_c", axes=[1], keepdims=0, outputs=["c"])
+    m.node("ReduceMean", [h], "over_h", axes=[2], keepdims=0, outputs=["h"])
+    m.output("c")
+    m.output("h")
+    return m
+
+
 def case_clip_opset10():
     m = Model(opset=10)
     x = m.input("x", [1, 8])
