@@ -9,7 +9,11 @@
  * steps the optimizer. Every layer is guarded by its rank set's membership.
  * Where a layer's rank set differs from its producer's, the comm pass put a
  * reshard op between them: the activations move (sample ranges between
- * ranks) in forward and their gradients come back in backward. Everything
+ * ranks) in forward and their gradients come back in backward. The order of
+ * forward and backward is the job's schedule (the schedule pass's, docs/ir.md
+ * "Schedule"): split-phase reshards started and waited for where it says,
+ * the same order on every rank (merge_programs); with --blocking-reshard (and
+ * in background programs) every op runs in IR order with blocking reshards. Everything
  * communication does is read from the ops' rank sets (op->plan): the IR's
  * comm ops carry nothing else. Shapes per sample are constants; shard sizes
  * follow from the rank set and the global batch at startup.
@@ -66,15 +70,9 @@ typedef struct lowerer {
     int *nparams;     /* per op */
     cg_op_code *code; /* per op: its calls */
     cg_stmt *seg;     /* the open graph segment, or NULL */
-    /* Split-phase reshards (place_reshards): per op, the first of the reshards whose
-     * forward starts after its forward (fstart), whose forward is waited for before it
-     * (fwait), whose backward starts after its backward (bstart) or is waited for
-     * before it (bwait); per reshard, the next one of the same list. Position n of
-     * fwait: the end of the forward. */
+    /* Split-phase reshards: the program follows the job's schedule (build_scheduled). */
     bool split;
     int *reshard_id; /* per op: a split reshard's forward id, else -1 */
-    int *fstart, *fwait, *bstart, *bwait;
-    int *fstart_next, *fwait_next, *bstart_next, *bwait_next;
 } lowerer;
 
 static const ir_op *OP(const lowerer *L, int i)
@@ -405,69 +403,22 @@ static bool analyse_grads(lowerer *L)
     return true;
 }
 
-/* Puts reshard r first on the list that starts at head[at] (next links it). */
-static void push_reshard(int *head, int *next, int at, int r)
+/* The runtime's ids of the split-phase reshards (two per reshard, forward and
+ * backward), in graph order, the same on every rank. */
+static bool number_reshards(lowerer *L)
 {
-    next[r] = head[at];
-    head[at] = r;
-}
-
-/* Where each reshard's two exchanges start and are waited for. Forward: started right
- * after its operand's forward (after the operand's own wait, for a reshard of a
- * reshard), waited for right before its first user's forward. Backward: started right
- * after the backward of its first user in graph order, the last of its users whose
- * backward runs (at the reshard itself when a user is a reshard, whose gradient arrives
- * at a wait), waited for right before the next op in backward order that touches the
- * operand's gradient: the operand's previous user, or the operand itself. Nothing in
- * between reads or writes the buffers in flight, and the contributions to a gradient
- * are still added in one fixed order (backward order), so a split-phase program
- * computes bit for bit what the blocking one does. One walk over the graph. */
-static bool place_reshards(lowerer *L)
-{
-    int n = L->n;
-    int *first_user = zalloc(L, (size_t)n + 1, sizeof(int));
-    int *last_user = zalloc(L, (size_t)n + 1, sizeof(int));
-    int *prev_user = zalloc(L, (size_t)n + 1, sizeof(int)); /* per reshard */
-    bool *reshard_user = zalloc(L, (size_t)n + 1, sizeof(bool));
-    for (int i = 0; i <= n; i++) {
-        first_user[i] = last_user[i] = prev_user[i] = -1;
-        L->fstart[i] = L->fwait[i] = L->bstart[i] = L->bwait[i] = -1;
-    }
     int next_id = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < L->n; i++) {
         const ir_op *op = OP(L, i);
-        if (op->opcode == OP_ALLREDUCE)
-            continue; /* names its layer, reads no value */
-        if (op->opcode == OP_RESHARD) {
-            prev_user[i] = last_user[op->inputs[0]];
-            if (next_id > RESHARD_IDS - 2) {
-                diag_error(L->d, op->loc, "more than %d reshards: the runtime numbers fewer",
-                           RESHARD_IDS / 2);
-                return false;
-            }
-            L->reshard_id[i] = next_id;
-            next_id += 2;
-        }
-        for (int j = 0; j < op->ninputs; j++) {
-            int q = op->inputs[j];
-            if (first_user[q] < 0)
-                first_user[q] = i;
-            last_user[q] = i;
-            reshard_user[q] |= op->opcode == OP_RESHARD;
-        }
-    }
-    /* Last to first: each list comes out in graph order, the same on every rank. */
-    for (int r = n - 1; r >= 0; r--) {
-        if (L->reshard_id[r] < 0)
+        if (op->opcode != OP_RESHARD)
             continue;
-        int q = OP(L, r)->inputs[0];
-        push_reshard(L->fstart, L->fstart_next, OP(L, q)->opcode == OP_RESHARD ? r : q, r);
-        push_reshard(L->fwait, L->fwait_next, first_user[r] >= 0 ? first_user[r] : n, r);
-        if (!L->has_grad[q])
-            continue; /* no gradient goes back */
-        push_reshard(L->bstart, L->bstart_next,
-                     first_user[r] >= 0 && !reshard_user[r] ? first_user[r] : r, r);
-        push_reshard(L->bwait, L->bwait_next, prev_user[r] >= 0 ? prev_user[r] : q, r);
+        if (next_id > RESHARD_IDS - 2) {
+            diag_error(L->d, op->loc, "more than %d reshards: the runtime numbers fewer",
+                       RESHARD_IDS / 2);
+            return false;
+        }
+        L->reshard_id[i] = next_id;
+        next_id += 2;
     }
     return true;
 }
@@ -788,32 +739,7 @@ static void reshard_half(lowerer *L, cg_block *b, int r, bool forward, bool star
         accumulate(L, guard(L, b, r, p->set_of[q], NULL), r);
 }
 
-/* The halves of the reshards on list `head` (linked by next). */
-static void reshard_halves(lowerer *L, cg_block *b, int head, const int *next, bool forward,
-                           bool start)
-{
-    for (int r = head; r >= 0; r = next[r])
-        reshard_half(L, b, r, forward, start);
-}
-
 static void backward_op(lowerer *L, cg_block *b, int i);
-
-/* Op i's forward or backward in split-phase order: the waits for the exchanges it
- * consumes, the op itself (a reshard op is only its start and wait), then the starts of
- * the exchanges it produces; in blocking order, the op alone. */
-static void op_between_reshards(lowerer *L, cg_block *ub, int i, bool forward)
-{
-    if (!L->split) {
-        (forward ? forward_op : backward_op)(L, ub, i);
-        return;
-    }
-    reshard_halves(L, ub, forward ? L->fwait[i] : L->bwait[i],
-                   forward ? L->fwait_next : L->bwait_next, forward, false);
-    if (L->reshard_id[i] < 0)
-        (forward ? forward_op : backward_op)(L, ub, i);
-    reshard_halves(L, ub, forward ? L->fstart[i] : L->bstart[i],
-                   forward ? L->fstart_next : L->bstart_next, forward, true);
-}
 
 static void build_forward(lowerer *L)
 {
@@ -823,11 +749,9 @@ static void build_forward(lowerer *L)
         if (OP(L, i)->opcode == OP_ALLREDUCE)
             continue;
         cg_block *ub = unit_block(L, b, i);
-        op_between_reshards(L, ub, i, true);
+        forward_op(L, ub, i);
         unit_done(b, ub);
     }
-    if (L->split)
-        reshard_halves(L, b, L->fwait[L->n], L->fwait_next, true, false);
 }
 
 /* Op i's part of backward(). */
@@ -901,12 +825,10 @@ static void allreduces_at(lowerer *L, cg_block *b, int i, bool start)
         allreduce_point(L, b, ar, start);
 }
 
-static void build_backward(lowerer *L)
+/* The gradients that are sums and that no contribution writes first: zeroed
+ * at the start of backward (a background step: in its first backward unit). */
+static void zero_sums(lowerer *L, cg_block *b)
 {
-    cg_program *p = L->p;
-    cg_block *b = &p->backward;
-    L->seg = NULL;
-    /* A background step zeroes them in its first backward unit. */
     cg_block *ub = unit_block(L, b, L->n - 1);
     for (int i = 0; i < L->n; i++)
         if (L->zero[i]) {
@@ -917,13 +839,140 @@ static void build_backward(lowerer *L)
             CG_CALL(L->a, &s->body, i, "rt_tensor_zero", cg_var_arg(L->dy[i]));
         }
     unit_done(b, ub);
+}
+
+static void build_backward(lowerer *L)
+{
+    cg_program *p = L->p;
+    cg_block *b = &p->backward;
+    L->seg = NULL;
+    zero_sums(L, b);
+    cg_block *ub;
     for (int i = L->n - 1; i >= 0; i--) {
         ub = unit_block(L, b, i);
         allreduces_at(L, ub, i, false);
-        op_between_reshards(L, ub, i, false);
+        backward_op(L, ub, i);
         allreduces_at(L, ub, i, true);
         unit_done(b, ub);
     }
+}
+
+/* One order of the schedule's entries that every program follows: the programs
+ * merged (each entry is one (kind, op), listed by every program whose ranks take
+ * part in it), ready entries in the order they become ready. NULL with an error
+ * when the programs order some two entries both ways. */
+static const ir_sched_entry **merge_programs(lowerer *L, const ir_schedule *sc, int *count)
+{
+    size_t nslot = (size_t)SK_COUNT * (size_t)(L->n + 1), total = 0;
+    for (int p = 0; p < sc->nprogs; p++)
+        total += (size_t)sc->progs[p].n;
+    int *listed = zalloc(L, nslot, sizeof(int)); /* programs that list the slot */
+    int *at_head = zalloc(L, nslot, sizeof(int));
+    int *occ = zalloc(L, nslot, sizeof(int)); /* first occurrence, -1: none */
+    int *occ_next = zalloc(L, total + 1, sizeof(int));
+    int *occ_prog = zalloc(L, total + 1, sizeof(int));
+    int *cur = zalloc(L, (size_t)sc->nprogs + 1, sizeof(int));
+    int *queue = zalloc(L, total + 1, sizeof(int));
+    const ir_sched_entry **out = zalloc(L, total + 1, sizeof *out);
+    const ir_sched_entry **rep = zalloc(L, nslot, sizeof *rep);
+#define ESLOT(e) ((size_t)(e)->kind * (size_t)(L->n + 1) + (size_t)((e)->op < 0 ? L->n : (e)->op))
+    for (size_t i = 0; i < nslot; i++)
+        occ[i] = -1;
+    int nocc = 0, distinct = 0;
+    for (int p = sc->nprogs - 1; p >= 0; p--)
+        for (int i = 0; i < sc->progs[p].n; i++) {
+            size_t k = ESLOT(&sc->progs[p].e[i]);
+            distinct += listed[k]++ == 0;
+            rep[k] = &sc->progs[p].e[i];
+            occ_prog[nocc] = p;
+            occ_next[nocc] = occ[k];
+            occ[k] = nocc++;
+        }
+    int qh = 0, qt = 0;
+    for (int p = 0; p < sc->nprogs; p++)
+        if (sc->progs[p].n > 0) {
+            size_t k = ESLOT(&sc->progs[p].e[0]);
+            if (++at_head[k] == listed[k])
+                queue[qt++] = (int)k;
+        }
+    int no = 0;
+    while (qh < qt) {
+        size_t k = (size_t)queue[qh++];
+        out[no++] = rep[k];
+        for (int o = occ[k]; o >= 0; o = occ_next[o]) {
+            int p = occ_prog[o];
+            if (++cur[p] < sc->progs[p].n) {
+                size_t k2 = ESLOT(&sc->progs[p].e[cur[p]]);
+                if (++at_head[k2] == listed[k2])
+                    queue[qt++] = (int)k2;
+            }
+        }
+    }
+#undef ESLOT
+    if (no < distinct) {
+        diag_error(L->d, sc->loc,
+                   "schedule '%s': the programs order some entries both ways; the generated "
+                   "program runs one order on every rank",
+                   L->job->name);
+        return NULL;
+    }
+    *count = no;
+    return out;
+}
+
+/* The entry's code: compute, a reshard's half, an allreduce's start or completion. */
+static void scheduled_entry(lowerer *L, cg_block *b, const ir_sched_entry *e)
+{
+    const ir_op *op = OP(L, e->op);
+    bool start = e->kind == SK_START || e->kind == SK_START_BWD;
+    switch (e->kind) {
+    case SK_FWD: forward_op(L, b, e->op); break;
+    case SK_BWD: backward_op(L, b, e->op); break;
+    case SK_START:
+    case SK_WAIT:
+        if (op->opcode == OP_RESHARD)
+            reshard_half(L, b, e->op, true, start);
+        else if (start || ir_allreduce_attrs(op)->complete >= 0)
+            allreduce_point(L, b, e->op, start);
+        /* else the optimizer's step completes it */
+        break;
+    case SK_START_BWD:
+    case SK_WAIT_BWD:
+        if (L->has_grad[op->inputs[0]])
+            reshard_half(L, b, e->op, false, start);
+        break;
+    case SK_LOSS:
+    case SK_COUNT: break;
+    }
+}
+
+/* Forward and backward in the job's schedule (the schedule pass's, or one read
+ * back): every rank runs the entries it takes part in, in the programs' order. */
+static bool build_scheduled(lowerer *L)
+{
+    const ir_schedule *sc = L->job->schedule;
+    if (!sc) {
+        diag_error(L->d, L->job->loc,
+                   "job '%s' has no schedule: run the 'schedule' pass before code generation, or "
+                   "use --blocking-reshard",
+                   L->job->name);
+        return false;
+    }
+    int n = 0;
+    const ir_sched_entry **order = merge_programs(L, sc, &n);
+    if (!order)
+        return false;
+    cg_block *b = &L->p->forward;
+    L->seg = NULL;
+    int i = 0;
+    for (; i < n && order[i]->kind != SK_LOSS; i++)
+        scheduled_entry(L, b, order[i]);
+    b = &L->p->backward;
+    L->seg = NULL;
+    zero_sums(L, b);
+    for (i++; i < n; i++)
+        scheduled_entry(L, b, order[i]);
+    return true;
 }
 
 static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg_job,
@@ -969,14 +1018,6 @@ static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg
     L.nparams = zalloc(&L, n + 1, sizeof(int));
     L.code = zalloc(&L, n + 1, sizeof(cg_op_code));
     L.reshard_id = zalloc(&L, n + 1, sizeof(int));
-    L.fstart = zalloc(&L, n + 1, sizeof(int));
-    L.fwait = zalloc(&L, n + 1, sizeof(int));
-    L.bstart = zalloc(&L, n + 1, sizeof(int));
-    L.bwait = zalloc(&L, n + 1, sizeof(int));
-    L.fstart_next = zalloc(&L, n + 1, sizeof(int));
-    L.fwait_next = zalloc(&L, n + 1, sizeof(int));
-    L.bstart_next = zalloc(&L, n + 1, sizeof(int));
-    L.bwait_next = zalloc(&L, n + 1, sizeof(int));
     for (size_t i = 0; i <= n; i++)
         L.reshard_id[i] = -1;
     for (int i = 0, id = 0; i < L.n; i++) {
@@ -996,15 +1037,20 @@ static cg_program *lower(arena *a, const ir_module *m, const ir_job *job, int bg
     L.set_slot = zalloc(&L, (size_t)L.set_slots, sizeof(int));
     memset(L.set_slot, 0xff, sizeof(int) * (size_t)L.set_slots);
 
-    if (!analyse_ops(&L) || !analyse_grads(&L) || (L.split && !place_reshards(&L)))
+    if (!analyse_ops(&L) || !analyse_grads(&L) || (L.split && !number_reshards(&L)))
         return NULL;
     for (int i = 0; i < L.n; i++) {
         make_vars(&L, i);
         make_calls(&L, i);
     }
     build_setup(&L);
-    build_forward(&L);
-    build_backward(&L);
+    if (L.split) {
+        if (!build_scheduled(&L))
+            return NULL;
+    } else {
+        build_forward(&L);
+        build_backward(&L);
+    }
     return p;
 }
 

@@ -108,6 +108,11 @@ bool pass_plan_placed(ir_module *m, int job, const pass_options *opt, pass_plan_
 
 bool pass_comm(pass_ctx *ctx);
 
+/* schedule_ir.c: pass "schedule": every rank's order of work (schedule.c's
+ * order) as the job's schedule section. */
+
+bool pass_schedule(pass_ctx *ctx);
+
 /* interleave.c: pass "interleave": the job's background jobs in its plan's
  * idle time (plan.h's plan_interleave), written to ir_job.interleave. */
 

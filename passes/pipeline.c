@@ -23,6 +23,8 @@ const pass pass_table[] = {
     {"plan", "burst planner: GPU count and ranks of every layer of the job", true, pass_plan},
     {"comm", "make communication explicit: reshard and allreduce ops with rank sets", true,
      pass_comm},
+    {"schedule", "each rank's order of work: split-phase exchanges, the program codegen emits",
+     true, pass_schedule},
     {"interleave", "multiplexing: the job's background jobs in the plan's idle time", true,
      pass_interleave},
 };

@@ -408,6 +408,57 @@ typedef struct plan_sp {
 bool plan_sp_build(const plan_problem *p, plan_sp *sp);
 void plan_sp_free(plan_sp *sp);
 
+/* schedule.c: the order of work of one iteration of a placed plan, the one
+ * source of truth for every rank's program (docs/ir.md, "Schedule"): one
+ * list that every rank follows, running the entries it takes part in. The
+ * schedule pass writes it into the IR, codegen emits it, the timeline plays
+ * it. */
+
+typedef enum plan_sched_kind {
+    PSK_FWD,       /* layer's forward */
+    PSK_BWD,       /* layer's backward */
+    PSK_START,     /* edge's reshard: its forward exchange is posted */
+    PSK_WAIT,      /* ... and waited for */
+    PSK_START_BWD, /* edge's reshard: its gradient's exchange back is posted */
+    PSK_WAIT_BWD,  /* ... and waited for */
+    PSK_AR_START,  /* layer's gradient all-reduce starts */
+    PSK_AR_WAIT,   /* ... and is waited for */
+    PSK_LOSS,      /* the loss summed over every rank */
+} plan_sched_kind;
+
+typedef struct plan_sched_entry {
+    plan_sched_kind kind;
+    int layer; /* FWD, BWD, AR_*: the layer; reshards: the edge's consumer; LOSS: -1 */
+    int edge;  /* reshards: the problem's edge; else -1 */
+} plan_sched_entry;
+
+typedef struct plan_schedule {
+    int n;
+    plan_sched_entry *e; /* in order */
+} plan_schedule;
+
+/* Whether edge e moves data under r (its ends differ in count or first rank):
+ * then a reshard carries it. */
+bool plan_edge_moves(const plan_problem *p, const plan_result *r, int e);
+/* What the order depends on: the layers (in topological order), the edges
+ * between them (each layer's inputs in edge order, the IR's input order),
+ * which edges a reshard carries and which layers all-reduce gradients. */
+typedef struct plan_sched_graph {
+    int nlayers, nedges;
+    const plan_edge *edges; /* from < to */
+    const bool *moves;      /* per edge */
+    const bool *allreduce;  /* per layer */
+} plan_sched_graph;
+void plan_schedule_order(const plan_sched_graph *g, plan_schedule *s);
+/* The schedule of r's placement of p (r's counts and first ranks must fit
+ * p): an edge moves when its ends differ in count or first rank, a layer
+ * with parameters on more than one rank all-reduces. */
+void plan_schedule_build(const plan_problem *p, const plan_result *r, plan_schedule *s);
+void plan_schedule_free(plan_schedule *s);
+/* "fwd", "bwd", "start", "wait", "start.bwd", "wait.bwd", "loss": the IR's
+ * names of the entries (ir.h, ir_sched_kind). */
+const char *plan_sched_kind_name(plan_sched_kind k);
+
 /* timeline.c: one iteration of a plan as every rank's program (the order
  * the generated program runs it in), with the planner's durations and the
  * ideal (contention-free) schedule. The simulator plays it; the interleave
@@ -420,6 +471,7 @@ typedef enum plan_tl_kind {
     PTL_RESHARD_FWD, /* an edge's activations, producer's ranks -> consumer's */
     PTL_RESHARD_BWD, /* their gradient, consumer's ranks -> producer's */
     PTL_LOSS_SUM,    /* the loss summed over every rank (rt_world_sum) */
+    PTL_WAIT,        /* the wait for a reshard or all-reduce (op `of`) started before */
 } plan_tl_kind;
 
 /* One message of a reshard: `samples` samples from rank src to rank dst. */
@@ -435,7 +487,10 @@ typedef struct plan_tl_op {
     int first, k;      /* FWD, BWD, ALLREDUCE: the layer's ranks; LOSS_SUM: 0, G */
     double dur;        /* the cost model's seconds (compute: at the largest shard) */
     double bytes;      /* RESHARD_*: bytes per sample; ALLREDUCE: gradient bytes; LOSS_SUM: 8 */
-    bool async;        /* ALLREDUCE with ar_overlap: the rank's compute does not wait for it */
+    bool async;        /* RESHARD_*, ALLREDUCE with ar_overlap: the rank's compute goes on
+                          after the start and waits at the op's PTL_WAIT; else the start
+                          holds it until the op is done */
+    int of;            /* WAIT: the op it waits for (before it); else -1 */
     int pair0, npairs; /* RESHARD_*: its messages, tl->pair[pair0 ..] */
     int64_t part0;     /* the ranks that take part, tl->part[part0 .. part0 + nparts) */
     int nparts;

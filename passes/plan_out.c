@@ -138,7 +138,7 @@ bool plan_write_trace(const plan_problem *p, const plan_result *r, const plan_mu
                 if (s->own > 0)
                     event(out, &first, name, plan_tl_kind_name(o->kind), g, 0, s->start, s->own,
                           NULL);
-            } else if (s->end > s->start) {
+            } else if (o->kind != PTL_WAIT && s->end > s->start) { /* the start shows it */
                 snprintf(args, sizeof args, "{\"bytes\":%.9g,\"ranks\":%d}",
                          o->kind == PTL_RESHARD_FWD || o->kind == PTL_RESHARD_BWD
                              ? o->bytes * (double)p->batch

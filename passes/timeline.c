@@ -2,25 +2,24 @@
  * timeline.c: one training iteration of a placed plan as every rank's
  * program, with the planner's durations, and its ideal schedule.
  *
- * The generated program (codegen/emit_c.c, docs/runtime.md) runs on every
- * rank: the forward of every layer in order, each preceded by the reshards
- * of its inputs that come from other ranks; the sum of the loss over all
- * ranks; the backward in reverse order, each layer's gradient all-reduce
- * right after its backward, then the reshards of its inputs' gradients
- * back. A rank runs the layers it is in, takes part in the reshards it
- * sends or receives samples in, and skips the rest. That sequence is the
- * rank's program here, built from the planning problem and the plan's
- * counts and first ranks (not from the IR's communication ops), with every
- * duration from the planner's cost model: compute from costmodel.c at the
- * largest shard (and each rank's own shard recorded beside it), reshards
- * and all-reduces from commcost.c, exactly the numbers evaluate.c adds up.
+ * The programs are the plan's schedule (schedule.c), the order the schedule
+ * pass writes into the IR and codegen emits: every entry one op (a reshard's
+ * or an all-reduce's start the communication itself, its wait a PTL_WAIT
+ * naming it), each rank running the ops it takes part in. A rank runs the
+ * layers it is in, takes part in the reshards it sends or receives samples
+ * in, and skips the rest. Every duration is the planner's cost model:
+ * compute from costmodel.c at the largest shard (and each rank's own shard
+ * recorded beside it), reshards and all-reduces from commcost.c, exactly the
+ * numbers evaluate.c adds up.
  *
- * The ideal schedule (no contention) walks the ops in program order: a
- * compute op starts on a rank when the rank's previous op is done and takes
- * the layer's time; a communication op starts when every rank taking part
- * has reached it (and its communication stream is free: with ar_overlap an
- * all-reduce runs beside the rank's compute); the sum of the loss takes
- * plan_loss_sum_time (0 unless ranks share cores). One pass, linear in the steps.
+ * The ideal schedule (no contention) walks the ops in order: a compute op
+ * starts on a rank when the rank's previous op is done and takes the layer's
+ * time; a communication op starts when every rank taking part has posted it
+ * (and its communication stream is free: exchanges run in the order they are
+ * posted). A reshard's start does not hold the rank, its wait holds it until
+ * the exchange is over; an all-reduce holds its ranks from its start unless
+ * ar_overlap; the sum of the loss takes plan_loss_sum_time (0 unless ranks
+ * share cores) on every rank. One pass, linear in the steps.
  * From it come every rank's idle windows, each anchored at the program
  * point where it ends. The simulator (sim/) plays the same programs; the
  * interleave pass puts background work into the windows. docs/sim.md has
@@ -68,6 +67,7 @@ const char *plan_tl_kind_name(plan_tl_kind k)
     case PTL_RESHARD_FWD: return "reshard";
     case PTL_RESHARD_BWD: return "reshard.bwd";
     case PTL_LOSS_SUM: return "loss.sum";
+    case PTL_WAIT: return "wait";
     }
     return "?";
 }
@@ -97,6 +97,12 @@ void plan_tl_op_name(const plan_timeline *tl, int op, char *buf, size_t n)
                  p->layers[o->layer].name, o->kind == PTL_RESHARD_BWD ? ".bwd" : "");
         break;
     case PTL_LOSS_SUM: snprintf(buf, n, "loss.sum"); break;
+    case PTL_WAIT: {
+        char of[256];
+        plan_tl_op_name(tl, o->of, of, sizeof of);
+        snprintf(buf, n, "%s.wait", of);
+        break;
+    }
     }
 }
 
@@ -123,38 +129,52 @@ void plan_timeline_free(plan_timeline *tl)
     memset(tl, 0, sizeof *tl);
 }
 
-/* The ops in program order (docs/runtime.md): per layer the reshards of its
- * inputs from other ranks, in input order, then its forward; the loss sum;
- * per layer in reverse its backward, its all-reduce, the reshards of its
- * inputs' gradients in reverse input order. */
-static void make_ops(plan_timeline *tl, const plan_result *r, const int64_t *in0, const int *ine)
+/* The ops in the schedule's order (schedule.c): each entry one op, a start
+ * the reshard or all-reduce itself, its wait a PTL_WAIT that names it. */
+static void make_ops(plan_timeline *tl, const plan_schedule *sc)
 {
     const plan_problem *p = tl->p;
-    int n = p->nlayers, no = 0;
-    for (int v = 0; v < n; v++) {
-        const plan_layer_result *lv = &r->layer[v];
-        for (int64_t q = in0[v]; q < in0[v + 1]; q++) {
-            int e = ine[q], u = p->edges[e].from;
-            if (r->layer[u].k == lv->k && r->layer[u].first == lv->first)
-                continue;
-            tl->op[no++] = (plan_tl_op){.kind = PTL_RESHARD_FWD, .layer = v, .edge = e};
+    int *fwd_of = plan_xcalloc((size_t)p->nedges + 1, sizeof(int));
+    int *bwd_of = plan_xcalloc((size_t)p->nedges + 1, sizeof(int));
+    int *ar_of = plan_xcalloc((size_t)p->nlayers + 1, sizeof(int));
+    int no = 0;
+    for (int i = 0; i < sc->n; i++) {
+        const plan_sched_entry *e = &sc->e[i];
+        plan_tl_op o = {.layer = e->layer, .edge = -1, .of = -1};
+        switch (e->kind) {
+        case PSK_FWD: o.kind = PTL_FWD; break;
+        case PSK_BWD: o.kind = PTL_BWD; break;
+        case PSK_LOSS: o.kind = PTL_LOSS_SUM; break;
+        case PSK_START:
+            o.kind = PTL_RESHARD_FWD;
+            o.edge = e->edge;
+            fwd_of[e->edge] = no;
+            break;
+        case PSK_START_BWD:
+            o.kind = PTL_RESHARD_BWD;
+            o.edge = e->edge;
+            bwd_of[e->edge] = no;
+            break;
+        case PSK_AR_START:
+            o.kind = PTL_ALLREDUCE;
+            ar_of[e->layer] = no;
+            break;
+        case PSK_WAIT:
+        case PSK_WAIT_BWD:
+        case PSK_AR_WAIT:
+            o.kind = PTL_WAIT;
+            o.edge = e->edge;
+            o.of = e->kind == PSK_WAIT       ? fwd_of[e->edge]
+                   : e->kind == PSK_WAIT_BWD ? bwd_of[e->edge]
+                                             : ar_of[e->layer];
+            break;
         }
-        tl->op[no++] = (plan_tl_op){.kind = PTL_FWD, .layer = v, .edge = -1};
-    }
-    tl->op[no++] = (plan_tl_op){.kind = PTL_LOSS_SUM, .layer = -1, .edge = -1};
-    for (int v = n - 1; v >= 0; v--) {
-        const plan_layer_result *lv = &r->layer[v];
-        tl->op[no++] = (plan_tl_op){.kind = PTL_BWD, .layer = v, .edge = -1};
-        if (lv->k > 1 && p->layers[v].params > 0)
-            tl->op[no++] = (plan_tl_op){.kind = PTL_ALLREDUCE, .layer = v, .edge = -1};
-        for (int64_t q = in0[v + 1] - 1; q >= in0[v]; q--) {
-            int e = ine[q], u = p->edges[e].from;
-            if (r->layer[u].k == lv->k && r->layer[u].first == lv->first)
-                continue;
-            tl->op[no++] = (plan_tl_op){.kind = PTL_RESHARD_BWD, .layer = v, .edge = e};
-        }
+        tl->op[no++] = o;
     }
     tl->nops = no;
+    free(fwd_of);
+    free(bwd_of);
+    free(ar_of);
 }
 
 bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timeline *tl, char *err,
@@ -178,51 +198,37 @@ bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timel
             return false;
         }
     }
-    /* Each layer's input edges in edge order (the IR's input order). */
-    int64_t *in0 = plan_xcalloc((size_t)n + 2, sizeof(int64_t));
-    int *ine = plan_xcalloc((size_t)p->nedges + 1, sizeof(int));
-    for (int e = 0; e < p->nedges; e++)
-        in0[p->edges[e].to + 2]++;
-    for (int l = 0; l < n; l++)
-        in0[l + 2] += in0[l + 1];
-    for (int e = 0; e < p->nedges; e++)
-        ine[in0[p->edges[e].to + 1]++] = e;
-
-    /* Count ops, messages and steps before allocating any of them. */
-    int64_t nops = 1, npairs = 0, nsteps = G;
-    for (int v = 0; v < n; v++) {
-        const plan_layer_result *lv = &r->layer[v];
-        nops += 2;
-        nsteps += 2 * (int64_t)lv->k;
-        if (lv->k > 1 && p->layers[v].params > 0) {
-            nops++;
-            nsteps += lv->k;
-        }
-        for (int64_t q = in0[v]; q < in0[v + 1]; q++) {
-            const plan_layer_result *lu = &r->layer[p->edges[ine[q]].from];
-            if (lu->k == lv->k && lu->first == lv->first)
-                continue;
-            nops += 2;
-            npairs +=
-                2 * (int64_t)plan_reshard_pairs(p->batch, lu->first, lu->k, lv->first, lv->k, NULL);
-            nsteps += 2 * (int64_t)(lu->k + lv->k); /* at most */
+    plan_schedule sc;
+    plan_schedule_build(p, r, &sc);
+    /* Count messages and steps before allocating any of them. */
+    int64_t npairs = 0, nsteps = 0;
+    for (int i = 0; i < sc.n; i++) {
+        const plan_sched_entry *e = &sc.e[i];
+        if (e->kind == PSK_LOSS) {
+            nsteps += G;
+        } else if (e->edge >= 0) {
+            const plan_layer_result *lu = &r->layer[p->edges[e->edge].from],
+                                    *lv = &r->layer[e->layer];
+            if (e->kind == PSK_START || e->kind == PSK_START_BWD)
+                npairs += plan_reshard_pairs(p->batch, lu->first, lu->k, lv->first, lv->k, NULL);
+            nsteps += (int64_t)lu->k + lv->k; /* at most */
+        } else {
+            nsteps += r->layer[e->layer].k;
         }
     }
-    if (nsteps > PLAN_TL_MAX_STEPS || nops > (1 << 30) || npairs > (1 << 30)) {
+    if (nsteps > PLAN_TL_MAX_STEPS || sc.n > (1 << 30) || npairs > (1 << 30)) {
         snprintf(err, errlen,
                  "the timeline of this plan has up to %lld (rank, op) steps, more than the %lld "
                  "the simulator holds",
                  (long long)nsteps, (long long)PLAN_TL_MAX_STEPS);
-        free(in0);
-        free(ine);
+        plan_schedule_free(&sc);
         return false;
     }
-    tl->op = plan_xcalloc((size_t)nops, sizeof(plan_tl_op));
-    tl->pair = plan_xcalloc((size_t)npairs, sizeof(plan_tl_pair));
-    tl->part = plan_xcalloc((size_t)nsteps, sizeof(int));
-    make_ops(tl, r, in0, ine);
-    free(in0);
-    free(ine);
+    tl->op = plan_xcalloc((size_t)sc.n + 1, sizeof(plan_tl_op));
+    tl->pair = plan_xcalloc((size_t)npairs + 1, sizeof(plan_tl_pair));
+    tl->part = plan_xcalloc((size_t)nsteps + 1, sizeof(int));
+    make_ops(tl, &sc);
+    plan_schedule_free(&sc);
 
     /* Durations, messages and the ranks taking part, op by op. */
     int *mark = plan_xcalloc((size_t)G, sizeof(int));
@@ -233,7 +239,14 @@ bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timel
     for (int x = 0; x < tl->nops; x++) {
         plan_tl_op *o = &tl->op[x];
         o->part0 = np;
-        if (o->kind == PTL_LOSS_SUM) {
+        if (o->kind == PTL_WAIT) {
+            /* The ranks of the op it waits for. */
+            const plan_tl_op *w = &tl->op[o->of];
+            o->first = w->first;
+            o->k = w->k;
+            for (int i = 0; i < w->nparts; i++)
+                tl->part[np++] = tl->part[w->part0 + i];
+        } else if (o->kind == PTL_LOSS_SUM) {
             o->first = 0;
             o->k = G;
             o->bytes = 8;
@@ -247,6 +260,7 @@ bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timel
             plan_reshard rs =
                 plan_reshard_count(p->batch, c->gpus_per_node, lu->first, lu->k, lv->first, lv->k);
             o->dur = plan_reshard_time(c, &rs, o->bytes);
+            o->async = true;
             o->pair0 = tl->npairs;
             o->npairs = plan_reshard_pairs(p->batch, lu->first, lu->k, lv->first, lv->k,
                                            &tl->pair[tl->npairs]);
@@ -344,6 +358,12 @@ static int64_t rank_windows(const plan_timeline *tl, int g, plan_tl_window *w)
             WIN(j, t, s->start, PTW_PEER);
             WIN(j + 1, s->start + s->own, s->end, PTW_SHARD);
             t = s->end;
+        } else if (o->kind == PTL_WAIT) {
+            /* Waiting for peers to start the exchange, then for its data. */
+            double st = fmax(t, s->start);
+            WIN(j, t, st, PTW_PEER);
+            WIN(j, st, s->end, PTW_COMM);
+            t = fmax(t, s->end);
         } else if (!o->async) {
             WIN(j, t, s->start, PTW_PEER);
             WIN(j, s->start, s->end, PTW_COMM);
@@ -382,6 +402,26 @@ void plan_timeline_schedule(plan_timeline *tl)
             }
             if (o->nparts == 0)
                 o->start = 0;
+            continue;
+        }
+        if (o->kind == PTL_WAIT) {
+            /* Each rank goes on once the exchange is over (and the background
+             * work placed in its wait is done). */
+            const plan_tl_op *w = &tl->op[o->of];
+            o->start = w->start;
+            o->end = w->end;
+            for (int i = 0; i < o->nparts; i++) {
+                int g = pp[i];
+                int64_t si = cur[g]++;
+                plan_tl_step *s = &tl->step[si];
+                s->arrive = cpu[g];
+                s->start = w->start;
+                s->end = w->end;
+                double go = cpu[g] + (tl->bg_peer ? tl->bg_peer[si] : 0);
+                if (tl->bg_comm && tl->bg_comm[si] > 0)
+                    go = fmax(go, w->start) + tl->bg_comm[si];
+                cpu[g] = fmax(cpu[g], fmax(w->end, go));
+            }
             continue;
         }
         /* Communication: once every rank taking part is there and its

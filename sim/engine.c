@@ -445,6 +445,7 @@ static int new_xfer(sim_engine *e)
         e->x = plan_xrealloc(e->x, (size_t)e->capx, sizeof(xfer));
         e->active = plan_xrealloc(e->active, (size_t)e->capx, sizeof(int));
     }
+    e->x[e->nx].ver = 0;
     return e->nx++;
 }
 
@@ -453,6 +454,9 @@ static void start_xfer(sim_engine *e, const sim_load *loads, int nloads, double 
 {
     int i = new_xfer(e);
     xfer *x = &e->x[i];
+    /* A reused slot keeps counting versions: events of its last transfer
+     * still queued must not match this one. */
+    int ver = x->ver + 1;
     double s = sim_noise(e), vol = 0;
     for (int j = 0; j < nloads; j++) {
         if (loads[j].link < 0 || loads[j].link >= e->nlinks || !(loads[j].bytes >= 0))
@@ -469,6 +473,7 @@ static void start_xfer(sim_engine *e, const sim_load *loads, int nloads, double 
                 .slot = -1,
                 .tag = tag,
                 .coll = cl,
+                .ver = ver,
                 .next_free = -1};
     /* b = 1: the latency phase ends */
     push(e, e->now + x->latency, EV_XFER, i, 1, x->ver);

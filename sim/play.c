@@ -52,6 +52,7 @@ typedef struct player {
     sim_engine *e;
     rank_st *r;
     int *coll_of_op, *op_of_coll;
+    int *done;        /* per op: how many times its collective completed (one per iteration) */
     sim_load **loads; /* per op */
     double *launch;   /* per op: host time of its launches */
     int *bg_order;    /* background slices by rank, then anchor */
@@ -86,6 +87,7 @@ static void on_coll(void *ctx, int cl, double start, double end)
     const plan_tl_op *o = &tl->op[op];
     if (pl->trace)
         sim_trace_coll(pl->trace, op, start, end);
+    pl->done[op]++;
     for (int i = 0; i < o->nparts; i++) {
         int g = tl->part[o->part0 + i];
         rank_st *s = &pl->r[g];
@@ -93,6 +95,12 @@ static void on_coll(void *ctx, int cl, double start, double end)
             s->pending_async--;
             if (s->wait == W_END && s->pending_async == 0)
                 advance(pl, g);
+            else if (s->wait == W_COMM && s->wait_op == op) { /* at the op's PTL_WAIT */
+                s->wait = W_NONE;
+                s->pc++;
+                s->host = fmax(s->host, end);
+                advance(pl, g);
+            }
         } else if (s->wait == W_COMM && s->wait_op == op) {
             s->wait = W_NONE;
             s->pc++;
@@ -178,6 +186,15 @@ static void advance(player *pl, int g)
             }
             sim_kernel(e, g, nb, dur, st->op);
             continue;
+        }
+        if (op->kind == PTL_WAIT) {
+            if (pl->done[op->of] > s->iter) { /* already complete */
+                s->pc++;
+                continue;
+            }
+            s->wait = W_COMM;
+            s->wait_op = op->of;
+            return;
         }
         double t = sim_fg_end(e, g);
         if (op->async) {
@@ -274,9 +291,12 @@ bool sim_play(const plan_timeline *tl, const sim_options *o, sim_result *out, ch
     pl.op_of_coll = plan_xcalloc((size_t)tl->nops, sizeof(int));
     pl.loads = plan_xcalloc((size_t)tl->nops, sizeof(sim_load *));
     pl.launch = plan_xcalloc((size_t)tl->nops, sizeof(double));
+    pl.done = plan_xcalloc((size_t)tl->nops, sizeof(int));
     for (int x = 0; x < tl->nops; x++) {
         const plan_tl_op *op = &tl->op[x];
         pl.coll_of_op[x] = -1;
+        if (op->kind == PTL_WAIT)
+            continue;
         if (op->kind == PTL_FWD || op->kind == PTL_BWD) {
             const plan_layer *l = &p->layers[op->layer];
             int nk = op->kind == PTL_FWD ? l->fwd_kernels : l->bwd_kernels;
@@ -390,6 +410,7 @@ bool sim_play(const plan_timeline *tl, const sim_options *o, sim_result *out, ch
     free(pl.loads);
     free(pl.coll_of_op);
     free(pl.op_of_coll);
+    free(pl.done);
     free(pl.launch);
     free(pl.bg_order);
     free(pl.bg0);

@@ -77,14 +77,14 @@ static void hand_timeline(inst *in, plan_result *r, plan_timeline *tl)
         fprintf(stderr, "timeline: %s\n", err);
         exit(1);
     }
-    /* F0, F0->F1, F1, loss, B1, F0->F1 (bwd), B0 */
-    static const plan_tl_kind want[] = {PTL_FWD, PTL_RESHARD_FWD, PTL_FWD, PTL_LOSS_SUM,
-                                        PTL_BWD, PTL_RESHARD_BWD, PTL_BWD};
-    CHECK(tl->nops == 7);
-    for (int x = 0; x < 7 && x < tl->nops; x++)
+    /* F0, F0->F1 (start, wait), F1, loss, B1, F0->F1 (bwd: start, wait), B0 */
+    static const plan_tl_kind want[] = {PTL_FWD, PTL_RESHARD_FWD, PTL_WAIT, PTL_FWD, PTL_LOSS_SUM,
+                                        PTL_BWD, PTL_RESHARD_BWD, PTL_WAIT, PTL_BWD};
+    CHECK(tl->nops == 9);
+    for (int x = 0; x < 9 && x < tl->nops; x++)
         CHECK(tl->op[x].kind == want[x]);
-    double dur[7] = {1e-3, 0, 2e-3, 0, 4e-3, 0, 2e-3};
-    for (int x = 0; x < 7; x++)
+    double dur[9] = {1e-3, 0, 0, 2e-3, 0, 4e-3, 0, 0, 2e-3};
+    for (int x = 0; x < 9; x++)
         tl->op[x].dur = dur[x];
     for (int64_t s = 0; s < tl->prog0[2]; s++)
         tl->step[s].own = tl->op[tl->step[s].op].dur;
@@ -101,13 +101,13 @@ static void test_hand(void)
     /* The windows, by hand. */
     CHECK(tl.win0[1] - tl.win0[0] == 2 && tl.win0[2] - tl.win0[1] == 2);
     const plan_tl_window *w = tl.win;
-    CHECK(w[0].rank == 0 && w[0].why == PTW_PEER && w[0].op == 3); /* the loss sum */
+    CHECK(w[0].rank == 0 && w[0].why == PTW_PEER && w[0].op == 4); /* the loss sum */
     CHECK_NEAR(w[0].start, 1e-3, 1e-12);
     CHECK_NEAR(w[0].end, 3e-3, 1e-12);
-    CHECK(w[1].rank == 0 && w[1].why == PTW_PEER && w[1].op == 5); /* the backward reshard */
+    CHECK(w[1].rank == 0 && w[1].why == PTW_PEER && w[1].op == 7); /* the gradient's wait */
     CHECK_NEAR(w[1].start, 3e-3, 1e-12);
     CHECK_NEAR(w[1].end, 7e-3, 1e-12);
-    CHECK(w[2].rank == 1 && w[2].why == PTW_PEER && w[2].op == 1 && w[2].start == 0);
+    CHECK(w[2].rank == 1 && w[2].why == PTW_PEER && w[2].op == 2 && w[2].start == 0);
     CHECK_NEAR(w[2].end, 1e-3, 1e-12);
     CHECK(w[3].rank == 1 && w[3].why == PTW_END && w[3].op == -1);
     CHECK_NEAR(w[3].start, 7e-3, 1e-12);
@@ -144,7 +144,7 @@ static void test_hand(void)
     for (int i = 0; i < 6 && i < x.nslices; i++) {
         CHECK(x.slices[i].rank == 0);
         CHECK_NEAR(x.slices[i].start, (1 + i) * 1e-3, 1e-9);
-        CHECK(x.slices[i].step == (i < 2 ? 2 : 3)); /* anchors: rank 0's steps 2 and 3 */
+        CHECK(x.slices[i].step == (i < 2 ? 3 : 5)); /* anchors: rank 0's steps 3 and 5 */
     }
     /* 9 steps of 4 samples per 9 ms; the foreground's 8 per 9 ms. */
     CHECK_NEAR(x.bg_samples_per_s, 9 * 4 / 9e-3, 1e-9);
