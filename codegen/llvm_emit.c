@@ -52,6 +52,7 @@ static const rt_sig rt_sigs[] = {
     {"rt_bg_add", "vpilipd"},
     {"rt_bg_finish", "vd"},
     {"rt_buffer_new", "ppppip"},
+    {"rt_check_launch", "vi"},
     {"rt_check_world_size", "vi"},
     {"rt_checkpoint_attach", "lp"},
     {"rt_comm_member", "bp"},
@@ -1022,6 +1023,7 @@ static void build_main(lw *w, LLVMValueRef setup, LLVMValueRef forward, LLVMValu
     LLVMValueRef o = CALL(w, "rt_init", LLVMBuildBitCast(w->b, argc, w->t_ptr, ""),
                           LLVMBuildBitCast(w->b, argv, w->t_ptr, ""), string_ptr(w, j->name));
     CALL(w, "rt_check_world_size", i32c(w, p->world));
+    CALL(w, "rt_check_launch", i32c(w, p->m->clusters[j->cluster].gpus_per_node));
     if (j->dtype == DT_BF16 || j->dtype == DT_F16)
         CALL(w, "rt_set_compute_dtype",
              i32c(w, j->dtype == DT_BF16 ? RT_COMPUTE_BF16_ : RT_COMPUTE_F16_));

@@ -458,6 +458,8 @@ static void write_main(writer *w)
     print_string(w, j->name);
     W(");\n");
     W("\trt_check_world_size(WORLD);\n");
+    W("\trt_check_launch(%d);   /* the plan's ranks per node */\n",
+      p->m->clusters[j->cluster].gpus_per_node);
     if (j->dtype == DT_BF16 || j->dtype == DT_F16)
         W("\trt_set_compute_dtype(%s);   /* the job's dtype: GEMM inputs in 16 bits on GPUs */\n",
           j->dtype == DT_BF16 ? "RT_COMPUTE_BF16" : "RT_COMPUTE_F16");

@@ -115,6 +115,7 @@ typedef struct rt_options {
     double loss_scale_backoff;     /* --loss-scale-backoff X (default 0.5) */
     int64_t loss_scale_interval;   /* --loss-scale-interval N (default 2000) */
     int rank, world_size;          /* filled by rt_init */
+    bool allow_mismatched_launch;  /* --allow-mismatched-launch (see rt_check_launch) */
 } rt_options;
 
 /* The defaults of --iterations and --data (the job's: a source as --data spells it,
@@ -129,6 +130,11 @@ const rt_options *rt_init(int *argc, char ***argv, const char *program);
 void rt_finalize(void);
 /* Exits non-zero on every rank with "plan needs N ranks, launched with M". */
 void rt_check_world_size(int needed);
+/* The plan puts gpus_per_node ranks on each node, in rank order. Where the launch put
+ * them differently (ranks of one planned node on two hosts, or two planned nodes on one
+ * host) rank 0 says so with the mpirun/srun mapping that matches, and every rank exits
+ * with status 2; with --allow-mismatched-launch it is a warning. After rt_init. */
+void rt_check_launch(int gpus_per_node);
 int rt_rank(void);
 int rt_world_size(void);
 /* Prints "burstrt: rank R: OP: message" and aborts the whole job (exit status 1). */

@@ -364,3 +364,72 @@ void rt_nodes_stop(void)
     nd.info = NULL;
     nd.nodes = 0;
 }
+
+/* ---- the launch against the plan ------------------------------------------------------ */
+
+/* "ehost0: ranks 0-1; ehost1: ranks 2-3" for up to 8 hosts. */
+static void hosts_text(char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = 0;
+    for (int i = 0; i < nd.nodes && n + 200 < cap; i++) {
+        if (i == 8) {
+            snprintf(out + n, cap - n, "; ... (%d hosts)", nd.nodes);
+            return;
+        }
+        char ranks[160];
+        rt_nodes_ranks(i, ranks, sizeof ranks);
+        n += (size_t)snprintf(out + n, cap - n, "%s%s: rank%s %s", i ? "; " : "", rt_nodes_host(i),
+                              nd.count[i] == 1 ? "" : "s", ranks);
+    }
+}
+
+void rt_check_launch(int gpus_per_node)
+{
+    const int world = rt_opts_g.world_size, k = gpus_per_node;
+    if (k < 1 || world < 2 || !atomic_load(&nd.ready))
+        return;
+    /* The plan's node of rank r is r / k. */
+    char why[400] = "";
+    for (int r = 0; r < world && !why[0]; r++) {
+        int first = r / k * k;
+        if (nd.node_of[r] != nd.node_of[first])
+            snprintf(why, sizeof why,
+                     "ranks %d and %d of one planned node run on two hosts (%s, %s)", first, r,
+                     nd.info[first].host, nd.info[r].host);
+    }
+    for (int i = 0; i < nd.nodes && !why[0]; i++) {
+        const int *rs = nd.ranks[i];
+        for (int j = 1; j < nd.count[i] && !why[0]; j++)
+            if (rs[j] / k != rs[0] / k)
+                snprintf(why, sizeof why, "ranks %d and %d of two planned nodes share host %s",
+                         rs[0], rs[j], rt_nodes_host(i));
+    }
+    if (!why[0])
+        return;
+    if (rt_opts_g.rank == 0) {
+        const int planned = (world + k - 1) / k;
+        char hosts[1200], msg[2400];
+        hosts_text(hosts, sizeof hosts);
+        int n = snprintf(
+            msg, sizeof msg,
+            "burstrt: %s: the launch does not match the plan: the plan's cluster has %d node%s "
+            "of %d rank%s, in rank order (ranks 0-%d on the first node), but the ranks run on "
+            "%d host%s (%s), so %s; launch %d rank%s per host on %d hosts (mpirun -np %d "
+            "--map-by ppr:%d:node, or srun --nodes=%d --ntasks-per-node=%d)%s\n",
+            rt_opts_g.allow_mismatched_launch ? "warning" : "error", planned,
+            planned == 1 ? "" : "s", k, k == 1 ? "" : "s", k - 1, nd.nodes,
+            nd.nodes == 1 ? "" : "s", hosts, why, k, k == 1 ? "" : "s", planned, world, k, planned,
+            k,
+            rt_opts_g.allow_mismatched_launch
+                ? "; running anyway (--allow-mismatched-launch)"
+                : ", or pass --allow-mismatched-launch to run anyway");
+        if (n > 0) {
+            ssize_t w =
+                write(STDERR_FILENO, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+            (void)w;
+        }
+    }
+    if (!rt_opts_g.allow_mismatched_launch)
+        rt_exit_early(2);
+}

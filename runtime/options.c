@@ -54,6 +54,10 @@ static void usage(FILE *f, const char *program)
             "  --step-timeout SEC    end the job when a rank makes no progress for SEC seconds\n"
             "                        (default 20, or 3x the slowest step; 0: never; at most\n"
             "                        1e9)\n"
+            "  --allow-mismatched-launch\n"
+            "                        run even when the ranks do not sit on the hosts as the\n"
+            "                        plan's nodes do (gpus_per_node ranks a host, in rank\n"
+            "                        order); without it such a launch is an error\n"
             "  --bucket-mb MB        gradients are all-reduced in buckets of about MB\n"
             "                        megabytes (default 25; the first of a step 1 MB at most)\n"
             "  --no-overlap          all-reduce the gradients after the backward pass, not\n"
@@ -149,6 +153,7 @@ static const struct {
     {"--data", true},
     {"--bucket-mb", true},
     {"--no-overlap", false},
+    {"--allow-mismatched-launch", false},
     {"--background", true},
     {"--slowdown", true},
     {"--loss-scale", true},
@@ -196,6 +201,8 @@ bool rt_parse_options(int argc, char **argv, const char *program)
             return false;
         } else if (!strcmp(name, "--resume")) {
             o->resume = true;
+        } else if (!strcmp(name, "--allow-mismatched-launch")) {
+            o->allow_mismatched_launch = true;
         } else if (!strcmp(name, "--init")) {
             copy_str(o->init_path, sizeof o->init_path, name, val);
         } else if (!strcmp(name, "--init-partial")) {

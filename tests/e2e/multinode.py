@@ -20,6 +20,13 @@ JOB is a plan for 2 nodes of 2 ranks (tests/e2e/fmnist_2x2.burst). CHECK is one 
            local to each host: a host that dies. The job ends within 30 s; resumed on
            the same 2 hosts from the newest committed round in their folders, it gives
            the losses of an uninterrupted run bit for bit.
+  launch   the launch checked against the plan: on one host (two planned nodes share
+           it), and on 2 hosts with the ranks dealt round-robin (mpirun --map-by node:
+           a planned node on two hosts), every rank exits 2 and rank 0 says so with
+           the mapping that matches, verbatim; with --allow-mismatched-launch the
+           one-host run trains, and says it runs anyway.
+
+The one-host runs of the 2-node plan pass --allow-mismatched-launch.
 
 Exit 77 (skipped) where the hosts cannot be emulated (no root, no namespaces). A run
 still going HANG_S seconds after it started is a hang and fails the check; the time
@@ -30,6 +37,7 @@ import filecmp
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -77,7 +85,8 @@ def loss_lines(out):
 def check_losses(emulate, prog, tmp):
     args = ["--iterations", "4", "--data", "synthetic"]
     one_ck = os.path.join(tmp, "one-ck")
-    one = run(["mpirun", "-np", "4", "--oversubscribe", prog] + args + ["--checkpoint-dir", one_ck])
+    one = run(["mpirun", "-np", "4", "--oversubscribe", prog, "--allow-mismatched-launch"] + args +
+              ["--checkpoint-dir", one_ck])
     if one.returncode:
         fail("the one-host run failed:\n" + one.stderr)
     state, local = os.path.join(tmp, "hosts"), os.path.join(tmp, "local")
@@ -260,8 +269,8 @@ def check_killed(emulate, prog, tmp):
     again = on_hosts(emulate, state, local, ["-np", "4", prog, "--iterations", str(end), "--resume"] + args)
     if again.returncode:
         fail("the resumed 2-host run failed:\n" + again.stderr)
-    whole = run(["mpirun", "-np", "4", "--oversubscribe", prog, "--iterations", str(end), "--data",
-                 "synthetic"])
+    whole = run(["mpirun", "-np", "4", "--oversubscribe", prog, "--allow-mismatched-launch", "--iterations",
+                 str(end), "--data", "synthetic"])
     if whole.returncode:
         fail("the uninterrupted run failed:\n" + whole.stderr)
     a, b = loss_lines(whole.stdout)[start:], loss_lines(again.stdout)
@@ -272,19 +281,51 @@ def check_killed(emulate, prog, tmp):
           " uninterrupted run bit for bit (%s)" % (start, b[-1]))
 
 
+def launch_msg(level, hosts, why):
+    return ("burstrt: %s: the launch does not match the plan: the plan's cluster has 2 nodes of 2 ranks, "
+            "in rank order (ranks 0-1 on the first node), but the ranks run on %s, so %s; launch 2 ranks "
+            "per host on 2 hosts (mpirun -np 4 --map-by ppr:2:node, or srun --nodes=2 --ntasks-per-node=2)"
+            % (level, hosts, why))
+
+
+def check_launch(emulate, prog, tmp):
+    me = socket.gethostname()
+    args = ["--iterations", "1", "--data", "synthetic"]
+    one = run(["mpirun", "-np", "4", "--oversubscribe", prog] + args)
+    want = launch_msg("error", "1 host (%s: ranks 0-3)" % me, "ranks 0 and 2 of two planned nodes share host "
+                      + me) + ", or pass --allow-mismatched-launch to run anyway"
+    if one.returncode != 2 or want not in one.stderr.splitlines() or loss_lines(one.stdout):
+        fail("one host: expected exit 2 and\n%s\ngot %d:\n%s%s" % (want, one.returncode, one.stderr, one.stdout))
+    anyway = run(["mpirun", "-np", "4", "--oversubscribe", prog, "--allow-mismatched-launch"] + args)
+    want_w = launch_msg("warning", "1 host (%s: ranks 0-3)" % me, "ranks 0 and 2 of two planned nodes share "
+                        "host " + me) + "; running anyway (--allow-mismatched-launch)"
+    if anyway.returncode or want_w not in anyway.stderr.splitlines() or len(loss_lines(anyway.stdout)) != 1:
+        fail("one host, --allow-mismatched-launch: expected a run and\n%s\ngot %d:\n%s" %
+             (want_w, anyway.returncode, anyway.stderr))
+    dealt = on_hosts(emulate, os.path.join(tmp, "hosts"), None, ["-np", "4", "--map-by", "node", prog] + args)
+    want_d = launch_msg("error", "2 hosts (ehost0: ranks 0, 2; ehost1: ranks 1, 3)",
+                        "ranks 0 and 1 of one planned node run on two hosts (ehost0, ehost1)") + \
+        ", or pass --allow-mismatched-launch to run anyway"
+    if dealt.returncode != 2 or want_d not in dealt.stderr.splitlines():
+        fail("2 hosts round-robin: expected exit 2 and\n%s\ngot %d:\n%s" % (want_d, dealt.returncode, dealt.stderr))
+    print("launch: one host and a round-robin launch on 2 hosts end with the matching mapping:\n%s\n%s"
+          % (want, want_d))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--burstc", required=True)
     ap.add_argument("--job", required=True)
     ap.add_argument("--emulate", required=True, help="scripts/emulate-hosts")
-    ap.add_argument("check", choices=["losses", "frozen", "killed"])
+    ap.add_argument("check", choices=["losses", "frozen", "killed", "launch"])
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         prog = os.path.join(tmp, "prog")
         b = subprocess.run([a.burstc, "build", a.job, "-o", prog], capture_output=True, text=True)
         if b.returncode:
             fail("burstc build failed:\n" + b.stderr)
-        {"losses": check_losses, "frozen": check_frozen, "killed": check_killed}[a.check](a.emulate, prog, tmp)
+        {"losses": check_losses, "frozen": check_frozen, "killed": check_killed,
+         "launch": check_launch}[a.check](a.emulate, prog, tmp)
 
 
 if __name__ == "__main__":
