@@ -212,7 +212,9 @@ void rt_allreduce_sum(const rt_comm *c, float *data, int64_t n);
 /* The one-rank set of this rank alone, made without communication (a background copy's
  * layers run on it): member, index 0, all-reduces are no-ops. */
 rt_comm *rt_comm_self(void);
-/* Sum of a scalar over all world ranks (the total loss: non-members pass 0). */
+/* Sum of a scalar over all world ranks (the total loss: non-members pass 0). Collective.
+ * Inside a step of a program with background copies it also carries the slowdown guard's
+ * numbers, with --background on and off alike (docs/runtime.md, "The guard"). */
 double rt_world_sum(double local);
 void rt_barrier(void);
 /* Moves sample ranges of a global batch of B samples (each `per_sample` elements of
