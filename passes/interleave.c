@@ -194,7 +194,9 @@ typedef struct try_st {
     plan_timeline *tl;
     const plan_mux_options *o;
     const plan_bg_job *jobs;
-    double bound; /* the slice bound: a longer slice (one long unit) never overruns */
+    double bound;    /* the slice bound: a longer slice (one long unit) never overruns */
+    double pre;      /* > 0: preemptive sharing, the foreground waits at most this (o->preempt) */
+    double min_room; /* preemptive: a slice that does not fit starts only in this much room */
     plan_mux_copy *copies;
     int ncopies;
     int64_t *cop0; /* rank g's copies: copies[cop0[g] .. cop0[g + 1]) */
@@ -227,12 +229,53 @@ static double place(try_st *t, double theta, bool record)
             continue;
         int64_t cur = 0; /* the copy whose step runs */
         int *pos = xcalloc((size_t)nc, sizeof(int));
+        double *rem = xcalloc((size_t)nc, sizeof(double)); /* preempted: the rest of a slice */
         for (int64_t w = tl->win0[g]; w < tl->win0[g + 1]; w++) {
             const plan_tl_window *win = &tl->win[w];
             if (!usable(t, win))
                 continue;
             double L = win->end - win->start, used = 0;
-            for (;;) {
+            /* Preemptive sharing: a slice runs to the window's end, the
+             * foreground waits for its running blocks (at most pre), and
+             * the rest of it runs in the rank's next windows. */
+            while (t->pre > 0 && t->nslices < PLAN_MUX_MAX_SLICES) {
+                double room = L - used;
+                if (!(room > L * 1e-9))
+                    break;
+                plan_mux_copy *c = &t->copies[c0 + cur];
+                double d = rem[cur] > 0 ? rem[cur] : c->dur[pos[cur]];
+                bool whole = d <= room * (1 + 1e-12);
+                if (!whole && room < t->min_room)
+                    break;
+                if (record) {
+                    if (t->nslices == t->cap) {
+                        t->cap = t->cap ? 2 * t->cap : 256;
+                        t->slices = xrealloc(t->slices, (size_t)t->cap, sizeof *t->slices);
+                    }
+                    t->slices[t->nslices] = (plan_mux_slice){(int)(c0 + cur),
+                                                             pos[cur],
+                                                             g,
+                                                             win->step,
+                                                             win->why,
+                                                             win->start + used,
+                                                             whole ? d : room,
+                                                             whole && pos[cur] == c->nslices - 1};
+                }
+                t->nslices++;
+                if (!whole) {
+                    rem[cur] = d - room;
+                    used = L + fmin(t->pre, rem[cur]);
+                    break;
+                }
+                used += d;
+                rem[cur] = 0;
+                t->placed[c0 + cur] += 1;
+                if (++pos[cur] == c->nslices) {
+                    pos[cur] = 0;
+                    cur = (cur + 1) % nc;
+                }
+            }
+            for (; !(t->pre > 0);) {
                 plan_mux_copy *c = &t->copies[c0 + cur];
                 double d = c->dur[pos[cur]];
                 bool fits = used + d <= L * (1 + 1e-12);
@@ -270,6 +313,7 @@ static double place(try_st *t, double theta, bool record)
             }
         }
         free(pos);
+        free(rem);
     }
     tl->bg_peer = t->bg_peer;
     tl->bg_comm = t->bg_comm;
@@ -344,6 +388,7 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     out->time_limit = limit_t;
     double budget = limit_t - T0;
     double bound = fmin(dflt, budget);
+    double pre = !o->cpu && o->preempt > 0 ? o->preempt : 0;
     out->slice_bound = bound > 0 ? bound : dflt;
     out->cut_div = 1;
     double idle = 0;
@@ -387,7 +432,12 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
                      o->slowdown);
         else if (!(step > 0) || !isfinite(step))
             snprintf(why[j], sizeof why[j], "its step takes no time in the cost model");
-        else if (longest > budget)
+        else if (pre > 0 && pre > budget)
+            snprintf(why[j], sizeof why[j],
+                     "the preemption delay %.3f ms is longer than the slowdown's budget %.3f ms "
+                     "(the limit %.3f ms less the iteration's %.3f ms)",
+                     pre * 1e3, budget * 1e3, limit_t * 1e3, T0 * 1e3);
+        else if (!(pre > 0) && longest > budget)
             snprintf(why[j], sizeof why[j],
                      "%s takes %.3f ms, longer than the slowdown's budget %.3f ms (the limit "
                      "%.3f ms less the iteration's %.3f ms; a slice cannot split an op)",
@@ -449,6 +499,7 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
                 .o = o,
                 .jobs = jobs,
                 .bound = bound,
+                .pre = pre,
                 .copies = out->copies,
                 .ncopies = out->ncopies,
                 .cop0 = cop0};
@@ -462,8 +513,10 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     /* The tries: cut at bound / div, overrun up to theta. */
     static const int divs[] = {1, 2, 4, 8};
     static const double thetas[] = {0, 0.125, 0.25, 0.5, 1};
-    double best = -1, bestT = T0, best_theta = 0;
+    double best = -1, bestT = T0, best_theta = 0, best_pre = 0, best_room = 0;
     int best_div = 1;
+    static const double pre_rooms[] = {0, 1, 2, 4, 8, 32};
+    enum { NPRE = sizeof pre_rooms / sizeof pre_rooms[0] };
     double limit = limit_t * (1 - 1e-12);
     for (size_t di = 0; di < sizeof divs / sizeof divs[0] && out->ncopies > 0; di++) {
         /* Finer cuts until one would leave a unit no longer than the bound on
@@ -478,8 +531,16 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
         if (!ok)
             break;
         cut_copies(&t, b);
-        for (size_t ti = 0; ti < sizeof thetas / sizeof thetas[0]; ti++) {
-            double th = thetas[ti] * bound;
+        /* Preemptive (at the first cut): first the tries of the least room
+         * in which a slice that does not fit is started (preempted at the
+         * window's end), 0, 1, 2, 4, 8, 32 x the delay; then the
+         * non-preemptive ones, whose overruns preemption only shortens. */
+        int npre = pre > 0 && di == 0 ? NPRE : 0;
+        int ntries = npre + (int)(sizeof thetas / sizeof thetas[0]);
+        for (int ti = 0; ti < ntries; ti++) {
+            double th = ti < npre ? 0 : thetas[ti - npre] * bound;
+            t.pre = ti < npre ? pre : 0;
+            t.min_room = ti < npre ? pre * pre_rooms[ti] : 0;
             double T = place(&t, th, false);
             if (T > limit && T > T0)
                 continue;
@@ -490,16 +551,21 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
                 bestT = T;
                 best_div = divs[di];
                 best_theta = th;
+                best_pre = t.pre;
+                best_room = t.min_room;
             }
         }
     }
     /* The chosen try, recorded. */
     if (out->ncopies > 0) {
         cut_copies(&t, bound / best_div);
+        t.pre = best_pre;
+        t.min_room = best_room;
         double T = place(&t, best_theta, true);
         out->fg_time_bg = fmax(T, T0);
         out->cut_div = best_div;
         out->overrun = best_theta;
+        out->preempt = best_pre;
     }
     /* Copies that got no slice: refused, and taken out. */
     int keep = 0;
@@ -524,10 +590,16 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
         out->copies[keep++] = *cp;
     }
     out->ncopies = keep;
+    /* (a preempted piece of a copy that completed no slice goes with it) */
+    int64_t nkept = 0;
     for (int64_t s = 0; s < t.nslices; s++) {
+        if (newidx[t.slices[s].copy] < 0)
+            continue;
         t.slices[s].copy = newidx[t.slices[s].copy];
         work += t.slices[s].dur;
+        t.slices[nkept++] = t.slices[s];
     }
+    t.nslices = nkept;
     free(newidx);
     out->slices = t.slices;
     out->nslices = t.nslices;

@@ -88,9 +88,10 @@ bool pass_mux_options(const ir_module *m, const ir_job *j, const pass_options *o
                       const plan_problem *p, plan_mux_options *o, diag_ctx *d)
 {
     memset(o, 0, sizeof *o);
-    (void)opt; /* --slowdown is already the job's (pass_select_job) */
+    /* --slowdown is already the job's (pass_select_job) */
     o->slowdown = j->slowdown > 0 ? j->slowdown : IR_SLOWDOWN_DEFAULT;
     o->cpu = pass_gpu_is_cpu(&m->gpus[m->clusters[j->cluster].gpu]);
+    o->preempt = opt && !o->cpu ? opt->preempt_delay : 0;
     if (!p || j->nbackground == 0)
         return true;
     plan_problem q = *p;

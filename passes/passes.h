@@ -23,6 +23,9 @@ typedef struct pass_options {
     ir_job job_fields;
     bool job_given[IR_JOB_NFIELDS];
     bool overlap_allreduce; /* the planner assumes each all-reduce overlaps backward */
+    /* --preempt-delay: seconds the foreground waits for a running background
+     * kernel on a GPU (plan_mux_options.preempt); 0: slices finish first. */
+    double preempt_delay;
 } pass_options;
 
 typedef struct pass_ctx {

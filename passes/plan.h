@@ -607,6 +607,13 @@ typedef struct plan_mux_options {
      * time_limit = slowdown x time_ref, time_ref the fastest foreground time
      * any strategy plans for the job. <= 0: slowdown x the plan's own time. */
     double time_ref, time_limit;
+    /* > 0 (a GPU only): preemptive sharing, as the hardware schedules a
+     * low-priority stream: a running background kernel yields to the
+     * foreground's at thread-block granularity, so the foreground waits at
+     * most preempt seconds for it and the rest of the slice runs in the
+     * rank's next idle windows. 0: a running slice finishes first (the
+     * conservative model). docs/plan.md, "The sharing model". */
+    double preempt;
 } plan_mux_options;
 
 /* One background slice placed in one iteration of the foreground. */
@@ -644,6 +651,7 @@ struct plan_mux_result {
     double idle;       /* idle fraction of G x fg_time (the usable windows) */
     double idle_bg;    /* what is left idle of G x fg_time_bg with background */
     double overrun;    /* the largest overrun of a window allowed (seconds; 0: none) */
+    double preempt;    /* the placement chosen is preemptive with this delay (seconds; 0: not) */
     double time_limit; /* the foreground's time with background at most this (seconds) */
     /* Every job's samples/s over its samples/s alone on one GPU of the
      * cluster, summed (the foreground's one-GPU time: plan_one_gpu_time; a

@@ -31,6 +31,11 @@ static const char sim_usage[] =
     "  --iterations N       iterations to play (default 20)\n"
     "  --strategy S         dp, deeppool, pow2 or burst (default burst)\n"
     "  --amplification X    per-layer amplification limit, X >= 1 (default: the job's)\n"
+    "  --preempt-delay T    multiplexing on a GPU: the foreground waits at most T\n"
+    "                       (e.g. 20us) for a running background kernel, which\n"
+    "                       yields at thread-block granularity; the rest of a slice\n"
+    "                       runs in later idle windows (default 0: a running slice\n"
+    "                       finishes first; docs/plan.md, \"The sharing model\")\n"
     "  --overlap-allreduce  run each gradient all-reduce beside the backward of\n"
     "                       earlier layers (default: after its layer's backward,\n"
     "                       waited for, as the runtime does now)\n"
@@ -297,9 +302,11 @@ int cmd_sim(int argc, char **argv)
             const plan_mux_slice *sl = &mux.slices[i];
             const plan_mux_copy *cp = &mux.copies[sl->copy];
             /* Each slice completes 1/nslices of a step: over iterations the
-             * copy's slices run in order, so the rate is the pass's. */
+             * copy's slices run in order, so the rate is the pass's. A piece
+             * of a preempted slice (--preempt-delay) does its share. */
+            double share = cp->dur[sl->slice] > 0 ? sl->dur / cp->dur[sl->slice] : 1;
             bgs[i] = (sim_bg_slice){sl->rank, sl->step, sl->dur,
-                                    (double)bg.jobs[cp->job].batch / cp->nslices, cp->job};
+                                    (double)bg.jobs[cp->job].batch / cp->nslices * share, cp->job};
         }
         so.bg = bgs;
         so.nbg = (int)mux.nslices;

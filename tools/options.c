@@ -9,6 +9,7 @@
  */
 #include "tools.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,25 @@ int tool_pass_option(const char *cmd, int argc, char **argv, int *i, pass_option
     char *end;
     if (strcmp(argv[*i], "--overlap-allreduce") == 0) {
         o->overlap_allreduce = true;
+        return 1;
+    }
+    if ((v = tool_opt_value(cmd, argc, argv, i, "--preempt-delay"))) {
+        /* seconds, or with a unit: 20us, 0.02ms, 2e-5s */
+        double x = strtod(v, &end), scale = 1;
+        if (strcmp(end, "us") == 0)
+            scale = 1e-6;
+        else if (strcmp(end, "ms") == 0)
+            scale = 1e-3;
+        else if (*end && strcmp(end, "s") != 0)
+            end = NULL;
+        if (end == v || !end || !(x >= 0) || !isfinite(x) || x * scale > 1) {
+            fprintf(stderr,
+                    "%s: error: --preempt-delay must be a time from 0 to 1 s (e.g. 20us), got "
+                    "'%s'\n",
+                    cmd, v);
+            return -1;
+        }
+        o->preempt_delay = x * scale;
         return 1;
     }
     if ((v = tool_opt_value(cmd, argc, argv, i, "--job"))) {

@@ -276,6 +276,72 @@ static void test_hand(void)
     plan_result_free(&r);
 }
 
+/* Preemptive sharing (o.preempt) on the hand timeline: a 5 ms backward,
+ * longer than every window and than the budget (0.9 ms at slowdown 1.1),
+ * refuses the job without preemption; with a delay of 0.05 ms it runs in
+ * pieces. Cut at 0.5 ms: slices 0.5, 5 and 0.5 ms. Rank 0: its 2 ms window
+ * (the loss sum) takes 0.5 and 1.5 ms of the long slice, preempted: it
+ * reaches the loss sum at 3.05 ms; rank 1's 1 ms window 0.5 and 0.5 ms,
+ * preempted: it receives layer 0's output at 1.05 ms (the reshard is
+ * split-phase: rank 0's send does not wait for it), so the loss sum is at
+ * 3.05 ms. Rank 0's 4 ms window the other 3.5 ms and the last 0.5: one step;
+ * its backward 7.05 to 9.05 ms. Rank 1's end window from 7.05 ms: 2 ms more,
+ * preempted: 9.1 ms. Rank 1 completes one slice of three. */
+static void test_preempt(void)
+{
+    inst in;
+    plan_result r;
+    plan_timeline tl;
+    hand_timeline(&in, &r, &tl);
+    double units[3] = {0.5e-3, 5e-3, 0.5e-3};
+    const char *names[1] = {"fc"};
+    plan_bg_job job = {
+        .name = "bg", .nunits = 3, .unit = units, .op_name = names, .mem_bytes = 0, .batch = 4};
+    plan_mux_options o = {.slowdown = 1.1};
+    plan_mux_result x;
+    char err[256];
+    CHECK(plan_interleave(&tl, &r, &job, 1, &o, &x, err, sizeof err));
+    CHECK(x.ncopies == 0 && x.nrefusals == 2);
+    if (x.nrefusals > 0)
+        CHECK(strstr(x.refusals[0].why, "the backward of 'fc' takes 5.000 ms, longer than the "
+                                        "slowdown's budget 0.900 ms") != NULL);
+    plan_mux_result_free(&x);
+
+    o.preempt = 0.05e-3;
+    CHECK(plan_interleave(&tl, &r, &job, 1, &o, &x, err, sizeof err));
+    CHECK(x.ncopies == 2 && x.nrefusals == 0);
+    CHECK_NEAR(x.preempt, 0.05e-3, 1e-15);
+    CHECK_NEAR(x.fg_time_bg, 9.1e-3, 1e-12);
+    if (x.ncopies == 2) {
+        CHECK_NEAR(x.copies[0].steps_per_iter, 1, 1e-12);
+        CHECK_NEAR(x.copies[1].steps_per_iter, 1.0 / 3, 1e-12);
+    }
+    CHECK_NEAR(x.bg_samples_per_s, (4 + 4.0 / 3) / 9.1e-3, 1e-6);
+    /* Pieces: none longer than its window, none outside the iteration. */
+    for (int64_t k = 0; k < x.nslices; k++)
+        CHECK(x.slices[k].dur <= 4e-3 * (1 + 1e-12));
+    CHECK_NEAR(tl.time, 9e-3, 1e-12);
+    plan_mux_result_free(&x);
+
+    /* On a CPU core there is no preemption: refused as before. */
+    o.cpu = true;
+    CHECK(plan_interleave(&tl, &r, &job, 1, &o, &x, err, sizeof err));
+    CHECK(x.ncopies == 0);
+    plan_mux_result_free(&x);
+    o.cpu = false;
+
+    /* A delay longer than the budget refuses the job, saying so. */
+    o.preempt = 1e-3;
+    CHECK(plan_interleave(&tl, &r, &job, 1, &o, &x, err, sizeof err));
+    CHECK(x.ncopies == 0 && x.nrefusals == 2);
+    if (x.nrefusals > 0)
+        CHECK(strstr(x.refusals[0].why, "the preemption delay 1.000 ms is longer than the "
+                                        "slowdown's budget 0.900 ms") != NULL);
+    plan_mux_result_free(&x);
+    plan_timeline_free(&tl);
+    plan_result_free(&r);
+}
+
 static void test_seeds(void)
 {
     CHECK(plan_mux_seed(0, 0) == plan_mux_seed(0, 0));
@@ -332,6 +398,10 @@ static void test_property(void)
         }
         plan_mux_options o = {.slowdown = 1 + urand() * (urand() < 0.2 ? 0 : 1),
                               .cpu = urand() < 0.3};
+        /* A third of the time preemptive sharing, its delay up to the
+         * iteration's tenth. */
+        if (urand() < 0.3)
+            o.preempt = T0 * 0.1 * urand();
         /* Half the time a common limit, sometimes under the plan itself. */
         if (urand() < 0.5) {
             o.time_ref = T0 * (0.8 + 0.4 * urand());
@@ -365,7 +435,9 @@ static void test_property(void)
                 /* Longer than the bound: one unit, within the budget. */
                 if (cp->dur[s] > x.slice_bound * (1 + 1e-12)) {
                     CHECK(cp->cut[s + 1] == cp->cut[s] + 1);
-                    CHECK(cp->dur[s] <= (limit - T0) * (1 + 1e-12));
+                    /* (preemptive: the delay, not the unit, is what the
+                     * budget bounds) */
+                    CHECK(cp->dur[s] <= (limit - T0) * (1 + 1e-12) || (o.preempt > 0 && !o.cpu));
                     longs++;
                 }
             }
@@ -416,6 +488,7 @@ int main(void)
 {
     test_cut();
     test_hand();
+    test_preempt();
     test_seeds();
     test_property();
     return check_done("test_interleave");
