@@ -7,7 +7,9 @@ with background copies on ranks 0, 1 and 3 (none on 2), with --background on
 and off. It requires:
   (a) the foreground's losses (every digit printed) and its final parameters
       and optimizer state (the checkpoint files, byte for byte) are the same
-      with background work on and off;
+      with background work on and off, and so are every rank's all-reduces
+      during the training (counted through MPI's profiling interface): the
+      modes differ in the background work alone;
   (b) every background copy's losses equal a standalone one-rank run of the
       background model (tests/e2e/bg_mlp_alone.burst) with the copy's seed for
       the number of steps the copy completed;
@@ -60,7 +62,41 @@ def run(cmd, timeout=900):
     return p.stdout
 
 
-def mpirun(np, prog, args):
+# Counts each rank's non-blocking all-reduces (the training's collectives: the loss sum,
+# the gradients; rt_bg_finish's come after the training, and block) through MPI's
+# profiling interface, and prints them at MPI_Finalize.
+COUNT_COLLECTIVES = r"""
+#include <mpi.h>
+#include <stdio.h>
+#include <unistd.h>
+static long calls, elements;
+int MPI_Iallreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c,
+                   MPI_Request *q)
+{
+    calls++;
+    elements += n;
+    return PMPI_Iallreduce(s, r, n, t, o, c, q);
+}
+int MPI_Finalize(void)
+{
+    int rank;
+    char line[128];
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int len = snprintf(line, sizeof line, "collectives rank %d: %ld all-reduces, %ld elements\n",
+                       rank, calls, elements);
+    fflush(stdout);
+    ssize_t w = write(1, line, (size_t)len);
+    (void)w;
+    return PMPI_Finalize();
+}
+"""
+
+
+def collectives(out):
+    return re.findall(r"^collectives rank (\d+): (\d+) all-reduces, (\d+) elements$", out, re.M)
+
+
+def mpirun(np, prog, args, preload=None):
     """The ranks' standard outputs, rank 0's first. Each is read from its own file
     (--output-filename): where 4 ranks write thousands of lines, mpirun's merged output
     splits and mixes them on a loaded machine (735 of 80,400 lines of a plain MPI
@@ -68,7 +104,9 @@ def mpirun(np, prog, args):
     os.environ.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                       OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
     with tempfile.TemporaryDirectory() as d:
-        run(["mpirun", "-np", str(np), "--oversubscribe", "--output-filename", d, prog] + args)
+        pre = ["-x", "LD_PRELOAD=" + preload] if preload else []
+        run(["mpirun", "-np", str(np), "--oversubscribe", "--output-filename", d] + pre + [prog] +
+            args)
         outs = []
         for r in range(np):
             found = glob.glob(os.path.join(d, "*", "rank.%d" % r, "stdout"))
@@ -140,13 +178,26 @@ def main():
         run([a.burstc, "build", "--codegen=c", ir, "-o", progc])
         run([a.burstc, "build", alone_job, "-o", alone])
 
+        shim = os.path.join(tmp, "count_collectives.so")
+        with open(shim + ".c", "w") as f:
+            f.write(COUNT_COLLECTIVES)
+        run(["mpicc", "-shared", "-fPIC", "-O2", shim + ".c", "-o", shim])
+
         common = ["--iterations", str(a.iterations), "--threads", "1", "--data", "fmnist",
                   "--slowdown", "100"]
         trace = os.path.join(tmp, "trace.json")
         on = mpirun(4, prog, common + ["--checkpoint-dir", os.path.join(tmp, "on"),
-                                       "--trace", trace])
+                                       "--trace", trace], preload=shim)
         off = mpirun(4, prog, common + ["--background", "off",
-                                        "--checkpoint-dir", os.path.join(tmp, "off")])
+                                        "--checkpoint-dir", os.path.join(tmp, "off")],
+                     preload=shim)
+
+        # (a) the two modes differ in the background work alone: every rank makes the
+        # same all-reduces, of the same sizes (the guard's numbers ride on the loss sum).
+        con, coff = collectives(on), collectives(off)
+        if len(con) != 4 or con != coff:
+            fail("the ranks' all-reduces differ with background on and off:\non:  %s\noff: %s" %
+                 (con, coff))
 
         # (a) the foreground does not see the background.
         lon, loff = fg_losses(on), fg_losses(off)
