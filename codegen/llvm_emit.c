@@ -99,6 +99,8 @@ static const rt_sig rt_sigs[] = {
     {"rt_matmul_fwd", "vppp"},
     {"rt_maxpool2d_bwd", "vpppp"},
     {"rt_maxpool2d_fwd", "vppp"},
+    {"rt_mul_bwd", "vppppp"},
+    {"rt_mul_fwd", "vppp"},
     {"rt_now", "d"},
     {"rt_param_new", "ppppip"},
     {"rt_params_new", "pp"},

@@ -245,6 +245,13 @@ static void lower_add(const cg_op_env *e, cg_op_code *out)
             BWD("rt_tensor_copy", DX(j), DY);
 }
 
+static void lower_mul(const cg_op_env *e, cg_op_code *out)
+{
+    FWD("rt_mul_fwd", X(0), X(1), Y);
+    if (e->dx[0] >= 0 || e->dx[1] >= 0)
+        BWD("rt_mul_bwd", X(0), X(1), DY, DX(0), DX(1));
+}
+
 static void lower_concat(const cg_op_env *e, cg_op_code *out)
 {
     const ir_op *op = op_of(e);

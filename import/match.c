@@ -829,6 +829,53 @@ static void lower_add(mctx *c, int k)
     set_out(c, k, add_layer(c, layer_name(c, k), "add", args, 2, "", a, false));
 }
 
+/* g is one value per sample and channel of x: [N,C,1,...] against [N,C,...]. */
+static bool is_gate_of(const imp_shape *g, const imp_shape *x)
+{
+    if (x->rank < 3 || g->rank != x->rank || !imp_dim_eq(g->d[0], x->d[0]) ||
+        !imp_dim_eq(g->d[1], x->d[1]))
+        return false;
+    for (int i = 2; i < g->rank; i++)
+        if (g->d[i].n || g->d[i].c != 1)
+            return false;
+    return true;
+}
+
+/* Mul of two activations of one shape, or of an activation and its squeeze-and-excitation
+ * gate ([N,C,1,1] times [N,C,H,W], either order): Burst's mul, the gate second. A Mul by a
+ * constant or a learned tensor outside the fused patterns has no Burst op. */
+static void lower_mul(mctx *c, int k)
+{
+    const imp_node *n = &c->g->nodes[k];
+    int act, other;
+    if (imp_split_act(c->g, k, &act, &other)) {
+        char b[256];
+        imp_error(c->g, k,
+                  "it multiplies an activation by %s '%s' %s; Burst's mul takes two activations",
+                  imp_init_of(c->g, other) >= 0 ? "the learned tensor" : "the constant",
+                  val(c, other)->name, imp_shape_str(&val(c, other)->shape, b, sizeof b));
+        return;
+    }
+    int x = n->in[0], s = n->in[1];
+    const imp_shape *a = &val(c, x)->shape, *b = &val(c, s)->shape;
+    if (!shape_eq(a, b) && !is_gate_of(b, a)) {
+        if (!is_gate_of(a, b)) {
+            char sa[256], sb[256];
+            imp_error(c->g, k,
+                      "it broadcasts %s and %s; Burst's mul takes two activations of one shape, "
+                      "or [N,C,...] and one value per sample and channel [N,C,1,...]",
+                      imp_shape_str(a, sa, sizeof sa), imp_shape_str(b, sb, sizeof sb));
+            return;
+        }
+        x = n->in[1];
+        s = n->in[0];
+    }
+    int args[2] = {need(c, x, k), need(c, s, k)};
+    if (args[0] < 0 || args[1] < 0)
+        return;
+    set_out(c, k, add_layer(c, layer_name(c, k), "mul", args, 2, "", &val(c, x)->shape, false));
+}
+
 static void lower_concat(mctx *c, int k)
 {
     const imp_node *n = &c->g->nodes[k];
@@ -1137,6 +1184,8 @@ static void lower_node(mctx *c, int k)
         lower_softmax(c, k);
     else if (!strcmp(op, "Add"))
         lower_add(c, k);
+    else if (!strcmp(op, "Mul"))
+        lower_mul(c, k);
     else if (!strcmp(op, "Concat"))
         lower_concat(c, k);
     else if (!strcmp(op, "Transpose"))

@@ -468,6 +468,31 @@ static bool infer_add(infer_ctx *c)
     return true;
 }
 
+/* The product of two activations of one shape, or of x [N,C,...] and a gate of one value per
+ * sample and channel, [N,C] or [N,C,1,...] (squeeze-and-excitation): the result is x's. */
+static bool infer_mul(infer_ctx *c)
+{
+    const ir_graph *g = c->g;
+    ir_op *op = c->op;
+    if (!want_float(c, 0) || !want_float(c, 1))
+        return false;
+    const ir_type *x = IN(0), *s = IN(1);
+    bool gate = x->rank >= 2 && (s->rank == 2 || s->rank == x->rank) && s->dim[1] == x->dim[1];
+    for (int i = 2; i < s->rank && gate; i++)
+        gate = s->dim[i] == 1;
+    if (!ir_type_equal(x, s) && !gate) {
+        char sa[128], sb[128];
+        ir_type_to_str(x, sa, sizeof sa);
+        ir_type_to_str(s, sb, sizeof sb);
+        return fail(c,
+                    "shape mismatch: %s and %s (the second must be of the first's shape, or "
+                    "[N,C] or [N,C,1,...]: one value per sample and channel)",
+                    sa, sb);
+    }
+    op->type = *x;
+    return true;
+}
+
 /* Resolves a possibly negative axis of a rank-r tensor; axis 0 (the batch) is
  * never allowed because ranks split it. */
 static bool axis_of(infer_ctx *c, const char *key, int64_t axis, int rank, int *out)
@@ -847,6 +872,16 @@ static void cost_relu(const cost_ctx *c, ir_cost *k)
     k->bwd_flops = c->out;
     k->bwd_read = 2 * c->out;
     k->saved = c->out;
+}
+
+/* One multiply per element; the backward two (dx = dy s, ds = dy x, summed over the
+ * positions a gate covers), reading dy and both inputs, which it keeps. */
+static void cost_mul(const cost_ctx *c, ir_cost *k)
+{
+    k->fwd_flops = c->out;
+    k->bwd_flops = 2 * c->out;
+    k->bwd_read = c->out + c->in_all;
+    k->saved = c->in_all;
 }
 
 /* min(max(x, 0), 6): two compares; the backward a select on 0 < x < 6. */

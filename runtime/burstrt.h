@@ -411,6 +411,12 @@ void rt_dropout_bwd(const rt_tensor *dy, float p, uint64_t seed, int64_t step, i
 
 /* y = a + b (same shape); dst += src (gradient fan-in). */
 void rt_add_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *y);
+/* y = x * s, with s of x's size or one value per sample and channel of x [N,C,...] (a
+ * squeeze-and-excitation gate, [N,C] or [N,C,1,...]): y[n,c,i] = x[n,c,i] s[n,c]. The
+ * backward writes dx = dy s and ds = dy x (summed over i); either may be NULL. */
+void rt_mul_fwd(const rt_tensor *x, const rt_tensor *s, rt_tensor *y);
+void rt_mul_bwd(const rt_tensor *x, const rt_tensor *s, const rt_tensor *dy, rt_tensor *dx,
+                rt_tensor *ds);
 void rt_accumulate(rt_tensor *dst, const rt_tensor *src);
 /* Concatenation of n inputs along axis; backward splits dy into the dxs (NULL skipped). */
 void rt_concat_fwd(int n, const rt_tensor *const *xs, int axis, rt_tensor *y);

@@ -215,6 +215,10 @@ void rt_check_act(const rt_tensor *t, int64_t numel, const char *op, const char 
 void rt_same_numel(const char *op, const rt_tensor *a, const char *an, const rt_tensor *b,
                    const char *bn);
 void rt_dropout_check(const char *op, const rt_tensor *x, float p, const rt_tensor *y);
+/* mul's operands: s of x's size, or of one value per sample and channel of x [N,C,...];
+ * y (output or its gradient) of x's size. Returns how many elements of x each s covers. */
+int64_t rt_mul_check(const char *op, const rt_tensor *x, const rt_tensor *s, const rt_tensor *y,
+                     const char *yname);
 /* y (output, or output gradient) must be [N, K, OH, OW]. */
 rt_conv_dims rt_conv2d_check(const char *op, const rt_tensor *x, const rt_tensor *w,
                              const rt_conv2d_attrs *a, const rt_tensor *y, const char *yname);

@@ -45,6 +45,22 @@ void rt_dropout_check(const char *op, const rt_tensor *x, float p, const rt_tens
         rt_fatal(op, "probability %g outside [0,1]", (double)p);
 }
 
+int64_t rt_mul_check(const char *op, const rt_tensor *x, const rt_tensor *s, const rt_tensor *y,
+                     const char *yname)
+{
+    rt_same_numel(op, x, "input", y, yname);
+    rt_check(s, rt_storage_dtype(), -1, op, "scale");
+    if (s->numel == x->numel)
+        return 1;
+    if (x->ndim < 2 || s->numel != x->shape[0] * x->shape[1] || s->numel == 0)
+        rt_fatal(op,
+                 "scale has %lld elements; input [%lld,%lld,...] takes %lld or one per sample "
+                 "and channel",
+                 (long long)s->numel, (long long)x->shape[0],
+                 (long long)(x->ndim > 1 ? x->shape[1] : 1), (long long)x->numel);
+    return x->numel / s->numel;
+}
+
 /* ---- sliding windows ------------------------------------------------------------------- */
 
 static int64_t extent(const char *op, const char *axis, int64_t in, int64_t k, int64_t s, int64_t p,

@@ -211,6 +211,42 @@ void rt_add_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *y)
     add(rt_f32(a), rt_f32(b), rt_f32(y), a->numel);
 }
 
+/* y = x s, s of x's size or one per sample and channel (inner elements each). */
+RT_VECTOR static void mul_rows(const float *x, const float *s, float *y, int64_t rows,
+                               int64_t inner)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < inner; i++)
+            y[r * inner + i] = x[r * inner + i] * s[r];
+}
+
+void rt_mul_fwd(const rt_tensor *x, const rt_tensor *s, rt_tensor *y)
+{
+    const int64_t inner = rt_mul_check("mul_fwd", x, s, y, "output");
+    mul_rows(rt_f32(x), rt_f32(s), rt_f32(y), s->numel, inner);
+}
+
+void rt_mul_bwd(const rt_tensor *x, const rt_tensor *s, const rt_tensor *dy, rt_tensor *dx,
+                rt_tensor *ds)
+{
+    const int64_t inner = rt_mul_check("mul_bwd", x, s, dy, "output gradient");
+    if (dx) {
+        rt_same_numel("mul_bwd", x, "input", dx, "input gradient");
+        mul_rows(rt_f32(dy), rt_f32(s), rt_f32(dx), s->numel, inner);
+    }
+    if (ds) {
+        rt_same_numel("mul_bwd", s, "scale", ds, "scale gradient");
+        const float *g = rt_f32(dy), *xs = rt_f32(x);
+        float *d = rt_f32(ds);
+        for (int64_t r = 0; r < s->numel; r++) {
+            double acc = 0.0;
+            for (int64_t i = 0; i < inner; i++)
+                acc += (double)g[r * inner + i] * xs[r * inner + i];
+            d[r] = (float)acc;
+        }
+    }
+}
+
 void rt_accumulate(rt_tensor *dst, const rt_tensor *src)
 {
     rt_same_numel("accumulate", dst, "destination", src, "source");

@@ -103,6 +103,24 @@ template <typename T> __global__ void acc_k(T *d, const T *s, int64_t n)
     RT_FOR(i, n) rt_st(d + i, rt_ld(d + i) + rt_ld(s + i));
 }
 
+/* y = x s with one s per inner elements of x (1: of x's size). */
+template <typename T> __global__ void mul_k(const T *x, const T *s, T *y, int64_t n, int64_t inner)
+{
+    RT_FOR(i, n) rt_st(y + i, rt_ld(x + i) * rt_ld(s + i / inner));
+}
+/* ds[r] = sum of dy x over its inner elements: one thread per r (gates are small). */
+template <typename T>
+__global__ void mul_ds_k(const T *x, const T *dy, T *ds, int64_t rows, int64_t inner)
+{
+    RT_FOR(r, rows)
+    {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < inner; i++)
+            acc += rt_ld(dy + r * inner + i) * rt_ld(x + r * inner + i);
+        rt_st(ds + r, acc);
+    }
+}
+
 #define LAUNCH(op, kernel, n, ...)                                     \
     do {                                                               \
         if ((n) > 0) {                                                 \
@@ -182,6 +200,30 @@ extern "C" void rt_add_fwd(const rt_tensor *a, const rt_tensor *b, rt_tensor *y)
     RT_ACT_DISPATCH(
         a->dtype, T,
         LAUNCH("add", add_k<T>, a->numel, rt_act<T>(a), rt_act<T>(b), rt_act<T>(y), a->numel));
+}
+extern "C" void rt_mul_fwd(const rt_tensor *x, const rt_tensor *s, rt_tensor *y)
+{
+    const int64_t inner = rt_mul_check("mul_fwd", x, s, y, "output");
+    RT_ACT_DISPATCH(x->dtype, T,
+                    LAUNCH("mul_fwd", mul_k<T>, x->numel, rt_act<T>(x), rt_act<T>(s), rt_act<T>(y),
+                           x->numel, inner));
+}
+extern "C" void rt_mul_bwd(const rt_tensor *x, const rt_tensor *s, const rt_tensor *dy,
+                           rt_tensor *dx, rt_tensor *ds)
+{
+    const int64_t inner = rt_mul_check("mul_bwd", x, s, dy, "output gradient");
+    if (dx) {
+        rt_same_numel("mul_bwd", x, "input", dx, "input gradient");
+        RT_ACT_DISPATCH(x->dtype, T,
+                        LAUNCH("mul_bwd", mul_k<T>, x->numel, rt_act<T>(dy), rt_act<T>(s),
+                               rt_act<T>(dx), x->numel, inner));
+    }
+    if (ds) {
+        rt_same_numel("mul_bwd", s, "scale", ds, "scale gradient");
+        RT_ACT_DISPATCH(x->dtype, T,
+                        LAUNCH("mul_bwd", mul_ds_k<T>, s->numel, rt_act<T>(x), rt_act<T>(dy),
+                               rt_act<T>(ds), s->numel, inner));
+    }
 }
 extern "C" void rt_accumulate(rt_tensor *dst, const rt_tensor *src)
 {

@@ -252,6 +252,16 @@ static void elementwise_cases(void)
     check("relu.y", y, false);
     rt_relu_bwd(x, dy, dx);
     check("relu.dx", dx, false);
+    rt_tensor *gate = rnd(ACT, SHAPE(4, 3, 1, 1), 43, -2, 2),
+              *dgate = zeros(ACT, SHAPE(4, 3, 1, 1));
+    rt_tensor *x4 = rnd(ACT, SHAPE(4, 3, 3, 5), 44, -3, 3),
+              *dy4 = rnd(ACT, SHAPE(4, 3, 3, 5), 45, -1, 1);
+    rt_tensor *y4 = zeros(ACT, SHAPE(4, 3, 3, 5)), *dx4 = zeros(ACT, SHAPE(4, 3, 3, 5));
+    rt_mul_fwd(x4, gate, y4);
+    check("mul_gate.y", y4, false);
+    rt_mul_bwd(x4, gate, dy4, dx4, dgate);
+    check("mul_gate.dx", dx4, false);
+    check("mul_gate.ds", dgate, false);
     rt_tensor *x8 = rnd(ACT, SHAPE(4, 33), 42, -8, 8); /* past both of relu6's bounds */
     rt_relu6_fwd(x8, y);
     check("relu6.y", y, false);

@@ -228,6 +228,44 @@ static void test_activations(void)
     }
 }
 
+/* ---- mul: of one shape, and by a gate per sample and channel ------------------------------- */
+
+typedef struct {
+    rt_tensor *x, *s, *y, *dy, *dx, *ds;
+} mul_ctx;
+static void mul_f(void *p)
+{
+    mul_ctx *c = p;
+    rt_mul_fwd(c->x, c->s, c->y);
+}
+static void mul_b(void *p)
+{
+    mul_ctx *c = p;
+    rt_mul_bwd(c->x, c->s, c->dy, c->dx, c->ds);
+}
+
+static void test_mul(void)
+{
+    for (int gate = 0; gate < 2; gate++) {
+        mul_ctx c;
+        c.x = T(4, 2, 3, 4, 5);
+        c.s = gate ? T(4, 2, 3, 1, 1) : T(4, 2, 3, 4, 5);
+        fill(c.x);
+        fill(c.s);
+        c.y = like(c.x);
+        mul_f(&c);
+        double ref[120];
+        for (int i = 0; i < 120; i++)
+            ref[i] = (double)rt_f32(c.x)[i] * rt_f32(c.s)[gate ? i / 20 : i];
+        CHECK_CLOSE(gate ? "mul gate" : "mul", rt_f32(c.y), ref, 120, 1e-7, 1e-6);
+        c.dy = like(c.y);
+        c.dx = like(c.x);
+        c.ds = like(c.s);
+        gvar v[2] = {{c.x, c.dx, "x"}, {c.s, c.ds, "s"}};
+        gradcheck(gate ? "mul gate" : "mul", mul_f, mul_b, &c, c.y, c.dy, v, 2);
+    }
+}
+
 /* ---- pooling ----------------------------------------------------------------------------- */
 
 typedef struct {
@@ -773,6 +811,7 @@ int main(void)
     test_linear(false);
     test_matmul();
     test_activations();
+    test_mul();
     test_pools((rt_pool2d_attrs){3, 2, 2, 2, 1, 1, 0, 0});
     test_pools((rt_pool2d_attrs){2, 2, 2, 2, 0, 0, 0, 0}); /* unpadded: the fast max path */
     test_pools((rt_pool2d_attrs){3, 3, 2, 1, 0, 0, 0, 0});

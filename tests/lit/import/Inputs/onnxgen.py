@@ -464,6 +464,41 @@ def case_reduce_mean_axes():
     return m
 
 
+def case_squeeze_excitation():
+    """torchvision's SqueezeExcitation (regnet, mobilenet_v3): the gate [N,C,1,1] first, times
+    the activation [N,C,H,W]; then a Mul of two activations of one shape."""
+    m = Model()
+    x = m.input("x", [1, 4, 8, 8])
+    h = m.node("Conv", [x, m.init("conv.weight", [4, 4, 1, 1])], "conv", kernel_shape=[1, 1])
+    p = m.node("GlobalAveragePool", [h], "se/avgpool")
+    a = m.node("Conv", [p, m.init("se.fc1.weight", [2, 4, 1, 1]), m.init("se.fc1.bias", [2])],
+               "se/fc1", kernel_shape=[1, 1])
+    a = m.node("Relu", [a], "se/activation")
+    g = m.node("Conv", [a, m.init("se.fc2.weight", [4, 2, 1, 1]), m.init("se.fc2.bias", [4])],
+               "se/fc2", kernel_shape=[1, 1])
+    g = m.node("Sigmoid", [g], "se/scale_activation")
+    y = m.node("Mul", [g, h], "se/Mul")
+    y = m.node("Mul", [y, h], "square")
+    q = m.node("GlobalAveragePool", [y], "pool")
+    f = m.node("Flatten", [q], "flat")
+    m.node("Gemm", [f, m.init("fc.weight", [3, 4])], "fc", outputs=["logits"], transB=1)
+    m.output("logits")
+    return m
+
+
+def case_mul_broadcast():
+    """Muls burstc has no op for: by a constant, and by one value per pixel."""
+    m = Model()
+    x = m.input("x", [1, 4, 8, 8])
+    h = m.node("Conv", [x, m.init("conv.weight", [4, 4, 1, 1])], "conv", kernel_shape=[1, 1])
+    m.node("Mul", [h, m.const([2.0], F, [1])], "by_two", outputs=["a"])
+    w = m.node("Conv", [x, m.init("w.weight", [1, 4, 1, 1])], "w", kernel_shape=[1, 1])
+    m.node("Mul", [h, w], "per_pixel", outputs=["b"])
+    m.output("a")
+    m.output("b")
+    return m
+
+
 def case_clip_opset10():
     m = Model(opset=10)
     x = m.input("x", [1, 8])
