@@ -3,7 +3,8 @@
  * made-up steps and made-up ranks. background.c feeds it every foreground step (the time
  * from the end of the previous step to the end of this one, so that what runs between
  * steps counts as a throughput measure sees it) and averages over the ranks what the
- * guard asks to be shared.
+ * guard asks to be shared; with several ranks those means come on the next step's loss
+ * sum, so a step may begin before the one before it has ended here.
  *
  * Baseline windows. The first step is a warm-up. Then, in turn: GUARD_SETTLE steps
  * without background work and unmeasured (a peer may still finish a slice of the step
