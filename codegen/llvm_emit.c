@@ -1185,14 +1185,18 @@ static void build_types(lw *w)
     LLVMStructSetBody(w->t_param, pf, 5, 0);
     w->t_options = LLVMStructCreateNamed(cx, "rt_options");
     LLVMTypeRef path = LLVMArrayType(w->t_i8, 512), data_path = LLVMArrayType(w->t_i8, 1024);
+    LLVMTypeRef f3 = LLVMArrayType(w->t_f32, 3);
     /* iterations, data, data_path, seed, trace_path, checkpoint_dir,
      * checkpoint_every, resume, threads, step_timeout, bucket_mb, no_overlap, background,
      * slowdown, loss_scale, loss_scale_init, loss_scale_growth, loss_scale_backoff,
-     * loss_scale_interval, rank, world_size */
-    LLVMTypeRef of[] = {w->t_i64, w->t_i32, data_path, w->t_i64, path,     path,     w->t_i64,
-                        w->t_i8,  w->t_i32, w->t_f64,  w->t_f64, w->t_i8,  w->t_i8,  w->t_f64,
-                        w->t_i32, w->t_f64, w->t_f64,  w->t_f64, w->t_i64, w->t_i32, w->t_i32};
-    LLVMStructSetBody(w->t_options, of, 21, 0);
+     * loss_scale_interval, rank, world_size, eval_data, eval_path, eval_set, augment, nmean,
+     * nstd, mean, std */
+    LLVMTypeRef of[] = {w->t_i64, w->t_i32, data_path, w->t_i64, path,      path,
+                        w->t_i64, w->t_i8,  w->t_i32,  w->t_f64, w->t_f64,  w->t_i8,
+                        w->t_i8,  w->t_f64, w->t_i32,  w->t_f64, w->t_f64,  w->t_f64,
+                        w->t_i64, w->t_i32, w->t_i32,  w->t_i32, data_path, w->t_i8,
+                        w->t_i8,  w->t_i32, w->t_i32,  f3,       f3};
+    LLVMStructSetBody(w->t_options, of, 29, 0);
     w->t_sgd = LLVMStructCreateNamed(cx, "rt_sgd");
     LLVMTypeRef sf[] = {w->t_f32, w->t_f32, w->t_f32, w->t_i8};
     LLVMStructSetBody(w->t_sgd, sf, 4, 0);

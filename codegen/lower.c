@@ -174,10 +174,10 @@ static bool analyse_data(lowerer *L)
     p->fmnist = strcmp(data, "fmnist") == 0;
     /* The runtime checks the files when the program starts; here only the source's name. */
     if (!p->fmnist && strcmp(data, "synthetic") != 0 && strncmp(data, "fmnist:", 7) != 0 &&
-        strncmp(data, "npy:", 4) != 0) {
+        strncmp(data, "npy:", 4) != 0 && strncmp(data, "images:", 7) != 0) {
         diag_error(L->d, L->job->loc,
                    "job '%s': data = \"%s\" names no source the runtime reads (synthetic, "
-                   "fmnist, \"fmnist:DIR\" or \"npy:X.npy,Y.npy\")",
+                   "fmnist, \"fmnist:DIR\", \"npy:X.npy,Y.npy\" or \"images:DIR\")",
                    L->job->name, data);
         ok = false;
     }

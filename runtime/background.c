@@ -125,6 +125,7 @@ void rt_bg_add(const rt_bg_model *m, int rank, uint64_t seed, int nslices, const
     rt_options o = rt_opts_g;
     o.seed = seed;
     o.data = m->data;
+    o.eval_set = false; /* the foreground's test set is not the copy's */
     c->data = rt_data_open(&o, m->ndim, m->sample_shape, m->in_dtype, m->vocab, m->classes,
                            m->labels_per_sample);
     m->setup(c->pool, c->ps, seed);

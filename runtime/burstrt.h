@@ -75,8 +75,8 @@ int64_t rt_tensor_per_sample(const rt_tensor *t);
 
 /* ---- program options, init, errors ------------------------------------------ */
 
-/* --data: synthetic, fmnist[:DIR], npy:X.npy,Y.npy (docs/runtime.md, "Data"). */
-typedef enum { RT_DATA_SYNTHETIC, RT_DATA_FMNIST, RT_DATA_NPY } rt_data_kind;
+/* --data: synthetic, fmnist[:DIR], npy:X.npy,Y.npy, images:DIR (docs/runtime.md, "Data"). */
+typedef enum { RT_DATA_SYNTHETIC, RT_DATA_FMNIST, RT_DATA_NPY, RT_DATA_IMAGES } rt_data_kind;
 
 /* --loss-scale: the job's default (dynamic when it computes in f16, else off), off,
  * dynamic (PyTorch's GradScaler), or a fixed scale. */
@@ -116,6 +116,12 @@ typedef struct rt_options {
     int64_t loss_scale_interval;   /* --loss-scale-interval N (default 2000) */
     int rank, world_size;          /* filled by rt_init */
     bool allow_mismatched_launch;  /* --allow-mismatched-launch (see rt_check_launch) */
+    rt_data_kind eval_data;        /* --eval-data SOURCE (npy or images), when eval_set */
+    char eval_path[1024];
+    bool eval_set;
+    bool augment;    /* --augment on|off: images' training transform (default on) */
+    int nmean, nstd; /* --mean M[,M,M], --std S[,S,S] (0: the default of the channels) */
+    float mean[3], std[3];
 } rt_options;
 
 /* The defaults of --iterations and --data (the job's: a source as --data spells it,

@@ -10,6 +10,7 @@
  * of its shard. Files are checked completely when opened, so a missing or malformed
  * file is a fatal error (path + cause) before the first step. */
 #include "internal.h"
+#include "image.h"
 #include "npy.h"
 #include "safetensors.h"
 
@@ -23,6 +24,14 @@
 #include <unistd.h>
 #include <zlib.h>
 
+/* A data set read from files: npy arrays or an image folder. */
+typedef struct {
+    rt_data_kind kind;
+    int64_t n;
+    npy_array x, y;
+    img_folder folder;
+} dataset;
+
 struct rt_data {
     rt_data_kind kind;
     int64_t per_sample, vocab, classes, labels_per_sample;
@@ -33,10 +42,13 @@ struct rt_data {
     int64_t ntrain, ntest;
     int32_t *perm;
     int64_t perm_epoch;
-    /* npy: inputs and labels of the training set */
-    npy_array npy_x, npy_y;
     int ndim;
     int64_t shape[RT_MAX_DIMS];
+    /* npy and images: the training set, and --eval-data's test set (kind 0: none) */
+    dataset train_set, test_set;
+    img_worker worker;
+    float mean[3], std[3];
+    bool augment;
 };
 
 /* ---- reading IDX files, raw or gzipped ------------------------------------------------ */
@@ -488,6 +500,85 @@ static void npy_row(const rt_data *d, const npy_array *a, int64_t row, void *out
     }
 }
 
+/* ---- image folders ---------------------------------------------------------------- */
+
+static void open_images(rt_data *d, const char *dir, dataset *set)
+{
+    char err[1400], want[300];
+    shape_text(d->ndim, d->shape, want, sizeof want);
+    if (d->ndim != 3 || (d->shape[0] != 1 && d->shape[0] != 3) || d->in_dtype == RT_I32)
+        rt_fatal("data", "%s: images feed f32 [C, H, W] inputs with C 1 or 3, not %s", dir, want);
+    if (d->labels_per_sample != 1)
+        rt_fatal("data", "%s: images have one label each, the model takes %lld", dir,
+                 (long long)d->labels_per_sample);
+    if (d->shape[1] > 65536 || d->shape[2] > 65536)
+        rt_fatal("data", "%s: an input of %s is larger than images are made here", dir, want);
+    rt_progress_tick();
+    if (!img_folder_scan(dir, &set->folder, err, sizeof err))
+        rt_fatal("data", "%s", err);
+    if (set->folder.nclasses > d->classes)
+        rt_fatal("data", "%s: %d class folders, but the model has %lld classes", dir,
+                 set->folder.nclasses, (long long)d->classes);
+    if (set->folder.n > INT32_MAX)
+        rt_fatal("data", "%s: %lld images, more than the %d this reader shuffles", dir,
+                 (long long)set->folder.n, INT32_MAX);
+    set->n = set->folder.n;
+    set->kind = RT_DATA_IMAGES;
+}
+
+/* Sample idx of set into row x (per_sample floats) and its label; the training transform
+ * when `train` (its draws keyed by (seed, epoch, sample)). A bad image ends the run. */
+static void image_row(rt_data *d, const dataset *set, int64_t idx, int64_t epoch, bool train,
+                      float *x, int32_t *label)
+{
+    if (label)
+        *label = set->folder.labels[idx];
+    if (!x)
+        return;
+    float u[IMG_DRAWS];
+    for (int k = 0; train && k < IMG_DRAWS; k++)
+        u[k] = rt_rand_uniform(d->seed, 0x1a6e, (uint64_t)epoch, (uint64_t)idx, (uint64_t)k);
+    char err[1400];
+    if (!img_sample(&d->worker, set->folder.paths[idx], (int)d->shape[0], (int)d->shape[1],
+                    (int)d->shape[2], train ? u : NULL, d->mean, d->std, x, NULL, err, sizeof err))
+        rt_fatal("data", "%s", err);
+}
+
+/* Sample idx of a file data set into row i of hx / hl. */
+static void file_row(rt_data *d, const dataset *set, int64_t idx, int64_t epoch, bool train,
+                     int64_t i, void *hx, int32_t *hl)
+{
+    if (set->kind == RT_DATA_IMAGES) {
+        image_row(d, set, idx, epoch, train, hx ? (float *)hx + i * d->per_sample : NULL,
+                  hl ? hl + i : NULL);
+        return;
+    }
+    if (hx)
+        npy_row(d, &set->x, idx,
+                d->in_dtype == RT_I32 ? (void *)((int32_t *)hx + i * d->per_sample)
+                                      : (void *)((float *)hx + i * d->per_sample));
+    for (int64_t e = 0; hl && e < d->labels_per_sample; e++)
+        hl[i * d->labels_per_sample + e] =
+            (int32_t)npy_int(&set->y, (uint64_t)idx * (uint64_t)d->labels_per_sample + (uint64_t)e);
+}
+
+static void open_set(rt_data *d, rt_data_kind kind, const char *path, dataset *set)
+{
+    if (kind == RT_DATA_IMAGES) {
+        open_images(d, path, set);
+    } else {
+        open_npy(d, path, &set->x, &set->y, &set->n);
+        set->kind = RT_DATA_NPY;
+    }
+}
+
+static void close_set(dataset *set)
+{
+    npy_close(&set->x);
+    npy_close(&set->y);
+    img_folder_free(&set->folder);
+}
+
 rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape, rt_dtype in_dtype,
                       int64_t input_vocab, int64_t num_classes, int64_t labels_per_sample)
 {
@@ -521,8 +612,9 @@ rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape
                      "model's input has %lld elements per sample and %lld classes",
                      (long long)d->per_sample, (long long)num_classes);
         open_fmnist(d, o->data_path);
-    } else if (d->kind == RT_DATA_NPY) {
-        open_npy(d, o->data_path, &d->npy_x, &d->npy_y, &d->ntrain);
+    } else if (d->kind == RT_DATA_NPY || d->kind == RT_DATA_IMAGES) {
+        open_set(d, d->kind, o->data_path, &d->train_set);
+        d->ntrain = d->train_set.n;
         d->ntest = 0;
         d->perm = rt_xmalloc((size_t)d->ntrain * sizeof(int32_t), "data");
         d->perm_epoch = -1;
@@ -530,6 +622,37 @@ rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape
         d->ntrain = 60000;
         d->ntest = 1000;
     }
+    if (o->eval_set) {
+        open_set(d, o->eval_data, o->eval_path, &d->test_set);
+        d->ntest = d->test_set.n;
+        const img_folder *a = &d->train_set.folder, *b = &d->test_set.folder;
+        if (d->train_set.kind == RT_DATA_IMAGES && d->test_set.kind == RT_DATA_IMAGES) {
+            bool same = a->nclasses == b->nclasses;
+            for (int c = 0; same && c < a->nclasses; c++)
+                same = !strcmp(a->classes[c], b->classes[c]);
+            if (!same)
+                rt_fatal("data", "%s: its class folders are not those of %s (%d and %d classes)",
+                         o->eval_path, o->data_path, b->nclasses, a->nclasses);
+        }
+    }
+    /* Images: torchvision's usual normalisation, ImageNet's for colour. */
+    int ch = d->ndim > 0 ? (int)d->shape[0] : 1;
+    static const float imagenet_mean[3] = {0.485f, 0.456f, 0.406f},
+                       imagenet_std[3] = {0.229f, 0.224f, 0.225f};
+    for (int c = 0; c < 3; c++) {
+        d->mean[c] = o->nmean == 3   ? o->mean[c]
+                     : o->nmean == 1 ? o->mean[0]
+                     : ch == 3       ? imagenet_mean[c]
+                                     : 0.0f;
+        d->std[c] = o->nstd == 3   ? o->std[c]
+                    : o->nstd == 1 ? o->std[0]
+                    : ch == 3      ? imagenet_std[c]
+                                   : 1.0f;
+    }
+    if ((o->nmean == 3 || o->nstd == 3) && ch != 3)
+        rt_fatal("data", "--mean and --std give 3 channels, the model's images have %d", ch);
+    d->augment = o->augment;
+    img_worker_init(&d->worker);
     return d;
 }
 
@@ -542,8 +665,9 @@ void rt_data_close(rt_data *d)
     free(d->test_x);
     free(d->test_y);
     free(d->perm);
-    npy_close(&d->npy_x);
-    npy_close(&d->npy_y);
+    close_set(&d->train_set);
+    close_set(&d->test_set);
+    img_worker_free(&d->worker);
     free(d);
 }
 
@@ -630,16 +754,14 @@ static void fill(rt_data *d, uint64_t stream, int64_t g0, int64_t count, rt_tens
             synth(d, stream, g, i, hx, hl);
             continue;
         }
-        if (d->kind == RT_DATA_NPY) {
+        if (stream == 1 && d->test_set.kind) {
+            file_row(d, &d->test_set, g, 0, false, i, hx, hl);
+            continue;
+        }
+        if (stream == 0 && d->train_set.kind) {
             ensure_perm(d, g / d->ntrain);
-            int64_t idx = d->perm[g % d->ntrain];
-            if (hx)
-                npy_row(d, &d->npy_x, idx,
-                        d->in_dtype == RT_I32 ? (void *)((int32_t *)hx + i * d->per_sample)
-                                              : (void *)((float *)hx + i * d->per_sample));
-            for (int64_t e = 0; hl && e < d->labels_per_sample; e++)
-                hl[i * d->labels_per_sample + e] = (int32_t)npy_int(
-                    &d->npy_y, (uint64_t)idx * (uint64_t)d->labels_per_sample + (uint64_t)e);
+            int64_t epoch = g / d->ntrain, idx = d->perm[g % d->ntrain];
+            file_row(d, &d->train_set, idx, epoch, d->augment, i, hx, hl);
             continue;
         }
         const uint8_t *px, *py;

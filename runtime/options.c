@@ -34,7 +34,13 @@ static void usage(FILE *f, const char *program)
             "                        synthetic, fmnist[:DIR] (default DIR\n"
             "                        /usr/share/datasets/fashion-mnist), or npy:X.npy,Y.npy\n"
             "                        (inputs [N,...] u8/f16/bf16/f32, labels [N] or [N,T]\n"
-            "                        integers)\n"
+            "                        integers), or images:DIR (DIR/CLASS/*.jpg|png)\n"
+            "  --eval-data SOURCE    the test set (npy:... or images:DIR) for the accuracy\n"
+            "                        printed after training\n"
+            "  --augment on|off      images: RandomResizedCrop + flip for training (on), or\n"
+            "                        Resize + CenterCrop as for the test set (off)\n"
+            "  --mean M[,M,M]        images: normalisation (default ImageNet's for 3\n"
+            "  --std S[,S,S]         channels, 0 and 1 for 1 channel)\n"
             "  --seed S              seed of init, data order and dropout (default 1)\n"
             "  --trace FILE          write a Chrome trace (all ranks, pid = rank)\n"
             "  --checkpoint-dir DIR  where checkpoints go (made if missing); one is written\n"
@@ -120,6 +126,11 @@ static void parse_data(rt_options *o, const char *opt, const char *val)
         o->data = RT_DATA_FMNIST;
         if (val[6] == ':')
             copy_str(o->data_path, sizeof o->data_path, opt, val + 7);
+    } else if (!strncmp(val, "images:", 7)) {
+        if (!val[7])
+            rt_fatal("options", "%s: images expects images:DIR, got '%s'", opt, val);
+        o->data = RT_DATA_IMAGES;
+        copy_str(o->data_path, sizeof o->data_path, opt, val + 7);
     } else if (!strncmp(val, "npy:", 4)) {
         const char *comma = strchr(val + 4, ',');
         if (!comma || comma == val + 4 || !comma[1] || strchr(comma + 1, ','))
@@ -128,9 +139,32 @@ static void parse_data(rt_options *o, const char *opt, const char *val)
         o->data = RT_DATA_NPY;
         copy_str(o->data_path, sizeof o->data_path, opt, val + 4);
     } else {
-        rt_fatal("options", "%s expects synthetic, fmnist[:DIR] or npy:X.npy,Y.npy, got '%s'", opt,
+        rt_fatal("options",
+                 "%s expects synthetic, fmnist[:DIR], npy:X.npy,Y.npy or images:DIR, got '%s'", opt,
                  val);
     }
+}
+
+/* --mean / --std: one number per channel, or one for all. */
+static int parse_floats(const char *opt, const char *v, float out[3], bool positive)
+{
+    int n = 0;
+    const char *p = v;
+    while (n < 3) {
+        char *end;
+        errno = 0;
+        double x = strtod(p, &end);
+        if (end == p || errno || !isfinite(x) || (positive && !(x > 0)))
+            break;
+        out[n++] = (float)x;
+        if (*end == 0 && n != 2)
+            return n;
+        if (*end != ',')
+            break;
+        p = end + 1;
+    }
+    rt_fatal("options", "%s expects 1 or 3 %snumbers separated by commas, got '%s'", opt,
+             positive ? "positive " : "", v);
 }
 
 /* The options and whether each takes a value. */
@@ -151,6 +185,10 @@ static const struct {
     {"--checkpoint-dir", true},
     {"--step-timeout", true},
     {"--data", true},
+    {"--eval-data", true},
+    {"--augment", true},
+    {"--mean", true},
+    {"--std", true},
     {"--bucket-mb", true},
     {"--no-overlap", false},
     {"--allow-mismatched-launch", false},
@@ -168,6 +206,7 @@ bool rt_parse_options(int argc, char **argv, const char *program)
     rt_options *o = &rt_opts_g;
     strcpy(o->data_path, "/usr/share/datasets/fashion-mnist");
     parse_data(o, "the job's data", default_data);
+    o->augment = true;
     for (int i = 1; i < argc; i++) {
         char name[64];
         const char *arg = argv[i], *val = NULL;
@@ -262,6 +301,23 @@ bool rt_parse_options(int argc, char **argv, const char *program)
         } else if (!strcmp(name, "--loss-scale-backoff")) {
             o->loss_scale_backoff =
                 parse_real(name, val, 0, false, 1, false, "a factor between 0 and 1 (exclusive)");
+        } else if (!strcmp(name, "--eval-data")) {
+            rt_options e = *o;
+            parse_data(&e, name, val);
+            if (e.data != RT_DATA_NPY && e.data != RT_DATA_IMAGES)
+                rt_fatal("options", "--eval-data expects npy:X.npy,Y.npy or images:DIR, got '%s'",
+                         val);
+            o->eval_data = e.data;
+            memcpy(o->eval_path, e.data_path, sizeof o->eval_path);
+            o->eval_set = true;
+        } else if (!strcmp(name, "--augment")) {
+            if (strcmp(val, "on") && strcmp(val, "off"))
+                rt_fatal("options", "--augment expects on or off, got '%s'", val);
+            o->augment = !strcmp(val, "on");
+        } else if (!strcmp(name, "--mean")) {
+            o->nmean = parse_floats(name, val, o->mean, false);
+        } else if (!strcmp(name, "--std")) {
+            o->nstd = parse_floats(name, val, o->std, true);
         } else if (!strcmp(name, "--loss-scale-interval")) {
             o->loss_scale_interval = parse_int(name, val, 1);
         } else {

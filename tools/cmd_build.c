@@ -132,6 +132,10 @@ static bool compile_program(const char *csrc, const char *output, bool cuda)
         argv[argc++] = BURSTRT_OPENMP;
         argv[argc++] = BURSTRT_BLAS;
     }
+    char *image_libs = strdup(BURSTRT_IMAGE_LINK " ");
+    save = NULL;
+    for (char *t = strtok_r(image_libs, " ", &save); t && argc < 56; t = strtok_r(NULL, " ", &save))
+        argv[argc++] = t;
     argv[argc++] = "-lz";
     argv[argc++] = "-lpthread";
     argv[argc++] = "-lm";
@@ -151,6 +155,7 @@ static bool compile_program(const char *csrc, const char *output, bool cuda)
     if (!ok)
         unlink(tmp);
     free(extra);
+    free(image_libs);
     free(tmp);
     return ok;
 }

@@ -70,9 +70,9 @@ static const char profile_usage[] =
     "                       machine, as a plan of N ranks per node waits for its\n"
     "                       slowest rank (default 1)\n"
     "  --data D             the data the programs train on: synthetic (default),\n"
-    "                       job (the job's own), or fmnist[:DIR] or npy:X.npy,Y.npy\n"
-    "                       as the program's --data takes it; the inputs' lines\n"
-    "                       measure its arrival\n"
+    "                       job (the job's own), or fmnist[:DIR], npy:X.npy,Y.npy or\n"
+    "                       images:DIR as the program's --data takes it; the\n"
+    "                       inputs' lines measure its arrival\n"
     "                       (a dataset's runs also evaluate its test set after\n"
     "                       their steps, untimed)\n"
     "  --warmup N           untimed steps at the start of each run (default 2)\n"
@@ -628,12 +628,13 @@ int cmd_profile(int argc, char **argv)
         } else if ((v = tool_opt_value("burstc profile", argc, argv, &i, "--data"))) {
             /* The program checks a path's files itself, naming them. */
             bool path = (strncmp(v, "fmnist:", 7) == 0 && v[7] != 0) ||
-                        (strncmp(v, "npy:", 4) == 0 && v[4] != 0);
+                        (strncmp(v, "npy:", 4) == 0 && v[4] != 0) ||
+                        (strncmp(v, "images:", 7) == 0 && v[7] != 0);
             if (strcmp(v, "synthetic") != 0 && strcmp(v, "job") != 0 && strcmp(v, "fmnist") != 0 &&
                 !path) {
                 fprintf(stderr,
                         "burstc profile: error: unknown --data '%s' (expected synthetic, job, "
-                        "fmnist, fmnist:DIR or npy:X.npy,Y.npy)\n",
+                        "fmnist, fmnist:DIR, npy:X.npy,Y.npy or images:DIR)\n",
                         v);
                 return 1;
             }

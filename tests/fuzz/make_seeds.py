@@ -10,7 +10,9 @@ whose communication disagrees with their rank sets. DIR/safetensors gets
 weight files: good ones of every dtype, and one per class of hostile header
 (lengths past the end and past the cap, 2 GiB, overlapping and out-of-range
 offsets, unknown dtypes, overflowing shapes); DIR/npy gets .npy files of
-versions 1-3 and every dtype the reader takes, and hostile headers. With BURSTC (a built
+versions 1-3 and every dtype the reader takes, and hostile headers; DIR/image
+small JPEGs (grey, 4:2:0, 4:4:4, progressive) and PNGs (grey, RGB, RGBA,
+palette, 16-bit) and truncated ones. With BURSTC (a built
 burstc), the IR seeds include every example printed, planned and with
 explicit communication.
 """
@@ -23,7 +25,7 @@ import sys
 out = sys.argv[1]
 burstc = sys.argv[2] if len(sys.argv) > 2 else None
 top = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-for d in ("frontend", "ir", "pipeline", "safetensors", "npy"):
+for d in ("frontend", "ir", "pipeline", "safetensors", "npy", "image"):
     os.makedirs(os.path.join(out, d), exist_ok=True)
 
 
@@ -198,6 +200,32 @@ ny = {
 for name, data in ny.items():
     with open(os.path.join(out, "npy", name + ".npy"), "wb") as f:
         f.write(data)
+
+try:
+    import io
+    from PIL import Image
+    img = Image.new("RGB", (13, 9))
+    img.putdata([(x * 19 % 256, y * 28 % 256, (x * y) % 256) for y in range(9) for x in range(13)])
+    variants = {
+        "grey.jpg": (img.convert("L"), dict(format="JPEG")),
+        "420.jpg": (img, dict(format="JPEG", quality=80)),
+        "444.jpg": (img, dict(format="JPEG", subsampling=0)),
+        "progressive.jpg": (img, dict(format="JPEG", progressive=True)),
+        "grey.png": (img.convert("L"), dict(format="PNG")),
+        "rgb.png": (img, dict(format="PNG")),
+        "rgba.png": (img.convert("RGBA"), dict(format="PNG")),
+        "palette.png": (img.convert("P"), dict(format="PNG")),
+        "i16.png": (img.convert("L").convert("I").point(lambda v: v * 257), dict(format="PNG")),
+    }
+    for name, (im, kw) in variants.items():
+        b = io.BytesIO()
+        im.save(b, **kw)
+        data = b.getvalue()
+        for tag, part in (("", data), ("truncated-", data[:len(data) * 2 // 3])):
+            with open(os.path.join(out, "image", tag + name), "wb") as f:
+                f.write(part)
+except ImportError:  # Pillow (python3-pil) makes the image seeds
+    pass
 
 if burstc:
     for path in glob.glob(os.path.join(top, "examples", "*", "*.burst")):

@@ -2,7 +2,7 @@
 # Builds the fuzz targets with clang and runs each for SECONDS (default 600),
 # one after the other, one process each (the machine is shared).
 #
-#   tests/fuzz/run.sh [SECONDS] [TARGET...]     TARGET: frontend, ir, pipeline, safetensors, npy
+#   tests/fuzz/run.sh [SECONDS] [TARGET...]     TARGET: frontend, ir, pipeline, safetensors, npy, image
 #
 # Inputs go up to 1 MiB (-max_len), long enough for tokens of more than 16 KB
 # and 30,000-term expressions; the dictionaries hold the tokens of each
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/../.."
 secs=${1:-600}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(frontend ir pipeline safetensors npy)
+[ ${#targets[@]} -gt 0 ] || targets=(frontend ir pipeline safetensors npy image)
 dir=build/fuzz
 CC=clang cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBURSTC_FUZZ=ON -DBURSTC_WERROR=OFF > /dev/null
 cmake --build "$dir" -j2 --target $(printf 'fuzz_%s ' "${targets[@]}")
@@ -30,6 +30,7 @@ for t in "${targets[@]}"; do
   [ "$t" = ir ] && dict=tests/fuzz/ir.dict
   [ "$t" = safetensors ] && dict=tests/fuzz/safetensors.dict
   [ "$t" = npy ] && dict=tests/fuzz/npy.dict
+  [ "$t" = image ] && dict=tests/fuzz/npy.dict   # no grammar: the seeds carry the structure
   log=$dir/fuzz_$t.log
   echo "== fuzz_$t for ${secs}s (log: $log)"
   if ! "$dir/tests/fuzz/fuzz_$t" -max_total_time="$secs" -max_len=1048576 -timeout=10 \

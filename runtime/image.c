@@ -1,0 +1,413 @@
+/* image.c: the decoders and the resampling of image.h. JPEG: TurboJPEG (libjpeg-turbo,
+ * the library Pillow links on Debian, with the same defaults: the accurate integer DCT
+ * and fancy upsampling), its warnings (a truncated file) treated as errors. PNG: libpng's
+ * simplified API, which reports every error as text. Resampling: Pillow 9's
+ * ImagingResample for 8-bit images transcribed (a horizontal then a vertical pass of a
+ * triangle filter widened by the scale when shrinking, coefficients normalised in double
+ * and rounded to 22 fractional bits), so that results agree with torchvision's bit for
+ * bit; tests/e2e/images_vs_torchvision.py holds them to it. */
+#include "image.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef IMG_HAVE_JPEG
+#include <turbojpeg.h>
+#endif
+#ifdef IMG_HAVE_PNG
+#include <png.h>
+#endif
+
+struct img_decoder {
+#ifdef IMG_HAVE_JPEG
+    tjhandle tj;
+#endif
+    img_u8 rgb; /* a colour image on its way to one channel */
+};
+
+static bool fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static bool fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
+{
+    char why[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    snprintf(err, errlen, "%s: %s", path, why);
+    return false;
+}
+
+img_decoder *img_decoder_new(void)
+{
+    img_decoder *d = calloc(1, sizeof *d);
+    return d;
+}
+
+void img_decoder_free(img_decoder *d)
+{
+    if (!d)
+        return;
+#ifdef IMG_HAVE_JPEG
+    if (d->tj)
+        tjDestroy(d->tj);
+#endif
+    img_free(&d->rgb);
+    free(d);
+}
+
+void img_free(img_u8 *im)
+{
+    free(im->px);
+    memset(im, 0, sizeof *im);
+}
+
+/* Room for w x h x c pixels; false when out of memory. */
+static bool reserve(img_u8 *im, int w, int h, int c)
+{
+    size_t need = (size_t)w * (size_t)h * (size_t)c;
+    if (need > im->cap) {
+        unsigned char *p = realloc(im->px, need ? need : 1);
+        if (!p)
+            return false;
+        im->px = p;
+        im->cap = need;
+    }
+    im->w = w;
+    im->h = h;
+    im->c = c;
+    return true;
+}
+
+bool img_can_decode(const char *format)
+{
+#ifdef IMG_HAVE_JPEG
+    if (!strcmp(format, "jpeg"))
+        return true;
+#endif
+#ifdef IMG_HAVE_PNG
+    if (!strcmp(format, "png"))
+        return true;
+#endif
+    (void)format;
+    return false;
+}
+
+const char *img_format(const unsigned char *buf, size_t len)
+{
+    if (len >= 3 && buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff)
+        return "jpeg";
+    if (len >= 8 && !memcmp(buf, "\x89PNG\r\n\x1a\n", 8))
+        return "png";
+    return NULL;
+}
+
+static bool unsupported(const unsigned char *buf, size_t len, const char *path, char *err,
+                        size_t errlen)
+{
+    const char *f = img_format(buf, len);
+    if (!f)
+        return fail(err, errlen, path, "not a JPEG or PNG file");
+    return fail(err, errlen, path,
+                "a %s file, but this runtime was built without %s (install %s and rebuild; "
+                "scripts/install-deps)",
+                f, !strcmp(f, "jpeg") ? "libjpeg-turbo" : "libpng",
+                !strcmp(f, "jpeg") ? "libturbojpeg0-dev" : "libpng-dev");
+}
+
+__attribute__((unused)) static bool check_size(int w, int h, const char *path, char *err,
+                                               size_t errlen)
+{
+    if (w <= 0 || h <= 0)
+        return fail(err, errlen, path, "an image of %d x %d pixels", w, h);
+    if ((uint64_t)w * (uint64_t)h > IMG_MAX_PIXELS)
+        return fail(err, errlen, path, "%d x %d pixels, more than the %d accepted", w, h,
+                    IMG_MAX_PIXELS);
+    return true;
+}
+
+#ifdef IMG_HAVE_JPEG
+static bool tj_ready(img_decoder *d, const char *path, char *err, size_t errlen)
+{
+    if (!d->tj && !(d->tj = tjInitDecompress()))
+        return fail(err, errlen, path, "cannot start libjpeg-turbo: %s", tjGetErrorStr2(NULL));
+    return true;
+}
+#endif
+
+bool img_probe(img_decoder *d, const unsigned char *buf, size_t len, const char *path, int *w,
+               int *h, char *err, size_t errlen)
+{
+    const char *f = img_format(buf, len);
+    (void)d;
+    (void)f;
+#ifdef IMG_HAVE_JPEG
+    if (f && !strcmp(f, "jpeg")) {
+        int sub, cs;
+        if (!tj_ready(d, path, err, errlen))
+            return false;
+        if (len > (size_t)1 << 31 ||
+            tjDecompressHeader3(d->tj, buf, (unsigned long)len, w, h, &sub, &cs) != 0)
+            return fail(err, errlen, path, "corrupt JPEG: %s", tjGetErrorStr2(d->tj));
+        return check_size(*w, *h, path, err, errlen);
+    }
+#endif
+#ifdef IMG_HAVE_PNG
+    if (f && !strcmp(f, "png")) {
+        png_image im;
+        memset(&im, 0, sizeof im);
+        im.version = PNG_IMAGE_VERSION;
+        if (!png_image_begin_read_from_memory(&im, buf, len)) {
+            fail(err, errlen, path, "corrupt PNG: %s", im.message);
+            png_image_free(&im);
+            return false;
+        }
+        *w = (int)(im.width > INT32_MAX ? 0 : im.width);
+        *h = (int)(im.height > INT32_MAX ? 0 : im.height);
+        png_image_free(&im);
+        return check_size(*w, *h, path, err, errlen);
+    }
+#endif
+    *w = *h = 0;
+    return unsupported(buf, len, path, err, errlen);
+}
+
+/* in (RGB) to one channel as Pillow's convert("L") does (ITU-R 601-2 luma, 16-bit fixed
+ * point). */
+__attribute__((unused)) static void rgb_to_gray(const img_u8 *in, img_u8 *out)
+{
+    size_t n = (size_t)in->w * (size_t)in->h;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *p = in->px + 3 * i;
+        out->px[i] = (unsigned char)((p[0] * 19595 + p[1] * 38470 + p[2] * 7471 + 0x8000) >> 16);
+    }
+}
+
+bool img_decode(img_decoder *d, const unsigned char *buf, size_t len, const char *path,
+                int channels, double shrink, img_u8 *out, char *err, size_t errlen)
+{
+    const char *f = img_format(buf, len);
+    int w, h;
+    if (!img_probe(d, buf, len, path, &w, &h, err, errlen))
+        return false;
+    (void)f;
+    (void)shrink;
+    (void)channels;
+    (void)out;
+#ifdef IMG_HAVE_JPEG
+    if (!strcmp(f, "jpeg")) {
+        int sub, cs;
+        tjDecompressHeader3(d->tj, buf, (unsigned long)len, &w, &h, &sub, &cs);
+        /* The smallest scale whose image is at least 1/shrink of the original. */
+        int nsf = 0;
+        tjscalingfactor *sf = tjGetScalingFactors(&nsf), best = {1, 1};
+        for (int i = 0; sf && i < nsf; i++)
+            if (sf[i].num * shrink >= sf[i].denom &&
+                sf[i].num * best.denom < best.num * sf[i].denom)
+                best = sf[i];
+        int sw = TJSCALED(w, best), sh = TJSCALED(h, best);
+        bool gray_src = cs == TJCS_GRAY;
+        /* One channel: a grey file directly, a colour one through RGB as Pillow does. */
+        bool direct = channels == 3 || gray_src;
+        img_u8 *dst = direct ? out : &d->rgb;
+        int dc = direct ? channels : 3;
+        if (!reserve(dst, sw, sh, dc) || (!direct && !reserve(out, sw, sh, 1)))
+            return fail(err, errlen, path, "out of memory for %d x %d pixels", sw, sh);
+        if (tjDecompress2(d->tj, buf, (unsigned long)len, dst->px, sw, 0, sh,
+                          dc == 1 ? TJPF_GRAY : TJPF_RGB, TJFLAG_STOPONWARNING) != 0)
+            return fail(err, errlen, path, "corrupt JPEG: %s", tjGetErrorStr2(d->tj));
+        if (!direct)
+            rgb_to_gray(dst, out);
+        return true;
+    }
+#endif
+#ifdef IMG_HAVE_PNG
+    if (!strcmp(f, "png")) {
+        png_image im;
+        memset(&im, 0, sizeof im);
+        im.version = PNG_IMAGE_VERSION;
+        if (!png_image_begin_read_from_memory(&im, buf, len)) {
+            fail(err, errlen, path, "corrupt PNG: %s", im.message);
+            png_image_free(&im);
+            return false;
+        }
+        bool color = im.format & PNG_FORMAT_FLAG_COLOR, alpha = im.format & PNG_FORMAT_FLAG_ALPHA;
+        /* Read as stored (8 bits), then drop alpha and change channels as Pillow's
+         * convert() does: alpha is dropped, not composited. */
+        im.format =
+            (color ? PNG_FORMAT_RGB : PNG_FORMAT_GRAY) | (alpha ? PNG_FORMAT_FLAG_ALPHA : 0);
+        int sc = (int)PNG_IMAGE_PIXEL_CHANNELS(im.format);
+        img_u8 *raw = &d->rgb;
+        if (!reserve(raw, w, h, sc) || !reserve(out, w, h, channels)) {
+            png_image_free(&im);
+            return fail(err, errlen, path, "out of memory for %d x %d pixels", w, h);
+        }
+        if (!png_image_finish_read(&im, NULL, raw->px, 0, NULL)) {
+            fail(err, errlen, path, "corrupt PNG: %s", im.message);
+            png_image_free(&im);
+            return false;
+        }
+        png_image_free(&im);
+        size_t n = (size_t)w * (size_t)h;
+        int cc = color ? 3 : 1;
+        for (size_t i = 0; i < n; i++) {
+            const unsigned char *p = raw->px + (size_t)sc * i;
+            unsigned char *o = out->px + (size_t)channels * i;
+            if (channels == cc)
+                memcpy(o, p, (size_t)cc);
+            else if (channels == 3)
+                o[0] = o[1] = o[2] = p[0];
+            else
+                o[0] = (unsigned char)((p[0] * 19595 + p[1] * 38470 + p[2] * 7471 + 0x8000) >> 16);
+        }
+        return true;
+    }
+#endif
+    return unsupported(buf, len, path, err, errlen);
+}
+
+/* ---- Pillow's resampling --------------------------------------------------------------- */
+
+#define PRECISION_BITS (32 - 8 - 2)
+
+static double triangle(double x)
+{
+    if (x < 0.0)
+        x = -x;
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+/* Pillow's precompute_coeffs + normalize_coeffs_8bpc: for each output pixel, the first
+ * input pixel and how many, and their fixed-point weights (ksize per output pixel). */
+static int coeffs(int in_size, double in0, double in1, int out_size, int **bounds_out,
+                  int32_t **kk_out)
+{
+    double scale = (in1 - in0) / out_size, filterscale = scale < 1.0 ? 1.0 : scale;
+    double support = 1.0 * filterscale;
+    int ksize = (int)ceil(support) * 2 + 1;
+    double *kk = malloc((size_t)out_size * (size_t)ksize * sizeof *kk);
+    int *bounds = malloc((size_t)out_size * 2 * sizeof *bounds);
+    int32_t *ik = malloc((size_t)out_size * (size_t)ksize * sizeof *ik);
+    if (!kk || !bounds || !ik)
+        abort(); /* a few kilobytes for any image this runtime accepts */
+    for (int xx = 0; xx < out_size; xx++) {
+        double center = in0 + (xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
+        int xmin = (int)(center - support + 0.5);
+        if (xmin < 0)
+            xmin = 0;
+        int xmax = (int)(center + support + 0.5);
+        if (xmax > in_size)
+            xmax = in_size;
+        xmax -= xmin;
+        double *k = &kk[(size_t)xx * (size_t)ksize];
+        int x = 0;
+        for (; x < xmax; x++) {
+            double w = triangle((x + xmin - center + 0.5) * ss);
+            k[x] = w;
+            ww += w;
+        }
+        for (x = 0; x < xmax; x++)
+            if (ww != 0.0)
+                k[x] /= ww;
+        for (; x < ksize; x++)
+            k[x] = 0;
+        bounds[xx * 2] = xmin;
+        bounds[xx * 2 + 1] = xmax;
+    }
+    for (size_t i = 0; i < (size_t)out_size * (size_t)ksize; i++)
+        ik[i] = kk[i] < 0 ? (int32_t)(-0.5 + kk[i] * (1 << PRECISION_BITS))
+                          : (int32_t)(0.5 + kk[i] * (1 << PRECISION_BITS));
+    free(kk);
+    *bounds_out = bounds;
+    *kk_out = ik;
+    return ksize;
+}
+
+static unsigned char clip8(int32_t v)
+{
+    v >>= PRECISION_BITS;
+    return (unsigned char)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+void img_resize(const img_u8 *in, const double box[4], int ow, int oh, img_u8 *out, img_u8 *tmp)
+{
+    int c = in->c;
+    bool need_h = ow != in->w || box[0] != 0 || box[2] != ow;
+    bool need_v = oh != in->h || box[1] != 0 || box[3] != oh;
+    int *bh, *bv;
+    int32_t *kh, *kv;
+    int ksh = coeffs(in->w, box[0], box[2], ow, &bh, &kh);
+    int ksv = coeffs(in->h, box[1], box[3], oh, &bv, &kv);
+    int yfirst = bv[0], ylast = bv[oh * 2 - 2] + bv[oh * 2 - 1];
+    const img_u8 *src = in;
+    if (!need_h && !need_v) {
+        if (!reserve(out, in->w, in->h, c))
+            abort();
+        memcpy(out->px, in->px, (size_t)in->w * (size_t)in->h * (size_t)c);
+        goto done;
+    }
+    if (need_h) {
+        for (int i = 0; i < oh; i++)
+            bv[i * 2] -= yfirst;
+        img_u8 *dst = need_v ? tmp : out;
+        if (!reserve(dst, ow, ylast - yfirst, c))
+            abort();
+        for (int yy = 0; yy < ylast - yfirst; yy++) {
+            const unsigned char *row = in->px + (size_t)(yy + yfirst) * (size_t)in->w * (size_t)c;
+            unsigned char *o = dst->px + (size_t)yy * (size_t)ow * (size_t)c;
+            for (int xx = 0; xx < ow; xx++) {
+                int xmin = bh[xx * 2], xmax = bh[xx * 2 + 1];
+                const int32_t *k = &kh[(size_t)xx * (size_t)ksh];
+                for (int ch = 0; ch < c; ch++) {
+                    int32_t ss = 1 << (PRECISION_BITS - 1);
+                    for (int x = 0; x < xmax; x++)
+                        ss += row[(size_t)(x + xmin) * (size_t)c + (size_t)ch] * k[x];
+                    o[(size_t)xx * (size_t)c + (size_t)ch] = clip8(ss);
+                }
+            }
+        }
+        src = dst;
+    }
+    if (need_v) {
+        if (!reserve(out, ow, oh, c))
+            abort();
+        int sw = src->w;
+        for (int yy = 0; yy < oh; yy++) {
+            int ymin = bv[yy * 2], ymax = bv[yy * 2 + 1];
+            const int32_t *k = &kv[(size_t)yy * (size_t)ksv];
+            unsigned char *o = out->px + (size_t)yy * (size_t)sw * (size_t)c;
+            for (int xx = 0; xx < sw * c; xx++) {
+                int32_t ss = 1 << (PRECISION_BITS - 1);
+                for (int y = 0; y < ymax; y++)
+                    ss += src->px[(size_t)(y + ymin) * (size_t)sw * (size_t)c + (size_t)xx] * k[y];
+                o[xx] = clip8(ss);
+            }
+        }
+    }
+done:
+    free(bh);
+    free(bv);
+    free(kh);
+    free(kv);
+}
+
+void img_to_chw(const img_u8 *in, int x0, int y0, int w, int h, bool flip, const float *mean,
+                const float *std, float *out)
+{
+    int c = in->c;
+    for (int ch = 0; ch < c; ch++) {
+        float m = mean[ch], s = std[ch];
+        for (int y = 0; y < h; y++) {
+            const unsigned char *row = in->px + ((size_t)(y0 + y) * (size_t)in->w) * (size_t)c;
+            float *o = out + ((size_t)ch * (size_t)h + (size_t)y) * (size_t)w;
+            for (int x = 0; x < w; x++) {
+                int sx = flip ? x0 + w - 1 - x : x0 + x;
+                o[x] = ((float)row[(size_t)sx * (size_t)c + (size_t)ch] * (1.0f / 255.0f) - m) / s;
+            }
+        }
+    }
+}

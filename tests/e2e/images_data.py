@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""End-to-end: training from image folders (--data images:DIR).
+
+    images_data.py --burstc BURSTC --job JOB.burst [--np N]
+
+The first 2,000 Fashion-MNIST training images are written as an ImageFolder of
+PNGs (DIR/CLASS/INDEX.png) and, in ImageFolder's order, as .npy arrays; 640 test
+images likewise. With the job's plan on N ranks:
+
+- `--data images:DIR --augment off` gives exactly the losses of `--data npy:...`,
+  and `--eval-data images:` the same test accuracy as `--eval-data npy:`;
+- the same images as JPEGs, with the training transform (RandomResizedCrop and
+  flips), train to a falling loss, and a run resumed from a checkpoint at step 8
+  sees the same crops as an uninterrupted one (equal losses);
+- an empty class folder fails before training, naming it; a corrupt image met
+  mid-run stops the run with an error naming it.
+"""
+import argparse
+import gzip
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+from PIL import Image
+
+FMNIST = "/usr/share/datasets/fashion-mnist"
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
+
+
+def fail(msg):
+    sys.stderr.write(msg + "\n")
+    sys.exit(1)
+
+
+def mpirun(np_, prog, args, check=True):
+    r = subprocess.run(["mpirun", "-np", str(np_), "--oversubscribe", prog] + args, capture_output=True,
+                       text=True, env=ENV, timeout=600)
+    if check and r.returncode:
+        fail("%s %s failed (%d):\n%s%s" % (prog, " ".join(args), r.returncode, r.stdout, r.stderr))
+    return r
+
+
+def losses(out):
+    return [m.group(1) for m in re.finditer(r"^step \d+ loss (\S+)$", out, re.M)]
+
+
+def accuracy(out):
+    m = re.search(r"^test accuracy (\S+) \((\d+) samples\)$", out, re.M)
+    return m and m.groups()
+
+
+def idx(name):
+    with gzip.open(os.path.join(FMNIST, name)) as f:
+        b = f.read()
+    nd = b[3]
+    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
+    return np.frombuffer(b, np.uint8, offset=4 + 4 * nd).reshape(dims)
+
+
+def write_set(root, images, labels, ext):
+    """An ImageFolder and its images in ImageFolder's order (class, then file name)."""
+    order = []
+    for c in range(10):
+        os.makedirs(os.path.join(root, str(c)))
+        for i in np.nonzero(labels == c)[0]:
+            Image.fromarray(images[i]).save(os.path.join(root, str(c), "%05d.%s" % (i, ext)))
+            order.append(i)
+    return np.array(order)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--burstc", required=True)
+    ap.add_argument("--job", required=True)
+    ap.add_argument("--np", type=int, default=4)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        xs, ys = idx("train-images-idx3-ubyte.gz")[:2000], idx("train-labels-idx1-ubyte.gz")[:2000]
+        tx, ty = idx("t10k-images-idx3-ubyte.gz")[:640], idx("t10k-labels-idx1-ubyte.gz")[:640]
+        png, pngt = os.path.join(tmp, "png"), os.path.join(tmp, "pngt")
+        order, torder = write_set(png, xs, ys, "png"), write_set(pngt, tx, ty, "png")
+        npy = {}
+        for name, arr in (("x", xs[order][:, None]), ("y", ys[order].astype(np.int64)),
+                          ("tx", tx[torder][:, None]), ("ty", ty[torder].astype(np.int64))):
+            npy[name] = os.path.join(tmp, name + ".npy")
+            np.save(npy[name], arr)
+        prog = os.path.join(tmp, "prog")
+        r = subprocess.run([a.burstc, "build", a.job, "-o", prog], capture_output=True, text=True)
+        if r.returncode:
+            fail("burstc build failed:\n" + r.stderr)
+        it = ["--iterations", "6"]
+        ref = mpirun(a.np, prog, it + ["--data", "npy:%s,%s" % (npy["x"], npy["y"]),
+                                       "--eval-data", "npy:%s,%s" % (npy["tx"], npy["ty"])]).stdout
+        got = mpirun(a.np, prog, it + ["--data", "images:" + png, "--augment", "off",
+                                       "--eval-data", "images:" + pngt]).stdout
+        if len(losses(ref)) != 6 or losses(got) != losses(ref):
+            fail("PNG folder (augment off) losses differ from the npy arrays':\n png %s\n npy %s"
+                 % (losses(got), losses(ref)))
+        if not accuracy(ref) or accuracy(got) != accuracy(ref):
+            fail("test accuracy of the PNG folder %s, of the npy arrays %s" % (accuracy(got), accuracy(ref)))
+        print("PNG folder = npy: %d losses (last %s), test accuracy %s on %s samples"
+              % (len(losses(got)), losses(got)[-1], *accuracy(got)))
+
+        jpg = os.path.join(tmp, "jpg")
+        write_set(jpg, xs, ys, "jpg")
+        run = ["--data", "images:" + jpg]
+        whole = losses(mpirun(a.np, prog, ["--iterations", "30"] + run).stdout)
+        first, last = np.mean([float(x) for x in whole[:5]]), np.mean([float(x) for x in whole[-5:]])
+        if not last < first - 0.3:
+            fail("JPEG folder with augmentation: the loss did not fall (%.3f -> %.3f): %s" % (first, last, whole))
+        print("JPEG folder, augmentation on: loss %.3f -> %.3f over 30 steps" % (first, last))
+        ck = os.path.join(tmp, "ck")
+        mpirun(a.np, prog, ["--iterations", "8", "--checkpoint-dir", ck, "--checkpoint-every", "8"] + run)
+        resumed = losses(mpirun(a.np, prog, ["--iterations", "14", "--checkpoint-dir", ck, "--resume"] + run).stdout)
+        if resumed != whole[8:14]:
+            fail("resumed losses %s differ from the uninterrupted run's %s" % (resumed, whole[8:14]))
+        print("resume at step 8 with augmentation: the same 6 losses")
+
+        os.makedirs(os.path.join(jpg, "99-empty"))
+        r = mpirun(a.np, prog, it + run, check=False)
+        if r.returncode == 0 or "99-empty: an empty class folder" not in r.stderr or "step 0" in r.stdout:
+            fail("an empty class folder should fail before training, got %d:\n%s%s" % (r.returncode, r.stdout, r.stderr))
+        print("empty class: " + next(l for l in r.stderr.splitlines() if "99-empty" in l))
+        os.rmdir(os.path.join(jpg, "99-empty"))
+        victim = sorted(os.listdir(os.path.join(jpg, "3")))[5]
+        vp = os.path.join(jpg, "3", victim)
+        with open(vp, "r+b") as f:
+            f.truncate(100)
+        r = mpirun(a.np, prog, ["--iterations", "200"] + run, check=False)
+        if r.returncode == 0 or vp not in r.stderr:
+            fail("a truncated JPEG should stop the run naming it, got %d:\n%s" % (r.returncode, r.stderr[-2000:]))
+        print("corrupt image: " + next(l for l in r.stderr.splitlines() if vp in l))
+
+
+if __name__ == "__main__":
+    main()
