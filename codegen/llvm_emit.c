@@ -142,7 +142,7 @@ static const rt_sig rt_sigs[] = {
  * build_types() spells the structs, codegen.llvm_abi holds them to it). */
 enum { TENSOR_NUMEL = 3, TENSOR_DATA = 4 };
 enum { PARAM_VALUE = 1, PARAM_GRAD = 2 };
-enum { OPT_ITERATIONS = 0, OPT_SEED = 3, OPT_RANK = 19 };
+enum { OPT_ITERATIONS = 0, OPT_SEED = 3, OPT_RANK = 22 };
 
 /* Enum values of burstrt.h. */
 enum { RT_F32_ = 0, RT_I32_ = 1, RT_DATA_SYNTHETIC_ = 0, RT_DATA_FMNIST_ = 1 };
@@ -1187,16 +1187,16 @@ static void build_types(lw *w)
     LLVMTypeRef path = LLVMArrayType(w->t_i8, 512), data_path = LLVMArrayType(w->t_i8, 1024);
     LLVMTypeRef f3 = LLVMArrayType(w->t_f32, 3);
     /* iterations, data, data_path, seed, trace_path, checkpoint_dir,
-     * checkpoint_every, resume, threads, step_timeout, bucket_mb, no_overlap, background,
-     * slowdown, loss_scale, loss_scale_init, loss_scale_growth, loss_scale_backoff,
-     * loss_scale_interval, rank, world_size, eval_data, eval_path, eval_set, augment, nmean,
-     * nstd, mean, std */
-    LLVMTypeRef of[] = {w->t_i64, w->t_i32, data_path, w->t_i64, path,      path,
-                        w->t_i64, w->t_i8,  w->t_i32,  w->t_f64, w->t_f64,  w->t_i8,
-                        w->t_i8,  w->t_f64, w->t_i32,  w->t_f64, w->t_f64,  w->t_f64,
-                        w->t_i64, w->t_i32, w->t_i32,  w->t_i32, data_path, w->t_i8,
-                        w->t_i8,  w->t_i32, w->t_i32,  f3,       f3};
-    LLVMStructSetBody(w->t_options, of, 29, 0);
+     * checkpoint_every, resume, init_path, init_partial, save_weights, threads,
+     * step_timeout, bucket_mb, no_overlap, background, slowdown, loss_scale,
+     * loss_scale_init, loss_scale_growth, loss_scale_backoff, loss_scale_interval, rank,
+     * world_size, eval_data, eval_path, eval_set, augment, nmean, nstd, mean, std */
+    LLVMTypeRef of[] = {w->t_i64, w->t_i32, data_path, w->t_i64, path,      path,     w->t_i64,
+                        w->t_i8,  path,     w->t_i8,   path,     w->t_i32,  w->t_f64, w->t_f64,
+                        w->t_i8,  w->t_i8,  w->t_f64,  w->t_i32, w->t_f64,  w->t_f64, w->t_f64,
+                        w->t_i64, w->t_i32, w->t_i32,  w->t_i32, data_path, w->t_i8,  w->t_i8,
+                        w->t_i32, w->t_i32, f3,        f3};
+    LLVMStructSetBody(w->t_options, of, 32, 0);
     w->t_sgd = LLVMStructCreateNamed(cx, "rt_sgd");
     LLVMTypeRef sf[] = {w->t_f32, w->t_f32, w->t_f32, w->t_i8};
     LLVMStructSetBody(w->t_sgd, sf, 4, 0);
