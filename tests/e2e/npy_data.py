@@ -7,7 +7,7 @@ data = "npy:...").
 The Fashion-MNIST training set is written with numpy as X.npy (uint8
 [60000, 1, 28, 28]) and Y.npy (int64 [60000]). The job's plan on N ranks must
 then give exactly the losses of `--data fmnist` (the same shuffle, the same
-pixels): through `--data npy:...`, and through a copy of the job whose
+pixels; other labels give other losses): through `--data npy:...`, and through a copy of the job whose
 `data = "npy:X.npy,Y.npy"` is built into the program (C and LLVM codegen alike).
 A mismatch between the arrays and the model must fail before training starts,
 naming the file.
@@ -81,6 +81,12 @@ def main():
         if got != ref:
             fail("--data npy: losses differ from --data fmnist:\n npy    %s\n fmnist %s" % (got, ref))
         print("--data npy: %d losses equal to fmnist's (last %s)" % (len(got), got[-1]))
+        # Other labels must give other losses: the equality above is about the data read.
+        yr = os.path.join(tmp, "y_rolled.npy")
+        np.save(yr, np.roll(np.load(y), 1))
+        other = losses(mpirun(a.np, prog, it + ["--data", "npy:%s,%s" % (x, yr)]).stdout)
+        if other == ref:
+            fail("labels shifted by one sample gave the same losses: the program ignores its data")
 
         # The job's own data: a copy of the job file with data = "npy:...", imports made absolute.
         src = open(a.job).read()
