@@ -964,6 +964,10 @@ static bool build_scheduled(lowerer *L)
         return false;
     cg_block *b = &L->p->forward;
     L->seg = NULL;
+    /* Inputs have no entries: their data are loaded before the first one. */
+    for (int op = 0; op < L->n; op++)
+        if (OP(L, op)->opcode == OP_INPUT)
+            forward_op(L, b, op);
     int i = 0;
     for (; i < n && order[i]->kind != SK_LOSS; i++)
         scheduled_entry(L, b, order[i]);

@@ -10,7 +10,8 @@
  * rank-set guards it passes: reshard halves on the ranks that move samples
  * in them) must equal the rank's program in the timeline that burstc sim,
  * the interleave pass and the tuner play (plan_timeline_build on the same
- * plan), entry for entry. The sum of the loss, between forward() and
+ * plan), entry for entry, after the loads of the inputs the rank holds
+ * (which have no entries). The sum of the loss, between forward() and
  * backward(), is the driver's; the waits for all-reduces that the
  * optimizer's step completes are in the timeline at the rank's end and
  * emit no code.
@@ -97,6 +98,8 @@ static void entry_of(const cg_program *p, int i, const char *name, char *out, si
                  : strcmp(suffix, ".bwd") == 0       ? "wait.bwd"
                                                      : "wait",
                  op->name);
+    else if (op->opcode == OP_INPUT)
+        snprintf(out, n, "load %%%s", op->name);
     else
         snprintf(out, n, "%s %%%s", strcmp(suffix, ".bwd") == 0 ? "bwd" : "fwd", op->name);
 }
@@ -270,6 +273,26 @@ static void one_plan(int nodes)
         for (int g = 0; g < p->world; g++) {
             seq emitted = {0}, played = {0};
             walk(p, &p->forward, g, &emitted);
+            /* First the data of the inputs this rank holds, in graph order (no
+             * entries of the schedule: no step of the timeline). */
+            int nload = 0;
+            for (int i = 0; i < p->g->nops; i++) {
+                const ir_op *op = &p->g->ops[i];
+                bool here = false;
+                for (int q = 0; q < op->plan.nranks; q++)
+                    here |= op->plan.ranks[q] == g;
+                if (op->opcode != OP_INPUT || !here)
+                    continue;
+                char want[300];
+                snprintf(want, sizeof want, "load %%%s", op->name);
+                CHECK(nload < emitted.n && strcmp(emitted.e[nload], want) == 0);
+                nload++;
+            }
+            for (int i = 0; i < nload && i < emitted.n; i++)
+                free(emitted.e[i]);
+            memmove(emitted.e, emitted.e + (nload < emitted.n ? nload : emitted.n),
+                    sizeof(char *) * (size_t)(emitted.n - (nload < emitted.n ? nload : emitted.n)));
+            emitted.n -= nload < emitted.n ? nload : emitted.n;
             push(&emitted, "loss");
             walk(p, &p->backward, g, &emitted);
             timeline_seq(&tl, g, &played);
