@@ -252,6 +252,14 @@ static void lower_mul(const cg_op_env *e, cg_op_code *out)
         BWD("rt_mul_bwd", X(0), X(1), DY, DX(0), DX(1));
 }
 
+static void lower_slice(const cg_op_env *e, cg_op_code *out)
+{
+    const ir_attrs_slice *a = ir_slice_attrs(op_of(e));
+    FWD("rt_slice_fwd", X(0), cg_int(a->axis), cg_int(a->start), Y);
+    if (e->dx[0] >= 0)
+        BWD("rt_slice_bwd", DY, cg_int(a->axis), cg_int(a->start), DX(0));
+}
+
 static void lower_concat(const cg_op_env *e, cg_op_code *out)
 {
     const ir_op *op = op_of(e);

@@ -994,6 +994,56 @@ static void lower_reduce_mean(mctx *c, int k)
     set_out(c, k, add_layer(c, layer_name(c, k), "global_avgpool", &arg, 1, "", &s, false));
 }
 
+static void lower_view(mctx *c, int k);
+
+/* One constant integer of input i of node n (a one-element list), or false. */
+static bool const_int(mctx *c, const imp_node *n, int i, int64_t *out)
+{
+    if (n->nin <= i || n->in[i] < 0)
+        return false;
+    const imp_data *d = val(c, n->in[i])->data;
+    if (!d || d->real || d->n != 1 || d->i[0].n)
+        return false;
+    *out = d->i[0].c;
+    return true;
+}
+
+/* Slice of one axis other than the batch, step 1, its bounds constant (shufflenet_v2's
+ * channel split, x[:, :C/2] and x[:, C/2:]): Burst's slice. The length is the inferred
+ * shape's; the start is clamped as ONNX does. */
+static void lower_slice(mctx *c, int k)
+{
+    const imp_node *n = &c->g->nodes[k];
+    const imp_shape *x = &val(c, n->in[0])->shape, *y = &val(c, n->out[0])->shape;
+    int64_t start = 0, axis = 0, step = 1;
+    bool ok = c->g->opset >= 10 && const_int(c, n, 1, &start) &&
+              (n->nin <= 3 || n->in[3] < 0 || const_int(c, n, 3, &axis)) &&
+              (n->nin <= 4 || n->in[4] < 0 || const_int(c, n, 4, &step));
+    if (axis < 0)
+        axis += x->rank;
+    ok = ok && step == 1 && axis >= 1 && axis < x->rank && y->rank == x->rank && !x->d[axis].n;
+    if (!ok)
+        return (void)imp_error(c->g, k,
+                               "burstc maps Slice by itself only on one axis other than the "
+                               "batch, with step 1 and constant bounds");
+    int64_t dim = x->d[axis].c;
+    if (start < 0)
+        start += dim;
+    start = start < 0 ? 0 : start > dim ? dim : start;
+    int64_t len = y->d[axis].c;
+    if (len == dim)
+        return lower_view(c, k);
+    if (len <= 0)
+        return (void)imp_error(c->g, k, "it takes no elements");
+    int arg = act_arg(c, n->in[0], k, "input");
+    if (arg < 0)
+        return;
+    attrs a = {0};
+    put(&a, ", axis = %lld, start = %lld, end = %lld", (long long)axis, (long long)start,
+        (long long)(start + len));
+    set_out(c, k, add_layer(c, layer_name(c, k), "slice", &arg, 1, a.s, y, false));
+}
+
 /* Clip to [0, 6] is relu6 (torch's ReLU6 and hardtanh(0, 6)), to [0, inf) relu. The bounds
  * are inputs from opset 11 (absent: unbounded), attributes before. */
 static void lower_clip(mctx *c, int k)
@@ -1186,6 +1236,8 @@ static void lower_node(mctx *c, int k)
         lower_add(c, k);
     else if (!strcmp(op, "Mul"))
         lower_mul(c, k);
+    else if (!strcmp(op, "Slice"))
+        lower_slice(c, k);
     else if (!strcmp(op, "Concat"))
         lower_concat(c, k);
     else if (!strcmp(op, "Transpose"))

@@ -604,6 +604,29 @@ static bool infer_transpose(infer_ctx *c)
     return true;
 }
 
+/* Elements start..end-1 of one axis other than the batch (shufflenet's channel split). */
+static bool infer_slice(infer_ctx *c)
+{
+    const ir_graph *g = c->g;
+    ir_op *op = c->op;
+    if (!want_float(c, 0))
+        return false;
+    const ir_attrs_slice *s = ir_slice_attrs(op);
+    int a = 0;
+    if (!axis_of(c, "axis", s->axis, IN(0)->rank, &a))
+        return false;
+    op->a.slice.axis = a; /* canonical: non-negative */
+    if (s->start < 0 || s->end <= s->start || s->end > IN(0)->dim[a]) {
+        char b[128];
+        ir_type_to_str(IN(0), b, sizeof b);
+        return fail(c, "start = %lld, end = %lld: needs 0 <= start < end <= %lld (axis %d of %s)",
+                    (long long)s->start, (long long)s->end, (long long)IN(0)->dim[a], a, b);
+    }
+    op->type = *IN(0);
+    op->type.dim[a] = s->end - s->start;
+    return true;
+}
+
 static bool infer_softmax(infer_ctx *c)
 {
     int axis = 0;

@@ -430,6 +430,10 @@ void rt_concat_bwd(const rt_tensor *dy, int axis, int n, rt_tensor *const *dxs);
 /* Swaps axes a0 and a1 (any axes; the compiler only uses non-batch ones). Backward of
  * a transpose is the same transpose applied to dy. */
 void rt_transpose(const rt_tensor *x, int a0, int a1, rt_tensor *y);
+/* y = the elements start..start+y.shape[axis]-1 of x along axis (not the batch); the
+ * backward writes dy there and zeros elsewhere of dx. */
+void rt_slice_fwd(const rt_tensor *x, int axis, int start, rt_tensor *y);
+void rt_slice_bwd(const rt_tensor *dy, int axis, int start, rt_tensor *dx);
 /* Numerically stable softmax along axis. */
 void rt_softmax_fwd(const rt_tensor *x, int axis, rt_tensor *y);
 void rt_softmax_bwd(const rt_tensor *y, const rt_tensor *dy, int axis, rt_tensor *dx);

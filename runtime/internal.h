@@ -217,6 +217,11 @@ void rt_same_numel(const char *op, const rt_tensor *a, const char *an, const rt_
 void rt_dropout_check(const char *op, const rt_tensor *x, float p, const rt_tensor *y);
 /* mul's operands: s of x's size, or of one value per sample and channel of x [N,C,...];
  * y (output or its gradient) of x's size. Returns how many elements of x each s covers. */
+/* slice's operands: x (or dx) and y (or dy) alike but on axis, where y's
+ * [start, start + len) lies inside x's. Sets the rows before the axis, the lengths of
+ * x's and y's axis and the elements after it. */
+void rt_slice_check(const char *op, const rt_tensor *x, int axis, int start, const rt_tensor *y,
+                    int64_t *outer, int64_t *xlen, int64_t *ylen, int64_t *inner);
 int64_t rt_mul_check(const char *op, const rt_tensor *x, const rt_tensor *s, const rt_tensor *y,
                      const char *yname);
 /* y (output, or output gradient) must be [N, K, OH, OW]. */

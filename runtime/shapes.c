@@ -45,6 +45,30 @@ void rt_dropout_check(const char *op, const rt_tensor *x, float p, const rt_tens
         rt_fatal(op, "probability %g outside [0,1]", (double)p);
 }
 
+void rt_slice_check(const char *op, const rt_tensor *x, int axis, int start, const rt_tensor *y,
+                    int64_t *outer, int64_t *xlen, int64_t *ylen, int64_t *inner)
+{
+    rt_check(x, rt_storage_dtype(), -1, op, "input");
+    rt_check(y, rt_storage_dtype(), -1, op, "output");
+    if (axis < 1 || axis >= x->ndim || x->ndim != y->ndim)
+        rt_fatal(op, "axis %d of a %d-d input and a %d-d output", axis, x->ndim, y->ndim);
+    *outer = *inner = 1;
+    for (int i = 0; i < x->ndim; i++) {
+        if (i != axis && x->shape[i] != y->shape[i])
+            rt_fatal(op, "input and output differ on axis %d (%lld and %lld)", i,
+                     (long long)x->shape[i], (long long)y->shape[i]);
+        if (i < axis)
+            *outer *= x->shape[i];
+        else if (i > axis)
+            *inner *= x->shape[i];
+    }
+    *xlen = x->shape[axis];
+    *ylen = y->shape[axis];
+    if (start < 0 || start + *ylen > *xlen)
+        rt_fatal(op, "elements %d..%lld of an axis of %lld", start, (long long)(start + *ylen),
+                 (long long)*xlen);
+}
+
 int64_t rt_mul_check(const char *op, const rt_tensor *x, const rt_tensor *s, const rt_tensor *y,
                      const char *yname)
 {

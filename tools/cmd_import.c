@@ -39,7 +39,7 @@ static const char import_usage[] =
     "Relu, Gelu, Tanh and Sigmoid (where the op table has them), Clip (to [0, 6]: relu6),\n"
     "MaxPool, AveragePool, GlobalAveragePool, ReduceMean (over H and W),\n"
     "BatchNormalization, LayerNormalization, Dropout, Softmax, Add, Mul (of activations,\n"
-    "or by a gate [N,C,1,1]), Concat, Flatten,\n"
+    "or by a gate [N,C,1,1]), Slice (of one axis), Concat, Flatten,\n"
     "Reshape, Squeeze, Unsqueeze, Transpose, Identity, Cast, Gather\n"
     "(embeddings); inside fused patterns also Split, Slice, Mul, Div, Sub, Pow, Sqrt,\n"
     "Erf, Where, ReduceMean; and the shape arithmetic exports compute with (Shape,\n"

@@ -247,6 +247,29 @@ void rt_mul_bwd(const rt_tensor *x, const rt_tensor *s, const rt_tensor *dy, rt_
     }
 }
 
+void rt_slice_fwd(const rt_tensor *x, int axis, int start, rt_tensor *y)
+{
+    int64_t outer, xlen, ylen, inner;
+    rt_slice_check("slice_fwd", x, axis, start, y, &outer, &xlen, &ylen, &inner);
+    const float *xs = rt_f32(x);
+    float *ys = rt_f32(y);
+    for (int64_t o = 0; o < outer; o++)
+        memcpy(ys + o * ylen * inner, xs + (o * xlen + start) * inner,
+               sizeof(float) * (size_t)(ylen * inner));
+}
+
+void rt_slice_bwd(const rt_tensor *dy, int axis, int start, rt_tensor *dx)
+{
+    int64_t outer, xlen, ylen, inner;
+    rt_slice_check("slice_bwd", dx, axis, start, dy, &outer, &xlen, &ylen, &inner);
+    const float *g = rt_f32(dy);
+    float *d = rt_f32(dx);
+    memset(d, 0, sizeof(float) * (size_t)dx->numel);
+    for (int64_t o = 0; o < outer; o++)
+        memcpy(d + (o * xlen + start) * inner, g + o * ylen * inner,
+               sizeof(float) * (size_t)(ylen * inner));
+}
+
 void rt_accumulate(rt_tensor *dst, const rt_tensor *src)
 {
     rt_same_numel("accumulate", dst, "destination", src, "source");

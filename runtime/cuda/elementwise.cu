@@ -121,6 +121,32 @@ __global__ void mul_ds_k(const T *x, const T *dy, T *ds, int64_t rows, int64_t i
     }
 }
 
+/* y[o, j, i] = x[o, start + j, i] (forward); dx gets dy there and zeros elsewhere (back). */
+template <typename T>
+__global__ void slice_k(const T *x, T *y, int64_t n, int64_t xlen, int64_t ylen, int64_t inner,
+                        int64_t start)
+{
+    RT_FOR(k, n)
+    {
+        int64_t i = k % inner, j = (k / inner) % ylen, o = k / (inner * ylen);
+        y[k] = x[(o * xlen + start + j) * inner + i];
+    }
+}
+template <typename T>
+__global__ void unslice_k(const T *dy, T *dx, int64_t n, int64_t xlen, int64_t ylen, int64_t inner,
+                          int64_t start)
+{
+    RT_FOR(k, n)
+    {
+        int64_t i = k % inner, j = (k / inner) % xlen, o = k / (inner * xlen);
+        j -= start;
+        if (j >= 0 && j < ylen)
+            dx[k] = dy[(o * ylen + j) * inner + i];
+        else
+            rt_st(dx + k, 0.0f);
+    }
+}
+
 #define LAUNCH(op, kernel, n, ...)                                     \
     do {                                                               \
         if ((n) > 0) {                                                 \
@@ -224,6 +250,22 @@ extern "C" void rt_mul_bwd(const rt_tensor *x, const rt_tensor *s, const rt_tens
                         LAUNCH("mul_bwd", mul_ds_k<T>, s->numel, rt_act<T>(x), rt_act<T>(dy),
                                rt_act<T>(ds), s->numel, inner));
     }
+}
+extern "C" void rt_slice_fwd(const rt_tensor *x, int axis, int start, rt_tensor *y)
+{
+    int64_t outer, xlen, ylen, inner;
+    rt_slice_check("slice_fwd", x, axis, start, y, &outer, &xlen, &ylen, &inner);
+    RT_ACT_DISPATCH(x->dtype, T,
+                    LAUNCH("slice_fwd", slice_k<T>, y->numel, rt_act<T>(x), rt_act<T>(y), y->numel,
+                           xlen, ylen, inner, (int64_t)start));
+}
+extern "C" void rt_slice_bwd(const rt_tensor *dy, int axis, int start, rt_tensor *dx)
+{
+    int64_t outer, xlen, ylen, inner;
+    rt_slice_check("slice_bwd", dx, axis, start, dy, &outer, &xlen, &ylen, &inner);
+    RT_ACT_DISPATCH(dx->dtype, T,
+                    LAUNCH("slice_bwd", unslice_k<T>, dx->numel, rt_act<T>(dy), rt_act<T>(dx),
+                           dx->numel, xlen, ylen, inner, (int64_t)start));
 }
 extern "C" void rt_accumulate(rt_tensor *dst, const rt_tensor *src)
 {

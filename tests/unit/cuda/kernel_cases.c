@@ -262,6 +262,11 @@ static void elementwise_cases(void)
     rt_mul_bwd(x4, gate, dy4, dx4, dgate);
     check("mul_gate.dx", dx4, false);
     check("mul_gate.ds", dgate, false);
+    rt_tensor *half = zeros(ACT, SHAPE(4, 1, 3, 5));
+    rt_slice_fwd(x4, 1, 2, half);
+    check("slice.y", half, false);
+    rt_slice_bwd(half, 1, 2, dx4);
+    check("slice.dx", dx4, false);
     rt_tensor *x8 = rnd(ACT, SHAPE(4, 33), 42, -8, 8); /* past both of relu6's bounds */
     rt_relu6_fwd(x8, y);
     check("relu6.y", y, false);

@@ -266,6 +266,51 @@ static void test_mul(void)
     }
 }
 
+/* ---- slice: the channel split of shufflenet_v2 ------------------------------------------- */
+
+typedef struct {
+    rt_tensor *x, *y, *dy, *dx;
+    int axis, start;
+} slice_ctx;
+static void slice_f(void *p)
+{
+    slice_ctx *c = p;
+    rt_slice_fwd(c->x, c->axis, c->start, c->y);
+}
+static void slice_b(void *p)
+{
+    slice_ctx *c = p;
+    rt_slice_bwd(c->dy, c->axis, c->start, c->dx);
+}
+
+static void test_slice(void)
+{
+    for (int axis = 1; axis < 4; axis++) {
+        slice_ctx c = {.axis = axis, .start = 1};
+        c.x = T(4, 2, 4, 3, 5);
+        fill(c.x);
+        int64_t ys[4] = {2, 4, 3, 5};
+        ys[axis] = 2; /* elements 1 and 2 */
+        c.y = rt_tensor_new(P, RT_F32, 4, ys);
+        slice_f(&c);
+        double ref[120];
+        int64_t n = 0;
+        for (int64_t a = 0; a < 2; a++)
+            for (int64_t b = 0; b < 4; b++)
+                for (int64_t h = 0; h < 3; h++)
+                    for (int64_t w = 0; w < 5; w++) {
+                        int64_t at[4] = {a, b, h, w};
+                        if (at[axis] >= 1 && at[axis] < 3)
+                            ref[n++] = rt_f32(c.x)[((a * 4 + b) * 3 + h) * 5 + w];
+                    }
+        CHECK_CLOSE("slice", rt_f32(c.y), ref, n, 1e-30, 0.0);
+        c.dy = like(c.y);
+        c.dx = like(c.x);
+        gvar v[1] = {{c.x, c.dx, "x"}};
+        gradcheck("slice", slice_f, slice_b, &c, c.y, c.dy, v, 1);
+    }
+}
+
 /* ---- pooling ----------------------------------------------------------------------------- */
 
 typedef struct {
@@ -812,6 +857,7 @@ int main(void)
     test_matmul();
     test_activations();
     test_mul();
+    test_slice();
     test_pools((rt_pool2d_attrs){3, 2, 2, 2, 1, 1, 0, 0});
     test_pools((rt_pool2d_attrs){2, 2, 2, 2, 0, 0, 0, 0}); /* unpadded: the fast max path */
     test_pools((rt_pool2d_attrs){3, 3, 2, 1, 0, 0, 0, 0});

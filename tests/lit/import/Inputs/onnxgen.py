@@ -499,6 +499,27 @@ def case_mul_broadcast():
     return m
 
 
+def case_channel_split():
+    """shufflenet_v2's block: x[:, :C/2] and x[:, C/2:] as Slices (the second's end past the
+    axis, as torch writes it), a branch on one half, Concat, then the channel shuffle
+    (Reshape to [N,2,C/2,H,W], Transpose of axes 1 and 2, Reshape back)."""
+    m = Model()
+    x = m.input("x", [1, 4, 8, 8])
+    x = m.node("Conv", [x, m.init("stem.weight", [4, 4, 1, 1])], "stem", kernel_shape=[1, 1])
+    a = m.node("Slice", [x, m.const([0]), m.const([2]), m.const([1])], "split0")
+    b = m.node("Slice", [x, m.const([2]), m.const([9223372036854775807]), m.const([1])], "split1")
+    b = m.node("Conv", [b, m.init("branch.weight", [2, 2, 1, 1])], "branch", kernel_shape=[1, 1])
+    y = m.node("Concat", [a, b], "cat", axis=1)
+    y = m.node("Reshape", [y, m.const([1, 2, 2, 8, 8])], "view")
+    y = m.node("Transpose", [y], "shuffle", perm=[0, 2, 1, 3, 4])
+    y = m.node("Reshape", [y, m.const([1, 4, 8, 8])], "back")
+    q = m.node("GlobalAveragePool", [y], "pool")
+    f = m.node("Flatten", [q], "flat")
+    m.node("Gemm", [f, m.init("fc.weight", [3, 4])], "fc", outputs=["logits"], transB=1)
+    m.output("logits")
+    return m
+
+
 def case_clip_opset10():
     m = Model(opset=10)
     x = m.input("x", [1, 8])
