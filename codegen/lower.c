@@ -174,10 +174,12 @@ static bool analyse_data(lowerer *L)
     p->fmnist = strcmp(data, "fmnist") == 0;
     /* The runtime checks the files when the program starts; here only the source's name. */
     if (!p->fmnist && strcmp(data, "synthetic") != 0 && strncmp(data, "fmnist:", 7) != 0 &&
-        strncmp(data, "npy:", 4) != 0 && strncmp(data, "images:", 7) != 0) {
+        strncmp(data, "npy:", 4) != 0 && strncmp(data, "images:", 7) != 0 &&
+        strncmp(data, "tokens:", 7) != 0 && strncmp(data, "tokens32:", 9) != 0) {
         diag_error(L->d, L->job->loc,
                    "job '%s': data = \"%s\" names no source the runtime reads (synthetic, "
-                   "fmnist, \"fmnist:DIR\", \"npy:X.npy,Y.npy\" or \"images:DIR\")",
+                   "fmnist, \"fmnist:DIR\", \"npy:X.npy,Y.npy\", \"images:DIR\" or "
+                   "\"tokens[32]:FILE\")",
                    L->job->name, data);
         ok = false;
     }

@@ -75,8 +75,16 @@ int64_t rt_tensor_per_sample(const rt_tensor *t);
 
 /* ---- program options, init, errors ------------------------------------------ */
 
-/* --data: synthetic, fmnist[:DIR], npy:X.npy,Y.npy, images:DIR (docs/runtime.md, "Data"). */
-typedef enum { RT_DATA_SYNTHETIC, RT_DATA_FMNIST, RT_DATA_NPY, RT_DATA_IMAGES } rt_data_kind;
+/* --data: synthetic, fmnist[:DIR], npy:X.npy,Y.npy, images:DIR, tokens[32]:FILE
+ * (docs/runtime.md, "Data"). */
+typedef enum {
+    RT_DATA_SYNTHETIC,
+    RT_DATA_FMNIST,
+    RT_DATA_NPY,
+    RT_DATA_IMAGES,
+    RT_DATA_TOKENS,  /* tokens:FILE, uint16 ids */
+    RT_DATA_TOKENS32 /* tokens32:FILE, uint32 ids */
+} rt_data_kind;
 
 /* --loss-scale: the job's default (dynamic when it computes in f16, else off), off,
  * dynamic (PyTorch's GradScaler), or a fixed scale. */

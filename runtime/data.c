@@ -20,16 +20,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
-/* A data set read from files: npy arrays or an image folder. */
+/* A data set read from files: npy arrays, an image folder, or a token file. */
 typedef struct {
     rt_data_kind kind;
     int64_t n;
     npy_array x, y;
     img_folder folder;
+    const unsigned char *tokens; /* the token file, mapped */
+    void *map;
+    size_t map_len;
+    uint64_t ntokens;
+    int width; /* bytes per token: 2 or 4 */
 } dataset;
 
 struct rt_data {
@@ -562,10 +568,88 @@ static void file_row(rt_data *d, const dataset *set, int64_t idx, int64_t epoch,
             (int32_t)npy_int(&set->y, (uint64_t)idx * (uint64_t)d->labels_per_sample + (uint64_t)e);
 }
 
+/* ---- token files ------------------------------------------------------------------- */
+
+static uint32_t token_at(const dataset *set, uint64_t i)
+{
+    const unsigned char *p = set->tokens + i * (uint64_t)set->width;
+    return set->width == 2
+               ? (uint32_t)(p[0] | p[1] << 8)
+               : (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* A flat file of little-endian token ids (nanoGPT's train.bin): mapped, every id checked
+ * against the vocabulary, at least one window of T + 1 tokens. */
+static void open_tokens(rt_data *d, const char *path, rt_data_kind kind, dataset *set)
+{
+    if (d->in_dtype != RT_I32 || d->ndim != 1 || d->labels_per_sample != d->per_sample)
+        rt_fatal("data", "%s: token files feed a model of i32 [T] tokens and T labels", path);
+    set->width = kind == RT_DATA_TOKENS ? 2 : 4;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        rt_fatal("data", "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        rt_fatal("data", "%s: not a regular file", path);
+    }
+    uint64_t size = (uint64_t)st.st_size, t = (uint64_t)d->per_sample;
+    if (size % (uint64_t)set->width) {
+        close(fd);
+        rt_fatal("data", "%s: %llu bytes, not a whole number of %d-byte tokens", path,
+                 (unsigned long long)size, set->width);
+    }
+    set->ntokens = size / (uint64_t)set->width;
+    if (set->ntokens < t + 1) {
+        close(fd);
+        rt_fatal("data", "%s: %llu tokens, shorter than one window of T + 1 = %llu", path,
+                 (unsigned long long)set->ntokens, (unsigned long long)(t + 1));
+    }
+    set->map_len = (size_t)size;
+    set->map = mmap(NULL, set->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (set->map == MAP_FAILED) {
+        set->map = NULL;
+        rt_fatal("data", "%s: cannot map: %s", path, strerror(errno));
+    }
+    set->tokens = set->map;
+    for (uint64_t i = 0; i < set->ntokens; i++) {
+        if ((i & 0xfffff) == 0)
+            rt_progress_tick();
+        uint32_t v = token_at(set, i);
+        if ((int64_t)v >= d->vocab || (int64_t)v >= d->classes)
+            rt_fatal("data", "%s: token %u at position %llu is not below the vocabulary of %lld",
+                     path, v, (unsigned long long)i,
+                     (long long)(d->vocab < d->classes ? d->vocab : d->classes));
+    }
+    /* An epoch: as many windows as the file holds end to end. */
+    set->n = (int64_t)((set->ntokens - 1) / t);
+    set->kind = RT_DATA_TOKENS;
+}
+
+/* Window g of the stream: tokens [o, o + T) as inputs and [o + 1, o + T + 1) as labels,
+ * at offset o = a seeded hash of g (training, as nanoGPT's random offsets) or g * T (the
+ * test set's consecutive windows). */
+static void token_row(const rt_data *d, const dataset *set, int64_t g, bool train, int64_t i,
+                      int32_t *hx, int32_t *hl)
+{
+    uint64_t t = (uint64_t)d->per_sample, span = set->ntokens - t;
+    uint64_t o =
+        train ? rt_hash64(rt_hash64(d->seed ^ 0x70c3a5ull) ^ (uint64_t)g) % span : (uint64_t)g * t;
+    for (uint64_t e = 0; e < t; e++) {
+        if (hx)
+            hx[(uint64_t)i * t + e] = (int32_t)token_at(set, o + e);
+        if (hl)
+            hl[(uint64_t)i * t + e] = (int32_t)token_at(set, o + e + 1);
+    }
+}
+
 static void open_set(rt_data *d, rt_data_kind kind, const char *path, dataset *set)
 {
     if (kind == RT_DATA_IMAGES) {
         open_images(d, path, set);
+    } else if (kind == RT_DATA_TOKENS || kind == RT_DATA_TOKENS32) {
+        open_tokens(d, path, kind, set);
     } else {
         open_npy(d, path, &set->x, &set->y, &set->n);
         set->kind = RT_DATA_NPY;
@@ -577,6 +661,8 @@ static void close_set(dataset *set)
     npy_close(&set->x);
     npy_close(&set->y);
     img_folder_free(&set->folder);
+    if (set->map)
+        munmap(set->map, set->map_len);
 }
 
 rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape, rt_dtype in_dtype,
@@ -612,11 +698,14 @@ rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape
                      "model's input has %lld elements per sample and %lld classes",
                      (long long)d->per_sample, (long long)num_classes);
         open_fmnist(d, o->data_path);
-    } else if (d->kind == RT_DATA_NPY || d->kind == RT_DATA_IMAGES) {
+    } else if (d->kind == RT_DATA_NPY || d->kind == RT_DATA_IMAGES || d->kind == RT_DATA_TOKENS ||
+               d->kind == RT_DATA_TOKENS32) {
         open_set(d, d->kind, o->data_path, &d->train_set);
         d->ntrain = d->train_set.n;
         d->ntest = 0;
-        d->perm = rt_xmalloc((size_t)d->ntrain * sizeof(int32_t), "data");
+        /* Token windows are drawn at hashed offsets, not shuffled. */
+        if (d->train_set.kind != RT_DATA_TOKENS)
+            d->perm = rt_xmalloc((size_t)d->ntrain * sizeof(int32_t), "data");
         d->perm_epoch = -1;
     } else {
         d->ntrain = 60000;
@@ -752,6 +841,14 @@ static void fill(rt_data *d, uint64_t stream, int64_t g0, int64_t count, rt_tens
         int64_t g = g0 + i;
         if (d->kind == RT_DATA_SYNTHETIC) {
             synth(d, stream, g, i, hx, hl);
+            continue;
+        }
+        if (stream == 1 && d->test_set.kind == RT_DATA_TOKENS) {
+            token_row(d, &d->test_set, g, false, i, hx, hl);
+            continue;
+        }
+        if (stream == 0 && d->train_set.kind == RT_DATA_TOKENS) {
+            token_row(d, &d->train_set, g, true, i, hx, hl);
             continue;
         }
         if (stream == 1 && d->test_set.kind) {

@@ -34,8 +34,9 @@ static void usage(FILE *f, const char *program)
             "                        synthetic, fmnist[:DIR] (default DIR\n"
             "                        /usr/share/datasets/fashion-mnist), or npy:X.npy,Y.npy\n"
             "                        (inputs [N,...] u8/f16/bf16/f32, labels [N] or [N,T]\n"
-            "                        integers), or images:DIR (DIR/CLASS/*.jpg|png)\n"
-            "  --eval-data SOURCE    the test set (npy:... or images:DIR) for the accuracy\n"
+            "                        integers), images:DIR (DIR/CLASS/*.jpg|png), or\n"
+            "                        tokens:FILE / tokens32:FILE (flat uint16 / uint32 ids)\n"
+            "  --eval-data SOURCE    the test set (npy:, images: or tokens:) for the accuracy\n"
             "                        printed after training\n"
             "  --augment on|off      images: RandomResizedCrop + flip for training (on), or\n"
             "                        Resize + CenterCrop as for the test set (off)\n"
@@ -131,6 +132,12 @@ static void parse_data(rt_options *o, const char *opt, const char *val)
             rt_fatal("options", "%s: images expects images:DIR, got '%s'", opt, val);
         o->data = RT_DATA_IMAGES;
         copy_str(o->data_path, sizeof o->data_path, opt, val + 7);
+    } else if (!strncmp(val, "tokens:", 7) || !strncmp(val, "tokens32:", 9)) {
+        const char *path = strchr(val, ':') + 1;
+        if (!*path)
+            rt_fatal("options", "%s: tokens expects tokens:FILE, got '%s'", opt, val);
+        o->data = val[6] == ':' ? RT_DATA_TOKENS : RT_DATA_TOKENS32;
+        copy_str(o->data_path, sizeof o->data_path, opt, path);
     } else if (!strncmp(val, "npy:", 4)) {
         const char *comma = strchr(val + 4, ',');
         if (!comma || comma == val + 4 || !comma[1] || strchr(comma + 1, ','))
@@ -140,8 +147,9 @@ static void parse_data(rt_options *o, const char *opt, const char *val)
         copy_str(o->data_path, sizeof o->data_path, opt, val + 4);
     } else {
         rt_fatal("options",
-                 "%s expects synthetic, fmnist[:DIR], npy:X.npy,Y.npy or images:DIR, got '%s'", opt,
-                 val);
+                 "%s expects synthetic, fmnist[:DIR], npy:X.npy,Y.npy, images:DIR or "
+                 "tokens[32]:FILE, got '%s'",
+                 opt, val);
     }
 }
 
@@ -304,8 +312,10 @@ bool rt_parse_options(int argc, char **argv, const char *program)
         } else if (!strcmp(name, "--eval-data")) {
             rt_options e = *o;
             parse_data(&e, name, val);
-            if (e.data != RT_DATA_NPY && e.data != RT_DATA_IMAGES)
-                rt_fatal("options", "--eval-data expects npy:X.npy,Y.npy or images:DIR, got '%s'",
+            if (e.data == RT_DATA_SYNTHETIC || e.data == RT_DATA_FMNIST)
+                rt_fatal("options",
+                         "--eval-data expects npy:X.npy,Y.npy, images:DIR or tokens[32]:FILE, got "
+                         "'%s'",
                          val);
             o->eval_data = e.data;
             memcpy(o->eval_path, e.data_path, sizeof o->eval_path);

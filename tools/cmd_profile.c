@@ -70,9 +70,9 @@ static const char profile_usage[] =
     "                       machine, as a plan of N ranks per node waits for its\n"
     "                       slowest rank (default 1)\n"
     "  --data D             the data the programs train on: synthetic (default),\n"
-    "                       job (the job's own), or fmnist[:DIR], npy:X.npy,Y.npy or\n"
-    "                       images:DIR as the program's --data takes it; the\n"
-    "                       inputs' lines measure its arrival\n"
+    "                       job (the job's own), or fmnist[:DIR], npy:X.npy,Y.npy,\n"
+    "                       images:DIR or tokens[32]:FILE as the program's --data\n"
+    "                       takes it; the inputs' lines measure its arrival\n"
     "                       (a dataset's runs also evaluate its test set after\n"
     "                       their steps, untimed)\n"
     "  --warmup N           untimed steps at the start of each run (default 2)\n"
@@ -629,12 +629,14 @@ int cmd_profile(int argc, char **argv)
             /* The program checks a path's files itself, naming them. */
             bool path = (strncmp(v, "fmnist:", 7) == 0 && v[7] != 0) ||
                         (strncmp(v, "npy:", 4) == 0 && v[4] != 0) ||
-                        (strncmp(v, "images:", 7) == 0 && v[7] != 0);
+                        (strncmp(v, "images:", 7) == 0 && v[7] != 0) ||
+                        (strncmp(v, "tokens:", 7) == 0 && v[7] != 0) ||
+                        (strncmp(v, "tokens32:", 9) == 0 && v[9] != 0);
             if (strcmp(v, "synthetic") != 0 && strcmp(v, "job") != 0 && strcmp(v, "fmnist") != 0 &&
                 !path) {
                 fprintf(stderr,
                         "burstc profile: error: unknown --data '%s' (expected synthetic, job, "
-                        "fmnist, fmnist:DIR, npy:X.npy,Y.npy or images:DIR)\n",
+                        "fmnist, fmnist:DIR, npy:X.npy,Y.npy, images:DIR or tokens[32]:FILE)\n",
                         v);
                 return 1;
             }

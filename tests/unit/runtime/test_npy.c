@@ -386,6 +386,100 @@ static void test_dtypes(void)
         remove(at(names[i]));
 }
 
+/* Token files: windows of T + 1 tokens, inputs the first T and labels the next T; the
+ * training offsets seeded, the test windows consecutive; ids and length checked. */
+static void test_tokens(void)
+{
+    uint16_t t16[100];
+    uint32_t t32[100];
+    for (int i = 0; i < 100; i++)
+        t16[i] = (uint16_t)(t32[i] = (uint32_t)(i * 7 % 50));
+    FILE *f = fopen(at("t.bin"), "wb");
+    fwrite(t16, 2, 100, f);
+    fclose(f);
+    f = fopen(at("t32.bin"), "wb");
+    fwrite(t32, 4, 100, f);
+    fclose(f);
+    rt_tensor *x = rt_tensor_new(P, RT_I32, 2, (int64_t[]){4, 8});
+    rt_tensor *y = rt_tensor_new(P, RT_I32, 2, (int64_t[]){4, 8});
+    rt_tensor *x2 = rt_tensor_new(P, RT_I32, 2, (int64_t[]){2, 8});
+    for (int k = 0; k < 2; k++) {
+        rt_options o = {.data = k ? RT_DATA_TOKENS32 : RT_DATA_TOKENS,
+                        .seed = 5,
+                        .eval_set = true,
+                        .eval_data = k ? RT_DATA_TOKENS32 : RT_DATA_TOKENS};
+        snprintf(o.data_path, sizeof o.data_path, "%s", at(k ? "t32.bin" : "t.bin"));
+        snprintf(o.eval_path, sizeof o.eval_path, "%s", at(k ? "t32.bin" : "t.bin"));
+        rt_data *d = rt_data_open(&o, 1, (int64_t[]){8}, RT_I32, 50, 50, 8);
+        CHECK(rt_data_train_count(d) == 12 && rt_data_test_count(d) == 12, "token counts");
+        int bad = 0, offsets[8];
+        for (int step = 0; step < 2; step++) {
+            rt_data_batch(d, step, 4, 0, 4, x, y);
+            for (int i = 0; i < 4; i++) {
+                /* the window's offset: where its first token sits in the file */
+                int off = -1;
+                for (int o0 = 0; o0 + 9 <= 100 && off < 0; o0++) {
+                    bool m = true;
+                    for (int e = 0; e < 8 && m; e++)
+                        m = rt_i32(x)[8 * i + e] == (int32_t)t32[o0 + e] &&
+                            rt_i32(y)[8 * i + e] == (int32_t)t32[o0 + e + 1];
+                    if (m)
+                        off = o0;
+                }
+                bad += off < 0;
+                offsets[step * 4 + i] = off;
+            }
+        }
+        int distinct = 0;
+        for (int i = 0; i < 8; i++) {
+            bool seen = false;
+            for (int j = 0; j < i; j++)
+                seen = seen || offsets[j] == offsets[i];
+            distinct += !seen;
+        }
+        CHECK(bad == 0 && distinct >= 6,
+              "tokens%s: %d windows not in the file, %d distinct offsets", k ? "32" : "", bad,
+              distinct);
+        rt_data_batch(d, 1, 4, 2, 4, x2, NULL);
+        CHECK(!memcmp(rt_i32(x2), rt_i32(x) + 16, 2 * 8 * 4), "a token shard differs");
+        rt_data_test_batch(d, 3, 4, x, y);
+        CHECK(rt_i32(x)[0] == (int32_t)t32[24] && rt_i32(y)[7] == (int32_t)t32[32],
+              "test window 3 does not start at token 24");
+        rt_data_close(d);
+    }
+    /* a short file, an odd length, an id past the vocabulary */
+    rt_options o = {.data = RT_DATA_TOKENS, .seed = 1};
+    snprintf(o.data_path, sizeof o.data_path, "%s", at("t.bin"));
+    int fds[2];
+    const struct {
+        int64_t t, vocab;
+        const char *what;
+    } cases[] = {{100, 50, "100 tokens, shorter than one window of T + 1 = 101"},
+                 {8, 30, "token 35 at position 5 is not below the vocabulary of 30"}};
+    for (size_t c = 0; c < 2 && pipe(fds) == 0; c++) {
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid == 0) {
+            dup2(fds[1], 2);
+            rt_data_open(&o, 1, (int64_t[]){cases[c].t}, RT_I32, cases[c].vocab, cases[c].vocab,
+                         cases[c].t);
+            _exit(0);
+        }
+        close(fds[1]);
+        char msg[2048] = "";
+        ssize_t n = read(fds[0], msg, sizeof msg - 1);
+        msg[n > 0 ? n : 0] = 0;
+        close(fds[0]);
+        int status;
+        waitpid(pid, &status, 0);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) && strstr(msg, "t.bin") &&
+                  strstr(msg, cases[c].what),
+              "token error '%s' should name the file and say '%s'", msg, cases[c].what);
+    }
+    remove(at("t.bin"));
+    remove(at("t32.bin"));
+}
+
 int main(void)
 {
     alarm(50); /* a reader that blocks (on a FIFO, say) fails here, not at ctest's timeout */
@@ -393,6 +487,7 @@ int main(void)
     P = rt_pool_new();
     test_headers();
     test_dtypes();
+    test_tokens();
     test_fmnist_equal();
     rmdir(dir);
     rt_pool_free(P);
