@@ -393,14 +393,17 @@ def parity(burstc, tmp, name, make, example, shape, classes, plans, batch=8, ste
         if set(saved) != set(want_sd):
             sys.exit("%s, %d ranks: saved keys differ from state_dict's: %s" %
                      (name, ranks, sorted(set(saved) ^ set(want_sd))))
-        worst = 0.0
+        worst, bad = 0.0, []
         for k, w in want_sd.items():
+            diff = float(np.abs(saved[k].astype(np.float64) - w).max()) if saved[k].shape == w.shape else float("inf")
             if not close(saved[k], w, 1e-3, 1e-6):
-                sys.exit("%s, %d ranks: %s differs from PyTorch's after %d steps (largest "
-                         "difference %g)" % (name, ranks, k, steps,
-                                             np.abs(saved[k].astype(np.float64) - w).max()))
+                bad.append("%s (largest difference %.3g, %.2g of the tensor's largest value)" % (
+                    k, diff, diff / max(float(np.abs(w).max()), 1e-12)))
             if w.dtype != np.int64:
-                worst = max(worst, float(np.abs(saved[k] - w).max() / max(np.abs(w).max(), 1e-12)))
+                worst = max(worst, diff / max(float(np.abs(w).max()), 1e-12))
+        if bad:
+            sys.exit("%s, %d ranks: %d tensors differ from PyTorch's after %d steps:\n  %s" % (
+                name, ranks, len(bad), steps, "\n  ".join(bad)))
         back = make()
         res = back.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in saved.items()},
                                    strict=not aliases)
