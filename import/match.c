@@ -1209,7 +1209,17 @@ static void lower_node(mctx *c, int k)
         lower_unary(c, k, "sigmoid");
     else if (!strcmp(op, "Clip"))
         lower_clip(c, k);
-    else if (!strcmp(op, "ReduceMean"))
+    else if (!strcmp(op, "HardSwish"))
+        lower_unary(c, k, "hardswish");
+    else if (!strcmp(op, "HardSigmoid")) {
+        double al = imp_attr_float(n, "alpha", 0.2), be = imp_attr_float(n, "beta", 0.5);
+        if (fabs(al - 1.0 / 6.0) > 1e-6 || be != 0.5)
+            imp_error(c->g, k,
+                      "alpha %g, beta %g; Burst's hardsigmoid is torch's (alpha 1/6, beta 1/2)", al,
+                      be);
+        else
+            lower_unary(c, k, "hardsigmoid");
+    } else if (!strcmp(op, "ReduceMean"))
         lower_reduce_mean(c, k);
     else if (!strcmp(op, "MaxPool"))
         lower_pool(c, k, true);

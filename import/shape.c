@@ -1269,6 +1269,8 @@ static const op_rule rules[] = {
     {"Tanh", 1, 1, infer_unary_any},
     {"Sigmoid", 1, 1, infer_unary_any},
     {"Clip", 1, 3, infer_unary_any},
+    {"HardSigmoid", 1, 1, infer_unary_any},
+    {"HardSwish", 1, 1, infer_unary_any},
     {"MaxPool", 1, 1, infer_pool},
     {"AveragePool", 1, 1, infer_pool},
     {"GlobalAveragePool", 1, 1, infer_global_pool},

@@ -907,6 +907,16 @@ static void cost_mul(const cost_ctx *c, ir_cost *k)
     k->saved = c->in_all;
 }
 
+/* hardsigmoid relu6(x + 3) / 6 and hardswish x relu6(x + 3) / 6: an add, two compares,
+ * a multiply (and one more for hardswish); the backward a select and a multiply-add. */
+static void cost_hard(const cost_ctx *c, ir_cost *k)
+{
+    k->fwd_flops = 4 * c->out;
+    k->bwd_flops = 3 * c->out;
+    k->bwd_read = 2 * c->out;
+    k->saved = c->in;
+}
+
 /* min(max(x, 0), 6): two compares; the backward a select on 0 < x < 6. */
 static void cost_relu6(const cost_ctx *c, ir_cost *k)
 {

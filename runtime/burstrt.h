@@ -359,6 +359,13 @@ void rt_relu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
  * gradient passes where 0 < x < 6, as PyTorch's. */
 void rt_relu6_fwd(const rt_tensor *x, rt_tensor *y);
 void rt_relu6_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
+/* torch's hardsigmoid relu6(x + 3) / 6 (ONNX's HardSigmoid with alpha 1/6, beta 1/2) and
+ * hardswish x relu6(x + 3) / 6, with PyTorch's gradients: hardsigmoid's 1/6 where
+ * -3 < x < 3, hardswish's 0 below -3, x/3 + 1/2 up to 3 and 1 above. */
+void rt_hardsigmoid_fwd(const rt_tensor *x, rt_tensor *y);
+void rt_hardsigmoid_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
+void rt_hardswish_fwd(const rt_tensor *x, rt_tensor *y);
+void rt_hardswish_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
 /* GELU, tanh approximation (GPT-2). */
 void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y);
 void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);

@@ -37,6 +37,7 @@ static const char import_usage[] =
     "\n"
     "Supported ONNX ops (opsets 7 to 20; tested 13 to 17): Conv, Gemm, MatMul (+ Add),\n"
     "Relu, Gelu, Tanh and Sigmoid (where the op table has them), Clip (to [0, 6]: relu6),\n"
+    "HardSwish, HardSigmoid (torch's),\n"
     "MaxPool, AveragePool, GlobalAveragePool, ReduceMean (over H and W),\n"
     "BatchNormalization, LayerNormalization, Dropout, Softmax, Add, Mul (of activations,\n"
     "or by a gate [N,C,1,1]), Slice (of one axis), Concat, Flatten,\n"

@@ -152,6 +152,58 @@ void rt_relu6_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
     }
 }
 
+/* hardsigmoid and hardswish as PyTorch computes them (plain loops: oneDNN 2.6 has no
+ * hardsigmoid, and its hardswish backward differs from PyTorch's at x = 3). */
+RT_VECTOR static void hard_range(bool swish, bool bwd, const float *x, const float *dy, float *y,
+                                 int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i], r = fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f;
+        if (!bwd)
+            y[i] = swish ? v * r : r;
+        else if (!swish)
+            y[i] = v > -3.0f && v < 3.0f ? dy[i] / 6.0f : 0.0f;
+        else
+            y[i] = v < -3.0f ? 0.0f : v <= 3.0f ? dy[i] * (v / 3.0f + 0.5f) : dy[i];
+    }
+}
+
+static void hard(const char *op, bool swish, bool bwd, const rt_tensor *x, const rt_tensor *dy,
+                 rt_tensor *y)
+{
+    rt_same_numel(op, x, "input", y, bwd ? "input gradient" : "output");
+    if (bwd)
+        rt_same_numel(op, x, "input", dy, "output gradient");
+    const int64_t n = x->numel, chunks = (n + RELU_CHUNK - 1) / RELU_CHUNK;
+    const float *xs = rt_f32(x), *g = bwd ? rt_f32(dy) : NULL;
+    float *o = rt_f32(y);
+#pragma omp parallel for schedule(static) if (chunks >= 4)
+    for (int64_t t = 0; t < chunks; t++) {
+        const int64_t at = t * RELU_CHUNK, m = n - at < RELU_CHUNK ? n - at : RELU_CHUNK;
+        hard_range(swish, bwd, xs + at, g ? g + at : NULL, o + at, m);
+    }
+}
+
+void rt_hardsigmoid_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    hard("hardsigmoid_fwd", false, false, x, NULL, y);
+}
+
+void rt_hardsigmoid_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    hard("hardsigmoid_bwd", false, true, x, dy, dx);
+}
+
+void rt_hardswish_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    hard("hardswish_fwd", true, false, x, NULL, y);
+}
+
+void rt_hardswish_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    hard("hardswish_bwd", true, true, x, dy, dx);
+}
+
 /* GELU, tanh approximation (GPT-2): oneDNN's gelu_tanh is the same formula. */
 void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y)
 {

@@ -42,6 +42,36 @@ template <typename T> __global__ void relu6_bwd_k(const T *x, const T *dy, T *dx
     }
 }
 
+/* hardsigmoid and hardswish with PyTorch's gradients, as the CPU backend. */
+template <typename T> __global__ void hardsigmoid_fwd_k(const T *x, T *y, int64_t n)
+{
+    RT_FOR(i, n) rt_st(y + i, fminf(fmaxf(rt_ld(x + i) + 3.0f, 0.0f), 6.0f) / 6.0f);
+}
+template <typename T> __global__ void hardsigmoid_bwd_k(const T *x, const T *dy, T *dx, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        float v = rt_ld(x + i);
+        rt_st(dx + i, v > -3.0f && v < 3.0f ? rt_ld(dy + i) / 6.0f : 0.0f);
+    }
+}
+template <typename T> __global__ void hardswish_fwd_k(const T *x, T *y, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        float v = rt_ld(x + i);
+        rt_st(y + i, v * (fminf(fmaxf(v + 3.0f, 0.0f), 6.0f) / 6.0f));
+    }
+}
+template <typename T> __global__ void hardswish_bwd_k(const T *x, const T *dy, T *dx, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        float v = rt_ld(x + i), g = rt_ld(dy + i);
+        rt_st(dx + i, v < -3.0f ? 0.0f : v <= 3.0f ? g * (v / 3.0f + 0.5f) : g);
+    }
+}
+
 #define GELU_C 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_A 0.044715f
 
@@ -185,6 +215,28 @@ extern "C" void rt_relu6_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor 
     rt_same_numel("relu6_bwd", x, "input", dy, "output gradient");
     rt_same_numel("relu6_bwd", x, "input", dx, "input gradient");
     LAUNCH_BWD("relu6_bwd", relu6_bwd_k, x, dy, dx);
+}
+extern "C" void rt_hardsigmoid_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    rt_same_numel("hardsigmoid_fwd", x, "input", y, "output");
+    LAUNCH_FWD("hardsigmoid_fwd", hardsigmoid_fwd_k, x, y);
+}
+extern "C" void rt_hardsigmoid_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    rt_same_numel("hardsigmoid_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("hardsigmoid_bwd", x, "input", dx, "input gradient");
+    LAUNCH_BWD("hardsigmoid_bwd", hardsigmoid_bwd_k, x, dy, dx);
+}
+extern "C" void rt_hardswish_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    rt_same_numel("hardswish_fwd", x, "input", y, "output");
+    LAUNCH_FWD("hardswish_fwd", hardswish_fwd_k, x, y);
+}
+extern "C" void rt_hardswish_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    rt_same_numel("hardswish_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("hardswish_bwd", x, "input", dx, "input gradient");
+    LAUNCH_BWD("hardswish_bwd", hardswish_bwd_k, x, dy, dx);
 }
 extern "C" void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y)
 {

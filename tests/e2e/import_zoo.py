@@ -34,6 +34,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 # otherwise (vit_b_16's positions are fixed at 224, inception-style stems need room).
 MODELS = {
     "mobilenet_v2": 64,
+    "mobilenet_v3_small": 64,
     "mnasnet1_0": 64,
     "regnet_y_400mf": 64,
     "shufflenet_v2_x1_0": 64,

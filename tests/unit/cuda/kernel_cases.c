@@ -268,6 +268,14 @@ static void elementwise_cases(void)
     rt_slice_bwd(half, 1, 2, dx4);
     check("slice.dx", dx4, false);
     rt_tensor *x8 = rnd(ACT, SHAPE(4, 33), 42, -8, 8); /* past both of relu6's bounds */
+    rt_hardsigmoid_fwd(x8, y);
+    check("hardsigmoid.y", y, false);
+    rt_hardsigmoid_bwd(x8, dy, dx);
+    check("hardsigmoid.dx", dx, false);
+    rt_hardswish_fwd(x8, y);
+    check("hardswish.y", y, false);
+    rt_hardswish_bwd(x8, dy, dx);
+    check("hardswish.dx", dx, false);
     rt_relu6_fwd(x8, y);
     check("relu6.y", y, false);
     rt_relu6_bwd(x8, dy, dx);

@@ -175,13 +175,16 @@ static void test_matmul(void)
 
 typedef struct {
     rt_tensor *x, *y, *dy, *dx;
-    int which; /* 0 relu, 1 gelu, 2 tanh, 3 sigmoid, 4 relu6 */
+    int which; /* 0 relu, 1 gelu, 2 tanh, 3 sigmoid, 4 relu6, 5 hardsigmoid, 6 hardswish */
 } act_ctx;
 static void (*const act_fwd[])(const rt_tensor *, rt_tensor *) = {
-    rt_relu_fwd, rt_gelu_fwd, rt_tanh_fwd, rt_sigmoid_fwd, rt_relu6_fwd};
+    rt_relu_fwd,  rt_gelu_fwd,        rt_tanh_fwd,     rt_sigmoid_fwd,
+    rt_relu6_fwd, rt_hardsigmoid_fwd, rt_hardswish_fwd};
 static void (*const act_bwd[])(const rt_tensor *, const rt_tensor *, rt_tensor *) = {
-    rt_relu_bwd, rt_gelu_bwd, rt_tanh_bwd, rt_sigmoid_bwd, rt_relu6_bwd};
-static const char *const act_name[] = {"relu", "gelu", "tanh", "sigmoid", "relu6"};
+    rt_relu_bwd,  rt_gelu_bwd,        rt_tanh_bwd,     rt_sigmoid_bwd,
+    rt_relu6_bwd, rt_hardsigmoid_bwd, rt_hardswish_bwd};
+static const char *const act_name[] = {"relu",  "gelu",        "tanh",     "sigmoid",
+                                       "relu6", "hardsigmoid", "hardswish"};
 static void act_f(void *p)
 {
     act_ctx *c = p;
@@ -195,15 +198,15 @@ static void act_b(void *p)
 
 static void test_activations(void)
 {
-    for (int which = 0; which < 5; which++) {
+    for (int which = 0; which < 7; which++) {
         act_ctx c = {.which = which};
         c.x = T(2, 4, 25, 0, 0);
         fill(c.x);
         for (int64_t i = 0; i < c.x->numel; i++) { /* keep the kinks out of reach of eps */
-            if (which == 4)
-                rt_f32(c.x)[i] *= 10.0f; /* relu6: past both bounds */
+            if (which >= 4)
+                rt_f32(c.x)[i] *= 10.0f; /* relu6 and the hard ones: past both bounds */
             float v = rt_f32(c.x)[i];
-            if (fabsf(v) < 0.05f || fabsf(v - 6.0f) < 0.05f)
+            if (fabsf(v) < 0.05f || fabsf(v - 6.0f) < 0.05f || fabsf(fabsf(v) - 3.0f) < 0.05f)
                 rt_f32(c.x)[i] = v + 0.3f;
         }
         c.y = like(c.x);
@@ -218,6 +221,8 @@ static void test_activations(void)
                 : which == 2 ? tanh(v)
                 : which == 3 ? 1 / (1 + exp(-v))
                 : which == 4 ? fmin(fmax(v, 0), 6)
+                : which == 5 ? fmin(fmax(v + 3, 0), 6) / 6
+                : which == 6 ? v * fmin(fmax(v + 3, 0), 6) / 6
                              : (v > 0 ? v : 0);
         }
         CHECK_CLOSE(act_name[which], rt_f32(c.y), ref, 100, 1e-6, 1e-5);

@@ -520,6 +520,27 @@ def case_channel_split():
     return m
 
 
+def case_hard():
+    """mobilenet_v3's activations: HardSwish, and HardSigmoid as torch exports it (alpha 1/6)."""
+    m = Model()
+    x = m.input("x", [1, 8])
+    h = m.node("Gemm", [x, m.init("fc.w", [8, 8])], "fc")
+    a = m.node("HardSwish", [h], "hswish")
+    b = m.node("HardSigmoid", [a], "hsig", alpha=1.0 / 6)
+    m.node("Gemm", [b, m.init("out.w", [8, 2])], "out", outputs=["logits"])
+    m.output("logits")
+    return m
+
+
+def case_hardsigmoid_alpha():
+    """HardSigmoid with ONNX's default alpha 0.2 is not torch's: an error naming it."""
+    m = Model()
+    x = m.input("x", [1, 8])
+    m.node("HardSigmoid", [x], "onnx_default", outputs=["y"])
+    m.output("y")
+    return m
+
+
 def case_clip_opset10():
     m = Model(opset=10)
     x = m.input("x", [1, 8])
