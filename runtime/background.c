@@ -8,7 +8,8 @@
  *
  * When they run: only inside a foreground training step, only while this rank waits for
  * peers (a reshard, an all-reduce, the loss sum: the waits poll their requests and call
- * rt_bg_idle between polls) or for its GPU (cuda/device.c: beside the foreground's
+ * rt_bg_idle between polls, which reaches this file through the filler it registers with
+ * idle.c) or for its GPU (cuda/device.c: beside the foreground's
  * kernels while the host polls their stream, and at the drained sync point,
  * rt_bg_fill), and only within the guard's allowance for the step (guard.c: probe steps
  * without background work give the baseline, and the allowance steers the step time to
@@ -77,6 +78,12 @@ static char *dup_printf(const char *fmt, const char *s, long long v)
     return d;
 }
 
+static bool bg_ready(void);
+static bool bg_run_one(void);
+static bool bg_running(void);
+static int bg_share(double *out);
+static void bg_shared(const double *sum);
+
 void rt_bg_add(const rt_bg_model *m, int rank, uint64_t seed, int nslices, const int *cut,
                double slowdown)
 {
@@ -93,6 +100,11 @@ void rt_bg_add(const rt_bg_model *m, int rank, uint64_t seed, int nslices, const
     if (rank < 0 || rank >= rt_opts_g.world_size)
         rt_fatal(op, "background '%s' placed on rank %d of %d", m->name, rank,
                  rt_opts_g.world_size);
+    /* Every rank of a program with copies, hosting one or not: the world sums carry the
+     * guard's numbers on all of them (bg_share). */
+    static const rt_idle_filler filler = {bg_ready, bg_run_one, bg_running, bg_share, bg_shared};
+    rt_idle_register(&filler);
+    rt_checkpoint_also(rt_bg_checkpoint_save, rt_bg_checkpoint_load);
     double b = rt_opts_g.slowdown > 0 ? rt_opts_g.slowdown : slowdown > 0 ? slowdown : 1.1;
     if (bg.bound == 0 || b < bg.bound)
         bg.bound = b;
@@ -131,7 +143,7 @@ void rt_bg_add(const rt_bg_model *m, int rank, uint64_t seed, int nslices, const
     m->setup(c->pool, c->ps, seed);
 }
 
-bool rt_bg_ready(void)
+static bool bg_ready(void)
 {
     return bg.n > 0 && bg.in_step && bg.open && !bg.running && bg.step_bg < bg.guard.allow;
 }
@@ -182,14 +194,14 @@ static void run_slice(copy *c, int tid)
     }
 }
 
-bool rt_bg_running(void)
+static bool bg_running(void)
 {
     return bg.running;
 }
 
-bool rt_bg_idle(void)
+static bool bg_run_one(void)
 {
-    if (!rt_bg_ready())
+    if (!bg_ready())
         return false;
     for (int k = 0; k < bg.n; k++) {
         int i = (bg.turn + k) % bg.n;
@@ -206,12 +218,6 @@ bool rt_bg_idle(void)
         return true;
     }
     return false;
-}
-
-void rt_bg_fill(void)
-{
-    while (rt_bg_idle())
-        ;
 }
 
 /* ---- the guard --------------------------------------------------------------------------- */
@@ -240,7 +246,7 @@ static void guard_step_end(const double *sum)
     rt_guard_step_end(&bg.guard, bg.pend_used, bg.pend_want);
 }
 
-int rt_bg_share(double *out)
+static int bg_share(double *out)
 {
     if (!bg.copies || !bg.in_step || bg.finished)
         return 0;
@@ -249,7 +255,7 @@ int rt_bg_share(double *out)
     return RT_BG_SHARE;
 }
 
-void rt_bg_shared(const double *sum)
+static void bg_shared(const double *sum)
 {
     if (bg.pending >= 0)
         guard_step_end(sum);
@@ -268,7 +274,7 @@ static void guard_step_end_now(void)
 }
 
 /* Every world sum in a step of a program with copies carries RT_BG_SHARE numbers, with
- * background work on or off (rt_bg_share: zeros where there is nothing to share), so that
+ * background work on or off (bg_share: zeros where there is nothing to share), so that
  * the two modes make the same collectives, and the guard's numbers ride on the first one
  * after the step that they describe: the step's loss sum, which every step makes. So the
  * guard adds no collective of its own: on 2 cores shared by 4 ranks an all-reduce a step

@@ -280,6 +280,16 @@ static void test_fault_in_save(int64_t step)
 
 /* ---- save ------------------------------------------------------------------------------ */
 
+static void (*also_save)(const char *dir, int64_t round_step);
+static void (*also_load)(const char *dir, int64_t round_step);
+
+void rt_checkpoint_also(void (*save)(const char *dir, int64_t round_step),
+                        void (*load)(const char *dir, int64_t round_step))
+{
+    also_save = save;
+    also_load = load;
+}
+
 void rt_checkpoint_save(const char *dir, const rt_params *ps, int64_t next_step)
 {
     rt_grads_wait();
@@ -295,7 +305,8 @@ void rt_checkpoint_save(const char *dir, const rt_params *ps, int64_t next_step)
         rt_fatal("checkpoint", "cannot create directory %s: %s", round, strerror(errno));
     sync_dir(dir);
     rt_checkpoint_write(dir, next_step, "", ps, next_step, rt_opts_g.seed, rt_loss_scaler_get());
-    rt_bg_checkpoint_save(dir, next_step);
+    if (also_save)
+        also_save(dir, next_step);
     test_fault_in_save(next_step);
     /* Every rank's file is durable: the round can be committed. */
     barrier("checkpoint");
@@ -404,7 +415,8 @@ int64_t rt_checkpoint_load(const char *dir, rt_params *ps)
                  dir, (long long)mine);
     }
     rt_checkpoint_read(dir, step, "", ps, step, rt_opts_g.seed, rt_loss_scaler_get());
-    rt_bg_checkpoint_load(dir, step);
+    if (also_load)
+        also_load(dir, step);
     rt_progress_phase(was, was_step);
     return step;
 }

@@ -192,6 +192,12 @@ void rt_check_world_size(int needed)
     }
 }
 
+void rt_check_launch(int gpus_per_node)
+{
+    if (!rt_nodes_launch_ok(gpus_per_node))
+        rt_exit_early(2);
+}
+
 int rt_rank(void)
 {
     return rt_opts_g.rank;

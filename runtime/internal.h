@@ -74,7 +74,15 @@ void rt_guard_step_end(rt_guard *g, double used, double want);
  * while nothing is measured. */
 bool rt_guard_estimate(const rt_guard *g, double *slowdown, double *se);
 
-/* background.c: the background executor (rt_bg_add), run under the guard. */
+/* idle.c: the waits' way to the background executor, which registers as the filler. */
+typedef struct rt_idle_filler {
+    bool (*ready)(void);               /* slices may run now */
+    bool (*run_one)(void);             /* runs one slice if one fits; whether it ran one */
+    bool (*running)(void);             /* a slice runs now */
+    int (*share)(double *out);         /* rt_bg_share */
+    void (*shared)(const double *sum); /* rt_bg_shared */
+} rt_idle_filler;
+void rt_idle_register(const rt_idle_filler *f);
 /* Whether this rank has background slices it may run now (inside a step with background
  * work, allowance left). */
 bool rt_bg_ready(void);
@@ -94,6 +102,8 @@ void rt_bg_fill(void);
 #define RT_BG_SHARE 3
 int rt_bg_share(double *out);
 void rt_bg_shared(const double *sum);
+
+/* background.c: the background executor (rt_bg_add), run under the guard. */
 /* The step hooks of the guard (core.c). */
 void rt_bg_step_begin(int64_t step);
 void rt_bg_step_end(int64_t step, double seconds);
@@ -160,6 +170,10 @@ int rt_nodes_size(int node);
 const char *rt_nodes_host(int node);
 const char *rt_nodes_host_of_rank(int rank);
 void rt_nodes_ranks(int node, char *out, size_t cap);
+/* rt_check_launch's test (core.c ends the job): whether the launch puts every planned
+ * node of gpus_per_node ranks on one host of its own; when not, rank 0 has printed the
+ * mapping that would, and the result is whether --allow-mismatched-launch lets it run. */
+bool rt_nodes_launch_ok(int gpus_per_node);
 /* The watchdog thread's tick: reads the heartbeats that arrived, sends this rank's when
  * due (once a second). */
 void rt_nodes_beat(int64_t now_us, const rt_node_beat *mine);
@@ -376,6 +390,11 @@ void rt_weights_free(void);
 /* Makes --checkpoint-dir (and its parents) and checks that this rank can write there. */
 void rt_checkpoint_check_dir(void);
 void rt_checkpoint_maybe_save(int64_t step);
+/* More files of a round, written by those above (background.c: its copies'): save runs
+ * after this rank's own file and before the round is committed, load after the round's
+ * file is read back on --resume. Registering again replaces them. */
+void rt_checkpoint_also(void (*save)(const char *dir, int64_t round_step),
+                        void (*load)(const char *dir, int64_t round_step));
 /* This rank's file DIR/step-R/rank-R.ckptSUFFIX of the round of step R: ps with the
  * given step and seed in its header, and the loss scaler's state (ls NULL: none), through
  * a temporary file, durable on return. */

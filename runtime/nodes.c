@@ -384,11 +384,11 @@ static void hosts_text(char *out, size_t cap)
     }
 }
 
-void rt_check_launch(int gpus_per_node)
+bool rt_nodes_launch_ok(int gpus_per_node)
 {
     const int world = rt_opts_g.world_size, k = gpus_per_node;
     if (k < 1 || world < 2 || !atomic_load(&nd.ready))
-        return;
+        return true;
     /* The plan's node of rank r is r / k. */
     char why[400] = "";
     for (int r = 0; r < world && !why[0]; r++) {
@@ -406,7 +406,7 @@ void rt_check_launch(int gpus_per_node)
                          rs[0], rs[j], rt_nodes_host(i));
     }
     if (!why[0])
-        return;
+        return true;
     if (rt_opts_g.rank == 0) {
         const int planned = (world + k - 1) / k;
         char hosts[1200], msg[2400];
@@ -430,6 +430,5 @@ void rt_check_launch(int gpus_per_node)
             (void)w;
         }
     }
-    if (!rt_opts_g.allow_mismatched_launch)
-        rt_exit_early(2);
+    return rt_opts_g.allow_mismatched_launch;
 }
