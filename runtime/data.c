@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,8 @@ struct rt_data {
     /* npy and images: the training set, and --eval-data's test set (kind 0: none) */
     dataset train_set, test_set;
     img_worker worker;
+    int nworkers;        /* --data-workers */
+    img_worker *workers; /* nworkers of them, for decode_parallel */
     float mean[3], std[3];
     bool augment;
 };
@@ -534,20 +537,102 @@ static void open_images(rt_data *d, const char *dir, dataset *set)
 
 /* Sample idx of set into row x (per_sample floats) and its label; the training transform
  * when `train` (its draws keyed by (seed, epoch, sample)). A bad image ends the run. */
+static bool image_sample(const rt_data *d, img_worker *w, const dataset *set, int64_t idx,
+                         int64_t epoch, bool train, float *x, char *err, size_t errlen)
+{
+    float u[IMG_DRAWS];
+    for (int k = 0; train && k < IMG_DRAWS; k++)
+        u[k] = rt_rand_uniform(d->seed, 0x1a6e, (uint64_t)epoch, (uint64_t)idx, (uint64_t)k);
+    return img_sample(w, set->folder.paths[idx], (int)d->shape[0], (int)d->shape[1],
+                      (int)d->shape[2], train ? u : NULL, d->mean, d->std, x, NULL, err, errlen);
+}
+
 static void image_row(rt_data *d, const dataset *set, int64_t idx, int64_t epoch, bool train,
                       float *x, int32_t *label)
 {
     if (label)
         *label = set->folder.labels[idx];
-    if (!x)
-        return;
-    float u[IMG_DRAWS];
-    for (int k = 0; train && k < IMG_DRAWS; k++)
-        u[k] = rt_rand_uniform(d->seed, 0x1a6e, (uint64_t)epoch, (uint64_t)idx, (uint64_t)k);
     char err[1400];
-    if (!img_sample(&d->worker, set->folder.paths[idx], (int)d->shape[0], (int)d->shape[1],
-                    (int)d->shape[2], train ? u : NULL, d->mean, d->std, x, NULL, err, sizeof err))
+    if (x && !image_sample(d, &d->worker, set, idx, epoch, train, x, err, sizeof err))
         rt_fatal("data", "%s", err);
+}
+
+/* --data-workers: the inputs of a batch's image rows decoded by that many threads (rows
+ * k, k + n, ...), each with its own decoder; the same pixels as one thread, since a
+ * sample's transform depends on (seed, epoch, sample) alone. The first bad image in row
+ * order ends the run. */
+typedef struct {
+    const rt_data *d;
+    const dataset *set;
+    const int64_t *idx, *epoch;
+    bool train;
+    int64_t count;
+    int k, n;
+    img_worker *w;
+    float *x;
+    int64_t bad_row;
+    char err[1400];
+} decode_job;
+
+static void ensure_perm(rt_data *d, int64_t epoch);
+
+static void *decode_rows(void *p)
+{
+    decode_job *j = p;
+    j->bad_row = -1;
+    for (int64_t i = j->k; i < j->count; i += j->n)
+        if (!image_sample(j->d, j->w, j->set, j->idx[i], j->epoch[i], j->train,
+                          j->x + i * j->d->per_sample, j->err, sizeof j->err)) {
+            j->bad_row = i;
+            break;
+        }
+    return NULL;
+}
+
+static void decode_parallel(rt_data *d, const dataset *set, uint64_t stream, int64_t g0,
+                            int64_t count, bool train, float *x)
+{
+    int n = d->nworkers < count ? d->nworkers : (int)count;
+    int64_t *idx = rt_xmalloc((size_t)count * 2 * sizeof *idx, "data"), *epoch = idx + count;
+    for (int64_t i = 0; i < count; i++) {
+        int64_t g = g0 + i;
+        if (stream == 0) {
+            ensure_perm(d, g / d->ntrain);
+            idx[i] = d->perm[g % d->ntrain];
+            epoch[i] = g / d->ntrain;
+        } else {
+            idx[i] = g;
+            epoch[i] = 0;
+        }
+    }
+    decode_job *jobs = rt_xcalloc((size_t)n, sizeof *jobs, "data");
+    pthread_t *th = rt_xcalloc((size_t)n, sizeof *th, "data");
+    for (int k = 0; k < n; k++) {
+        jobs[k] = (decode_job){.d = d,
+                               .set = set,
+                               .idx = idx,
+                               .epoch = epoch,
+                               .train = train,
+                               .count = count,
+                               .k = k,
+                               .n = n,
+                               .w = &d->workers[k],
+                               .x = x};
+        if (k > 0 && pthread_create(&th[k], NULL, decode_rows, &jobs[k]) != 0)
+            rt_fatal("data", "cannot start a decoding thread");
+    }
+    decode_rows(&jobs[0]);
+    for (int k = 1; k < n; k++)
+        pthread_join(th[k], NULL);
+    int first = -1;
+    for (int k = 0; k < n; k++)
+        if (jobs[k].bad_row >= 0 && (first < 0 || jobs[k].bad_row < jobs[first].bad_row))
+            first = k;
+    if (first >= 0)
+        rt_fatal("data", "%s", jobs[first].err);
+    free(th);
+    free(jobs);
+    free(idx);
 }
 
 /* Sample idx of a file data set into row i of hx / hl. */
@@ -742,6 +827,14 @@ rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape
         rt_fatal("data", "--mean and --std give 3 channels, the model's images have %d", ch);
     d->augment = o->augment;
     img_worker_init(&d->worker);
+    d->nworkers = o->data_workers > 0 ? o->data_workers : o->threads > 0 ? o->threads : 1;
+    if (d->train_set.kind == RT_DATA_IMAGES || d->test_set.kind == RT_DATA_IMAGES) {
+        d->workers = rt_xcalloc((size_t)d->nworkers, sizeof *d->workers, "data");
+        for (int k = 0; k < d->nworkers; k++)
+            img_worker_init(&d->workers[k]);
+    } else {
+        d->nworkers = 1;
+    }
     return d;
 }
 
@@ -757,6 +850,9 @@ void rt_data_close(rt_data *d)
     close_set(&d->train_set);
     close_set(&d->test_set);
     img_worker_free(&d->worker);
+    for (int k = 0; d->workers && k < d->nworkers; k++)
+        img_worker_free(&d->workers[k]);
+    free(d->workers);
     free(d);
 }
 
@@ -837,6 +933,10 @@ static void fill(rt_data *d, uint64_t stream, int64_t g0, int64_t count, rt_tens
     }
     void *hx = x ? rt_host_view(x, false, "data") : NULL;
     int32_t *hl = labels ? rt_host_view(labels, false, "data") : NULL;
+    const dataset *pset = stream == 0 ? &d->train_set : &d->test_set;
+    bool par = hx && d->nworkers > 1 && count > 1 && pset->kind == RT_DATA_IMAGES;
+    if (par)
+        decode_parallel(d, pset, stream, g0, count, stream == 0 && d->augment, hx);
     for (int64_t i = 0; i < count; i++) {
         int64_t g = g0 + i;
         if (d->kind == RT_DATA_SYNTHETIC) {
@@ -852,13 +952,13 @@ static void fill(rt_data *d, uint64_t stream, int64_t g0, int64_t count, rt_tens
             continue;
         }
         if (stream == 1 && d->test_set.kind) {
-            file_row(d, &d->test_set, g, 0, false, i, hx, hl);
+            file_row(d, &d->test_set, g, 0, false, i, par ? NULL : hx, hl);
             continue;
         }
         if (stream == 0 && d->train_set.kind) {
             ensure_perm(d, g / d->ntrain);
             int64_t epoch = g / d->ntrain, idx = d->perm[g % d->ntrain];
-            file_row(d, &d->train_set, idx, epoch, d->augment, i, hx, hl);
+            file_row(d, &d->train_set, idx, epoch, d->augment, i, par ? NULL : hx, hl);
             continue;
         }
         const uint8_t *px, *py;

@@ -40,6 +40,7 @@ static void usage(FILE *f, const char *program)
             "                        printed after training\n"
             "  --augment on|off      images: RandomResizedCrop + flip for training (on), or\n"
             "                        Resize + CenterCrop as for the test set (off)\n"
+            "  --data-workers N      images: decoding threads per rank (default: --threads)\n"
             "  --mean M[,M,M]        images: normalisation (default ImageNet's for 3\n"
             "  --std S[,S,S]         channels, 0 and 1 for 1 channel)\n"
             "  --seed S              seed of init, data order and dropout (default 1)\n"
@@ -195,6 +196,7 @@ static const struct {
     {"--data", true},
     {"--eval-data", true},
     {"--augment", true},
+    {"--data-workers", true},
     {"--mean", true},
     {"--std", true},
     {"--bucket-mb", true},
@@ -324,6 +326,10 @@ bool rt_parse_options(int argc, char **argv, const char *program)
             if (strcmp(val, "on") && strcmp(val, "off"))
                 rt_fatal("options", "--augment expects on or off, got '%s'", val);
             o->augment = !strcmp(val, "on");
+        } else if (!strcmp(name, "--data-workers")) {
+            o->data_workers = (int)parse_int(name, val, 1);
+            if (o->data_workers > 256)
+                rt_fatal("options", "--data-workers expects 1 to 256 threads, got '%s'", val);
         } else if (!strcmp(name, "--mean")) {
             o->nmean = parse_floats(name, val, o->mean, false);
         } else if (!strcmp(name, "--std")) {

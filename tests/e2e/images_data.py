@@ -10,8 +10,9 @@ images likewise. With the job's plan on N ranks:
 - `--data images:DIR --augment off` gives exactly the losses of `--data npy:...`,
   and `--eval-data images:` the same test accuracy as `--eval-data npy:`;
 - the same images as JPEGs, with the training transform (RandomResizedCrop and
-  flips), train to a falling loss, and a run resumed from a checkpoint at step 8
-  sees the same crops as an uninterrupted one (equal losses);
+  flips), train to a falling loss, three decoding threads per rank give the same
+  losses, and a run resumed from a checkpoint at step 8 sees the same crops as an
+  uninterrupted one (equal losses);
 - an empty class folder fails before training, naming it; a corrupt image met
   mid-run stops the run with an error naming it.
 """
@@ -113,6 +114,10 @@ def main():
         if not last < first - 0.3:
             fail("JPEG folder with augmentation: the loss did not fall (%.3f -> %.3f): %s" % (first, last, whole))
         print("JPEG folder, augmentation on: loss %.3f -> %.3f over 30 steps" % (first, last))
+        three = losses(mpirun(a.np, prog, ["--iterations", "30", "--data-workers", "3"] + run).stdout)
+        if three != whole:
+            fail("--data-workers 3 changed the losses:\n 3 %s\n 1 %s" % (three, whole))
+        print("--data-workers 3: the same 30 losses")
         ck = os.path.join(tmp, "ck")
         mpirun(a.np, prog, ["--iterations", "8", "--checkpoint-dir", ck, "--checkpoint-every", "8"] + run)
         resumed = losses(mpirun(a.np, prog, ["--iterations", "14", "--checkpoint-dir", ck, "--resume"] + run).stdout)
@@ -130,7 +135,7 @@ def main():
         vp = os.path.join(jpg, "3", victim)
         with open(vp, "r+b") as f:
             f.truncate(100)
-        r = mpirun(a.np, prog, ["--iterations", "200"] + run, check=False)
+        r = mpirun(a.np, prog, ["--iterations", "200", "--data-workers", "2"] + run, check=False)
         if r.returncode == 0 or vp not in r.stderr:
             fail("a truncated JPEG should stop the run naming it, got %d:\n%s" % (r.returncode, r.stderr[-2000:]))
         print("corrupt image: " + next(l for l in r.stderr.splitlines() if vp in l))
