@@ -1,0 +1,106 @@
+#!/usr/bin/python3
+"""Concurrent branches on disjoint ranks, split-phase against blocking resharding, on
+the CPU backend: tests/e2e/hand_plan_branches.ir (the residual network on 4 ranks; the
+two-path block's 3x3 branch on ranks 0-1, its 5x5 branch on 2-3, joined by a concat on
+all four).
+
+Builds the plan twice: as the schedule says (the default: each reshard started right
+after its producer, waited for right before its consumer, so the fork's ranks send both
+branches their inputs before they run either) and with --blocking-reshard (each reshard
+one blocking exchange at its place in graph order: ranks 2-3 receive their input only
+after ranks 0-1 ran the 3x3 branch). Runs them alternately ROUNDS times each for WARMUP
++ STEPS steps under --trace. Per run: the median iteration time of rank 0 (from its
+trace's iteration regions). Both programs' losses must equal the one-rank run of the same model (rtol 1e-4, as the
+e2e tests), and each other's bit for bit (the same sums in the same order).
+
+    /usr/bin/python3 tests/bench/e2e/branches.py [--burstc build/release/tools/burstc]
+        [--rounds 5] [--steps 30] [--warmup 5]
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+PLAN = os.path.join(ROOT, "tests/e2e/hand_plan_branches.ir")
+sys.path.insert(0, os.path.join(ROOT, "tests/e2e"))
+from losses_match import unplanned  # noqa: E402
+
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
+
+
+def mpirun(np, prog, args):
+    p = subprocess.run(["mpirun", "-np", str(np), "--oversubscribe", "--bind-to", "none", prog] + args,
+                       capture_output=True, text=True, env=ENV, timeout=1200)
+    if p.returncode != 0:
+        raise SystemExit("failed (%d): %s\n%s%s" % (p.returncode, prog, p.stdout, p.stderr))
+    return p.stdout
+
+
+def losses(out):
+    return [float(m.group(1)) for m in re.finditer(r"^step \d+ loss (\S+)$", out, re.M)]
+
+
+def run(prog, steps, warmup, tmp):
+    trace = os.path.join(tmp, "trace.json")
+    out = mpirun(4, prog, ["--iterations", str(steps + warmup), "--data", "synthetic", "--trace", trace])
+    its = sorted((e["ts"], e["ts"] + e["dur"]) for e in json.load(open(trace))["traceEvents"]
+                 if e.get("ph") == "X" and e.get("pid") == 0 and e["name"] == "iteration")
+    return statistics.median((b - a) / 1e3 for a, b in its[warmup:]), losses(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--burstc", default=os.path.join(ROOT, "build/release/tools/burstc"))
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    a = ap.parse_args()
+    load = os.getloadavg()
+    with tempfile.TemporaryDirectory() as tmp:
+        progs = {"split-phase": os.path.join(tmp, "split"), "blocking": os.path.join(tmp, "blocking")}
+        for mode, prog in progs.items():
+            extra = ["--blocking-reshard"] if mode == "blocking" else []
+            subprocess.run([a.burstc, "build"] + extra + [PLAN, "-o", prog], check=True, capture_output=True)
+        ref_ir, ref = os.path.join(tmp, "unplanned.ir"), os.path.join(tmp, "ref")
+        with open(PLAN) as f, open(ref_ir, "w") as o:
+            o.write(unplanned(f.read()))
+        subprocess.run([a.burstc, "build", "--strategy", "dp", "--gpus", "1", ref_ir, "-o", ref],
+                       check=True, capture_output=True)
+        want = losses(mpirun(1, ref, ["--iterations", str(a.steps + a.warmup), "--data", "synthetic"]))
+        res = {m: [] for m in progs}
+        for r in range(a.rounds):
+            for mode in (list(progs) if r % 2 == 0 else list(progs)[::-1]):
+                res[mode].append(run(progs[mode], a.steps, a.warmup, tmp))
+    worst = 0.0
+    for mode in res:
+        for _, got in res[mode]:
+            if len(got) != len(want):
+                raise SystemExit("%s: %d losses, %d on one rank" % (mode, len(got), len(want)))
+            for g, w in zip(got, want):
+                worst = max(worst, abs(g - w) / max(abs(w), 1e-30))
+    if worst > 1e-4:
+        raise SystemExit("losses differ from the one-rank run: worst relative difference %.3g" % worst)
+    bitwise = all(x[1] == res["split-phase"][0][1] for m in res for x in res[m])
+    print("hand_plan_branches.ir on 4 CPU ranks, %d steps after %d of warm-up, median of %d runs each "
+          "(alternating); load average %.1f at start, %.1f at end"
+          % (a.steps, a.warmup, a.rounds, load[0], os.getloadavg()[0]))
+    print("%-12s %14s %s" % ("resharding", "iteration ms", "  runs"))
+    for mode in ("blocking", "split-phase"):
+        print("%-12s %14.2f   %s" % (mode, statistics.median(x[0] for x in res[mode]),
+                                     " ".join("%.1f" % x[0] for x in res[mode])))
+    b = statistics.median(x[0] for x in res["blocking"])
+    s = statistics.median(x[0] for x in res["split-phase"])
+    print("split-phase / blocking: %.3fx the iteration time; losses equal the one-rank run (worst "
+          "relative difference %.3g)%s" % (s / b, worst, "; both programs' losses bit for bit equal"
+                                           if bitwise else "; the two programs' losses differ in the last bits"))
+
+
+if __name__ == "__main__":
+    main()
