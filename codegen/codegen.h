@@ -165,6 +165,7 @@ typedef struct cg_program {
      * op runs on this rank alone (rt_comm_self), forward and backward run one op per
      * call, guarded by CC_UNIT. */
     bool bg;
+    bool bg_fmnist;  /* it reads the foreground's Fashion-MNIST (else synthetic samples) */
     int bg_job;      /* its index in the job's background list */
     const char *pre; /* "bgK_"; "" for the foreground */
 } cg_program;
@@ -191,10 +192,6 @@ cg_program *cg_lower_background(arena *a, const ir_module *m, int job, int k, di
  * section (job->interleave), each once, in the order of the job's background list:
  * *out gets the array (allocated in a). Returns how many, or -1 (reported through d). */
 int cg_lower_backgrounds(arena *a, const ir_module *m, int job, cg_program ***out, diag_ctx *d);
-/* The data source of background program b: the foreground's Fashion-MNIST when its
- * model reads 28x28 images into 10 classes (and the foreground reads them), else
- * synthetic samples. */
-bool cg_background_reads_fmnist(const cg_program *b);
 
 /* program.c: building a cg_program. */
 
@@ -288,6 +285,8 @@ void cg_op_calls(const cg_op_env *env, cg_op_code *out);
 /* Prints p as a C program that links libburstrt, with the programs of the
  * background jobs that have copies (cg_lower_background) before its own code. */
 void cg_write_c(FILE *out, const cg_program *p, cg_program *const *bgs, int nbgs);
+
+/* c_target.c */
 
 /* Writes the C program for job `job` of m to out: cg_lower() then
  * cg_write_c(). Returns false (after reporting through d) when the plan

@@ -1065,6 +1065,17 @@ cg_program *cg_lower(arena *a, const ir_module *m, int job, const cg_options *o,
     return lower(a, m, &m->jobs[job], -1, o, d);
 }
 
+/* Whether background program b reads the foreground's Fashion-MNIST: when its model reads
+ * 28x28 images into 10 classes and the foreground reads them; else synthetic samples. */
+static bool reads_fmnist(const cg_program *b)
+{
+    const ir_type *xt = &b->g->ops[b->sample_input].type;
+    bool shape = (xt->rank == 4 && xt->dim[1] == 1 && xt->dim[2] == 28 && xt->dim[3] == 28) ||
+                 (xt->rank == 2 && xt->dim[1] == 784);
+    return b->fmnist && shape && xt->elem == EL_F32 && b->classes == 10 &&
+           b->labels_per_sample == 1;
+}
+
 cg_program *cg_lower_background(arena *a, const ir_module *m, int job, int k, diag_ctx *d)
 {
     const ir_job *j = &m->jobs[job];
@@ -1080,18 +1091,11 @@ cg_program *cg_lower_background(arena *a, const ir_module *m, int job, int k, di
     bj->background = NULL;
     bj->interleave = NULL;
     cg_program *p = lower(a, m, bj, k, NULL, d);
-    if (p)
+    if (p) {
         p->world = 1;
+        p->bg_fmnist = reads_fmnist(p);
+    }
     return p;
-}
-
-bool cg_background_reads_fmnist(const cg_program *b)
-{
-    const ir_type *xt = &b->g->ops[b->sample_input].type;
-    bool shape = (xt->rank == 4 && xt->dim[1] == 1 && xt->dim[2] == 28 && xt->dim[3] == 28) ||
-                 (xt->rank == 2 && xt->dim[1] == 784);
-    return b->fmnist && shape && xt->elem == EL_F32 && b->classes == 10 &&
-           b->labels_per_sample == 1;
 }
 
 int cg_lower_backgrounds(arena *a, const ir_module *m, int job, cg_program ***out, diag_ctx *d)
@@ -1109,17 +1113,4 @@ int cg_lower_backgrounds(arena *a, const ir_module *m, int job, cg_program ***ou
     }
     *out = bgs;
     return nbgs;
-}
-
-bool cg_emit_c(FILE *out, const ir_module *m, int job, const cg_options *o, diag_ctx *d)
-{
-    arena *a = arena_new();
-    cg_program *p = cg_lower(a, m, job, o, d);
-    cg_program **bgs = NULL;
-    int nbgs = p ? cg_lower_backgrounds(a, m, job, &bgs, d) : -1;
-    bool ok = nbgs >= 0;
-    if (ok)
-        cg_write_c(out, p, bgs, nbgs);
-    arena_free(a);
-    return ok;
 }

@@ -410,7 +410,7 @@ static void write_background(writer *fg, const cg_program *b)
     W("\t.name = ");
     print_string(w, b->g->name);
     W(",\n\t.batch = %lld,\n\t.nunits = %d,\n", (long long)j->batch, 2 * n + 1);
-    W("\t.data = %s,\n", cg_background_reads_fmnist(b) ? "RT_DATA_FMNIST" : "RT_DATA_SYNTHETIC");
+    W("\t.data = %s,\n", b->bg_fmnist ? "RT_DATA_FMNIST" : "RT_DATA_SYNTHETIC");
     W("\t.ndim = %d,\n\t.sample_shape = %ssample_shape,\n\t.in_dtype = %s,\n", xt->rank - 1, pre,
       xt->elem == EL_I32 ? "RT_I32" : "RT_F32");
     W("\t.vocab = %lld,\n\t.classes = %lld,\n\t.labels_per_sample = %lld,\n", (long long)b->vocab,
