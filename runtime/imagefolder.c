@@ -112,8 +112,10 @@ static bool list_dir(const char *dir, strlist *dirs, strlist *files, char *err, 
     if (ok && errno)
         ok = fail(err, errlen, dir, "cannot read the directory: %s", strerror(errno));
     closedir(d);
-    qsort(dirs->s, (size_t)dirs->n, sizeof *dirs->s, by_name);
-    if (files)
+    /* (An empty list has no array: qsort must not see its NULL.) */
+    if (dirs->n > 1)
+        qsort(dirs->s, (size_t)dirs->n, sizeof *dirs->s, by_name);
+    if (files && files->n > 1)
         qsort(files->s, (size_t)files->n, sizeof *files->s, by_name);
     return ok;
 }
