@@ -5,7 +5,10 @@
  * moves sample ranges between two rank sets; its time is bounded by the
  * busiest GPU (on the intra-node link) and by the busiest node's network
  * link. A gradient all-reduce among k ranks is a ring or a tree, whichever is
- * cheaper. planner.c calls these for every pair of candidate GPU counts.
+ * cheaper. Where a node's ranks outnumber its cores, every message step also
+ * waits for the peer's turn on a core (plan_step_wait), and the loss sum costs
+ * its steps of that (plan_loss_sum_time). planner.c calls these for every pair
+ * of candidate GPU counts.
  */
 #include <math.h>
 
@@ -131,4 +134,18 @@ plan_allreduce_algo plan_allreduce_choice(const plan_cluster *c, int first, int 
 double plan_allreduce_time(const plan_cluster *c, int first, int k, double bytes)
 {
     return plan_allreduce_choice(c, first, k, bytes).time;
+}
+
+double plan_step_wait(const plan_cluster *c)
+{
+    int gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+    return c->cores > 0 && gpn > c->cores ? c->slice : 0;
+}
+
+double plan_loss_sum_time(const plan_cluster *c)
+{
+    double w = plan_step_wait(c);
+    if (!(w > 0) || c->gpus <= 1)
+        return 0;
+    return plan_allreduce_choice(c, 0, c->gpus, 8).steps * w;
 }

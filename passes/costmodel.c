@@ -85,20 +85,6 @@ double plan_core_share(const plan_cluster *c, int first, int k)
     return most > c->cores ? (double)most / c->cores : 1;
 }
 
-double plan_step_wait(const plan_cluster *c)
-{
-    int gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
-    return c->cores > 0 && gpn > c->cores ? c->slice : 0;
-}
-
-double plan_loss_sum_time(const plan_cluster *c)
-{
-    double w = plan_step_wait(c);
-    if (!(w > 0) || c->gpus <= 1)
-        return 0;
-    return plan_allreduce_choice(c, 0, c->gpus, 8).steps * w;
-}
-
 /* One column of a table (the totals or the forward parts) at batch b. */
 static double column_at(const plan_timing *t, const double *v, int64_t b)
 {

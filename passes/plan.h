@@ -213,14 +213,6 @@ void plan_layer_time(const plan_problem *p, const plan_layer *l, int64_t b, doub
  * that node / the node's cores); 1 when the cluster gives every rank a core
  * (cores 0). The time-sliced ranks of a node share its cores evenly. */
 double plan_core_share(const plan_cluster *c, int first, int k);
-/* The extra latency of every message step of a collective or reshard: the
- * cluster's slice when its nodes hold more ranks than cores (cores > 0,
- * gpus_per_node > cores), else 0. Every rank of a node is a process there
- * whether or not it computes, so a step waits for its peer's turn on a core. */
-double plan_step_wait(const plan_cluster *c);
-/* The loss sum (every rank adds its loss, rt_world_sum, 8 bytes): the
- * all-reduce's steps x plan_step_wait; its alpha-beta time is not priced. */
-double plan_loss_sum_time(const plan_cluster *c);
 /* Analytic only (ignores l->measured). */
 void plan_layer_time_analytic(const plan_cluster *c, int dtype_bytes, const plan_layer *l,
                               int64_t b, double *fwd, double *bwd);
@@ -229,6 +221,14 @@ void plan_layer_time_analytic(const plan_cluster *c, int dtype_bytes, const plan
 double plan_timing_at(const plan_timing *t, int64_t b);
 
 /* commcost.c: the alpha-beta communication model. */
+/* The extra latency of every message step of a collective or reshard: the
+ * cluster's slice when its nodes hold more ranks than cores (cores > 0,
+ * gpus_per_node > cores), else 0. Every rank of a node is a process there
+ * whether or not it computes, so a step waits for its peer's turn on a core. */
+double plan_step_wait(const plan_cluster *c);
+/* The loss sum (every rank adds its loss, rt_world_sum, 8 bytes): the
+ * all-reduce's steps x plan_step_wait; its alpha-beta time is not priced. */
+double plan_loss_sum_time(const plan_cluster *c);
 
 /* Seconds to all-reduce `bytes` among k ranks starting at rank `first`;
  * min of ring and tree. */
