@@ -318,7 +318,7 @@ typedef void plan_min_plus_fn(double *restrict best, double *restrict bestm,
 /* The fastest version for this CPU. */
 plan_min_plus_fn *plan_min_plus(void);
 
-/* planner.c */
+/* solve.c */
 
 /* Plans the problem with a strategy: the fastest plan (or, with p->price,
  * the lowest time + price x GPU-seconds; with p->gpu_budget, the fastest
@@ -326,6 +326,9 @@ plan_min_plus_fn *plan_min_plus(void);
  * and writes a message into err (e.g. a layer that does not fit in memory)
  * when no plan exists. out->time is the evaluator's time of the plan. */
 bool plan_solve(const plan_problem *p, plan_strategy s, plan_result *out, char *err, size_t errlen);
+
+/* planner.c */
+
 /* The same with the objective time_weight x time + gpu_weight x GPU-seconds
  * (gpu_budget ignored). */
 bool plan_solve_weighted(const plan_problem *p, plan_strategy s, double time_weight,

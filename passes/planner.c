@@ -1497,15 +1497,6 @@ bool plan_solve_weighted(const plan_problem *p, plan_strategy s, double time_wei
     return check_memory(p, out, err, errlen);
 }
 
-bool plan_solve(const plan_problem *p, plan_strategy s, plan_result *out, char *err, size_t errlen)
-{
-    if (s == PS_DEEPPOOL)
-        return plan_deeppool(p, out, err, errlen); /* DeepPool's own search (deeppool.c) */
-    if (p->gpu_budget > 0 && s != PS_DP)
-        return plan_solve_budget(p, s, out, err, errlen);
-    return plan_solve_weighted(p, s, 1, p->price, out, err, errlen);
-}
-
 void plan_result_free(plan_result *r)
 {
     free(r->layer);
