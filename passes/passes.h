@@ -61,9 +61,17 @@ bool pass_select_job(pass_ctx *ctx);
  * each). Returns false when a pass reported user errors. */
 bool pass_run_pipeline(pass_ctx *ctx, const char *stop_after, const char *dump_after, FILE *dump);
 
-/* plan_ir.c: the planner (plan.h) on an IR job, and pass "plan". */
-
 #include "plan.h"
+
+/* plan_layer.c: an IR op as the planner sees it. */
+
+/* One layer's per-sample costs from ir_op_cost. */
+void pass_plan_layer(const ir_graph *g, const ir_op *op, plan_layer *l);
+/* Whether the job's "GPU" is a CPU core, which the CPU backend runs: the
+ * device called cpu (examples/clusters/cpu.burst). */
+bool pass_gpu_is_cpu(const ir_gpu *gpu);
+
+/* plan_ir.c: the planner (plan.h) on an IR job, and pass "plan". */
 
 typedef struct pass_plan_input {
     plan_problem p;
@@ -80,11 +88,6 @@ typedef struct pass_plan_input {
 bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_input *in,
                      diag_ctx *d);
 void pass_plan_input_free(pass_plan_input *in);
-/* One layer's per-sample costs from ir_op_cost. */
-void pass_plan_layer(const ir_graph *g, const ir_op *op, plan_layer *l);
-/* Whether the job's "GPU" is a CPU core, which the CPU backend runs: the
- * device called cpu (examples/clusters/cpu.burst). */
-bool pass_gpu_is_cpu(const ir_gpu *gpu);
 /* "profile FILE: measured times for N of M layers[, K inputs][, the
  * optimizer's update]" and a blank line: what a plan made with --profile
  * took from it. */
@@ -116,8 +119,9 @@ bool pass_comm(pass_ctx *ctx);
 
 bool pass_schedule(pass_ctx *ctx);
 
-/* interleave.c: pass "interleave": the job's background jobs in its plan's
- * idle time (plan.h's plan_interleave), written to ir_job.interleave. */
+/* bg_jobs.c: the job's background jobs and multiplexing options; interleave_ir.c:
+ * pass "interleave": the background jobs in its plan's idle time (plan.h's
+ * plan_interleave), written to ir_job.interleave. */
 
 typedef struct pass_bg_jobs {
     int n;
