@@ -162,20 +162,17 @@ static bool compile_program(const char *csrc, const char *output, bool cuda)
 
 int cmd_build(int argc, char **argv)
 {
-    const char *input = NULL, *output = NULL, *emit = NULL;
+    tool_args ta = {.cmd = "burstc build", .usage = build_usage, .takes = TOOL_TAKES_STRATEGY};
+    const char *output = NULL, *emit = NULL;
     bool cuda = false, llvm = true;
     /* -O0 by default: the program is glue between runtime calls (the kernels
      * are libburstrt's, compiled once), so LLVM's pipelines cost build time
      * and buy no training speed (docs/build.md has the numbers). */
     cg_llvm_options lopt = {.opt_level = 0, .producer = "burstc " BURSTC_VERSION};
-    pass_options popt = {.strategy = "burst"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
-        int shared;
-        if (strcmp(a, "--help") == 0) {
-            fputs(build_usage, stdout);
-            return 0;
-        } else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--emit"))) {
+        int r;
+        if ((v = tool_opt_value("burstc build", argc, argv, &i, "--emit"))) {
             if (strcmp(v, "c") != 0 && strcmp(v, "llvm") != 0 && strcmp(v, "obj") != 0) {
                 fprintf(stderr,
                         "burstc build: error: unknown --emit kind '%s' (expected c, llvm or obj)\n",
@@ -216,34 +213,14 @@ int cmd_build(int argc, char **argv)
 #endif
         } else if ((v = tool_opt_value("burstc build", argc, argv, &i, "-o"))) {
             output = v;
-        } else if ((v = tool_opt_value("burstc build", argc, argv, &i, "--strategy"))) {
-            popt.strategy = v;
-        } else if ((shared = tool_pass_option("burstc build", argc, argv, &i, &popt)) != 0) {
-            if (shared < 0)
-                return 1;
-        } else if (a[0] == '-') {
-            fprintf(stderr, "burstc build: error: unknown option '%s' (see burstc build --help)\n",
-                    a);
-            return 1;
-        } else if (input) {
-            fprintf(stderr, "burstc build: error: more than one input file\n");
-            return 1;
-        } else {
-            input = a;
+        } else if ((r = tool_arg(&ta, argc, argv, &i)) != TOOL_ARG_TAKEN) {
+            return r == TOOL_ARG_HELP ? 0 : 1;
         }
     }
-    plan_strategy strategy;
-    if (!plan_strategy_lookup(popt.strategy, &strategy)) {
-        fprintf(
-            stderr,
-            "burstc build: error: unknown strategy '%s' (expected burst, deeppool, pow2 or dp)\n",
-            popt.strategy);
+    if (!tool_args_done(&ta))
         return 1;
-    }
-    if (!input) {
-        fputs("burstc build: error: no input file\n", stderr);
-        return 1;
-    }
+    const char *input = ta.input;
+    pass_options popt = ta.popt;
     if (emit)
         llvm = strcmp(emit, "c") != 0;
     if (lopt.triple && (!emit || !llvm)) {

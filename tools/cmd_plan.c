@@ -248,21 +248,18 @@ static void print_mux_frontier(FILE *out, const ir_module *m, const ir_job *j,
 
 int cmd_plan(int argc, char **argv)
 {
-    const char *input = NULL, *strategy = NULL, *json = NULL, *trace = NULL;
+    tool_args ta = {.cmd = "burstc plan",
+                    .usage = plan_usage,
+                    .takes =
+                        TOOL_TAKES_STRATEGY | TOOL_TAKES_ALL | TOOL_TAKES_JSON | TOOL_TAKES_TRACE};
     bool frontier = false;
     double gpu_budget = 0;
-    pass_options popt = {.strategy = "burst"};
     for (int i = 1; i < argc; i++) {
         const char *v;
         char *end;
-        int shared;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(plan_usage, stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--frontier") == 0) {
+        int r;
+        if (strcmp(argv[i], "--frontier") == 0) {
             frontier = true;
-        } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--strategy"))) {
-            strategy = v;
         } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--gpu-budget"))) {
             gpu_budget = strtod(v, &end);
             if (end == v || *end || !(gpu_budget > 0) || isinf(gpu_budget)) {
@@ -271,32 +268,16 @@ int cmd_plan(int argc, char **argv)
                         v);
                 return 1;
             }
-        } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--json"))) {
-            json = v;
-        } else if ((v = tool_opt_value("burstc plan", argc, argv, &i, "--trace"))) {
-            trace = v;
-        } else if ((shared = tool_pass_option("burstc plan", argc, argv, &i, &popt)) != 0) {
-            if (shared < 0)
-                return 1;
-        } else if (!tool_input_arg("burstc plan", argv[i], &input)) {
-            return 1;
+        } else if ((r = tool_arg(&ta, argc, argv, &i)) != TOOL_ARG_TAKEN) {
+            return r == TOOL_ARG_HELP ? 0 : 1;
         }
     }
-    if (!input) {
-        fputs("burstc plan: error: no input file\n", stderr);
-        fputs(plan_usage, stderr);
+    if (!tool_args_done(&ta))
         return 1;
-    }
-    plan_strategy shown = PS_BURST;
-    bool all = strategy && strcmp(strategy, "all") == 0;
-    if (strategy && !all && !plan_strategy_lookup(strategy, &shown)) {
-        fprintf(stderr,
-                "burstc plan: error: unknown strategy '%s' (expected dp, deeppool, pow2, burst or "
-                "all)\n",
-                strategy);
-        return 1;
-    }
-    popt.strategy = plan_strategy_name(shown);
+    const char *input = ta.input, *strategy = ta.strategy, *json = ta.json, *trace = ta.trace;
+    plan_strategy shown = ta.shown;
+    bool all = ta.all;
+    pass_options popt = ta.popt;
 
     arena *a = arena_new();
     diag_ctx d;

@@ -93,18 +93,16 @@ static int planned(const ir_graph *g)
 
 int cmd_sim(int argc, char **argv)
 {
-    const char *input = NULL, *json = NULL, *trace = NULL, *strategy = NULL;
+    tool_args ta = {.cmd = "burstc sim",
+                    .usage = sim_usage,
+                    .takes = TOOL_TAKES_STRATEGY | TOOL_TAKES_JSON | TOOL_TAKES_TRACE};
     bool background = true;
     long iterations = 20, trace_gpus = 32;
     sim_options so = {.seed = 1};
-    pass_options popt = {.strategy = "burst"};
     for (int i = 1; i < argc; i++) {
         const char *v;
-        int shared;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(sim_usage, stdout);
-            return 0;
-        } else if (strcmp(argv[i], "--ideal") == 0) {
+        int r;
+        if (strcmp(argv[i], "--ideal") == 0) {
             so.ideal = true;
         } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--iterations"))) {
             if (!parse_count(v, 1, 1000000, &iterations)) {
@@ -145,41 +143,15 @@ int cmd_sim(int argc, char **argv)
                 return 1;
             }
             background = strcmp(v, "on") == 0;
-        } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--strategy"))) {
-            strategy = v;
-        } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--json"))) {
-            json = v;
-        } else if ((v = tool_opt_value("burstc sim", argc, argv, &i, "--trace"))) {
-            trace = v;
-        } else if ((shared = tool_pass_option("burstc sim", argc, argv, &i, &popt)) != 0) {
-            if (shared < 0)
-                return 1;
-        } else if (!tool_input_arg("burstc sim", argv[i], &input)) {
-            return 1;
+        } else if ((r = tool_arg(&ta, argc, argv, &i)) != TOOL_ARG_TAKEN) {
+            return r == TOOL_ARG_HELP ? 0 : 1;
         }
     }
-    if (!input) {
-        fputs("burstc sim: error: no input file\n", stderr);
-        fputs(sim_usage, stderr);
+    if (!tool_args_done(&ta))
         return 1;
-    }
-    for (int k = 0; k < 2; k++) {
-        const char *path = k ? trace : json;
-        if (path && strcmp(path, "-") == 0) {
-            fprintf(stderr,
-                    "burstc sim: error: %s needs a file name: the table goes to standard output\n",
-                    k ? "--trace" : "--json");
-            return 1;
-        }
-    }
-    plan_strategy strat = PS_BURST;
-    if (strategy && !plan_strategy_lookup(strategy, &strat)) {
-        fprintf(stderr,
-                "burstc sim: error: unknown strategy '%s' (expected dp, deeppool, pow2 or burst)\n",
-                strategy);
-        return 1;
-    }
-    popt.strategy = plan_strategy_name(strat);
+    const char *input = ta.input, *json = ta.json, *trace = ta.trace, *strategy = ta.strategy;
+    plan_strategy strat = ta.shown;
+    pass_options popt = ta.popt;
     so.iterations = (int)iterations;
     so.trace_gpus = (int)trace_gpus;
 

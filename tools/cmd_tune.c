@@ -808,22 +808,19 @@ static void print_background_candidates(const ir_module *m, const ir_job *job,
 
 int cmd_tune(int argc, char **argv)
 {
-    const char *input = NULL, *output = NULL, *json = NULL, *cmpfile = NULL, *data = NULL;
+    tool_args ta = {.cmd = "burstc tune", .usage = tune_usage, .takes = TOOL_TAKES_JSON};
+    const char *output = NULL, *cmpfile = NULL, *data = NULL;
     const char *runner = "exec";
     long ncand = 8, steps = 10, warmup = 2;
     double budget = 600, jitter = 0.05, run_timeout = 300;
     tune_options to;
     tune_options_default(&to);
     bool metric_set = false, warmup_set = false;
-    pass_options popt = {.strategy = "burst"};
     for (int i = 1; i < argc; i++) {
         const char *v;
-        int shared;
+        int r;
         long x;
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-            fputs(tune_usage, stdout);
-            return 0;
-        } else if ((v = tool_opt_value("burstc tune", argc, argv, &i, "--candidates"))) {
+        if ((v = tool_opt_value("burstc tune", argc, argv, &i, "--candidates"))) {
             if (!parse_long(v, 2, TUNE_MAX_CANDIDATES, &ncand)) {
                 ERR("--candidates must be an integer from 2 to %d, got '%s'\n", TUNE_MAX_CANDIDATES,
                     v);
@@ -908,22 +905,17 @@ int cmd_tune(int argc, char **argv)
             data = v;
         } else if ((v = tool_opt_value("burstc tune", argc, argv, &i, "-o"))) {
             output = v;
-        } else if ((v = tool_opt_value("burstc tune", argc, argv, &i, "--json"))) {
-            json = v;
         } else if ((v = tool_opt_value("burstc tune", argc, argv, &i, "--comparisons"))) {
             cmpfile = v;
-        } else if ((shared = tool_pass_option("burstc tune", argc, argv, &i, &popt)) != 0) {
-            if (shared < 0)
-                return 1;
-        } else if (!tool_input_arg("burstc tune", argv[i], &input)) {
-            return 1;
+        } else if ((r = tool_arg(&ta, argc, argv, &i)) != TOOL_ARG_TAKEN) {
+            return r == TOOL_ARG_HELP ? 0 : 1;
         }
     }
-    if (!input) {
-        ERR("no input file\n");
-        fputs(tune_usage, stderr);
+    if (!tool_args_done(&ta))
         return 1;
-    }
+    const char *input = ta.input, *json = ta.json;
+    pass_options popt = ta.popt;
+    /* --json was checked by tool_args_done; -o and --comparisons are tune's own. */
     const char *outs[3] = {output, json, cmpfile}, *onames[3] = {"-o", "--json", "--comparisons"};
     for (int k = 0; k < 3; k++)
         if (outs[k] && !strcmp(outs[k], "-")) {

@@ -106,3 +106,55 @@ bool tool_input_arg(const char *cmd, const char *arg, const char **input)
     *input = arg;
     return true;
 }
+
+int tool_arg(tool_args *a, int argc, char **argv, int *i)
+{
+    const char *v;
+    int shared;
+    if (strcmp(argv[*i], "--help") == 0 || strcmp(argv[*i], "-h") == 0) {
+        fputs(a->usage, stdout);
+        return TOOL_ARG_HELP;
+    }
+    if ((a->takes & TOOL_TAKES_STRATEGY) &&
+        (v = tool_opt_value(a->cmd, argc, argv, i, "--strategy"))) {
+        a->strategy = v;
+        return TOOL_ARG_TAKEN;
+    }
+    if ((a->takes & TOOL_TAKES_JSON) && (v = tool_opt_value(a->cmd, argc, argv, i, "--json"))) {
+        a->json = v;
+        return TOOL_ARG_TAKEN;
+    }
+    if ((a->takes & TOOL_TAKES_TRACE) && (v = tool_opt_value(a->cmd, argc, argv, i, "--trace"))) {
+        a->trace = v;
+        return TOOL_ARG_TAKEN;
+    }
+    if ((shared = tool_pass_option(a->cmd, argc, argv, i, &a->popt)) != 0)
+        return shared < 0 ? TOOL_ARG_ERROR : TOOL_ARG_TAKEN;
+    return tool_input_arg(a->cmd, argv[*i], &a->input) ? TOOL_ARG_TAKEN : TOOL_ARG_ERROR;
+}
+
+bool tool_args_done(tool_args *a)
+{
+    if (!a->input) {
+        fprintf(stderr, "%s: error: no input file\n", a->cmd);
+        fputs(a->usage, stderr);
+        return false;
+    }
+    const char *outs[2] = {a->json, a->trace}, *names[2] = {"--json", "--trace"};
+    for (int k = 0; k < 2; k++)
+        if (outs[k] && strcmp(outs[k], "-") == 0) {
+            fprintf(stderr, "%s: error: %s needs a file name: the table goes to standard output\n",
+                    a->cmd, names[k]);
+            return false;
+        }
+    a->shown = PS_BURST;
+    a->all = (a->takes & TOOL_TAKES_ALL) && a->strategy && strcmp(a->strategy, "all") == 0;
+    if (a->strategy && !a->all && !plan_strategy_lookup(a->strategy, &a->shown)) {
+        fprintf(stderr, "%s: error: unknown strategy '%s' (expected %s)\n", a->cmd, a->strategy,
+                (a->takes & TOOL_TAKES_ALL) ? "dp, deeppool, pow2, burst or all"
+                                            : "dp, deeppool, pow2 or burst");
+        return false;
+    }
+    a->popt.strategy = plan_strategy_name(a->shown);
+    return true;
+}

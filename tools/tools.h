@@ -62,6 +62,38 @@ int tool_pass_option(const char *cmd, int argc, char **argv, int *i, pass_option
  * CMD: error, returning false), or the input, stored in *input. */
 bool tool_input_arg(const char *cmd, const char *arg, const char **input);
 
+/* The arguments of a command that plans one input (burstc plan, sim, tune,
+ * build): the input, --help, the planning options (tool_pass_option) and, as
+ * `takes` says, --strategy, --json FILE and --trace FILE. One loop for all of
+ * them, so each spelling, check and message is written once. */
+enum {
+    TOOL_TAKES_STRATEGY = 1, /* --strategy dp|deeppool|pow2|burst */
+    TOOL_TAKES_ALL = 2,      /* ... or all */
+    TOOL_TAKES_JSON = 4,     /* --json FILE */
+    TOOL_TAKES_TRACE = 8,    /* --trace FILE */
+};
+typedef struct tool_args {
+    const char *cmd;   /* "burstc plan": the prefix of every message */
+    const char *usage; /* --help's text, also shown after "no input file" */
+    unsigned takes;    /* TOOL_TAKES_* */
+    const char *input, *json, *trace;
+    const char *strategy; /* as given; NULL if not */
+    plan_strategy shown;  /* after tool_args_done: the strategy (burst by default) */
+    bool all;             /* --strategy all */
+    pass_options popt;    /* the planning options; popt.strategy set by tool_args_done */
+} tool_args;
+/* What tool_arg did with argv[*i]. */
+enum { TOOL_ARG_TAKEN, TOOL_ARG_HELP, TOOL_ARG_ERROR };
+/* Takes argv[*i] (advancing *i past an option's value): one of the options
+ * above or the input. Call it after the command's own options, as the last
+ * branch of the loop: what it does not know is an error (reported).
+ * TOOL_ARG_HELP: the usage went to standard output, exit 0; TOOL_ARG_ERROR: exit 1. */
+int tool_arg(tool_args *a, int argc, char **argv, int *i);
+/* After the loop: checks that an input was given, that --json and --trace name
+ * files (not "-": the table goes to standard output) and the strategy;
+ * false (reported) if not. */
+bool tool_args_done(tool_args *a);
+
 /* Subcommands: argv[0] is the subcommand's name. Each returns the exit status. */
 int cmd_stats(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
