@@ -7,6 +7,7 @@
  * and rounded to 22 fractional bits), so that results agree with torchvision's bit for
  * bit; tests/e2e/images_vs_torchvision.py holds them to it. */
 #include "image.h"
+#include "file_error.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -27,20 +28,6 @@ struct img_decoder {
 #endif
     img_u8 rgb; /* a colour image on its way to one channel */
 };
-
-static bool fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static bool fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
-{
-    char why[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    snprintf(err, errlen, "%s: %s", path, why);
-    return false;
-}
 
 img_decoder *img_decoder_new(void)
 {
@@ -111,22 +98,22 @@ static bool unsupported(const unsigned char *buf, size_t len, const char *path, 
 {
     const char *f = img_format(buf, len);
     if (!f)
-        return fail(err, errlen, path, "not a JPEG or PNG file");
-    return fail(err, errlen, path,
-                "a %s file, but this runtime was built without %s (install %s and rebuild; "
-                "scripts/install-deps)",
-                f, !strcmp(f, "jpeg") ? "libjpeg-turbo" : "libpng",
-                !strcmp(f, "jpeg") ? "libturbojpeg0-dev" : "libpng-dev");
+        return file_error(err, errlen, path, "not a JPEG or PNG file");
+    return file_error(err, errlen, path,
+                      "a %s file, but this runtime was built without %s (install %s and rebuild; "
+                      "scripts/install-deps)",
+                      f, !strcmp(f, "jpeg") ? "libjpeg-turbo" : "libpng",
+                      !strcmp(f, "jpeg") ? "libturbojpeg0-dev" : "libpng-dev");
 }
 
 __attribute__((unused)) static bool check_size(int w, int h, const char *path, char *err,
                                                size_t errlen)
 {
     if (w <= 0 || h <= 0)
-        return fail(err, errlen, path, "an image of %d x %d pixels", w, h);
+        return file_error(err, errlen, path, "an image of %d x %d pixels", w, h);
     if ((uint64_t)w * (uint64_t)h > IMG_MAX_PIXELS)
-        return fail(err, errlen, path, "%d x %d pixels, more than the %d accepted", w, h,
-                    IMG_MAX_PIXELS);
+        return file_error(err, errlen, path, "%d x %d pixels, more than the %d accepted", w, h,
+                          IMG_MAX_PIXELS);
     return true;
 }
 
@@ -134,7 +121,8 @@ __attribute__((unused)) static bool check_size(int w, int h, const char *path, c
 static bool tj_ready(img_decoder *d, const char *path, char *err, size_t errlen)
 {
     if (!d->tj && !(d->tj = tjInitDecompress()))
-        return fail(err, errlen, path, "cannot start libjpeg-turbo: %s", tjGetErrorStr2(NULL));
+        return file_error(err, errlen, path, "cannot start libjpeg-turbo: %s",
+                          tjGetErrorStr2(NULL));
     return true;
 }
 #endif
@@ -152,7 +140,7 @@ bool img_probe(img_decoder *d, const unsigned char *buf, size_t len, const char 
             return false;
         if (len > (size_t)1 << 31 ||
             tjDecompressHeader3(d->tj, buf, (unsigned long)len, w, h, &sub, &cs) != 0)
-            return fail(err, errlen, path, "corrupt JPEG: %s", tjGetErrorStr2(d->tj));
+            return file_error(err, errlen, path, "corrupt JPEG: %s", tjGetErrorStr2(d->tj));
         return check_size(*w, *h, path, err, errlen);
     }
 #endif
@@ -162,7 +150,7 @@ bool img_probe(img_decoder *d, const unsigned char *buf, size_t len, const char 
         memset(&im, 0, sizeof im);
         im.version = PNG_IMAGE_VERSION;
         if (!png_image_begin_read_from_memory(&im, buf, len)) {
-            fail(err, errlen, path, "corrupt PNG: %s", im.message);
+            file_error(err, errlen, path, "corrupt PNG: %s", im.message);
             png_image_free(&im);
             return false;
         }
@@ -216,10 +204,10 @@ bool img_decode(img_decoder *d, const unsigned char *buf, size_t len, const char
         img_u8 *dst = direct ? out : &d->rgb;
         int dc = direct ? channels : 3;
         if (!reserve(dst, sw, sh, dc) || (!direct && !reserve(out, sw, sh, 1)))
-            return fail(err, errlen, path, "out of memory for %d x %d pixels", sw, sh);
+            return file_error(err, errlen, path, "out of memory for %d x %d pixels", sw, sh);
         if (tjDecompress2(d->tj, buf, (unsigned long)len, dst->px, sw, 0, sh,
                           dc == 1 ? TJPF_GRAY : TJPF_RGB, TJFLAG_STOPONWARNING) != 0)
-            return fail(err, errlen, path, "corrupt JPEG: %s", tjGetErrorStr2(d->tj));
+            return file_error(err, errlen, path, "corrupt JPEG: %s", tjGetErrorStr2(d->tj));
         if (!direct)
             rgb_to_gray(dst, out);
         return true;
@@ -231,7 +219,7 @@ bool img_decode(img_decoder *d, const unsigned char *buf, size_t len, const char
         memset(&im, 0, sizeof im);
         im.version = PNG_IMAGE_VERSION;
         if (!png_image_begin_read_from_memory(&im, buf, len)) {
-            fail(err, errlen, path, "corrupt PNG: %s", im.message);
+            file_error(err, errlen, path, "corrupt PNG: %s", im.message);
             png_image_free(&im);
             return false;
         }
@@ -244,10 +232,10 @@ bool img_decode(img_decoder *d, const unsigned char *buf, size_t len, const char
         img_u8 *raw = &d->rgb;
         if (!reserve(raw, w, h, sc) || !reserve(out, w, h, channels)) {
             png_image_free(&im);
-            return fail(err, errlen, path, "out of memory for %d x %d pixels", w, h);
+            return file_error(err, errlen, path, "out of memory for %d x %d pixels", w, h);
         }
         if (!png_image_finish_read(&im, NULL, raw->px, 0, NULL)) {
-            fail(err, errlen, path, "corrupt PNG: %s", im.message);
+            file_error(err, errlen, path, "corrupt PNG: %s", im.message);
             png_image_free(&im);
             return false;
         }

@@ -4,6 +4,7 @@
  * of torch's generator, so a sample's crop is a function of (seed, epoch, sample)), or
  * Resize + CenterCrop, then ToTensor and Normalize. Self-contained like image.c. */
 #include "image.h"
+#include "file_error.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,20 +17,6 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static bool fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static bool fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
-{
-    char why[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    snprintf(err, errlen, "%s: %s", path, why);
-    return false;
-}
 
 static int by_name(const void *a, const void *b)
 {
@@ -88,7 +75,7 @@ static bool list_dir(const char *dir, strlist *dirs, strlist *files, char *err, 
 {
     DIR *d = opendir(dir);
     if (!d)
-        return fail(err, errlen, dir, "cannot open the directory: %s", strerror(errno));
+        return file_error(err, errlen, dir, "cannot open the directory: %s", strerror(errno));
     struct dirent *e;
     char path[4096];
     bool ok = true;
@@ -96,7 +83,7 @@ static bool list_dir(const char *dir, strlist *dirs, strlist *files, char *err, 
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
             continue;
         if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path) {
-            ok = fail(err, errlen, dir, "a path longer than %zu bytes inside", sizeof path);
+            ok = file_error(err, errlen, dir, "a path longer than %zu bytes inside", sizeof path);
             break;
         }
         struct stat st;
@@ -107,10 +94,10 @@ static bool list_dir(const char *dir, strlist *dirs, strlist *files, char *err, 
         else if (files)
             ok = push(files, e->d_name);
         if (!ok)
-            fail(err, errlen, dir, "out of memory listing the directory");
+            file_error(err, errlen, dir, "out of memory listing the directory");
     }
     if (ok && errno)
-        ok = fail(err, errlen, dir, "cannot read the directory: %s", strerror(errno));
+        ok = file_error(err, errlen, dir, "cannot read the directory: %s", strerror(errno));
     closedir(d);
     /* (An empty list has no array: qsort must not see its NULL.) */
     if (dirs->n > 1)
@@ -126,8 +113,8 @@ static bool walk(const char *dir, int depth, strlist *out, strlist *dirlen, char
                  size_t errlen)
 {
     if (depth > IMG_MAX_DEPTH)
-        return fail(err, errlen, dir, "directories nested more than %d deep (a link loop?)",
-                    IMG_MAX_DEPTH);
+        return file_error(err, errlen, dir, "directories nested more than %d deep (a link loop?)",
+                          IMG_MAX_DEPTH);
     strlist dirs = {0}, files = {0};
     bool ok = list_dir(dir, &dirs, &files, err, errlen);
     char path[4096], num[32];
@@ -136,11 +123,12 @@ static bool walk(const char *dir, int depth, strlist *out, strlist *dirlen, char
         int k = image_kind(files.s[i]);
         snprintf(path, sizeof path, "%s/%s", dir, files.s[i]);
         if (k < 0)
-            ok = fail(err, errlen, path,
-                      "torchvision would read this image, but this reader takes only JPEG and "
-                      "PNG files");
+            ok =
+                file_error(err, errlen, path,
+                           "torchvision would read this image, but this reader takes only JPEG and "
+                           "PNG files");
         else if (k > 0 && (!push(out, path) || !push(dirlen, num)))
-            ok = fail(err, errlen, dir, "out of memory");
+            ok = file_error(err, errlen, dir, "out of memory");
     }
     for (int64_t i = 0; ok && i < dirs.n; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, dirs.s[i]);
@@ -175,7 +163,7 @@ static bool sort_class(strlist *paths, strlist *dirlen, int64_t from, char *err,
     int64_t n = paths->n - from;
     entry *e = malloc((size_t)(n ? n : 1) * sizeof *e);
     if (!e)
-        return fail(err, errlen, dir, "out of memory");
+        return file_error(err, errlen, dir, "out of memory");
     for (int64_t i = 0; i < n; i++)
         e[i] = (entry){paths->s[from + i], (size_t)strtoull(dirlen->s[from + i], NULL, 10)};
     qsort(e, (size_t)n, sizeof *e, by_walk_order);
@@ -193,9 +181,9 @@ bool img_folder_scan(const char *dir, img_folder *f, char *err, size_t errlen)
     int64_t cap = 0;
     bool ok = list_dir(dir, &classes, NULL, err, errlen);
     if (ok && classes.n == 0)
-        ok = fail(err, errlen, dir, "no class folders (expected DIR/CLASS/IMAGE files)");
+        ok = file_error(err, errlen, dir, "no class folders (expected DIR/CLASS/IMAGE files)");
     if (ok && classes.n > INT32_MAX)
-        ok = fail(err, errlen, dir, "too many classes");
+        ok = file_error(err, errlen, dir, "too many classes");
     for (int64_t c = 0; ok && c < classes.n; c++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, classes.s[c]);
@@ -203,12 +191,13 @@ bool img_folder_scan(const char *dir, img_folder *f, char *err, size_t errlen)
         ok = walk(path, 0, &paths, &dirlen, err, errlen) &&
              sort_class(&paths, &dirlen, before, err, errlen, path);
         if (ok && paths.n == before)
-            ok = fail(err, errlen, path, "an empty class folder (no .jpg, .jpeg or .png files)");
+            ok = file_error(err, errlen, path,
+                            "an empty class folder (no .jpg, .jpeg or .png files)");
         if (ok && paths.n > cap) {
             cap = paths.n * 2;
             int32_t *nl = realloc(labels, (size_t)cap * sizeof *nl);
             if (!nl)
-                ok = fail(err, errlen, dir, "out of memory");
+                ok = file_error(err, errlen, dir, "out of memory");
             else
                 labels = nl;
         }
@@ -263,19 +252,19 @@ static bool slurp(img_worker *w, const char *path, size_t *len, char *err, size_
 {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
-        return fail(err, errlen, path, "cannot open: %s", strerror(errno));
+        return file_error(err, errlen, path, "cannot open: %s", strerror(errno));
     struct stat st;
     bool ok = true;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ok = fail(err, errlen, path, "not a regular file");
+        ok = file_error(err, errlen, path, "not a regular file");
     } else if (st.st_size > ((off_t)1 << 30)) {
-        ok = fail(err, errlen, path, "an image file of more than 1 GiB");
+        ok = file_error(err, errlen, path, "an image file of more than 1 GiB");
     } else {
         size_t n = (size_t)st.st_size;
         if (n + 1 > w->cap) {
             unsigned char *b = realloc(w->buf, n + 1);
             if (!b)
-                ok = fail(err, errlen, path, "out of memory for %zu bytes", n);
+                ok = file_error(err, errlen, path, "out of memory for %zu bytes", n);
             else {
                 w->buf = b;
                 w->cap = n + 1;
@@ -287,7 +276,8 @@ static bool slurp(img_worker *w, const char *path, size_t *len, char *err, size_
             if (r < 0 && errno == EINTR)
                 continue;
             if (r <= 0)
-                ok = fail(err, errlen, path, "read error: %s", r < 0 ? strerror(errno) : "short");
+                ok = file_error(err, errlen, path, "read error: %s",
+                                r < 0 ? strerror(errno) : "short");
             else
                 got += (size_t)r;
         }
@@ -362,7 +352,7 @@ bool img_sample(img_worker *w, const char *path, int c, int h, int wd, const flo
             if (crop_im->cap < rowb * (size_t)chh) {
                 unsigned char *p = realloc(crop_im->px, rowb * (size_t)chh);
                 if (!p)
-                    return fail(err, errlen, path, "out of memory");
+                    return file_error(err, errlen, path, "out of memory");
                 crop_im->px = p;
                 crop_im->cap = rowb * (size_t)chh;
             }

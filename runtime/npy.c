@@ -2,6 +2,7 @@
  * evaluation, every length bounded), the file's length checked against the header, the
  * data memory-mapped. data.c turns its rows into batches. */
 #include "npy.h"
+#include "file_error.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,20 +30,6 @@ const char *npy_dtype_name(npy_dtype dt)
 size_t npy_dtype_size(npy_dtype dt)
 {
     return dtypes[dt].size;
-}
-
-static bool fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static bool fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
-{
-    char why[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    snprintf(err, errlen, "%s: %s", path, why);
-    return false;
 }
 
 /* The dict's text, [p, end). */
@@ -118,80 +105,84 @@ bool npy_parse_header(const unsigned char *buf, size_t len, const char *path, np
 {
     memset(h, 0, sizeof *h);
     if (len < 10 || memcmp(buf, "\x93NUMPY", 6) != 0)
-        return fail(err, errlen, path, "not a .npy file (it does not begin with \\x93NUMPY)");
+        return file_error(err, errlen, path, "not a .npy file (it does not begin with \\x93NUMPY)");
     unsigned major = buf[6], minor = buf[7];
     if (major < 1 || major > 3 || minor != 0)
-        return fail(err, errlen, path, ".npy format version %u.%u (this reader takes 1.0 to 3.0)",
-                    major, minor);
+        return file_error(err, errlen, path,
+                          ".npy format version %u.%u (this reader takes 1.0 to 3.0)", major, minor);
     size_t start = major == 1 ? 10 : 12;
     if (len < start)
-        return fail(err, errlen, path, "truncated: the file ends inside the .npy header length");
+        return file_error(err, errlen, path,
+                          "truncated: the file ends inside the .npy header length");
     uint32_t hlen = major == 1 ? (uint32_t)buf[8] | (uint32_t)buf[9] << 8
                                : (uint32_t)buf[8] | (uint32_t)buf[9] << 8 |
                                      (uint32_t)buf[10] << 16 | (uint32_t)buf[11] << 24;
     if (hlen > NPY_HEADER_MAX)
-        return fail(err, errlen, path, "the .npy header claims %u bytes, more than the %d accepted",
-                    (unsigned)hlen, NPY_HEADER_MAX);
+        return file_error(err, errlen, path,
+                          "the .npy header claims %u bytes, more than the %d accepted",
+                          (unsigned)hlen, NPY_HEADER_MAX);
     if (len - start < hlen)
-        return fail(err, errlen, path,
-                    "truncated: the .npy header claims %u bytes, the file holds %zu after the "
-                    "length field",
-                    (unsigned)hlen, len - start);
+        return file_error(
+            err, errlen, path,
+            "truncated: the .npy header claims %u bytes, the file holds %zu after the "
+            "length field",
+            (unsigned)hlen, len - start);
     h->data_offset = start + hlen;
     cursor c = {(const char *)buf + start, (const char *)buf + start + hlen};
     for (const char *q = c.p; q < c.end; q++)
         if (*q == 0)
-            return fail(err, errlen, path, "the .npy header holds a NUL byte");
+            return file_error(err, errlen, path, "the .npy header holds a NUL byte");
     bool seen_descr = false, seen_order = false, seen_shape = false, fortran = false;
     char descr[32] = "";
     if (!eat(&c, '{'))
-        return fail(err, errlen, path, "the .npy header is not a dict ('{' expected)");
+        return file_error(err, errlen, path, "the .npy header is not a dict ('{' expected)");
     while (!eat(&c, '}')) {
         char key[32];
         if (!string(&c, key, sizeof key) || !eat(&c, ':'))
-            return fail(err, errlen, path,
-                        "the .npy header's dict is malformed (a quoted key "
-                        "and ':' expected)");
+            return file_error(err, errlen, path,
+                              "the .npy header's dict is malformed (a quoted key "
+                              "and ':' expected)");
         if (!strcmp(key, "descr")) {
             if (seen_descr)
-                return fail(err, errlen, path, "the .npy header names 'descr' twice");
+                return file_error(err, errlen, path, "the .npy header names 'descr' twice");
             seen_descr = true;
             if (!string(&c, descr, sizeof descr))
-                return fail(err, errlen, path,
-                            "the .npy header's 'descr' is not a simple dtype string (a "
-                            "structured array?)");
+                return file_error(err, errlen, path,
+                                  "the .npy header's 'descr' is not a simple dtype string (a "
+                                  "structured array?)");
         } else if (!strcmp(key, "fortran_order")) {
             if (seen_order)
-                return fail(err, errlen, path, "the .npy header names 'fortran_order' twice");
+                return file_error(err, errlen, path, "the .npy header names 'fortran_order' twice");
             seen_order = true;
             if (word(&c, "True"))
                 fortran = true;
             else if (!word(&c, "False"))
-                return fail(err, errlen, path,
-                            "the .npy header's 'fortran_order' is not True "
-                            "or False");
+                return file_error(err, errlen, path,
+                                  "the .npy header's 'fortran_order' is not True "
+                                  "or False");
         } else if (!strcmp(key, "shape")) {
             if (seen_shape)
-                return fail(err, errlen, path, "the .npy header names 'shape' twice");
+                return file_error(err, errlen, path, "the .npy header names 'shape' twice");
             seen_shape = true;
             if (!eat(&c, '('))
-                return fail(err, errlen, path, "the .npy header's 'shape' is not a tuple");
+                return file_error(err, errlen, path, "the .npy header's 'shape' is not a tuple");
             while (!eat(&c, ')')) {
                 skip_space(&c);
                 if (c.p >= c.end || *c.p < '0' || *c.p > '9')
-                    return fail(err, errlen, path,
-                                "the .npy header's 'shape' holds something other than "
-                                "non-negative integers");
+                    return file_error(err, errlen, path,
+                                      "the .npy header's 'shape' holds something other than "
+                                      "non-negative integers");
                 if (h->ndim == NPY_MAX_DIMS)
-                    return fail(err, errlen, path, "the .npy array has more than %d dimensions",
-                                NPY_MAX_DIMS);
+                    return file_error(err, errlen, path,
+                                      "the .npy array has more than %d dimensions", NPY_MAX_DIMS);
                 int64_t v = 0;
                 while (c.p < c.end && *c.p >= '0' && *c.p <= '9') {
                     int digit = *c.p++ - '0';
                     if (v > (INT64_MAX - digit) / 10)
-                        return fail(err, errlen, path,
-                                    "dimension %d of the .npy header's shape overflows 64 bits",
-                                    h->ndim + 1);
+                        return file_error(
+                            err, errlen, path,
+                            "dimension %d of the .npy header's shape overflows 64 bits",
+                            h->ndim + 1);
                     v = v * 10 + digit;
                 }
                 if (c.p < c.end && *c.p == 'L') /* Python 2's longs, in old files */
@@ -199,51 +190,52 @@ bool npy_parse_header(const unsigned char *buf, size_t len, const char *path, np
                 h->shape[h->ndim++] = v;
                 if (!eat(&c, ',')) {
                     if (!eat(&c, ')'))
-                        return fail(err, errlen, path,
-                                    "the .npy header's 'shape' is malformed (',' or ')' expected)");
+                        return file_error(
+                            err, errlen, path,
+                            "the .npy header's 'shape' is malformed (',' or ')' expected)");
                     break;
                 }
             }
         } else {
-            return fail(err, errlen, path, "the .npy header has an unknown key '%s'", key);
+            return file_error(err, errlen, path, "the .npy header has an unknown key '%s'", key);
         }
         if (!eat(&c, ',')) {
             if (!eat(&c, '}'))
-                return fail(err, errlen, path,
-                            "the .npy header's dict is malformed (',' or '}' expected)");
+                return file_error(err, errlen, path,
+                                  "the .npy header's dict is malformed (',' or '}' expected)");
             break;
         }
     }
     skip_space(&c);
     if (c.p != c.end)
-        return fail(err, errlen, path, "the .npy header has text after its dict");
+        return file_error(err, errlen, path, "the .npy header has text after its dict");
     if (!seen_descr || !seen_order || !seen_shape)
-        return fail(err, errlen, path, "the .npy header lacks '%s'",
-                    !seen_descr   ? "descr"
-                    : !seen_order ? "fortran_order"
-                                  : "shape");
+        return file_error(err, errlen, path, "the .npy header lacks '%s'",
+                          !seen_descr   ? "descr"
+                          : !seen_order ? "fortran_order"
+                                        : "shape");
     if (!parse_dtype(descr, &h->dtype)) {
         if (descr[0] == '>')
-            return fail(err, errlen, path,
-                        "the array is big-endian ('%s'); save it little-endian, e.g. with "
-                        "a.astype(a.dtype.newbyteorder('<'))",
-                        descr);
-        return fail(err, errlen, path,
-                    "dtype '%s' is not one this reader takes (uint8, float16, bfloat16, "
-                    "float32 inputs; uint8, uint16, int32, int64 labels and tokens)",
-                    descr);
+            return file_error(err, errlen, path,
+                              "the array is big-endian ('%s'); save it little-endian, e.g. with "
+                              "a.astype(a.dtype.newbyteorder('<'))",
+                              descr);
+        return file_error(err, errlen, path,
+                          "dtype '%s' is not one this reader takes (uint8, float16, bfloat16, "
+                          "float32 inputs; uint8, uint16, int32, int64 labels and tokens)",
+                          descr);
     }
     if (fortran && h->ndim > 1)
-        return fail(err, errlen, path,
-                    "the array is in Fortran order; save it in C order "
-                    "(numpy.ascontiguousarray)");
+        return file_error(err, errlen, path,
+                          "the array is in Fortran order; save it in C order "
+                          "(numpy.ascontiguousarray)");
     h->numel = 1;
     for (int i = 0; i < h->ndim; i++)
         if (__builtin_mul_overflow(h->numel, (uint64_t)h->shape[i], &h->numel))
-            return fail(err, errlen, path, "the .npy header's shape overflows 64 bits");
+            return file_error(err, errlen, path, "the .npy header's shape overflows 64 bits");
     if (__builtin_mul_overflow(h->numel, (uint64_t)npy_dtype_size(h->dtype), &h->nbytes) ||
         h->nbytes > (uint64_t)INT64_MAX - h->data_offset)
-        return fail(err, errlen, path, "the .npy header's shape overflows 64 bits of bytes");
+        return file_error(err, errlen, path, "the .npy header's shape overflows 64 bits of bytes");
     return true;
 }
 
@@ -263,16 +255,16 @@ bool npy_open(const char *path, npy_array *a, char *err, size_t errlen)
     /* Non-blocking, so a FIFO fails the regular-file check instead of waiting for a writer. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
-        return fail(err, errlen, path, "cannot open: %s", strerror(errno));
+        return file_error(err, errlen, path, "cannot open: %s", strerror(errno));
     struct stat st;
     bool ok = false;
     if (fstat(fd, &st) != 0) {
-        fail(err, errlen, path, "cannot stat: %s", strerror(errno));
+        file_error(err, errlen, path, "cannot stat: %s", strerror(errno));
         goto out;
     }
     if (!S_ISREG(st.st_mode)) {
-        fail(err, errlen, path, "not a regular file (%s)",
-             S_ISDIR(st.st_mode) ? "a directory" : "a FIFO, device or socket");
+        file_error(err, errlen, path, "not a regular file (%s)",
+                   S_ISDIR(st.st_mode) ? "a directory" : "a FIFO, device or socket");
         goto out;
     }
     unsigned char head[12 + NPY_HEADER_MAX];
@@ -282,7 +274,7 @@ bool npy_open(const char *path, npy_array *a, char *err, size_t errlen)
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
-            fail(err, errlen, path, "read error: %s", strerror(errno));
+            file_error(err, errlen, path, "read error: %s", strerror(errno));
             goto out;
         }
         if (r == 0)
@@ -295,26 +287,28 @@ bool npy_open(const char *path, npy_array *a, char *err, size_t errlen)
     char what[300];
     npy_describe(&a->h, what, sizeof what);
     if (size < end) {
-        fail(err, errlen, path,
-             "truncated: the header (%s) promises %llu bytes of data, the file holds %llu", what,
-             (unsigned long long)a->h.nbytes, (unsigned long long)(size - a->h.data_offset));
+        file_error(err, errlen, path,
+                   "truncated: the header (%s) promises %llu bytes of data, the file holds %llu",
+                   what, (unsigned long long)a->h.nbytes,
+                   (unsigned long long)(size - a->h.data_offset));
         goto out;
     }
     if (size > end) {
-        fail(err, errlen, path, "%llu bytes after the %llu bytes of data the header (%s) promises",
-             (unsigned long long)(size - end), (unsigned long long)a->h.nbytes, what);
+        file_error(err, errlen, path,
+                   "%llu bytes after the %llu bytes of data the header (%s) promises",
+                   (unsigned long long)(size - end), (unsigned long long)a->h.nbytes, what);
         goto out;
     }
     if (size > SIZE_MAX) {
-        fail(err, errlen, path, "too large to map");
+        file_error(err, errlen, path, "too large to map");
         goto out;
     }
     a->map_len = (size_t)size;
     a->map = mmap(NULL, a->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
     if (a->map == MAP_FAILED) {
         a->map = NULL;
-        fail(err, errlen, path, "cannot map %llu bytes: %s", (unsigned long long)size,
-             strerror(errno));
+        file_error(err, errlen, path, "cannot map %llu bytes: %s", (unsigned long long)size,
+                   strerror(errno));
         goto out;
     }
     a->data = (const unsigned char *)a->map + a->h.data_offset;
