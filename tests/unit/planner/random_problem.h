@@ -172,4 +172,25 @@ static inline void make_dag(inst *in, int n)
     finish(in, n);
 }
 
+/* Random background jobs for the multiplexing tests: one or two, each of 1-4
+ * ops (a unit per op forward and backward, and the update), every unit from
+ * 1e-3 to 1e-1 of the foreground's time T0, batch 1-64. */
+typedef struct random_bg {
+    int n;
+    plan_bg_job jobs[2];
+    double units[2][9];
+} random_bg;
+
+static inline void random_bg_jobs(random_bg *b, double T0)
+{
+    b->n = irand(1, 2);
+    for (int j = 0; j < b->n; j++) {
+        int ops = irand(1, 4);
+        for (int u = 0; u < 2 * ops + 1; u++)
+            b->units[j][u] = T0 * pow(10, -3 + 2 * urand());
+        b->jobs[j] = (plan_bg_job){
+            .name = "bg", .nunits = 2 * ops + 1, .unit = b->units[j], .batch = irand(1, 64)};
+    }
+}
+
 #endif

@@ -208,16 +208,10 @@ static void test_never_loses(void)
         }
         double T0 = tl.time;
         plan_timeline_free(&tl);
-        int nj = irand(1, 2);
-        plan_bg_job jobs[2];
-        double units[2][9];
-        for (int j = 0; j < nj; j++) {
-            int ops = irand(1, 4);
-            for (int u = 0; u < 2 * ops + 1; u++)
-                units[j][u] = T0 * pow(10, -3 + 2 * urand());
-            jobs[j] = (plan_bg_job){
-                .name = "bg", .nunits = 2 * ops + 1, .unit = units[j], .batch = irand(1, 64)};
-        }
+        random_bg bgr;
+        random_bg_jobs(&bgr, T0);
+        int nj = bgr.n;
+        plan_bg_job *jobs = bgr.jobs;
         plan_mux_options o = {.slowdown = 1 + urand()};
         if (!plan_mux_init(&in.p, &o, err, sizeof err)) {
             plan_result_free(&f);
@@ -306,16 +300,10 @@ static void test_domination(void)
             continue;
         double T0 = f.time;
         plan_result_free(&f);
-        int nj = irand(1, 2);
-        plan_bg_job jobs[2];
-        double units[2][9];
-        for (int j = 0; j < nj; j++) {
-            int ops = irand(1, 4);
-            for (int u = 0; u < 2 * ops + 1; u++)
-                units[j][u] = T0 * pow(10, -3 + 2 * urand());
-            jobs[j] = (plan_bg_job){
-                .name = "bg", .nunits = 2 * ops + 1, .unit = units[j], .batch = irand(1, 64)};
-        }
+        random_bg bgr;
+        random_bg_jobs(&bgr, T0);
+        int nj = bgr.n;
+        plan_bg_job *jobs = bgr.jobs;
         plan_mux_options o = {.slowdown = 1 + urand()};
         if (!plan_mux_init(&in.p, &o, err, sizeof err))
             continue;

@@ -133,16 +133,10 @@ int main(void)
             continue;
         double T0 = r.time;
         plan_result_free(&r);
-        int nj = irand(1, 2);
-        plan_bg_job jobs[2];
-        double units[2][9];
-        for (int j = 0; j < nj; j++) {
-            int ops = irand(1, 4);
-            for (int u = 0; u < 2 * ops + 1; u++)
-                units[j][u] = T0 * pow(10, -3 + 2 * urand());
-            jobs[j] = (plan_bg_job){
-                .name = "bg", .nunits = 2 * ops + 1, .unit = units[j], .batch = irand(1, 64)};
-        }
+        random_bg bgr;
+        random_bg_jobs(&bgr, T0);
+        int nj = bgr.n;
+        plan_bg_job *jobs = bgr.jobs;
         tune_background bg = {
             .jobs = jobs, .njobs = nj, .mux = {.slowdown = 1 + urand(), .cpu = urand() < 0.3}};
         /* Sometimes the job's one limit (plan_mux_init's), sometimes none. */
