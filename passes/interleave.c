@@ -362,6 +362,14 @@ static void cut_copies(try_st *t, double bound)
     }
 }
 
+double plan_bg_step_time(const plan_bg_job *b)
+{
+    double step = 0;
+    for (int u = 0; u < b->nunits; u++)
+        step += b->unit[u];
+    return step;
+}
+
 bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job *jobs, int njobs,
                      const plan_mux_options *o, plan_mux_result *out, char *err, size_t errlen)
 {
@@ -635,9 +643,7 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     double bg_gpu = 0; /* the copies' steps per iteration in seconds of a dedicated GPU */
     for (int c = 0; c < out->ncopies; c++) {
         const plan_bg_job *b = &jobs[out->copies[c].job];
-        double step = 0;
-        for (int u = 0; u < b->nunits; u++)
-            step += b->unit[u];
+        double step = plan_bg_step_time(b);
         out->bg_samples_per_s += out->copies[c].steps_per_iter * (double)b->batch;
         bg_gpu += out->copies[c].steps_per_iter * step;
     }

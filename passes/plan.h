@@ -596,6 +596,8 @@ typedef struct plan_bg_job {
     double mem_bytes;           /* parameters, gradients, optimizer state, activations */
     int64_t batch;              /* samples per step */
 } plan_bg_job;
+/* A step of the job alone on one GPU: the sum of its units (seconds). */
+double plan_bg_step_time(const plan_bg_job *b);
 
 /* Default slice bounds: on a GPU (the 0.5 ms) and on a CPU core. */
 #define PLAN_MUX_SLICE_GPU 0.5e-3

@@ -64,7 +64,7 @@ typedef struct player {
      * that end is taken out of the GPU's busy time (bg_after). */
     int ranks_done;
     double *bg_after;
-    double bg_samples;
+    double bg_samples, bg_gpu_s;
     sim_trace *trace;
 } player;
 
@@ -121,6 +121,7 @@ static void on_slice(void *ctx, int gpu, int64_t tag, double start, double end)
         }
     }
     pl->bg_samples += pl->o->bg[tag].samples;
+    pl->bg_gpu_s += pl->o->bg[tag].gpu_s;
 }
 
 static void on_kernel(void *ctx, int gpu, bool bg, int64_t tag, double start, double end)
@@ -263,7 +264,7 @@ bool sim_play(const plan_timeline *tl, const sim_options *o, sim_result *out, ch
         const sim_bg_slice *b = &o->bg[i];
         if (b->rank < 0 || b->rank >= G || b->step < 0 ||
             b->step > tl->prog0[b->rank + 1] - tl->prog0[b->rank] || !(b->dur >= 0) ||
-            !isfinite(b->dur) || !(b->samples >= 0)) {
+            !isfinite(b->dur) || !(b->samples >= 0) || !(b->gpu_s >= 0) || !isfinite(b->gpu_s)) {
             snprintf(err, errlen, "background slice %d: rank %d, anchor %d, %g s is out of range",
                      i, b->rank, b->step, b->dur);
             return false;
@@ -376,6 +377,7 @@ bool sim_play(const plan_timeline *tl, const sim_options *o, sim_result *out, ch
     out->fg_samples_per_s = (double)p->batch * N / T;
     out->bg_samples = pl.bg_samples;
     out->bg_samples_per_s = pl.bg_samples / T;
+    out->gpu_equivalents = (N * plan_one_gpu_time(p) + pl.bg_gpu_s) / T;
     out->fg_busy = plan_xcalloc((size_t)G, sizeof(double));
     out->bg_busy = plan_xcalloc((size_t)G, sizeof(double));
     for (int g = 0; g < G; g++) {

@@ -51,12 +51,15 @@ void sim_print_table(FILE *out, const plan_problem *p, const sim_report_info *in
                 x->fg_samples_per_s);
         fprintf(out, "%-22s %12.1f %12.1f\n", "background", r->bg_samples_per_s,
                 x->bg_samples_per_s);
-        fprintf(out, "%-22s %12.1f %12.1f\n\n", "cluster",
-                r->fg_samples_per_s + r->bg_samples_per_s, x->cluster_samples_per_s);
+        fprintf(out, "%-22s %12.1f %12.1f\n", "cluster", r->fg_samples_per_s + r->bg_samples_per_s,
+                x->cluster_samples_per_s);
+        fprintf(out, "%-22s %12.3f %12.3f\n\n", "GPU-equivalents", r->gpu_equivalents,
+                x->gpu_equivalents);
     } else {
         fprintf(out, "%-22s %12.1f\n", "foreground", r->fg_samples_per_s);
         fprintf(out, "%-22s %12.1f\n", "background", r->bg_samples_per_s);
-        fprintf(out, "%-22s %12.1f\n\n", "cluster", r->fg_samples_per_s + r->bg_samples_per_s);
+        fprintf(out, "%-22s %12.1f\n", "cluster", r->fg_samples_per_s + r->bg_samples_per_s);
+        fprintf(out, "%-22s %12.3f\n\n", "GPU-equivalents", r->gpu_equivalents);
     }
     int G = r->G;
     stat3 f = stats(r->fg_busy, G), b = stats(r->bg_busy, G);
@@ -110,16 +113,17 @@ bool sim_write_json(FILE *out, const plan_problem *p, const sim_report_info *inf
         r->mean, r->p50, r->p99, r->timeline, info->analytic, r->total);
     fprintf(out,
             "  \"fg_samples_per_s\": %.9g,\n  \"bg_samples_per_s\": %.9g,\n"
-            "  \"cluster_samples_per_s\": %.9g,\n",
-            r->fg_samples_per_s, r->bg_samples_per_s, r->fg_samples_per_s + r->bg_samples_per_s);
+            "  \"cluster_samples_per_s\": %.9g,\n  \"gpu_equivalents\": %.9g,\n",
+            r->fg_samples_per_s, r->bg_samples_per_s, r->fg_samples_per_s + r->bg_samples_per_s,
+            r->gpu_equivalents);
     if (info->mux)
         fprintf(out,
                 "  \"interleave\": {\"copies\": %d, \"slices_per_iter\": %lld, \"slice_bound_s\": "
                 "%.9g, \"fg_time_s\": %.9g, \"fg_time_bg_s\": %.9g, \"fg_samples_per_s\": %.9g, "
-                "\"bg_samples_per_s\": %.9g},\n",
+                "\"bg_samples_per_s\": %.9g, \"gpu_equivalents\": %.9g},\n",
                 info->mux->ncopies, (long long)info->mux->nslices, info->mux->slice_bound,
                 info->mux->fg_time, info->mux->fg_time_bg, info->mux->fg_samples_per_s,
-                info->mux->bg_samples_per_s);
+                info->mux->bg_samples_per_s, info->mux->gpu_equivalents);
     fprintf(out,
             "  \"gpu_busy\": {\"fg_mean\": %.9g, \"fg_min\": %.9g, \"fg_max\": %.9g, "
             "\"bg_mean\": %.9g, \"bg_min\": %.9g, \"bg_max\": %.9g,\n    \"fg\": [",

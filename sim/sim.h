@@ -141,11 +141,14 @@ double sim_latency_for(const plan_cluster *c, const sim_load *loads, int nloads,
  * becomes ready when the rank's program reaches its anchor (a step of the
  * rank's timeline program; the program's length: the end of the iteration)
  * in every iteration, and completes `samples` samples of background job
- * `job` when done. */
+ * `job` when done. gpu_s: the seconds those samples take the job alone on
+ * one GPU (samples x its step time / its batch), what the slice adds to
+ * the run's gpu_equivalents. */
 typedef struct sim_bg_slice {
     int rank, step;
     double dur, samples;
     int job;
+    double gpu_s;
 } sim_bg_slice;
 
 typedef struct sim_options {
@@ -167,6 +170,10 @@ typedef struct sim_result {
     double timeline;       /* the ideal timeline's iteration time */
     double fg_samples_per_s, bg_samples_per_s;
     double bg_samples;
+    /* Every job's samples/s over its samples/s alone on one GPU of the
+     * cluster, summed: (iterations x plan_one_gpu_time + the completed
+     * slices' gpu_s) / total. Work in dedicated GPUs, at most G. */
+    double gpu_equivalents;
     int G;
     double *fg_busy, *bg_busy;            /* per GPU: fraction of total */
     double port_util_mean, port_util_max; /* bytes over capacity x total, GPU ports (each way) */

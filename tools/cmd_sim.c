@@ -277,8 +277,10 @@ int cmd_sim(int argc, char **argv)
              * copy's slices run in order, so the rate is the pass's. A piece
              * of a preempted slice (--preempt-delay) does its share. */
             double share = cp->dur[sl->slice] > 0 ? sl->dur / cp->dur[sl->slice] : 1;
-            bgs[i] = (sim_bg_slice){sl->rank, sl->step, sl->dur,
-                                    (double)bg.jobs[cp->job].batch / cp->nslices * share, cp->job};
+            const plan_bg_job *b = &bg.jobs[cp->job];
+            bgs[i] = (sim_bg_slice){sl->rank, sl->step,
+                                    sl->dur,  (double)b->batch / cp->nslices * share,
+                                    cp->job,  plan_bg_step_time(b) / cp->nslices * share};
         }
         so.bg = bgs;
         so.nbg = (int)mux.nslices;

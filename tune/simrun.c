@@ -48,8 +48,10 @@ bool tune_sim_runner_init(tune_sim_runner *s, const plan_problem *p, const tune_
             const plan_mux_slice *sl = &x->slices[k];
             const plan_mux_copy *cp = &x->copies[sl->copy];
             /* A slice completes 1/nslices of a step of its copy (as burstc sim). */
-            s->bg[i][k] = (sim_bg_slice){sl->rank, sl->step, sl->dur,
-                                         (double)bg->jobs[cp->job].batch / cp->nslices, cp->job};
+            const plan_bg_job *b = &bg->jobs[cp->job];
+            s->bg[i][k] = (sim_bg_slice){sl->rank, sl->step,
+                                         sl->dur,  (double)b->batch / cp->nslices,
+                                         cp->job,  plan_bg_step_time(b) / cp->nslices};
         }
     }
     s->batch = p->batch;

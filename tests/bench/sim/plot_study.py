@@ -10,6 +10,8 @@ size. Writes three SVGs into OUT_DIR, each with a panel per (model, batch):
                           dp's (without background) at the same size
   iteration_time.svg      the foreground's simulated iteration time (mean)
   utilisation.svg         mean GPU busy %, foreground + background
+  gpu_equivalents.svg     every job's samples/s over its samples/s alone on
+                          one GPU, summed: work in dedicated GPUs, at most G
 
 and prints the numbers as Markdown tables: a summary (a row per model,
 batch and cluster size, a cell per strategy) and every run's numbers. The runs
@@ -74,11 +76,19 @@ def main():
         base = dp.get((r["model"], r["batch"], r["gpus"]))
         return r["cluster_samples_per_s"] / base if base else None
 
+    def geq(r):
+        return r.get("gpu_equivalents")  # burstc sim before Dec 2 did not write it
+
+    def fmt_geq(r):
+        v = geq(r)
+        return "%.2f GPU-eq" % v if v is not None else "- GPU-eq"
+
     metrics = [
         ("cluster_throughput.svg", "cluster throughput / dp", norm, False),
         ("iteration_time.svg", "foreground iteration (ms)", lambda r: r["mean_s"] * 1e3, True),
         ("utilisation.svg", "GPU busy % (fg + bg)",
          lambda r: 100 * (r["gpu_busy"]["fg_mean"] + r["gpu_busy"]["bg_mean"]), False),
+        ("gpu_equivalents.svg", "GPU-equivalents (of G)", geq, True),
     ]
     # A column per model, a row per its batch sizes (smallest first); a colour per
     # strategy, dashed with background.
@@ -135,25 +145,34 @@ def main():
                     cells.append("-")
                     continue
                 v = norm(r)
-                cells.append("%.2f ms, %s, %.1f%%" % (r["mean_s"] * 1e3, "%.2fx" % v if v else "-",
-                                                      100 * (r["gpu_busy"]["fg_mean"] + r["gpu_busy"]["bg_mean"])))
+                cells.append("%.2f ms, %s, %s, %.1f%%" % (
+                    r["mean_s"] * 1e3, "%.2fx" % v if v else "-", fmt_geq(r),
+                    100 * (r["gpu_busy"]["fg_mean"] + r["gpu_busy"]["bg_mean"])))
             for b, d in pairs:
                 rb, rd = by.get((model, batch, gpus, b)), by.get((model, batch, gpus, d))
-                cells.append("%.2fx" % (rb["cluster_samples_per_s"] / rd["cluster_samples_per_s"])
-                             if rb and rd else "-")
+                if not (rb and rd):
+                    cells.append("-")
+                    continue
+                cell = "%.2fx" % (rb["cluster_samples_per_s"] / rd["cluster_samples_per_s"])
+                if geq(rb) and geq(rd):
+                    cell += ", %.2fx" % (geq(rb) / geq(rd))
+                cells.append(cell)
             print("| %s | %d | %d | %s |" % (model, batch, gpus, " | ".join(cells)))
     print("\n(a cell: foreground iteration time (simulated mean), cluster throughput over dp's without background"
-          " at the same size, mean GPU busy % (foreground + background); last columns: cluster throughput of"
-          " burst over deeppool)\n")
+          " at the same size, GPU-equivalents (every job's samples/s over its samples/s alone on one GPU, summed),"
+          " mean GPU busy % (foreground + background); last columns: burst over deeppool in cluster throughput"
+          " and in GPU-equivalents)\n")
 
-    print("| model | batch | GPUs | strategy | iter ms | fg samples/s | bg samples/s | cluster samples/s | vs dp | GPU busy % |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| model | batch | GPUs | strategy | iter ms | fg samples/s | bg samples/s | cluster samples/s | vs dp |"
+          " GPU-eq | GPU busy % |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (model, batch), rs in groups.items():
         for r in sorted(rs, key=lambda r: (r["gpus"], label_key(label(r)))):
             v = norm(r)
-            print("| %s | %d | %d | %s | %.3f | %.1f | %.1f | %.1f | %s | %.1f |" % (
+            print("| %s | %d | %d | %s | %.3f | %.1f | %.1f | %.1f | %s | %s | %.1f |" % (
                 model, batch, r["gpus"], label(r), r["mean_s"] * 1e3, r["fg_samples_per_s"],
                 r["bg_samples_per_s"], r["cluster_samples_per_s"], "%.2fx" % v if v else "-",
+                "%.2f" % geq(r) if geq(r) is not None else "-",
                 100 * (r["gpu_busy"]["fg_mean"] + r["gpu_busy"]["bg_mean"])))
     print("\nwrote %s" % ", ".join(os.path.join(out_dir, m[0]) for m in metrics))
     return 0

@@ -208,10 +208,10 @@ static void test_background(void)
         return;
 
     /* three slices that fit in the first window, one in the second */
-    sim_bg_slice fit[4] = {{1, 3, w_loss / 4, 2, 0},
-                           {1, 3, w_loss / 4, 2, 0},
-                           {1, 3, w_loss / 4, 2, 0},
-                           {1, 5, w_grad / 2, 5, 1}};
+    sim_bg_slice fit[4] = {{1, 3, w_loss / 4, 2, 0, 1e-3},
+                           {1, 3, w_loss / 4, 2, 0, 1e-3},
+                           {1, 3, w_loss / 4, 2, 0, 1e-3},
+                           {1, 5, w_grad / 2, 5, 1, 4e-3}};
     o.bg = fit;
     o.nbg = 4;
     sim_result sr;
@@ -222,13 +222,17 @@ static void test_background(void)
         CHECK_NEAR(sr.bg_busy[1] * sr.total, N * (0.75 * w_loss + 0.5 * w_grad), 1e-9);
         CHECK(sr.bg_busy[0] == 0);
         CHECK_NEAR(sr.bg_samples_per_s, N * 11.0 / sr.total, 1e-9);
+        /* the foreground's one-GPU time per iteration, the slices' gpu_s */
+        double one = plan_one_gpu_time(&in.p);
+        CHECK_NEAR(base.gpu_equivalents, N * one / base.total, 1e-9);
+        CHECK_NEAR(sr.gpu_equivalents, (N * one + N * 7e-3) / sr.total, 1e-9);
         sim_result_free(&sr);
     }
     /* one slice longer than the wait for the gradient, anchored there:
 	 * rank 1's next kernel (l0's backward) waits for the slice, so the
 	 * iteration grows by what does not fit, at most the slice */
     double D = w_grad + 0.5 * r.layer[0].bwd;
-    sim_bg_slice longer = {1, 5, D, 1, 0};
+    sim_bg_slice longer = {1, 5, D, 1, 0, 0};
     o.bg = &longer;
     o.nbg = 1;
     if (play(&tl, &o, &sr)) {
@@ -245,10 +249,12 @@ static void test_background(void)
     /* at the end of rank 1's program: after its all-reduce, which ends the
      * iteration; the last iteration's slice runs after the run's end and is
      * not counted */
-    sim_bg_slice at_end = {1, 9, 1e-6, 1, 0};
+    sim_bg_slice at_end = {1, 9, 1e-6, 1, 0, 2e-3};
     o.bg = &at_end;
     if (play(&tl, &o, &sr)) {
         CHECK(sr.bg_samples == N - 1);
+        CHECK_NEAR(sr.gpu_equivalents, (N * plan_one_gpu_time(&in.p) + (N - 1) * 2e-3) / sr.total,
+                   1e-9);
         sim_result_free(&sr);
     }
     /* more background work than the GPU has time for: 4 slices of a whole
@@ -257,7 +263,7 @@ static void test_background(void)
      * is never more than 100% busy. */
     double Ti = base.iter_time[0];
     sim_bg_slice heavy[4] = {
-        {1, 3, Ti, 1, 0}, {1, 3, Ti, 1, 0}, {1, 3, Ti, 1, 0}, {1, 3, Ti, 1, 0}};
+        {1, 3, Ti, 1, 0, 0}, {1, 3, Ti, 1, 0, 0}, {1, 3, Ti, 1, 0, 0}, {1, 3, Ti, 1, 0, 0}};
     o.bg = heavy;
     o.nbg = 4;
     if (play(&tl, &o, &sr)) {
@@ -270,8 +276,11 @@ static void test_background(void)
         sim_result_free(&sr);
     }
     /* out of range */
-    sim_bg_slice bad = {1, 10, 1e-6, 1, 0};
+    sim_bg_slice bad = {1, 10, 1e-6, 1, 0, 0};
     o.bg = &bad;
+    CHECK(!sim_play(&tl, &o, &sr, err, sizeof err));
+    sim_bg_slice bad_gpu_s = {1, 3, 1e-6, 1, 0, -1};
+    o.bg = &bad_gpu_s;
     CHECK(!sim_play(&tl, &o, &sr, err, sizeof err));
     sim_result_free(&base);
     plan_timeline_free(&tl);
