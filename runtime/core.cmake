@@ -13,7 +13,7 @@ set(burstrt_core_sources
   ${burstrt_core_dir}/nodes.c
   ${burstrt_core_dir}/tensor.c ${burstrt_core_dir}/trace.c ${burstrt_core_dir}/rankset.c
   ${burstrt_core_dir}/shapes.c ${burstrt_core_dir}/optim.c ${burstrt_core_dir}/rng.c
-  ${burstrt_core_dir}/data.c ${burstrt_core_dir}/checkpoint.c
+  ${burstrt_core_dir}/data.c ${burstrt_core_dir}/loader.c ${burstrt_core_dir}/checkpoint.c
   ${burstrt_core_dir}/idle.c ${burstrt_core_dir}/background.c ${burstrt_core_dir}/guard.c
   ${burstrt_core_dir}/loss_scale.c ${burstrt_core_dir}/safetensors.c ${burstrt_core_dir}/npy.c
   ${burstrt_core_dir}/weights.c ${burstrt_core_dir}/image.c ${burstrt_core_dir}/imagefolder.c)

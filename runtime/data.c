@@ -53,9 +53,11 @@ struct rt_data {
     int64_t shape[RT_MAX_DIMS];
     /* npy and images: the training set, and --eval-data's test set (kind 0: none) */
     dataset train_set, test_set;
-    img_worker worker;
     int nworkers;        /* --data-workers */
-    img_worker *workers; /* nworkers of them, for decode_parallel */
+    img_worker *workers; /* nworkers of them, one per loader thread */
+    rt_loader *loader;   /* for image sets */
+    int64_t *rows;       /* stream_rows: samples, then epochs */
+    int64_t rows_cap;
     float mean[3], std[3];
     bool augment;
 };
@@ -547,53 +549,35 @@ static bool image_sample(const rt_data *d, img_worker *w, const dataset *set, in
                       (int)d->shape[2], train ? u : NULL, d->mean, d->std, x, NULL, err, errlen);
 }
 
-static void image_row(rt_data *d, const dataset *set, int64_t idx, int64_t epoch, bool train,
-                      float *x, int32_t *label)
+/* The label of sample idx (its pixels come from the loader, load_images). */
+static void image_row(const dataset *set, int64_t idx, int32_t *label)
 {
     if (label)
         *label = set->folder.labels[idx];
-    char err[1400];
-    if (x && !image_sample(d, &d->worker, set, idx, epoch, train, x, err, sizeof err))
-        rt_fatal("data", "%s", err);
 }
 
-/* --data-workers: the inputs of a batch's image rows decoded by that many threads (rows
- * k, k + n, ...), each with its own decoder; the same pixels as one thread, since a
- * sample's transform depends on (seed, epoch, sample) alone. The first bad image in row
- * order ends the run. */
-typedef struct {
-    const rt_data *d;
-    const dataset *set;
-    const int64_t *idx, *epoch;
-    bool train;
-    int64_t count;
-    int k, n;
-    img_worker *w;
-    float *x;
-    int64_t bad_row;
-    char err[1400];
-} decode_job;
+/* The loader's decoding function: worker k's decoder, the set of the stream, the training
+ * transform on the training stream unless --augment off. */
+static bool decode_image(void *ctx, int k, uint64_t stream, int64_t idx, int64_t epoch, float *out,
+                         char *err, size_t errlen)
+{
+    const rt_data *d = ctx;
+    const dataset *set = stream == 0 ? &d->train_set : &d->test_set;
+    return image_sample(d, &d->workers[k], set, idx, epoch, stream == 0 && d->augment, out, err,
+                        errlen);
+}
 
 static void ensure_perm(rt_data *d, int64_t epoch);
 
-static void *decode_rows(void *p)
+/* The samples (and their epochs) at positions [g0, g0 + count) of a stream, in d->rows. */
+static void stream_rows(rt_data *d, uint64_t stream, int64_t g0, int64_t count)
 {
-    decode_job *j = p;
-    j->bad_row = -1;
-    for (int64_t i = j->k; i < j->count; i += j->n)
-        if (!image_sample(j->d, j->w, j->set, j->idx[i], j->epoch[i], j->train,
-                          j->x + i * j->d->per_sample, j->err, sizeof j->err)) {
-            j->bad_row = i;
-            break;
-        }
-    return NULL;
-}
-
-static void decode_parallel(rt_data *d, const dataset *set, uint64_t stream, int64_t g0,
-                            int64_t count, bool train, float *x)
-{
-    int n = d->nworkers < count ? d->nworkers : (int)count;
-    int64_t *idx = rt_xmalloc((size_t)count * 2 * sizeof *idx, "data"), *epoch = idx + count;
+    if (count > d->rows_cap) {
+        free(d->rows);
+        d->rows = rt_xmalloc((size_t)count * 2 * sizeof *d->rows, "data");
+        d->rows_cap = count;
+    }
+    int64_t *idx = d->rows, *epoch = d->rows + d->rows_cap;
     for (int64_t i = 0; i < count; i++) {
         int64_t g = g0 + i;
         if (stream == 0) {
@@ -605,34 +589,36 @@ static void decode_parallel(rt_data *d, const dataset *set, uint64_t stream, int
             epoch[i] = 0;
         }
     }
-    decode_job *jobs = rt_xcalloc((size_t)n, sizeof *jobs, "data");
-    pthread_t *th = rt_xcalloc((size_t)n, sizeof *th, "data");
-    for (int k = 0; k < n; k++) {
-        jobs[k] = (decode_job){.d = d,
-                               .set = set,
-                               .idx = idx,
-                               .epoch = epoch,
-                               .train = train,
-                               .count = count,
-                               .k = k,
-                               .n = n,
-                               .w = &d->workers[k],
-                               .x = x};
-        if (k > 0 && pthread_create(&th[k], NULL, decode_rows, &jobs[k]) != 0)
-            rt_fatal("data", "cannot start a decoding thread");
+}
+
+/* The pixels of a batch's image rows from the loader: decoded by --data-workers threads
+ * (the same pixels as one thread, since a sample's transform depends on (seed, epoch,
+ * sample) alone), while the previous step computed when the batch was announced. The
+ * first bad image in row order ends the run. */
+static void load_images(rt_data *d, uint64_t stream, int64_t g0, int64_t count, float *x)
+{
+    char err[RT_LOADER_ERR];
+    int64_t bad_row;
+    if (!d->loader) /* on the ranks that hold the inputs, once */
+        d->loader = rt_loader_new(d->nworkers, d->per_sample, decode_image, d);
+    stream_rows(d, stream, g0, count);
+    int64_t nbad = rt_loader_get(d->loader, stream, g0, count, d->rows, d->rows + d->rows_cap, x,
+                                 &bad_row, err, sizeof err);
+    if (nbad)
+        rt_fatal("data", "%s", err);
+}
+
+/* Announces the next RT_LOADER_AHEAD training batches of this shard, `stride` apart. */
+static void prefetch_images(rt_data *d, int64_t g0, int64_t count, int64_t stride)
+{
+    for (int a = 1; a <= RT_LOADER_AHEAD; a++) {
+        int64_t g;
+        if (__builtin_mul_overflow(stride, a, &g) || __builtin_add_overflow(g, g0, &g) ||
+            g > INT64_MAX - count)
+            return;
+        stream_rows(d, 0, g, count);
+        rt_loader_prefetch(d->loader, 0, g, count, d->rows, d->rows + d->rows_cap);
     }
-    decode_rows(&jobs[0]);
-    for (int k = 1; k < n; k++)
-        pthread_join(th[k], NULL);
-    int first = -1;
-    for (int k = 0; k < n; k++)
-        if (jobs[k].bad_row >= 0 && (first < 0 || jobs[k].bad_row < jobs[first].bad_row))
-            first = k;
-    if (first >= 0)
-        rt_fatal("data", "%s", jobs[first].err);
-    free(th);
-    free(jobs);
-    free(idx);
 }
 
 /* Sample idx of a file data set into row i of hx / hl. */
@@ -640,8 +626,9 @@ static void file_row(rt_data *d, const dataset *set, int64_t idx, int64_t epoch,
                      int64_t i, void *hx, int32_t *hl)
 {
     if (set->kind == RT_DATA_IMAGES) {
-        image_row(d, set, idx, epoch, train, hx ? (float *)hx + i * d->per_sample : NULL,
-                  hl ? hl + i : NULL);
+        (void)epoch;
+        (void)train;
+        image_row(set, idx, hl ? hl + i : NULL);
         return;
     }
     if (hx)
@@ -826,7 +813,6 @@ rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape
     if ((o->nmean == 3 || o->nstd == 3) && ch != 3)
         rt_fatal("data", "--mean and --std give 3 channels, the model's images have %d", ch);
     d->augment = o->augment;
-    img_worker_init(&d->worker);
     d->nworkers = o->data_workers > 0 ? o->data_workers : o->threads > 0 ? o->threads : 1;
     if (d->train_set.kind == RT_DATA_IMAGES || d->test_set.kind == RT_DATA_IMAGES) {
         d->workers = rt_xcalloc((size_t)d->nworkers, sizeof *d->workers, "data");
@@ -847,9 +833,10 @@ void rt_data_close(rt_data *d)
     free(d->test_x);
     free(d->test_y);
     free(d->perm);
+    rt_loader_free(d->loader); /* its threads use the sets and the workers */
     close_set(&d->train_set);
     close_set(&d->test_set);
-    img_worker_free(&d->worker);
+    free(d->rows);
     for (int k = 0; d->workers && k < d->nworkers; k++)
         img_worker_free(&d->workers[k]);
     free(d->workers);
@@ -915,8 +902,8 @@ static void check_out(const rt_data *d, int64_t count, const rt_tensor *x, const
 /* Fills rows 0..count-1 of x and labels with samples of stream `stream`: row i is
  * training-stream position g0 + i (the epoch's permutation picks the sample) or test
  * sample g0 + i. Synthetic samples are made on the device where the backend can. */
-static void fill(rt_data *d, uint64_t stream, int64_t g0, int64_t count, rt_tensor *x,
-                 rt_tensor *labels)
+static void fill(rt_data *d, uint64_t stream, int64_t g0, int64_t count, int64_t stride,
+                 rt_tensor *x, rt_tensor *labels)
 {
     if (d->kind == RT_DATA_SYNTHETIC && rt_dev.synth) {
         rt_synth_keys k = {.seed = d->seed,
@@ -934,9 +921,9 @@ static void fill(rt_data *d, uint64_t stream, int64_t g0, int64_t count, rt_tens
     void *hx = x ? rt_host_view(x, false, "data") : NULL;
     int32_t *hl = labels ? rt_host_view(labels, false, "data") : NULL;
     const dataset *pset = stream == 0 ? &d->train_set : &d->test_set;
-    bool par = hx && d->nworkers > 1 && count > 1 && pset->kind == RT_DATA_IMAGES;
-    if (par)
-        decode_parallel(d, pset, stream, g0, count, stream == 0 && d->augment, hx);
+    bool images = hx && pset->kind == RT_DATA_IMAGES;
+    if (images)
+        load_images(d, stream, g0, count, hx);
     for (int64_t i = 0; i < count; i++) {
         int64_t g = g0 + i;
         if (d->kind == RT_DATA_SYNTHETIC) {
@@ -952,13 +939,13 @@ static void fill(rt_data *d, uint64_t stream, int64_t g0, int64_t count, rt_tens
             continue;
         }
         if (stream == 1 && d->test_set.kind) {
-            file_row(d, &d->test_set, g, 0, false, i, par ? NULL : hx, hl);
+            file_row(d, &d->test_set, g, 0, false, i, images ? NULL : hx, hl);
             continue;
         }
         if (stream == 0 && d->train_set.kind) {
             ensure_perm(d, g / d->ntrain);
             int64_t epoch = g / d->ntrain, idx = d->perm[g % d->ntrain];
-            file_row(d, &d->train_set, idx, epoch, d->augment, i, par ? NULL : hx, hl);
+            file_row(d, &d->train_set, idx, epoch, d->augment, i, images ? NULL : hx, hl);
             continue;
         }
         const uint8_t *px, *py;
@@ -983,6 +970,8 @@ static void fill(rt_data *d, uint64_t stream, int64_t g0, int64_t count, rt_tens
         rt_host_done(x, hx, true, "data");
     if (labels)
         rt_host_done(labels, hl, true, "data");
+    if (images && stride > 0)
+        prefetch_images(d, g0, count, stride);
 }
 
 void rt_data_batch(rt_data *d, int64_t step, int64_t B, int64_t s0, int64_t s1, rt_tensor *x,
@@ -996,7 +985,7 @@ void rt_data_batch(rt_data *d, int64_t step, int64_t B, int64_t s0, int64_t s1, 
         rt_fatal("data", "batch %lld of %lld samples is outside the stream", (long long)step,
                  (long long)B);
     check_out(d, s1 - s0, x, labels);
-    fill(d, 0, first + s0, s1 - s0, x, labels);
+    fill(d, 0, first + s0, s1 - s0, B, x, labels);
 }
 
 void rt_data_test_batch(rt_data *d, int64_t first, int64_t count, rt_tensor *x, rt_tensor *labels)
@@ -1005,5 +994,5 @@ void rt_data_test_batch(rt_data *d, int64_t first, int64_t count, rt_tensor *x, 
         rt_fatal("data", "test samples [%lld,%lld) outside the test set of %lld", (long long)first,
                  (long long)(first + count), (long long)d->ntest);
     check_out(d, count, x, labels);
-    fill(d, 1, first, count, x, labels);
+    fill(d, 1, first, count, 0, x, labels);
 }

@@ -206,6 +206,31 @@ void rt_trace_record_step(int64_t step, double t0, double t1);
 void rt_trace_track(int tid, const char *name);
 /* Records a complete event on track tid. */
 void rt_trace_event(int tid, const char *name, double t0, double t1);
+/* Names track tid (once) without moving where events go. */
+void rt_trace_name_track(int tid, const char *name);
+/* The tracks of the data loader's workers (after the background copies' 1..64). */
+#define RT_TRACE_DATA_TID    65
+#define RT_TRACE_DATA_TRACKS 16
+
+/* loader.c: the pool of decoding threads and the prefetch queue of image batches. fn
+ * decodes sample idx of stream `stream`, epoch `epoch`, into out (row_floats floats) on worker `worker`;
+ * false with the cause (naming the file) in err. */
+#define RT_LOADER_ERR         1400
+#define RT_LOADER_MAX_WORKERS 256
+#define RT_LOADER_AHEAD       2 /* training batches decoded ahead of the one asked for */
+typedef bool (*rt_loader_fn)(void *ctx, int worker, uint64_t stream, int64_t idx, int64_t epoch,
+                             float *out, char *err, size_t errlen);
+typedef struct rt_loader rt_loader;
+rt_loader *rt_loader_new(int nworkers, int64_t row_floats, rt_loader_fn fn, void *ctx);
+void rt_loader_free(rt_loader *l);
+/* Announces batch (stream, g0, count), rows idx[i] of epoch[i]: decoded in the background
+ * if a slot is free. */
+void rt_loader_prefetch(rt_loader *l, uint64_t stream, int64_t g0, int64_t count,
+                        const int64_t *idx, const int64_t *epoch);
+/* The batch's rows into out (count x row_floats), from the queue or decoded now. Returns
+ * how many rows failed (zeroed); the first of them in *bad_row and its cause in err. */
+int64_t rt_loader_get(rt_loader *l, uint64_t stream, int64_t g0, int64_t count, const int64_t *idx,
+                      const int64_t *epoch, float *out, int64_t *bad_row, char *err, size_t errlen);
 /* Name of the op currently on the trace stack (for watchdog messages). */
 const char *rt_current_op(void);
 

@@ -3,8 +3,8 @@
  * rt_timers_report) and, with --trace FILE, records a complete event. At rt_finalize
  * every rank serialises its events to JSON text, rank 0 gathers them and writes one
  * file (pid = rank; tid 0 the foreground, tid 1.. each background copy's slices and
- * ops, rt_trace_track) through FILE.tmp + rename, loadable in Perfetto and
- * chrome://tracing. Times are relative to rank 0's clock at rt_init (all ranks of a
+ * ops, rt_trace_track; tid 65.. the data loader's workers) through FILE.tmp + rename,
+ * loadable in Perfetto and chrome://tracing. Times are relative to rank 0's clock at rt_init (all ranks of a
  * CPU run share the machine's monotonic clock). */
 #include "internal.h"
 
@@ -26,7 +26,8 @@ typedef struct {
     int tid;
 } event;
 
-#define TRACKS 65 /* the foreground and up to 64 background copies */
+/* The foreground, up to 64 background copies, the data workers. */
+#define TRACKS (RT_TRACE_DATA_TID + RT_TRACE_DATA_TRACKS)
 
 typedef struct {
     const char *name;
@@ -102,6 +103,14 @@ void rt_trace_track(int tid, const char *name)
         rt_fatal("trace", "track %d out of range", tid);
     tr.track = tid;
     if (name && !tr.track_name[tid])
+        tr.track_name[tid] = name;
+}
+
+void rt_trace_name_track(int tid, const char *name)
+{
+    if (tid < 0 || tid >= TRACKS)
+        rt_fatal("trace", "track %d out of range", tid);
+    if (!tr.track_name[tid])
         tr.track_name[tid] = name;
 }
 

@@ -11,13 +11,14 @@ images likewise. With the job's plan on N ranks:
   and `--eval-data images:` the same test accuracy as `--eval-data npy:`;
 - the same images as JPEGs, with the training transform (RandomResizedCrop and
   flips), train to a falling loss, three decoding threads per rank give the same
-  losses, and a run resumed from a checkpoint at step 8 sees the same crops as an
+  losses and decode batches while the previous step computes (--trace), and a run resumed from a checkpoint at step 8 sees the same crops as an
   uninterrupted one (equal losses);
 - an empty class folder fails before training, naming it; a corrupt image met
   mid-run stops the run with an error naming it.
 """
 import argparse
 import gzip
+import json
 import os
 import re
 import subprocess
@@ -60,6 +61,21 @@ def idx(name):
     nd = b[3]
     dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
     return np.frombuffer(b, np.uint8, offset=4 + 4 * nd).reshape(dims)
+
+
+def prefetched(path):
+    """How many spans of the data workers' tracks (decoding a batch) overlap an op of the
+    foreground track other than the input and label ops (x, y): batches decoded while the
+    previous step computes."""
+    with open(path) as f:
+        ev = [e for e in json.load(f)["traceEvents"] if e["ph"] == "X"]
+    names = {(e["pid"], e["tid"]) for e in ev if e["name"].startswith("decode")}
+    if not names or not all(t >= 65 for _, t in names):
+        fail("--trace: no data worker tracks (tid 65..) with decode spans: %s" % sorted(names))
+    ops = [(e["pid"], e["ts"], e["ts"] + e["dur"]) for e in ev
+           if e["tid"] == 0 and e["name"] not in ("x", "y", "iteration")]
+    return sum(any(p == e["pid"] and t0 < e["ts"] + e["dur"] and e["ts"] < t1 for p, t0, t1 in ops)
+               for e in ev if e["name"].startswith("decode"))
 
 
 def write_set(root, images, labels, ext):
@@ -114,10 +130,17 @@ def main():
         if not last < first - 0.3:
             fail("JPEG folder with augmentation: the loss did not fall (%.3f -> %.3f): %s" % (first, last, whole))
         print("JPEG folder, augmentation on: loss %.3f -> %.3f over 30 steps" % (first, last))
-        three = losses(mpirun(a.np, prog, ["--iterations", "30", "--data-workers", "3"] + run).stdout)
+        trace = os.path.join(tmp, "trace.json")
+        three = losses(mpirun(a.np, prog, ["--iterations", "30", "--data-workers", "3", "--trace", trace]
+                              + run).stdout)
         if three != whole:
             fail("--data-workers 3 changed the losses:\n 3 %s\n 1 %s" % (three, whole))
         print("--data-workers 3: the same 30 losses")
+        ahead = prefetched(trace)
+        if ahead < 10:
+            fail("--trace: %d decoding spans of the data workers overlap the steps' compute, "
+                 "expected most of 30 batches decoded while the previous step computes" % ahead)
+        print("--trace: %d decoding spans of the data workers overlap the steps' compute" % ahead)
         ck = os.path.join(tmp, "ck")
         mpirun(a.np, prog, ["--iterations", "8", "--checkpoint-dir", ck, "--checkpoint-every", "8"] + run)
         resumed = losses(mpirun(a.np, prog, ["--iterations", "14", "--checkpoint-dir", ck, "--resume"] + run).stdout)
