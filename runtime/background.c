@@ -395,14 +395,15 @@ void rt_bg_finish(double elapsed)
          * baseline at the end, the steps with background work, their own mean over
          * their baseline, the background seconds such a step held on a rank with
          * copies, and how many of them took longer than bound x baseline. */
-        double sd, se;
-        if (rt_guard_estimate(g, &sd, &se) && g->n_bg > 0) {
+        double sd, se, up;
+        if (rt_guard_estimate(g, &sd, &se, &up) && g->n_bg > 0) {
             printf("foreground slowdown %.3f +- %.3f (at most %.3f at 95%%; against %d windows "
-                   "of %d steps without background work, baseline %.3f ms at the end; %lld "
+                   "of %d steps without background work after %d settling, baseline %.3f ms at "
+                   "the end, %lld gaps cut short by a changed machine speed; %lld "
                    "steps with it at %.3f of their baseline, background %.3f ms a step; bound "
                    "%.2f, %lld steps over it)\n",
-                   sd, se, sd + GUARD_Z * se, g->nwin, GUARD_WINDOW, 1e3 * g->base,
-                   (long long)g->n_bg, g->ratio / (double)g->n_bg,
+                   sd, se, up, g->nwin, GUARD_WINDOW, g->settle, 1e3 * g->base,
+                   (long long)g->stale_gaps, (long long)g->n_bg, g->ratio / (double)g->n_bg,
                    1e3 * sums[USED] / ((double)g->n_bg * sums[HOSTS]), bg.bound,
                    (long long)g->over);
         } else

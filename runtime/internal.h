@@ -27,26 +27,45 @@ void rt_set_mpi_running(bool running);
 _Noreturn void rt_exit_early(int status);
 
 /* guard.c: the slowdown guard, a state machine over step times (its rules are there). */
-#define GUARD_SETTLE    2     /* unmeasured steps without background before a window */
-#define GUARD_WINDOW    8     /* measured steps without background: a baseline window */
-#define GUARD_EARLY     3     /* windows GUARD_EARLY_GAP steps with background apart */
-#define GUARD_EARLY_GAP 16    /* steps with background between the first windows */
-#define GUARD_REPROBE   64    /* ... and after */
-#define GUARD_Z         1.645 /* the upper confidence bound: one-sided 95% */
+#define GUARD_SETTLE     2 /* unmeasured steps without background before a window, at least */
+#define GUARD_SETTLE_MAX 8 /* ... and at most (after-effects that last make it longer) */
+#define GUARD_WINDOW     8 /* measured steps without background: a baseline window */
+#define GUARD_SLIDE      8 /* steps a window may slide on while after-effects fade */
+#define GUARD_PROBE_MAX  (GUARD_SETTLE_MAX + GUARD_WINDOW + GUARD_SLIDE)
+#define GUARD_EARLY      3     /* windows GUARD_EARLY_GAP steps with background apart */
+#define GUARD_EARLY_GAP  16    /* steps with background between the first windows, or ... */
+#define GUARD_REPROBE    64    /* ... after, while the machine's speed holds */
+#define GUARD_GAP_MIN    8     /* steps with background before a stale baseline ends a gap */
+#define GUARD_STALE      4     /* steps with background that tell a stale baseline */
+#define GUARD_Z          1.645 /* one-sided 95%: after-effects, a stale baseline */
 typedef struct rt_guard {
-    double bound;               /* the slowdown bound, >= 1 */
-    int64_t begun, seen;        /* steps begun, ended (the warm-up included) */
-    int step_kind;              /* the step now running: warm-up, settling, window, background */
-    bool bg_step;               /* ... and whether it may run background work */
-    int end_kind;               /* the kind of the step whose time came last (rt_guard_step_time) */
-    int nwin;                   /* windows completed */
-    double base;                /* the last window's mean step */
-    double recent[3];           /* the last 3 windows' (a ring) */
-    double steer;               /* the baseline steered by: base, or the median of recent if less */
-    double aimf;                /* the aim, a multiple of base (the confidence bound's steering) */
-    double allow;               /* seconds of background work the next step may hold */
-    double win_t[GUARD_WINDOW]; /* the window now running: its steps (this rank's) */
-    int win_n;
+    double bound;        /* the slowdown bound, >= 1 */
+    int64_t begun, seen; /* steps begun, ended (the warm-up included) */
+    int step_kind;       /* the step now running: warm-up, probe (no background), background */
+    bool bg_step;        /* ... and whether it may run background work */
+    int kinds[4];        /* the kinds of the steps begun and not yet ended, by step % 4 */
+    int probes[4];       /* ... and the probe each belongs to */
+    int nwin;            /* windows completed */
+    double base;         /* the last window's mean step */
+    double base_var;     /* ... and its steps' relative variance */
+    double recent[3];    /* the last 3 windows' (a ring) */
+    double steer;        /* the baseline steered by: base, or the median of recent if less */
+    double aimf;         /* the aim, a multiple of base (the confidence bound's steering) */
+    double allow;        /* seconds of background work the next step may hold */
+    /* the schedule: a gap of steps with background work, then a probe without */
+    bool probing;                    /* the next step begun is a probe's */
+    bool probe_open;                 /* the probe's window is not closed yet */
+    int probe_id;                    /* probes begun */
+    int settle;                      /* settling steps before a window now */
+    int clean;                       /* windows in a row that needed no more settling */
+    double probe_t[GUARD_PROBE_MAX]; /* the probe's steps ended so far (the world's means) */
+    int probe_n;
+    int64_t gap_begun, gap_len; /* steps begun in the gap, and how many it has */
+    double stale[GUARD_STALE];  /* the gap's last steps over the steering baseline (a ring) */
+    int stale_n;
+    bool stale_cut;   /* a stale baseline ended this segment's gap ... */
+    int64_t cut_n;    /* ... after this many of its steps, */
+    double cut_t;     /* ... which took these seconds */
     double shared[3]; /* what rt_guard_step_time asks the ranks to average */
     double seg_t;     /* the segment now running: seconds and steps since the last window */
     int64_t seg_n;
@@ -59,20 +78,22 @@ typedef struct rt_guard {
     double t_bg, used;        /* seconds of the steps with background work; of it */
     double ratio;             /* sum over steps with background of seconds / baseline */
     int64_t n_bg, n_fg, over; /* steps with background / window steps; steps over the bound */
+    int64_t stale_gaps;       /* gaps a stale baseline ended early */
 } rt_guard;
 void rt_guard_init(rt_guard *g, double bound);
 /* A step begins: whether it may run background work. */
 bool rt_guard_step_begin(rt_guard *g);
 /* It ended after `seconds` (from the end of the step before): returns how many numbers
  * of g->shared the ranks must replace by their mean over the ranks before
- * rt_guard_step_end (0-3; one rank: none). The next step may begin before that. */
+ * rt_guard_step_end (1; one rank: none). The next step may begin before that. */
 int rt_guard_step_time(rt_guard *g, double seconds);
 /* The step of the last rt_guard_step_time: `used` of its seconds were background
  * slices; `want`: the shortest slice left out for not fitting in the allowance (0: none). */
 void rt_guard_step_end(rt_guard *g, double used, double want);
-/* The foreground's slowdown measured so far (see guard.c) and its standard error; false
- * while nothing is measured. */
-bool rt_guard_estimate(const rt_guard *g, double *slowdown, double *se);
+/* The foreground's slowdown measured so far (see guard.c), its standard error and the
+ * one-sided 95% upper confidence bound the guard steers to the bound; false while
+ * nothing is measured. */
+bool rt_guard_estimate(const rt_guard *g, double *slowdown, double *se, double *upper);
 
 /* idle.c: the waits' way to the background executor, which registers as the filler. */
 typedef struct rt_idle_filler {
