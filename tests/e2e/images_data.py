@@ -17,50 +17,15 @@ images likewise. With the job's plan on N ranks:
   mid-run stops the run with an error naming it.
 """
 import argparse
-import gzip
 import json
 import os
-import re
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
 from PIL import Image
 
-FMNIST = "/usr/share/datasets/fashion-mnist"
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
-
-
-def fail(msg):
-    sys.stderr.write(msg + "\n")
-    sys.exit(1)
-
-
-def mpirun(np_, prog, args, check=True):
-    r = subprocess.run(["mpirun", "-np", str(np_), "--oversubscribe", prog] + args, capture_output=True,
-                       text=True, env=ENV, timeout=600)
-    if check and r.returncode:
-        fail("%s %s failed (%d):\n%s%s" % (prog, " ".join(args), r.returncode, r.stdout, r.stderr))
-    return r
-
-
-def losses(out):
-    return [m.group(1) for m in re.finditer(r"^step \d+ loss (\S+)$", out, re.M)]
-
-
-def accuracy(out):
-    m = re.search(r"^test accuracy (\S+) \((\d+) samples\)$", out, re.M)
-    return m and m.groups()
-
-
-def idx(name):
-    with gzip.open(os.path.join(FMNIST, name)) as f:
-        b = f.read()
-    nd = b[3]
-    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
-    return np.frombuffer(b, np.uint8, offset=4 + 4 * nd).reshape(dims)
+from data_common import accuracy, fail, idx, losses, mpirun
 
 
 def prefetched(path):

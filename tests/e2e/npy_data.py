@@ -13,50 +13,13 @@ A mismatch between the arrays and the model must fail before training starts,
 naming the file.
 """
 import argparse
-import gzip
 import os
 import re
-import subprocess
-import sys
 import tempfile
 
 import numpy as np
 
-FMNIST = "/usr/share/datasets/fashion-mnist"
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
-
-
-def fail(msg):
-    sys.stderr.write(msg + "\n")
-    sys.exit(1)
-
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode:
-        fail("%s failed (%d):\n%s%s" % (" ".join(cmd), r.returncode, r.stdout, r.stderr))
-    return r
-
-
-def mpirun(np_, prog, args, check=True):
-    r = subprocess.run(["mpirun", "-np", str(np_), "--oversubscribe", prog] + args, capture_output=True,
-                       text=True, env=ENV, timeout=600)
-    if check and r.returncode:
-        fail("%s %s failed (%d):\n%s%s" % (prog, " ".join(args), r.returncode, r.stdout, r.stderr))
-    return r
-
-
-def losses(out):
-    return [m.group(1) for m in re.finditer(r"^step \d+ loss (\S+)$", out, re.M)]
-
-
-def idx(name):
-    with gzip.open(os.path.join(FMNIST, name)) as f:
-        b = f.read()
-    nd = b[3]
-    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
-    return np.frombuffer(b, np.uint8, offset=4 + 4 * nd).reshape(dims)
+from data_common import fail, idx, losses, mpirun, run
 
 
 def main():

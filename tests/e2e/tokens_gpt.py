@@ -18,26 +18,11 @@ import math
 import os
 import re
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
 
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
-
-
-def fail(msg):
-    sys.stderr.write(msg + "\n")
-    sys.exit(1)
-
-
-def mpirun(np_, prog, args, check=True):
-    r = subprocess.run(["mpirun", "-np", str(np_), "--oversubscribe", prog] + args, capture_output=True,
-                       text=True, env=ENV, timeout=600)
-    if check and r.returncode:
-        fail("%s %s failed (%d):\n%s%s" % (prog, " ".join(args), r.returncode, r.stdout, r.stderr))
-    return r
+from data_common import fail, mpirun
 
 
 def main():
