@@ -220,7 +220,7 @@ static double place(try_st *t, double theta, bool record)
     memset(t->bg_peer, 0, sizeof(double) * (size_t)t->nsteps);
     memset(t->bg_comm, 0, sizeof(double) * (size_t)t->nsteps);
     memset(t->bg_shard, 0, sizeof(double) * (size_t)t->nsteps);
-    memset(t->bg_end, 0, sizeof(double) * (size_t)G);
+    memset(t->bg_end, 0, sizeof(double) * (size_t)tl->ncls);
     memset(t->placed, 0, sizeof(double) * (size_t)(t->ncopies ? t->ncopies : 1));
     t->nslices = 0;
     for (int g = 0; g < G; g++) {
@@ -230,7 +230,13 @@ static double place(try_st *t, double theta, bool record)
         int64_t cur = 0; /* the copy whose step runs */
         int *pos = xcalloc((size_t)nc, sizeof(int));
         double *rem = xcalloc((size_t)nc, sizeof(double)); /* preempted: the rest of a slice */
-        for (int64_t w = tl->win0[g]; w < tl->win0[g + 1]; w++) {
+        /* Every rank of a role has its windows and its copies (memory is
+         * the layers' it runs): the placement is the same for each, and
+         * the role's first rank writes its background into the role's
+         * steps. */
+        int role = tl->cls[g];
+        bool first = tl->rep[role] == g;
+        for (int64_t w = tl->win0[role]; w < tl->win0[role + 1]; w++) {
             const plan_tl_window *win = &tl->win[w];
             if (!usable(t, win))
                 continue;
@@ -302,14 +308,14 @@ static double place(try_st *t, double theta, bool record)
                 if (over)
                     break;
             }
-            if (used <= 0)
+            if (used <= 0 || !first)
                 continue;
-            int64_t s = tl->prog0[g] + win->step;
+            int64_t s = tl->prog0[role] + win->step;
             switch (win->why) {
             case PTW_PEER: t->bg_peer[s] += used; break;
             case PTW_COMM: t->bg_comm[s] += used; break;
             case PTW_SHARD: t->bg_shard[s - 1] += used; break;
-            case PTW_END: t->bg_end[g] += used; break;
+            case PTW_END: t->bg_end[role] += used; break;
             }
         }
         free(pos);
@@ -401,9 +407,10 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     out->cut_div = 1;
     double idle = 0;
     int refcap = 0;
-    for (int64_t w = 0; w < tl->nwin; w++)
-        if (!(o->cpu && tl->win[w].why == PTW_COMM))
-            idle += tl->win[w].end - tl->win[w].start;
+    for (int c = 0; c < tl->ncls; c++)
+        for (int64_t w = tl->win0[c]; w < tl->win0[c + 1]; w++)
+            if (!(o->cpu && tl->win[w].why == PTW_COMM))
+                idle += tl->csize[c] * (tl->win[w].end - tl->win[w].start);
     out->idle = T0 > 0 ? idle / (G * T0) : 0;
     out->idle_bg = out->idle;
     out->fg_samples_per_s = T0 > 0 ? (double)p->batch / T0 : 0;
@@ -511,11 +518,11 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
                 .copies = out->copies,
                 .ncopies = out->ncopies,
                 .cop0 = cop0};
-    t.nsteps = tl->prog0[G];
+    t.nsteps = tl->prog0[tl->ncls];
     t.bg_peer = xcalloc((size_t)t.nsteps, sizeof(double));
     t.bg_comm = xcalloc((size_t)t.nsteps, sizeof(double));
     t.bg_shard = xcalloc((size_t)t.nsteps, sizeof(double));
-    t.bg_end = xcalloc((size_t)G, sizeof(double));
+    t.bg_end = xcalloc((size_t)tl->ncls, sizeof(double));
     t.placed = xcalloc((size_t)out->ncopies + 1, sizeof(double));
 
     /* The tries: cut at bound / div, overrun up to theta. */

@@ -497,6 +497,8 @@ typedef struct plan_tl_op {
     int pair0, npairs; /* RESHARD_*: its messages, tl->pair[pair0 ..] */
     int64_t part0;     /* the ranks that take part, tl->part[part0 .. part0 + nparts) */
     int nparts;
+    int64_t cpart0; /* their roles, tl->cpart[cpart0 .. cpart0 + ncparts) */
+    int ncparts;
     double start, end; /* ideal schedule: first start and last end over its ranks */
 } plan_tl_op;
 
@@ -524,7 +526,7 @@ typedef enum plan_tl_wait {
  * program) is the op the rank waits on or runs next; step == the program's
  * length (op -1) is the end of the iteration. */
 typedef struct plan_tl_window {
-    int rank;
+    int rank; /* the first rank of the role (every rank of it has the window) */
     int step, op;
     plan_tl_wait why;
     double start, end;
@@ -539,18 +541,27 @@ typedef struct plan_timeline {
     plan_tl_pair *pair;
     int64_t nparts;
     int *part;
-    int64_t *prog0;     /* rank r's program: step[prog0[r] .. prog0[r + 1]) */
-    plan_tl_step *step; /* nsteps = prog0[G] */
+    /* Roles: ranks whose programs are equal (the same ops, the same own shard
+     * times) have the same ideal schedule, so they share one program, one
+     * schedule and one list of windows. Rank g plays role cls[g]; role c's
+     * first rank is rep[c], and it has csize[c] ranks. Roles are numbered in
+     * the order of their first ranks. */
+    int ncls;
+    int *cls, *rep, *csize;
+    int64_t ncparts;
+    int *cpart;         /* the roles taking part in each op (plan_tl_op's cpart0) */
+    int64_t *prog0;     /* role c's program: step[prog0[c] .. prog0[c + 1]) */
+    plan_tl_step *step; /* nsteps = prog0[ncls] */
     double time;        /* the ideal schedule's iteration time */
     int64_t nwin;
-    plan_tl_window *win; /* by rank, then time */
-    int64_t *win0;       /* rank r's windows: win[win0[r] .. win0[r + 1]) */
+    plan_tl_window *win; /* by role, then time */
+    int64_t *win0;       /* role c's windows: win[win0[c] .. win0[c + 1]) */
     /* Background work in the idle windows, seconds (the interleave pass sets
      * these before plan_timeline_schedule and clears them after; NULL: none;
-     * the caller owns them). Per step (an index into step): bg_peer runs from
-     * the rank's arrival at communication step s, bg_comm from the start of
-     * communication step s, bg_shard from the end of the rank's own shard of
-     * compute step s; bg_end[g] after rank g's last op. Slices are not
+     * the caller owns them). Per step (an index into step, so per role): bg_peer
+     * runs from the role's arrival at communication step s, bg_comm from the
+     * start of communication step s, bg_shard from the end of its own shard of
+     * compute step s; bg_end[c] after role c's last op. Slices are not
      * preempted: the rank takes its next op (a communication op: joins it)
      * only once that work is done. */
     double *bg_peer, *bg_comm, *bg_shard, *bg_end;
@@ -564,6 +575,13 @@ typedef struct plan_timeline {
  * or the timeline would exceed PLAN_TL_MAX_STEPS. */
 bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timeline *tl, char *err,
                          size_t errlen);
+/* The same with every rank a role of its own (share false): the reference
+ * that shared roles are tested against. */
+bool plan_timeline_build_roles(const plan_problem *p, const plan_result *r, bool share,
+                               plan_timeline *tl, char *err, size_t errlen);
+/* Rank g's program, *n steps (its role's), and its windows, *n of them. */
+plan_tl_step *plan_tl_prog(const plan_timeline *tl, int g, int64_t *n);
+const plan_tl_window *plan_tl_windows(const plan_timeline *tl, int g, int64_t *n);
 /* Recomputes the ideal schedule (start, end, windows, time) from the ops'
  * dur and the steps' own, after a caller changed them. */
 void plan_timeline_schedule(plan_timeline *tl);

@@ -130,8 +130,11 @@ bool plan_write_trace(const plan_problem *p, const plan_result *r, const plan_mu
                      cp->cut[sl->slice], cp->cut[sl->slice + 1] - 1, sl->step);
             event(out, &first, name, "background", g, 3, sl->start, sl->dur, args);
         }
-        for (int64_t j = tl.prog0[g]; j < tl.prog0[g + 1]; j++) {
-            const plan_tl_step *s = &tl.step[j];
+        int64_t nst, nw;
+        const plan_tl_step *prog = plan_tl_prog(&tl, g, &nst);
+        const plan_tl_window *wins = plan_tl_windows(&tl, g, &nw);
+        for (int64_t j = 0; j < nst; j++) {
+            const plan_tl_step *s = &prog[j];
             const plan_tl_op *o = &tl.op[s->op];
             plan_tl_op_name(&tl, s->op, name, sizeof name);
             if (o->kind == PTL_FWD || o->kind == PTL_BWD) {
@@ -148,8 +151,8 @@ bool plan_write_trace(const plan_problem *p, const plan_result *r, const plan_mu
                       s->end - s->start, args);
             }
         }
-        for (int64_t w = tl.win0[g]; w < tl.win0[g + 1]; w++) {
-            const plan_tl_window *x = &tl.win[w];
+        for (int64_t w = 0; w < nw; w++) {
+            const plan_tl_window *x = &wins[w];
             if (x->op >= 0)
                 plan_tl_op_name(&tl, x->op, name, sizeof name);
             else

@@ -20,6 +20,13 @@
  * the exchange is over; an all-reduce holds its ranks from its start unless
  * ar_overlap; the sum of the loss takes plan_loss_sum_time (0 unless ranks
  * share cores) on every rank. One pass, linear in the steps.
+ *
+ * Ranks that play the same role (take part in the same ops, with the same
+ * own shard times) start every op at the same moment: by induction over the
+ * ops, their compute and communication streams are free at the same times.
+ * So the timeline keeps one program, schedule and list of windows per role,
+ * not per rank; GPT-2 XL's plan on 4,096 GPUs has a handful of roles, not
+ * 4,096 programs of ~1,500 steps.
  * From it come every rank's idle windows, each anchored at the program
  * point where it ends. The simulator (sim/) plays the same programs; the
  * interleave pass puts background work into the windows. docs/sim.md has
@@ -126,7 +133,123 @@ void plan_timeline_free(plan_timeline *tl)
     free(tl->step);
     free(tl->win);
     free(tl->win0);
+    free(tl->cls);
+    free(tl->rep);
+    free(tl->csize);
+    free(tl->cpart);
     memset(tl, 0, sizeof *tl);
+}
+
+plan_tl_step *plan_tl_prog(const plan_timeline *tl, int g, int64_t *n)
+{
+    int c = tl->cls[g];
+    *n = tl->prog0[c + 1] - tl->prog0[c];
+    return &tl->step[tl->prog0[c]];
+}
+
+const plan_tl_window *plan_tl_windows(const plan_timeline *tl, int g, int64_t *n)
+{
+    int c = tl->cls[g];
+    *n = tl->win0[c + 1] - tl->win0[c];
+    return &tl->win[tl->win0[c]];
+}
+
+/* A compute op's ranks are its layer's, in shard order: the first B mod k
+ * shards are one sample larger, the rest take their own (shorter) time. */
+static int small_from(const plan_timeline *tl, const plan_tl_op *o)
+{
+    return is_compute(o->kind) && tl->p->batch % o->k ? (int)(tl->p->batch % o->k) : o->nparts;
+}
+
+/* The roles (plan_timeline's cls): partition refinement over the ops. Every
+ * rank starts in one role; each op splits every role into the ranks that take
+ * part in it (those with the larger shard apart from the others) and the
+ * rest. Linear in the (rank, op) steps; ids are fresh at every split and
+ * renumbered at the end by first rank. */
+static void make_roles(plan_timeline *tl, bool share)
+{
+    int G = tl->G;
+    tl->cls = plan_xcalloc((size_t)G, sizeof(int));
+    int nid = 1;
+    if (!share) {
+        for (int g = 0; g < G; g++)
+            tl->cls[g] = g;
+        nid = G;
+    } else {
+        int64_t cap = 2 * (int64_t)G + 2;
+        int *stamp = malloc(sizeof(int) * (size_t)cap), *to = malloc(sizeof(int) * (size_t)cap);
+        if (!stamp || !to)
+            plan_xcalloc(SIZE_MAX / 2, 2); /* the allocator's out-of-memory exit */
+        for (int64_t i = 0; i < cap; i++)
+            stamp[i] = -1;
+        for (int x = 0; x < tl->nops; x++) {
+            const plan_tl_op *o = &tl->op[x];
+            if (o->kind == PTL_WAIT)
+                continue; /* the ranks of the op it waits for */
+            int m = small_from(tl, o);
+            for (int i = 0; i < o->nparts; i++) {
+                int g = tl->part[o->part0 + i];
+                int64_t key = 2 * (int64_t)tl->cls[g] + (i >= m);
+                if (stamp[key] != x) {
+                    stamp[key] = x;
+                    if (2 * (int64_t)nid + 2 > cap) {
+                        int64_t nc = 2 * cap;
+                        stamp = realloc(stamp, sizeof(int) * (size_t)nc);
+                        to = realloc(to, sizeof(int) * (size_t)nc);
+                        if (!stamp || !to)
+                            plan_xcalloc(SIZE_MAX / 2, 2);
+                        for (int64_t j = cap; j < nc; j++)
+                            stamp[j] = -1;
+                        cap = nc;
+                    }
+                    to[key] = nid++;
+                }
+                tl->cls[g] = to[key];
+            }
+        }
+        /* Renumber by first rank. */
+        for (int64_t i = 0; i < cap; i++)
+            stamp[i] = -1;
+        int n = 0;
+        for (int g = 0; g < G; g++) {
+            int c = tl->cls[g];
+            if (stamp[c] < 0)
+                stamp[c] = n++;
+            tl->cls[g] = stamp[c];
+        }
+        nid = n;
+        free(stamp);
+        free(to);
+    }
+    tl->ncls = nid;
+    tl->rep = plan_xcalloc((size_t)nid, sizeof(int));
+    tl->csize = plan_xcalloc((size_t)nid, sizeof(int));
+    for (int g = G - 1; g >= 0; g--) {
+        tl->rep[tl->cls[g]] = g;
+        tl->csize[tl->cls[g]]++;
+    }
+    /* Each op's roles, in the order of their first ranks taking part. */
+    tl->cpart = plan_xcalloc((size_t)tl->nparts + 1, sizeof(int));
+    int *seen = malloc(sizeof(int) * (size_t)nid);
+    if (!seen)
+        plan_xcalloc(SIZE_MAX / 2, 2);
+    for (int c = 0; c < nid; c++)
+        seen[c] = -1;
+    int64_t nc = 0;
+    for (int x = 0; x < tl->nops; x++) {
+        plan_tl_op *o = &tl->op[x];
+        o->cpart0 = nc;
+        for (int i = 0; i < o->nparts; i++) {
+            int c = tl->cls[tl->part[o->part0 + i]];
+            if (seen[c] != x) {
+                seen[c] = x;
+                tl->cpart[nc++] = c;
+            }
+        }
+        o->ncparts = (int)(nc - o->cpart0);
+    }
+    tl->ncparts = nc;
+    free(seen);
 }
 
 /* The ops in the schedule's order (schedule.c): each entry one op, a start
@@ -179,6 +302,12 @@ static void make_ops(plan_timeline *tl, const plan_schedule *sc)
 
 bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timeline *tl, char *err,
                          size_t errlen)
+{
+    return plan_timeline_build_roles(p, r, true, tl, err, errlen);
+}
+
+bool plan_timeline_build_roles(const plan_problem *p, const plan_result *r, bool share,
+                               plan_timeline *tl, char *err, size_t errlen)
 {
     memset(tl, 0, sizeof *tl);
     tl->p = p;
@@ -303,34 +432,38 @@ bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timel
     tl->nparts = np;
     free(mark);
 
-    /* Every rank's program: the ops it takes part in, in order. */
-    tl->prog0 = plan_xcalloc((size_t)G + 2, sizeof(int64_t));
-    for (int64_t i = 0; i < np; i++)
-        tl->prog0[tl->part[i] + 2]++;
-    for (int g = 0; g < G; g++)
-        tl->prog0[g + 2] += tl->prog0[g + 1];
-    tl->step = plan_xcalloc((size_t)np, sizeof(plan_tl_step));
+    make_roles(tl, share);
+
+    /* Every role's program: the ops it takes part in, in order. */
+    int nc = tl->ncls;
+    tl->prog0 = plan_xcalloc((size_t)nc + 2, sizeof(int64_t));
+    for (int64_t i = 0; i < tl->ncparts; i++)
+        tl->prog0[tl->cpart[i] + 2]++;
+    for (int c = 0; c < nc; c++)
+        tl->prog0[c + 2] += tl->prog0[c + 1];
+    tl->step = plan_xcalloc((size_t)tl->ncparts + 1, sizeof(plan_tl_step));
     for (int x = 0; x < tl->nops; x++) {
         const plan_tl_op *o = &tl->op[x];
         /* Own shard times: shard i of a split over k has q + 1 samples for
 		 * i < B mod k, else q; the ranks of a compute op are listed in
-		 * shard order. */
-        int m = is_compute(o->kind) ? (int)(p->batch % o->k) : 0;
+		 * shard order, and a role's ranks are all on one side. */
+        int m = small_from(tl, o);
         double small = o->dur;
-        if (m > 0) {
+        if (m < o->nparts) {
             double f, b;
             plan_layer_time(p, &p->layers[o->layer], p->batch / o->k, &f, &b);
             /* The analytic curve is not monotone in the batch at tiny work
 			 * for every class (gamma > 1); the evaluator's rule, the
 			 * largest shard sets the time, bounds every shard. */
-            double share = plan_core_share(&p->cluster, o->first, o->k), sf, sb;
+            double share_ = plan_core_share(&p->cluster, o->first, o->k), sf, sb;
             plan_layer_sync_time(&p->cluster, &p->layers[o->layer], o->first, o->k, &sf, &sb);
-            small = fmin(o->kind == PTL_FWD ? f * share + sf : b * share + sb, o->dur);
+            small = fmin(o->kind == PTL_FWD ? f * share_ + sf : b * share_ + sb, o->dur);
         }
-        for (int i = 0; i < o->nparts; i++) {
-            plan_tl_step *s = &tl->step[tl->prog0[tl->part[o->part0 + i] + 1]++];
+        for (int i = 0; i < o->ncparts; i++) {
+            int c = tl->cpart[o->cpart0 + i];
+            plan_tl_step *s = &tl->step[tl->prog0[c + 1]++];
             s->op = x;
-            s->own = m > 0 && i >= m ? small : o->dur;
+            s->own = tl->rep[c] - o->first >= m && m < o->nparts ? small : o->dur;
         }
     }
     plan_timeline_schedule(tl);
@@ -338,9 +471,10 @@ bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timel
 }
 
 /* A rank's idle windows from its scheduled steps (see plan_tl_window). */
-static int64_t rank_windows(const plan_timeline *tl, int g, plan_tl_window *w)
+static int64_t rank_windows(const plan_timeline *tl, int c, plan_tl_window *w)
 {
-    int64_t n = 0, s0 = tl->prog0[g], s1 = tl->prog0[g + 1];
+    int64_t n = 0, s0 = tl->prog0[c], s1 = tl->prog0[c + 1];
+    int g = tl->rep[c];
     double t = 0; /* the rank's compute is busy until t */
 #define WIN(st, a, b, y)                                                                        \
     do {                                                                                        \
@@ -377,7 +511,7 @@ static int64_t rank_windows(const plan_timeline *tl, int g, plan_tl_window *w)
 
 void plan_timeline_schedule(plan_timeline *tl)
 {
-    int G = tl->G;
+    int G = tl->ncls; /* the roles: each rank of one has its schedule */
     double *cpu = plan_xcalloc((size_t)G, sizeof(double)); /* the rank's program may go on */
     double *cs = plan_xcalloc((size_t)G, sizeof(double));  /* its communication stream is free */
     int64_t *cur = plan_xcalloc((size_t)G, sizeof(int64_t));
@@ -385,11 +519,11 @@ void plan_timeline_schedule(plan_timeline *tl)
         cur[g] = tl->prog0[g];
     for (int x = 0; x < tl->nops; x++) {
         plan_tl_op *o = &tl->op[x];
-        const int *pp = &tl->part[o->part0];
+        const int *pp = &tl->cpart[o->cpart0];
         if (is_compute(o->kind)) {
             o->start = INFINITY;
             o->end = 0;
-            for (int i = 0; i < o->nparts; i++) {
+            for (int i = 0; i < o->ncparts; i++) {
                 int g = pp[i];
                 plan_tl_step *s = &tl->step[cur[g]++];
                 s->arrive = s->start = cpu[g];
@@ -400,7 +534,7 @@ void plan_timeline_schedule(plan_timeline *tl)
                 o->start = fmin(o->start, s->start);
                 o->end = fmax(o->end, s->end);
             }
-            if (o->nparts == 0)
+            if (o->ncparts == 0)
                 o->start = 0;
             continue;
         }
@@ -410,7 +544,7 @@ void plan_timeline_schedule(plan_timeline *tl)
             const plan_tl_op *w = &tl->op[o->of];
             o->start = w->start;
             o->end = w->end;
-            for (int i = 0; i < o->nparts; i++) {
+            for (int i = 0; i < o->ncparts; i++) {
                 int g = pp[i];
                 int64_t si = cur[g]++;
                 plan_tl_step *s = &tl->step[si];
@@ -427,7 +561,7 @@ void plan_timeline_schedule(plan_timeline *tl)
         /* Communication: once every rank taking part is there and its
 		 * communication stream is free. */
         double t = 0;
-        for (int i = 0; i < o->nparts; i++) {
+        for (int i = 0; i < o->ncparts; i++) {
             int g = pp[i];
             tl->step[cur[g]].arrive = cpu[g];
             double ready = cpu[g] + (tl->bg_peer ? tl->bg_peer[cur[g]] : 0);
@@ -435,7 +569,7 @@ void plan_timeline_schedule(plan_timeline *tl)
         }
         o->start = t;
         o->end = t + o->dur;
-        for (int i = 0; i < o->nparts; i++) {
+        for (int i = 0; i < o->ncparts; i++) {
             int g = pp[i];
             plan_tl_step *s = &tl->step[cur[g]++];
             s->start = o->start;

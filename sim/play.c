@@ -145,7 +145,8 @@ static void advance(player *pl, int g)
     const sim_options *o = pl->o;
     sim_engine *e = pl->e;
     rank_st *s = &pl->r[g];
-    int64_t base = tl->prog0[g], len = tl->prog0[g + 1] - base;
+    int64_t len;
+    const plan_tl_step *prog = plan_tl_prog(tl, g, &len);
     double now = sim_now(e);
     for (;;) {
         while (s->bgp < pl->bg0[g + 1] && o->bg[pl->bg_order[s->bgp]].step <= s->pc) {
@@ -173,7 +174,7 @@ static void advance(player *pl, int g)
             s->host = fmax(s->host, now);
             continue;
         }
-        const plan_tl_step *st = &tl->step[base + s->pc];
+        const plan_tl_step *st = &prog[s->pc];
         const plan_tl_op *op = &tl->op[st->op];
         if (op->kind == PTL_FWD || op->kind == PTL_BWD) {
             s->pc++;
@@ -263,8 +264,9 @@ bool sim_play(const plan_timeline *tl, const sim_options *o, sim_result *out, ch
     for (int i = 0; i < o->nbg; i++) {
         const sim_bg_slice *b = &o->bg[i];
         if (b->rank < 0 || b->rank >= G || b->step < 0 ||
-            b->step > tl->prog0[b->rank + 1] - tl->prog0[b->rank] || !(b->dur >= 0) ||
-            !isfinite(b->dur) || !(b->samples >= 0) || !(b->gpu_s >= 0) || !isfinite(b->gpu_s)) {
+            b->step > tl->prog0[tl->cls[b->rank] + 1] - tl->prog0[tl->cls[b->rank]] ||
+            !(b->dur >= 0) || !isfinite(b->dur) || !(b->samples >= 0) || !(b->gpu_s >= 0) ||
+            !isfinite(b->gpu_s)) {
             snprintf(err, errlen, "background slice %d: rank %d, anchor %d, %g s is out of range",
                      i, b->rank, b->step, b->dur);
             return false;

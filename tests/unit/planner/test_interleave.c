@@ -86,7 +86,7 @@ static void hand_timeline(inst *in, plan_result *r, plan_timeline *tl)
     double dur[9] = {1e-3, 0, 0, 2e-3, 0, 4e-3, 0, 0, 2e-3};
     for (int x = 0; x < 9; x++)
         tl->op[x].dur = dur[x];
-    for (int64_t s = 0; s < tl->prog0[2]; s++)
+    for (int64_t s = 0; s < tl->prog0[tl->ncls]; s++)
         tl->step[s].own = tl->op[tl->step[s].op].dur;
     plan_timeline_schedule(tl);
     CHECK_NEAR(tl->time, 9e-3, 1e-12);
@@ -99,8 +99,10 @@ static void test_hand(void)
     plan_timeline tl;
     hand_timeline(&in, &r, &tl);
     /* The windows, by hand. */
-    CHECK(tl.win0[1] - tl.win0[0] == 2 && tl.win0[2] - tl.win0[1] == 2);
-    const plan_tl_window *w = tl.win;
+    int64_t nw0, nw1;
+    const plan_tl_window *w = plan_tl_windows(&tl, 0, &nw0);
+    plan_tl_windows(&tl, 1, &nw1);
+    CHECK(tl.ncls == 2 && nw0 == 2 && nw1 == 2);
     CHECK(w[0].rank == 0 && w[0].why == PTW_PEER && w[0].op == 4); /* the loss sum */
     CHECK_NEAR(w[0].start, 1e-3, 1e-12);
     CHECK_NEAR(w[0].end, 3e-3, 1e-12);
@@ -459,11 +461,12 @@ static void test_property(void)
             /* A long slice lies inside a window of its rank. */
             if (x.slices[s].dur > x.slice_bound * (1 + 1e-12)) {
                 bool inside = false;
-                int g = x.slices[s].rank;
-                for (int64_t w = tl.win0[g]; w < tl.win0[g + 1] && !inside; w++)
-                    inside = tl.win[w].start <= x.slices[s].start + 1e-15 &&
+                int64_t nw;
+                const plan_tl_window *wins = plan_tl_windows(&tl, x.slices[s].rank, &nw);
+                for (int64_t w = 0; w < nw && !inside; w++)
+                    inside = wins[w].start <= x.slices[s].start + 1e-15 &&
                              x.slices[s].start + x.slices[s].dur <=
-                                 tl.win[w].end + 1e-12 * (1 + tl.win[w].end);
+                                 wins[w].end + 1e-12 * (1 + wins[w].end);
                 CHECK(inside);
                 long_placed++;
             }

@@ -143,8 +143,10 @@ static void walk(const cg_program *p, const cg_block *b, int g, seq *s)
 
 static void timeline_seq(const plan_timeline *tl, int g, seq *s)
 {
-    for (int64_t j = tl->prog0[g]; j < tl->prog0[g + 1]; j++) {
-        int x = tl->step[j].op;
+    int64_t n;
+    const plan_tl_step *prog = plan_tl_prog(tl, g, &n);
+    for (int64_t j = 0; j < n; j++) {
+        int x = prog[j].op;
         const plan_tl_op *o = &tl->op[x];
         const plan_tl_op *w = o->kind == PTL_WAIT ? &tl->op[o->of] : o;
         char name[300], e[400];

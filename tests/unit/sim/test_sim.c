@@ -194,8 +194,9 @@ static void test_background(void)
         check_failures++;
         return;
     }
-    const plan_tl_step *s1 = &tl.step[tl.prog0[1]];
-    CHECK(tl.prog0[2] - tl.prog0[1] == 9);
+    int64_t n1;
+    const plan_tl_step *s1 = plan_tl_prog(&tl, 1, &n1);
+    CHECK(n1 == 9);
     CHECK(tl.op[s1[3].op].kind == PTL_LOSS_SUM && tl.op[s1[4].op].kind == PTL_RESHARD_BWD &&
           tl.op[s1[5].op].kind == PTL_WAIT && tl.op[s1[5].op].of == s1[4].op);
     /* rank 1 is idle from reaching the loss sum until the gradient arrives */

@@ -110,17 +110,19 @@ static void check_windows(const plan_timeline *tl)
 {
     for (int g = 0; g < tl->G; g++) {
         double busy = 0, idle = 0, last = 0;
-        for (int64_t j = tl->prog0[g]; j < tl->prog0[g + 1]; j++) {
-            const plan_tl_op *o = &tl->op[tl->step[j].op];
+        int64_t len, nw;
+        const plan_tl_step *prog = plan_tl_prog(tl, g, &len);
+        const plan_tl_window *wins = plan_tl_windows(tl, g, &nw);
+        for (int64_t j = 0; j < len; j++) {
+            const plan_tl_op *o = &tl->op[prog[j].op];
             if (o->kind == PTL_FWD || o->kind == PTL_BWD)
-                busy += tl->step[j].own;
+                busy += prog[j].own;
         }
-        for (int64_t w = tl->win0[g]; w < tl->win0[g + 1]; w++) {
-            const plan_tl_window *x = &tl->win[w];
-            CHECK(x->rank == g && x->end > x->start && x->start >= last - 1e-15);
-            int len = (int)(tl->prog0[g + 1] - tl->prog0[g]);
+        for (int64_t w = 0; w < nw; w++) {
+            const plan_tl_window *x = &wins[w];
+            CHECK(x->rank == tl->rep[tl->cls[g]] && x->end > x->start && x->start >= last - 1e-15);
             CHECK(x->step >= 0 && x->step <= len);
-            CHECK(x->op == (x->step < len ? tl->step[tl->prog0[g] + x->step].op : -1));
+            CHECK(x->op == (x->step < len ? prog[x->step].op : -1));
             idle += x->end - x->start;
             last = x->end;
         }
@@ -177,12 +179,16 @@ static double time_without_allreduce(const plan_problem *p, const plan_result *r
                 if (tl->op[y].kind == t0.op[x].kind && tl->op[y].layer == t0.op[x].layer &&
                     tl->op[y].edge == t0.op[x].edge)
                     t0.op[x].dur = tl->op[y].dur;
-        for (int g = 0; g < t0.G; g++)
-            for (int64_t j = t0.prog0[g], i = tl->prog0[g]; j < t0.prog0[g + 1]; j++, i++) {
-                while (is_allreduce(tl, tl->step[i].op))
+        for (int g = 0; g < t0.G; g++) {
+            int64_t n0, n1;
+            plan_tl_step *s0 = plan_tl_prog(&t0, g, &n0);
+            const plan_tl_step *s1 = plan_tl_prog(tl, g, &n1);
+            for (int64_t j = 0, i = 0; j < n0; j++, i++) {
+                while (is_allreduce(tl, s1[i].op))
                     i++;
-                t0.step[j].own = tl->step[i].own;
+                s0[j].own = s1[i].own;
             }
+        }
         plan_timeline_schedule(&t0);
         t = t0.time;
         plan_timeline_free(&t0);
@@ -413,10 +419,12 @@ static void test_hand(void)
     CHECK_NEAR(r.time, F + d[27] + d[28] + fmax(va, vb) + d[11] + d[12] + d[13] + d[16], 1e-9);
     /* Rank 0 (branch A): posts F->A at once (step 0), then waits at its wait
      * (step 1) for F's ranks to post it: its first window. */
-    const plan_tl_window *w = &tl.win[tl.win0[0]];
+    int64_t nw0, n7;
+    const plan_tl_window *w = plan_tl_windows(&tl, 0, &nw0);
     CHECK(w->op == 3 && w->step == 1 && w->why == PTW_PEER && w->start == 0 && w->end == F);
     /* Rank 7 (in F and J): 10 forward entries, the loss, 14 backward ones. */
-    CHECK(tl.prog0[8] - tl.prog0[7] == 25);
+    plan_tl_prog(&tl, 7, &n7);
+    CHECK(n7 == 25);
     plan_timeline_free(&tl);
     plan_result_free(&r);
 }
