@@ -1,12 +1,17 @@
 #!/usr/bin/python3
-"""Images/s of the training transform: the runtime's (bench_images, one thread) against
-torchvision's ImageFolder + DataLoader (num_workers 0) with the same transform
-(RandomResizedCrop(224), RandomHorizontalFlip, ToTensor, Normalize), on a folder of
-500x375 JPEGs made here (ImageNet's typical size; smooth colour fields with noise, JPEG
-quality 90, about 60 KB each). Prints a table: the median of ROUNDS passes of each, and
-their ratio. Not a test.
+"""Images/s of the training transform: the runtime's (bench_images) against torchvision's
+ImageFolder + DataLoader with the same transform (RandomResizedCrop(224),
+RandomHorizontalFlip, ToTensor, Normalize), batches of 32 in a shuffled order, on a
+folder of 500x375 JPEGs made here (ImageNet's typical size; smooth colour fields with
+noise, JPEG quality 90, about 60 KB each). Rows: one thread each (img_sample on the
+calling thread against num_workers 0, one torch thread), then for each worker count N,
+the runtime's loader (N decoding threads, prefetching two batches) against DataLoader's
+num_workers N (persistent workers, prefetch_factor 2). Each row is the median of ROUNDS
+passes over the folder after one warm-up pass, with the ratio. Prints the load average,
+since the machine may be shared. Not a test.
 
-    image_transform.py --bench build/tests/bench/bench_images [--images 300] [--rounds 5]
+    image_transform.py --bench build/tests/bench_images [--images 300] [--rounds 5]
+                       [--workers 1,2]
 """
 import argparse
 import os
@@ -36,32 +41,51 @@ def make(root, n):
         Image.fromarray(a).save(os.path.join(root, "c%d" % c, "%05d.jpg" % i), quality=90)
 
 
+def ours(bench, root, rounds, workers):
+    r = subprocess.run([bench, root, "224", "224", str(rounds + 1), str(workers), "32"],
+                       capture_output=True, text=True, check=True)
+    rates = [int(l.split()[0]) / float(l.split()[1]) for l in r.stdout.splitlines()]
+    return statistics.median(rates[1:])
+
+
+def theirs(root, rounds, workers):
+    tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
+                    T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+    extra = dict(persistent_workers=True, prefetch_factor=2) if workers else {}
+    loader = torch.utils.data.DataLoader(D.ImageFolder(root, tf), batch_size=32, shuffle=True,
+                                         num_workers=workers, **extra)
+    rates = []
+    for _ in range(rounds + 1):
+        t0 = time.perf_counter()
+        n = sum(len(x) for x, _ in loader)
+        rates.append(n / (time.perf_counter() - t0))
+    return statistics.median(rates[1:])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bench", required=True)
     ap.add_argument("--images", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--workers", default="1,2")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as root:
         make(root, a.images)
-        r = subprocess.run([a.bench, root, "224", "224", str(a.rounds)], capture_output=True, text=True, check=True)
-        ours = [int(l.split()[0]) / float(l.split()[1]) for l in r.stdout.splitlines()]
-        tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
-                        T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
-        loader = torch.utils.data.DataLoader(D.ImageFolder(root, tf), batch_size=32, shuffle=True,
-                                             num_workers=0)
-        theirs = []
-        for _ in range(a.rounds):
-            t0 = time.perf_counter()
-            n = sum(len(x) for x, _ in loader)
-            theirs.append(n / (time.perf_counter() - t0))
-        mo, mt = statistics.median(ours), statistics.median(theirs)
-        print("| %d JPEGs 500x375 -> 224x224, 1 thread | images/s (median of %d) |" % (a.images, a.rounds))
-        print("|---|---|")
-        print("| torchvision ImageFolder + DataLoader, 0 workers | %.0f |" % mt)
-        print("| burstrt img_sample | %.0f |" % mo)
-        print("| ratio | %.2fx |" % (mo / mt))
+        rows = [("1 thread: img_sample / num_workers 0", ours(a.bench, root, a.rounds, 0),
+                 theirs(root, a.rounds, 0))]
+        for w in [int(x) for x in a.workers.split(",")]:
+            rows.append(("%d worker%s" % (w, "s" if w > 1 else ""), ours(a.bench, root, a.rounds, w),
+                         theirs(root, a.rounds, w)))
+    load1 = os.getloadavg()
+    print("%d JPEGs 500x375 -> 224x224, images/s, median of %d passes; %d CPUs, load average "
+          "%.1f before, %.1f after" % (a.images, a.rounds, os.cpu_count(), load0[0], load1[0]))
+    print()
+    print("| | burstrt | torchvision ImageFolder + DataLoader | ratio |")
+    print("|---|---|---|---|")
+    for name, o, t in rows:
+        print("| %s | %.0f | %.0f | %.2fx |" % (name, o, t, o / t))
 
 
 if __name__ == "__main__":
