@@ -138,6 +138,8 @@ static const rt_sig rt_sigs[] = {
     {"rt_tensor_new", "ppiip"},
     {"rt_tensor_view", "pppip"},
     {"rt_tensor_zero", "vp"},
+    {"rt_tokens_bwd", "vpippp"},
+    {"rt_tokens_fwd", "vpippp"},
     {"rt_trace_pop", "v"},
     {"rt_trace_push", "vp"},
     {"rt_transpose", "vpiip"},

@@ -303,6 +303,13 @@ static void lower_embedding(const cg_op_env *e, cg_op_code *out)
     BWD("rt_embedding_bwd", X(0), DY, DP("weight"), DP("pos"));
 }
 
+static void lower_tokens(const cg_op_env *e, cg_op_code *out)
+{
+    int cls = (int)ir_tokens_attrs(op_of(e))->cls;
+    FWD("rt_tokens_fwd", X(0), cg_int(cls), P("cls"), P("pos"), Y);
+    BWD("rt_tokens_bwd", DY, cg_int(cls), DX(0), DP("cls"), DP("pos"));
+}
+
 static void lower_attention(const cg_op_env *e, cg_op_code *out)
 {
     const ir_op *op = op_of(e);

@@ -64,7 +64,8 @@ static imp_group *new_group(fctx *c, imp_gkind kind, int x, int out, int first, 
     return gr;
 }
 
-/* True when every activation computed by the nodes, but out, is read only by them. */
+/* True when every activation computed by the nodes, but out, is read only by them (or by a
+ * Shape, which reads no values: nn.MultiheadAttention's export sizes its split from one). */
 static bool closed(fctx *c, const int *nodes, int n, int out)
 {
     for (int k = 0; k < n; k++) {
@@ -80,6 +81,7 @@ static bool closed(fctx *c, const int *nodes, int n, int out)
                 bool inside = false;
                 for (int j = 0; j < n && !inside; j++)
                     inside = nodes[j] == val(c, v)->users[u];
+                inside |= imp_is_op(c->g, val(c, v)->users[u], "Shape");
                 if (!inside)
                     return false;
             }
@@ -360,6 +362,62 @@ static void find_embedding(fctx *c, int k)
     }
 }
 
+/* ---- a vision transformer's tokens: class token, positions ---- */
+
+/* v is an initializer (a view of one) of [1,rows,d] or [rows,d]. */
+static bool is_table(fctx *c, int v, int64_t rows, int64_t d)
+{
+    if (v < 0 || imp_is_act(c->g, v) || imp_init_of(c->g, v) < 0)
+        return false;
+    const imp_shape *s = &val(c, v)->shape;
+    if (s->rank == 3 && (s->d[0].n || s->d[0].c != 1))
+        return false;
+    return (s->rank == 2 || s->rank == 3) && !s->d[s->rank - 2].n && s->d[s->rank - 2].c == rows &&
+           !s->d[s->rank - 1].n && s->d[s->rank - 1].c == d;
+}
+
+/* torchvision's ViT: Concat on axis 1 of a learned [1,1,D] expanded to the batch and the
+ * patches [N,T,D], then (or only) the Add of learned positions [1,T+1,D]. The anchor is the
+ * Concat or, for positions alone, the Add. */
+static void find_tokens(fctx *c, int k)
+{
+    const imp_node *n = &c->g->nodes[k];
+    int nodes[2], nn = 0, x = -1, cls = -1, pos = -1, out = n->out[0];
+    if (imp_is_op(c->g, k, "Concat")) {
+        const imp_shape *y = &val(c, out)->shape;
+        int64_t axis = imp_attr_int(n, "axis", 0);
+        if (n->nin != 2 || y->rank != 3 || (axis != 1 && axis != -2))
+            return;
+        int e = imp_producer(c->g, n->in[0]);
+        if (!imp_is_op(c->g, e, "Expand") || !imp_is_act(c->g, n->in[1]) ||
+            !is_table(c, c->g->nodes[e].in[0], 1, y->d[2].c))
+            return;
+        cls = c->g->nodes[e].in[0];
+        x = n->in[1];
+        nodes[nn++] = k;
+        int u = imp_single_user(c->g, out);
+        if (imp_is_op(c->g, u, "Add") && !claimed(c, u) &&
+            is_table(c, imp_other_of(c->g, u, out), y->d[1].c, y->d[2].c)) {
+            pos = imp_other_of(c->g, u, out);
+            nodes[nn++] = u;
+            out = c->g->nodes[u].out[0];
+        }
+    } else {
+        if (!imp_split_act(c->g, k, &x, &pos))
+            return;
+        const imp_shape *xs = &val(c, x)->shape;
+        if (xs->rank != 3 || !xs->d[0].n || xs->d[1].c < 2 ||
+            !is_table(c, pos, xs->d[1].c, xs->d[2].c))
+            return;
+        nodes[nn++] = k;
+    }
+    imp_group *gr = new_group(c, IMP_G_TOKENS, x, out, k, nodes, nn);
+    if (gr) {
+        gr->w = cls;
+        gr->b = pos;
+    }
+}
+
 /* ---- attention ---- */
 
 /* A linear layer that a walk from attention reached: the value it computes,
@@ -442,6 +500,59 @@ static bool walk_to_proj(fctx *c, int v, region *r, proj *p)
     return false;
 }
 
+/* Node u is Gemm(o, W, b) with W stored [out, in] (transB), alpha = beta = 1: the output
+ * projection of nn.MultiheadAttention, exported on [T*N, D]; fills p. */
+static bool is_gemm_proj(fctx *c, int u, proj *p)
+{
+    if (!imp_is_op(c->g, u, "Gemm"))
+        return false;
+    const imp_node *n = &c->g->nodes[u];
+    if (n->nin < 3 || n->in[2] < 0 || imp_attr_int(n, "transA", 0) ||
+        !imp_attr_int(n, "transB", 0) || imp_attr_float(n, "alpha", 1) != 1 ||
+        imp_attr_float(n, "beta", 1) != 1 || imp_init_of(c->g, n->in[1]) < 0)
+        return false;
+    const imp_shape *w = &val(c, n->in[1])->shape;
+    if (w->rank != 2 || !imp_is_bias(c->g, n->in[2], w->d[0].c))
+        return false;
+    *p = (proj){.out = n->out[0], .mm = u, .add = -1, .x = n->in[0], .w = n->in[1], .b = n->in[2]};
+    return true;
+}
+
+/* v's one reader other than Shapes (which read no values), or -1. */
+static int value_user(fctx *c, int v)
+{
+    int found = -1;
+    for (int u = 0; v >= 0 && u < val(c, v)->nusers; u++) {
+        int k = val(c, v)->users[u];
+        if (imp_is_op(c->g, k, "Shape"))
+            continue;
+        if (found >= 0)
+            return -1;
+        found = k;
+    }
+    return found;
+}
+
+/* Node k is a Transpose that swaps axes 0 and 1 of a 3-d activation. */
+static bool is_swap01(fctx *c, int k)
+{
+    if (!imp_is_op(c->g, k, "Transpose"))
+        return false;
+    const imp_attr *p = imp_attr_get(&c->g->nodes[k], "perm");
+    return p && p->kind == IA_INTS && p->n == 3 && p->ints[0] == 1 && p->ints[1] == 0 &&
+           p->ints[2] == 2 && imp_is_act(c->g, c->g->nodes[k].in[0]);
+}
+
+static bool shape_same(const imp_shape *a, const imp_shape *b)
+{
+    if (a->rank != b->rank)
+        return false;
+    for (int i = 0; i < a->rank; i++)
+        if (!imp_dim_eq(a->d[i], b->d[i]))
+            return false;
+    return true;
+}
+
 /* Why an attention-shaped softmax is not one Burst can fuse. */
 static void attention_error(fctx *c, int k, const char *why)
 {
@@ -511,11 +622,15 @@ static void find_attention(fctx *c, int k)
     proj outp = {0};
     bool found = false;
     for (int steps = 0; steps < WALK_MAX && !found; steps++) {
-        int u = imp_single_user(c->g, o);
+        int u = value_user(c, o);
         if (imp_is_op(c->g, u, "Transpose") || imp_is_op(c->g, u, "Reshape")) {
             region_add(&r, u);
             o = c->g->nodes[u].out[0];
             continue;
+        }
+        if (is_gemm_proj(c, u, &outp)) {
+            found = true;
+            break;
         }
         if (!imp_is_op(c->g, u, "MatMul"))
             return attention_error(c, k, "no output projection follows it");
@@ -527,20 +642,39 @@ static void find_attention(fctx *c, int k)
     }
     if (!found)
         return;
+    /* nn.MultiheadAttention computes on [T,N,D] (q, k, v and heads [N*H,T,D/H]; the output
+     * projection on [T*N,D]): the batch goes back to its place before the result leaves. */
+    int result = outp.out;
+    for (int steps = 0; steps < WALK_MAX && val(c, result)->shape.rank != 3; steps++) {
+        int u = value_user(c, result);
+        if (!imp_is_op(c->g, u, "Reshape"))
+            break;
+        region_add(&r, u);
+        result = c->g->nodes[u].out[0];
+    }
     /* Backward: q, k and v to their projections. */
     proj qkv[3];
     int srcs[3] = {c->g->nodes[m1].in[0], c->g->nodes[m1].in[1], c->g->nodes[m2].in[1]};
     for (int i = 0; i < 3; i++)
         if (!walk_to_proj(c, srcs[i], &r, &qkv[i]))
             return attention_error(c, k, "q, k or v does not come from a linear projection");
-    int x = qkv[0].x;
+    int x = qkv[0].x, seq_first = -1;
+    if (is_swap01(c, imp_producer(c->g, x))) {
+        seq_first = imp_producer(c->g, x);
+        x = c->g->nodes[seq_first].in[0];
+        int u = value_user(c, result);
+        if (!is_swap01(c, u))
+            return attention_error(c, k, "its input is [T,N,D] and its output stays so");
+        region_add(&r, u);
+        result = c->g->nodes[u].out[0];
+    }
     const imp_shape *xs = &val(c, x)->shape;
-    if (xs->rank != 3)
-        return attention_error(c, k, "its input is not [N,T,D]");
+    if (xs->rank != 3 || !xs->d[0].n || !shape_same(xs, &val(c, result)->shape))
+        return attention_error(c, k, "its input is not [N,T,D], or its output not of that shape");
     int64_t d = xs->d[2].c;
     bool fused = qkv[0].out == qkv[1].out && qkv[1].out == qkv[2].out;
     bool separate = qkv[0].out != qkv[1].out && qkv[1].out != qkv[2].out &&
-                    qkv[0].out != qkv[2].out && qkv[1].x == x && qkv[2].x == x;
+                    qkv[0].out != qkv[2].out && qkv[1].x == qkv[0].x && qkv[2].x == qkv[0].x;
     if (!fused && !separate)
         return attention_error(c, k, "q, k and v come from neither one projection nor three");
     int nproj = fused ? 1 : 3;
@@ -555,9 +689,19 @@ static void find_attention(fctx *c, int k)
     if (ow->d[0].c != d || ow->d[1].c != d || outp.b < 0 || outp.x != o)
         return attention_error(c, k, "its output projection is not a D x D linear with a bias");
     const imp_shape *qs = &val(c, srcs[0])->shape;
-    if (qs->rank != 4 || qs->d[1].n || qs->d[1].c < 1 || d % qs->d[1].c ||
-        qs->d[3].c * qs->d[1].c != d)
-        return attention_error(c, k, "its q is not [N,heads,T,D/heads]");
+    int64_t heads = 0;
+    if (seq_first < 0 && qs->rank == 4 && !qs->d[1].n && qs->d[1].c >= 1 && d % qs->d[1].c == 0 &&
+        qs->d[3].c * qs->d[1].c == d)
+        heads = qs->d[1].c;
+    else if (seq_first >= 0 && qs->rank == 3 && qs->d[0].n == 1 && qs->d[0].c >= 1 &&
+             d % qs->d[0].c == 0 && qs->d[2].c * qs->d[0].c == d && imp_dim_eq(qs->d[1], xs->d[1]))
+        heads = qs->d[0].c;
+    if (!heads)
+        return attention_error(c, k,
+                               seq_first < 0 ? "its q is not [N,heads,T,D/heads]"
+                                             : "its q is not [N*heads,T,D/heads]");
+    if (seq_first >= 0)
+        region_add(&r, seq_first);
     for (int i = 0; i < nproj; i++) {
         region_add(&r, qkv[i].mm);
         if (qkv[i].add >= 0)
@@ -575,12 +719,13 @@ static void find_attention(fctx *c, int k)
         if (nd->nout > 0 && nd->out[0] >= 0 && imp_is_act(c->g, nd->out[0]))
             act_nodes[na++] = r.nodes[i];
     }
-    if (!closed(c, act_nodes, na, outp.out))
+    if (!closed(c, act_nodes, na, result))
         return attention_error(c, k, "something outside it reads a value computed inside");
-    imp_group *gr = new_group(c, IMP_G_ATTENTION, x, outp.out, qkv[0].mm, act_nodes, na);
+    imp_group *gr = new_group(c, IMP_G_ATTENTION, x, result, qkv[0].mm, act_nodes, na);
     if (!gr)
         return attention_error(c, k, "part of it belongs to another pattern");
-    gr->heads = qs->d[1].c;
+    gr->heads = heads;
+    gr->out_in = outp.add < 0;
     gr->causal = masked;
     for (int i = 0; i < nproj; i++) {
         gr->params[gr->nparams++] = qkv[i].w;
@@ -616,5 +761,11 @@ void imp_fuse(imp_graph *g)
             find_linear(&c, k);
         else if (imp_is_op(g, k, "Gather"))
             find_embedding(&c, k);
+    }
+    /* After the linear layers, which take their biases' Adds. */
+    for (int i = 0; i < g->nnodes; i++) {
+        int k = g->order[i];
+        if (!claimed(&c, k) && (imp_is_op(g, k, "Concat") || imp_is_op(g, k, "Add")))
+            find_tokens(&c, k);
     }
 }

@@ -250,7 +250,8 @@ typedef enum imp_gkind {
     IMP_G_LAYERNORM,
     IMP_G_GELU,
     IMP_G_LINEAR,
-    IMP_G_EMBEDDING
+    IMP_G_EMBEDDING,
+    IMP_G_TOKENS
 } imp_gkind;
 
 /* A pattern that becomes one Burst layer, emitted at its last node. */
@@ -269,8 +270,11 @@ typedef struct imp_group {
     int64_t features;  /* linear: out */
     int64_t positions; /* embedding: rows of the position table (0: none) */
     int w, b;          /* linear: weight, bias (-1: none); layernorm: scale, bias;
-                          embedding: table, position table (-1: none) */
+                          embedding: table, position table (-1: none);
+                          tokens: class token, positions (-1: none) */
     int params[8];     /* attention: weights and biases of the projections */
+    bool out_in;       /* attention: the output projection's weight is stored [out, in] (Gemm
+                          with transB, nn.MultiheadAttention's out_proj) */
     int nparams;
 } imp_group;
 

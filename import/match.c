@@ -1044,6 +1044,40 @@ static void lower_slice(mctx *c, int k)
     set_out(c, k, add_layer(c, layer_name(c, k), "slice", &arg, 1, a.s, y, false));
 }
 
+/* Gather of one constant index on an axis other than the batch (a vision transformer's class
+ * token, x[:, 0]): a slice of that one row, which a view then drops when the index is a
+ * scalar. */
+static void lower_gather(mctx *c, int k)
+{
+    const imp_node *n = &c->g->nodes[k];
+    const imp_shape *x = &val(c, n->in[0])->shape;
+    const imp_value *ix = n->nin == 2 && n->in[1] >= 0 ? val(c, n->in[1]) : NULL;
+    int64_t axis = imp_attr_int(n, "axis", 0);
+    if (axis < 0)
+        axis += x->rank;
+    if (!imp_is_act(c->g, n->in[0]) || !ix || ix->act || !ix->data || ix->data->real ||
+        ix->data->n != 1 || ix->data->i[0].n || axis < 1 || axis >= x->rank || x->d[axis].n)
+        return (void)imp_error(c->g, k,
+                               "a Gather that is neither an embedding lookup (a table of "
+                               "[vocab, dim] indexed by token ids [N,T]) nor one constant index "
+                               "on an axis other than the batch");
+    int64_t i = ix->data->i[0].c, dim = x->d[axis].c;
+    if (i < 0)
+        i += dim;
+    if (i < 0 || i >= dim)
+        return (void)imp_error(c->g, k, "index %lld is outside axis %lld of %lld",
+                               (long long)ix->data->i[0].c, (long long)axis, (long long)dim);
+    int arg = act_arg(c, n->in[0], k, "input");
+    if (arg < 0)
+        return;
+    imp_shape y = *x;
+    y.d[axis] = (imp_dim){1, 0};
+    attrs a = {0};
+    put(&a, ", axis = %lld, start = %lld, end = %lld", (long long)axis, (long long)i,
+        (long long)(i + 1));
+    set_out(c, k, add_layer(c, layer_name(c, k), "slice", &arg, 1, a.s, &y, false));
+}
+
 /* Clip to [0, 6] is relu6 (torch's ReLU6 and hardtanh(0, 6)), to [0, inf) relu. The bounds
  * are inputs from opset 11 (absent: unbounded), attributes before. */
 static void lower_clip(mctx *c, int k)
@@ -1151,8 +1185,22 @@ static void emit_group(mctx *c, imp_group *gr)
             param_at(c, gr->params[i], l, ROLE_PARAM, "w_qkv", true, row);
             param_at(c, gr->params[i + 1], l, ROLE_PARAM, "b_qkv", false, row);
         }
-        param_at(c, gr->params[gr->nparams - 2], l, ROLE_PARAM, "w_o", true, -1);
+        param_at(c, gr->params[gr->nparams - 2], l, ROLE_PARAM, "w_o", !gr->out_in, -1);
         param(c, gr->params[gr->nparams - 1], l, ROLE_PARAM, "b_o");
+        break;
+    case IMP_G_TOKENS:
+        if (gr->w < 0)
+            put(&a, ", cls = 0");
+        if (gr->b < 0)
+            put(&a, ", positions = 0");
+        l = add_layer(c, name, "tokens", &x, 1, a.s, out, false);
+        c->m->layers[l].note = arena_printf(c->m->a, "%s%s%s", gr->w >= 0 ? "class token" : "",
+                                            gr->w >= 0 && gr->b >= 0 ? " and " : "",
+                                            gr->b >= 0 ? "learned positions" : "");
+        if (gr->w >= 0)
+            param(c, gr->w, l, ROLE_PARAM, "cls");
+        if (gr->b >= 0)
+            param(c, gr->b, l, ROLE_PARAM, "pos");
         break;
     case IMP_G_EMBEDDING: {
         const imp_shape *t = &val(c, gr->w)->shape;
@@ -1260,9 +1308,7 @@ static void lower_node(mctx *c, int k)
     } else if (!strcmp(op, "Pad")) {
         lower_pad(c, k);
     } else if (!strcmp(op, "Gather")) {
-        imp_error(c->g, k,
-                  "a Gather that is not an embedding lookup (a table of [vocab, dim] "
-                  "indexed by token ids [N,T])");
+        lower_gather(c, k);
     } else {
         imp_error(c->g, k,
                   "burstc maps %s only inside the patterns it fuses (attention, layer "

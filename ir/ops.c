@@ -657,6 +657,22 @@ static bool infer_embedding(infer_ctx *c)
     return true;
 }
 
+/* A vision transformer's tokens: x [N,T,D] with a learned class token put first (cls: T+1
+ * rows out) and learned positions added to every row (positions). */
+static bool infer_tokens(infer_ctx *c)
+{
+    const ir_graph *g = c->g;
+    ir_op *op = c->op;
+    if (!want_rank(c, 0, 3, "[N,T,D]"))
+        return false;
+    const ir_attrs_tokens *a = ir_tokens_attrs(op);
+    if (!a->cls && !a->positions)
+        return fail(c, "cls = 0 and positions = 0 leave nothing to add");
+    op->type = *IN(0);
+    op->type.dim[1] += a->cls;
+    return true;
+}
+
 static bool infer_attention(infer_ctx *c)
 {
     const ir_graph *g = c->g;
@@ -792,6 +808,19 @@ static int params_embedding(const ir_graph *g, const ir_op *op, ir_param *out)
     out[n++] = (ir_param){"weight", 2, {a->vocab, a->dim}, false, PI_NORMAL, 0};
     if (a->positions)
         out[n++] = (ir_param){"pos", 2, {a->positions, a->dim}, false, PI_NORMAL, 0};
+    return n;
+}
+
+/* torchvision's ViT: the class token starts at zero, the positions normal (std 0.02). */
+static int params_tokens(const ir_graph *g, const ir_op *op, ir_param *out)
+{
+    const ir_attrs_tokens *a = ir_tokens_attrs(op);
+    int64_t d = IN(0)->dim[2], rows = IN(0)->dim[1] + a->cls;
+    int n = 0;
+    if (a->cls)
+        out[n++] = (ir_param){"cls", 1, {d}, false, PI_ZERO, 0};
+    if (a->positions)
+        out[n++] = (ir_param){"pos", 2, {rows, d}, false, PI_NORMAL, 0};
     return n;
 }
 
@@ -1016,6 +1045,19 @@ static void cost_embedding(const cost_ctx *c, ir_cost *k)
     k->bwd_read = out + c->in;
     k->bwd_written = (pos ? 2 : 1) * out;
     k->saved = c->in;
+}
+
+/* A copy with one add per element (positions); the backward passes dy on and sums it over
+ * the samples into the tables. Nothing is kept. */
+static void cost_tokens(const cost_ctx *c, ir_cost *k)
+{
+    bool pos = ir_tokens_attrs(c->op)->positions != 0;
+    k->fwd_flops = pos ? c->out : 0;
+    k->bwd_flops = c->out;
+    k->fwd_read = c->in + (pos ? c->out : 0);
+    k->bwd_read = c->out;
+    k->bwd_written = c->in + c->out;
+    k->saved = 0;
 }
 
 /* A handful of GEMMs and a softmax each way. */

@@ -459,6 +459,14 @@ void rt_embedding_fwd(const rt_tensor *tokens, const rt_tensor *w, const rt_tens
                       rt_tensor *y);
 void rt_embedding_bwd(const rt_tensor *tokens, const rt_tensor *dy, rt_tensor *dw, rt_tensor *dpos);
 
+/* A vision transformer's tokens: x[N,T,D] -> y[N,T+cls,D]; with cls (0 or 1) the class token
+ * tok [D] is put first in every sample, and pos [T+cls,D] (NULL: none) is added to every row.
+ * The backward writes dx and adds the sums over the samples to dtok and dpos; any of the three
+ * may be NULL. */
+void rt_tokens_fwd(const rt_tensor *x, int cls, const rt_tensor *tok, const rt_tensor *pos,
+                   rt_tensor *y);
+void rt_tokens_bwd(const rt_tensor *dy, int cls, rt_tensor *dx, rt_tensor *dtok, rt_tensor *dpos);
+
 /* GPT-2 causal self-attention, x[N,T,D] -> y[N,T,D]; w_qkv[3D,D], b_qkv[3D],
  * w_o[D,D], b_o[D]. saved: f32 tensor of rt_attention_saved_size() elements, written
  * by forward (qkv, probabilities, merged heads) and read by backward. */

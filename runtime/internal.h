@@ -346,6 +346,10 @@ void rt_attention_bwd_check(const char *op, const rt_tensor *x, const rt_tensor 
 void rt_embedding_dims(const char *op, const rt_tensor *tokens, const rt_tensor *w,
                        const rt_tensor *pos, const rt_tensor *y, int64_t *NT, int64_t *T,
                        int64_t *D);
+/* tokens' operands: y (or dy) [N,T+cls,D], x (or dx, may be NULL) [N,T,D], the class token
+ * tok [D] (cls only) and positions pos [T+cls,D], either NULL; fills N, T (of x) and D. */
+void rt_tokens_dims(const char *op, const rt_tensor *x, int cls, const rt_tensor *tok,
+                    const rt_tensor *pos, const rt_tensor *y, int64_t *N, int64_t *T, int64_t *D);
 void rt_cross_entropy_dims(const char *op, const rt_tensor *logits, const rt_tensor *labels,
                            int64_t global_count, int64_t *M, int64_t *C);
 /* The factor of the loss gradient: (softmax - onehot) times 1/global_count times the

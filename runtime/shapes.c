@@ -425,6 +425,33 @@ void rt_embedding_dims(const char *op, const rt_tensor *tokens, const rt_tensor 
     }
 }
 
+void rt_tokens_dims(const char *op, const rt_tensor *x, int cls, const rt_tensor *tok,
+                    const rt_tensor *pos, const rt_tensor *y, int64_t *N, int64_t *T, int64_t *D)
+{
+    rt_check(y, rt_storage_dtype(), 3, op, "output");
+    *N = y->shape[0];
+    *D = y->shape[2];
+    if (cls != 0 && cls != 1)
+        rt_fatal(op, "cls is %d, not 0 or 1", cls);
+    if (y->shape[1] <= cls)
+        rt_fatal(op, "output of %lld rows per sample holds no input row", (long long)y->shape[1]);
+    *T = y->shape[1] - cls;
+    if (tok) {
+        rt_check(tok, RT_F32, 1, op, "class token");
+        if (!cls || tok->shape[0] != *D)
+            rt_fatal(op, "class token of %lld for rows of %lld%s", (long long)tok->shape[0],
+                     (long long)*D, cls ? "" : " without cls");
+    }
+    if (pos) {
+        rt_check(pos, RT_F32, 2, op, "positions");
+        if (pos->shape[0] != y->shape[1] || pos->shape[1] != *D)
+            rt_fatal(op, "positions [%lld,%lld] for %lld rows of %lld", (long long)pos->shape[0],
+                     (long long)pos->shape[1], (long long)y->shape[1], (long long)*D);
+    }
+    if (x)
+        rt_check_act(x, *N * *T * *D, op, "input");
+}
+
 static void rows_of(const char *op, const rt_tensor *logits, const rt_tensor *labels, int64_t *M,
                     int64_t *C)
 {

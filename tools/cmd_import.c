@@ -42,8 +42,10 @@ static const char import_usage[] =
     "BatchNormalization, LayerNormalization, Dropout, Softmax, Add, Mul (of activations,\n"
     "or by a gate [N,C,1,1]), Slice (of one axis), Concat, Flatten,\n"
     "Reshape, Squeeze, Unsqueeze, Transpose, Identity, Cast, Gather\n"
-    "(embeddings); inside fused patterns also Split, Slice, Mul, Div, Sub, Pow, Sqrt,\n"
-    "Erf, Where, ReduceMean; and the shape arithmetic exports compute with (Shape,\n"
+    "(embeddings, or one constant index: a slice); patterns: attention (GPT-2's and\n"
+    "nn.MultiheadAttention's), layer norm, GELU, a class token and learned positions\n"
+    "(tokens), inside which also Split, Slice, Mul, Div, Sub, Pow, Sqrt, Erf, Where,\n"
+    "ReduceMean, Expand; and the shape arithmetic exports compute with (Shape,\n"
     "Constant, Range, Concat, ...). docs/import.md has the details.\n"
     "\n"
     "exit status: 0 success, 1 errors in the input, 2 internal error\n";

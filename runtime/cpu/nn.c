@@ -1,6 +1,6 @@
-/* cpu/nn.c: token + positional embedding and the cross-entropy loss on the CPU. The loss
- * divides by the GLOBAL row count so that per-rank gradients are slices of the full-batch
- * gradient; its loops are branch-free (selects, not branches) so that they vectorise. */
+/* cpu/nn.c: token + positional embedding, a vision transformer's tokens (class token and
+ * positions) and the cross-entropy loss on the CPU. The loss divides by the GLOBAL row count so
+ * that per-rank gradients are slices of the full-batch gradient; its loops are branch-free (selects, not branches) so that they vectorise. */
 #include "../internal.h"
 
 #include <math.h>
@@ -55,6 +55,45 @@ void rt_embedding_bwd(const rt_tensor *tokens, const rt_tensor *dy, rt_tensor *d
             for (int64_t k = 0; k < D; k++)
                 pr[k] += g[k];
         }
+    }
+}
+
+/* ---- tokens ---------------------------------------------------------------------------- */
+
+void rt_tokens_fwd(const rt_tensor *x, int cls, const rt_tensor *tok, const rt_tensor *pos,
+                   rt_tensor *y)
+{
+    int64_t N, T, D;
+    rt_tokens_dims("tokens_fwd", x, cls, tok, pos, y, &N, &T, &D);
+    if (cls && !tok)
+        rt_fatal("tokens_fwd", "cls without a class token");
+    const int64_t rows = T + cls;
+    for (int64_t n = 0; n < N; n++) {
+        float *out = rt_f32(y) + n * rows * D;
+        if (cls)
+            memcpy(out, rt_f32(tok), (size_t)D * sizeof(float));
+        memcpy(out + cls * D, rt_f32(x) + n * T * D, (size_t)(T * D) * sizeof(float));
+        if (pos)
+            for (int64_t i = 0; i < rows * D; i++)
+                out[i] += rt_f32(pos)[i];
+    }
+}
+
+void rt_tokens_bwd(const rt_tensor *dy, int cls, rt_tensor *dx, rt_tensor *dtok, rt_tensor *dpos)
+{
+    int64_t N, T, D;
+    rt_tokens_dims("tokens_bwd", dx, cls, dtok, dpos, dy, &N, &T, &D);
+    const int64_t rows = T + cls;
+    for (int64_t n = 0; n < N; n++) {
+        const float *g = rt_f32(dy) + n * rows * D;
+        if (dx)
+            memcpy(rt_f32(dx) + n * T * D, g + cls * D, (size_t)(T * D) * sizeof(float));
+        if (dtok)
+            for (int64_t k = 0; k < D; k++)
+                rt_f32(dtok)[k] += g[k];
+        if (dpos)
+            for (int64_t i = 0; i < rows * D; i++)
+                rt_f32(dpos)[i] += g[i];
     }
 }
 

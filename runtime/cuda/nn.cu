@@ -718,6 +718,79 @@ extern "C" void rt_embedding_bwd(const rt_tensor *tokens, const rt_tensor *dy, r
                            dw->shape[0], T, D, NT * D));
 }
 
+/* ---- tokens ----------------------------------------------------------------------------- */
+
+/* y [N,rows,D]: the class token in row 0 (cls), x's rows after it, plus the positions. */
+template <typename A>
+__global__ void tokens_fwd_k(const A *x, const float *tok, const float *pos, A *y, int64_t T,
+                             int64_t D, int cls, int64_t n)
+{
+    const int64_t per = (T + cls) * D;
+    RT_FOR(i, n)
+    {
+        int64_t s = i / per, j = i - s * per, r = j / D, k = j - r * D;
+        float v = r < cls ? tok[k] : rt_ld(x + s * T * D + (r - cls) * D + k);
+        rt_st(y + i, v + (pos ? pos[j] : 0.0f));
+    }
+}
+
+template <typename A>
+__global__ void tokens_dx_k(const A *dy, A *dx, int64_t T, int64_t D, int cls, int64_t n)
+{
+    const int64_t per = T * D;
+    RT_FOR(i, n)
+    {
+        int64_t s = i / per, j = i - s * per;
+        rt_st(dx + i, rt_ld(dy + s * (per + cls * D) + cls * D + j));
+    }
+}
+
+/* d[j] += the sum over the N samples of dy's element j of a sample (of per): one thread per j,
+ * so the sum is in a fixed order. */
+template <typename A>
+__global__ void tokens_sum_k(const A *dy, float *d, int64_t N, int64_t per, int64_t n)
+{
+    RT_FOR(j, n)
+    {
+        float acc = 0.0f;
+        for (int64_t s = 0; s < N; s++)
+            acc += rt_ld(dy + s * per + j);
+        d[j] += acc;
+    }
+}
+
+extern "C" void rt_tokens_fwd(const rt_tensor *x, int cls, const rt_tensor *tok,
+                              const rt_tensor *pos, rt_tensor *y)
+{
+    int64_t N, T, D;
+    rt_tokens_dims("tokens_fwd", x, cls, tok, pos, y, &N, &T, &D);
+    if (cls && !tok)
+        rt_fatal("tokens_fwd", "cls without a class token");
+    RT_ACT_DISPATCH(y->dtype, A,
+                    LAUNCH("tokens_fwd", tokens_fwd_k<A>, rt_cuda_blocks(y->numel), 256,
+                           rt_act<A>(x), tok ? rt_f32(tok) : NULL, pos ? rt_f32(pos) : NULL,
+                           rt_act<A>(y), T, D, cls, y->numel));
+}
+
+extern "C" void rt_tokens_bwd(const rt_tensor *dy, int cls, rt_tensor *dx, rt_tensor *dtok,
+                              rt_tensor *dpos)
+{
+    int64_t N, T, D;
+    rt_tokens_dims("tokens_bwd", dx, cls, dtok, dpos, dy, &N, &T, &D);
+    const int64_t per = (T + cls) * D;
+    RT_ACT_DISPATCH(dy->dtype, A, {
+        if (dx)
+            LAUNCH("tokens_bwd", tokens_dx_k<A>, rt_cuda_blocks(dx->numel), 256, rt_act<A>(dy),
+                   rt_act<A>(dx), T, D, cls, dx->numel);
+        if (dtok)
+            LAUNCH("tokens_bwd", tokens_sum_k<A>, rt_cuda_blocks(D), 256, rt_act<A>(dy),
+                   rt_f32(dtok), N, per, D);
+        if (dpos)
+            LAUNCH("tokens_bwd", tokens_sum_k<A>, rt_cuda_blocks(per), 256, rt_act<A>(dy),
+                   rt_f32(dpos), N, per, per);
+    });
+}
+
 /* ---- loss ------------------------------------------------------------------------------- */
 
 /* One block per row: loss[m] = log sum exp(z - max) + max - z[label]; with dz != NULL

@@ -405,6 +405,17 @@ static void nn_cases(void)
     check("embedding.dw", edw, false);
     check("embedding.dpos", edp, false);
 
+    rt_tensor *vx = rnd(ACT, SHAPE(3, 5, 8), 180, -2, 2), *vt = rnd(RT_F32, SHAPE(8), 181, -1, 1);
+    rt_tensor *vp = rnd(RT_F32, SHAPE(6, 8), 182, -1, 1), *vy = zeros(ACT, SHAPE(3, 6, 8));
+    rt_tensor *vdy = rnd(ACT, SHAPE(3, 6, 8), 183, -1, 1), *vdx = zeros(ACT, SHAPE(3, 5, 8));
+    rt_tensor *vdt = zeros(RT_F32, SHAPE(8)), *vdp = zeros(RT_F32, SHAPE(6, 8));
+    rt_tokens_fwd(vx, 1, vt, vp, vy);
+    check("tokens.y", vy, false);
+    rt_tokens_bwd(vdy, 1, vdx, vdt, vdp);
+    check("tokens.dx", vdx, false);
+    check("tokens.dcls", vdt, false);
+    check("tokens.dpos", vdp, false);
+
     rt_tensor *z = rnd(ACT, SHAPE(6, 5), 78, -3, 3), *lab = rnd(RT_I32, SHAPE(6), 79, 0, 5);
     rt_tensor *dz = zeros(ACT, SHAPE(6, 5));
     check_scalar("cross_entropy.loss", rt_cross_entropy_fwd(z, lab, 10), false);

@@ -316,6 +316,68 @@ static void test_slice(void)
     }
 }
 
+/* ---- tokens: a class token first, positions on every row ---------------------------------- */
+
+typedef struct {
+    rt_tensor *x, *tok, *pos, *y, *dy, *dx, *dtok, *dpos;
+    int cls;
+} tokens_ctx;
+static void tokens_f(void *p)
+{
+    tokens_ctx *c = p;
+    rt_tokens_fwd(c->x, c->cls, c->tok, c->pos, c->y);
+}
+static void tokens_b(void *p)
+{
+    tokens_ctx *c = p;
+    rt_tokens_bwd(c->dy, c->cls, c->dx, c->dtok, c->dpos);
+}
+
+static void test_tokens(void)
+{
+    enum { N = 3, TT = 4, D = 5 };
+    for (int form = 0; form < 3; form++) { /* class token and positions, either alone */
+        tokens_ctx c = {0};
+        c.cls = form != 2;
+        const int64_t rows = TT + c.cls;
+        c.x = T(3, N, TT, D, 1);
+        c.y = T(3, N, rows, D, 1);
+        fill(c.x);
+        if (c.cls) {
+            c.tok = T(1, D, 1, 1, 1);
+            fill(c.tok);
+        }
+        if (form != 1) {
+            c.pos = T(2, rows, D, 1, 1);
+            fill(c.pos);
+        }
+        tokens_f(&c);
+        double ref[N * (TT + 1) * D];
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t k = 0; k < D; k++)
+                    ref[(n * rows + r) * D + k] =
+                        (r < c.cls ? (double)rt_f32(c.tok)[k]
+                                   : (double)rt_f32(c.x)[(n * TT + r - c.cls) * D + k]) +
+                        (c.pos ? (double)rt_f32(c.pos)[r * D + k] : 0.0);
+        const char *name = form == 0 ? "tokens" : form == 1 ? "tokens cls" : "tokens positions";
+        CHECK_CLOSE(name, rt_f32(c.y), ref, N * rows * D, 1e-7, 1e-6);
+        c.dy = like(c.y);
+        c.dx = like(c.x);
+        gvar v[3] = {{c.x, c.dx, "x"}};
+        int nv = 1;
+        if (c.tok) {
+            c.dtok = like(c.tok);
+            v[nv++] = (gvar){c.tok, c.dtok, "class token"};
+        }
+        if (c.pos) {
+            c.dpos = like(c.pos);
+            v[nv++] = (gvar){c.pos, c.dpos, "positions"};
+        }
+        gradcheck(name, tokens_f, tokens_b, &c, c.y, c.dy, v, nv);
+    }
+}
+
 /* ---- pooling ----------------------------------------------------------------------------- */
 
 typedef struct {
@@ -862,6 +924,7 @@ int main(void)
     test_matmul();
     test_activations();
     test_mul();
+    test_tokens();
     test_slice();
     test_pools((rt_pool2d_attrs){3, 2, 2, 2, 1, 1, 0, 0});
     test_pools((rt_pool2d_attrs){2, 2, 2, 2, 0, 0, 0, 0}); /* unpadded: the fast max path */

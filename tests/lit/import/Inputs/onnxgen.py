@@ -274,6 +274,71 @@ def attention(m, x, d, heads, t, name, causal=True, fused=True):
     return linear(m, y, d, d, name + "/c_proj")
 
 
+def mha(m, x, d, heads, t, name):
+    """nn.MultiheadAttention (batch_first) as torch 1.13 exports it: to [T,N,D], one in-projection
+    [3D, D] sliced into q, k, v, heads as [N*H,T,D/H], q scaled first, the output projection
+    a Gemm on [T*N, D], back to [N,T,D]. Reshapes copy (0) and infer (-1) the batch."""
+    hd = d // heads
+    xt = m.node("Transpose", [x], name + "/Transpose", perm=[1, 0, 2])
+    w = m.node("Transpose", [m.init(name + ".in_proj_weight", [3 * d, d])], name + "/Transpose_1",
+               perm=[1, 0])
+    qkv = m.node("Add", [m.init(name + ".in_proj_bias", [3 * d]),
+                         m.node("MatMul", [xt, w], name + "/MatMul")], name + "/Add")
+    m.node("Shape", [qkv], name + "/Shape")  # torch sizes the split from it
+    parts = []
+    for i, perm in enumerate([[1, 0, 2], [1, 2, 0], [1, 0, 2]]):
+        sl = m.node("Slice", [qkv, m.const([i * d]), m.const([(i + 1) * d]), m.const([-1])],
+                    name + "/Slice_%d" % i)
+        r = m.node("Reshape", [sl, m.const([0, -1, hd])], name + "/Reshape_%d" % i)
+        parts.append(m.node("Transpose", [r], name + "/Transpose_q%d" % i, perm=perm))
+    q = m.node("Div", [parts[0], m.const(math.sqrt(hd), F)], name + "/Div")
+    p = m.node("Softmax", [m.node("MatMul", [q, parts[1]], name + "/MatMul_1")],
+               name + "/Softmax", axis=-1)
+    y = m.node("Transpose", [m.node("MatMul", [p, parts[2]], name + "/MatMul_2")],
+               name + "/Transpose_5", perm=[1, 0, 2])
+    y = m.node("Reshape", [y, m.const([-1, d])], name + "/Reshape_3")
+    y = m.node("Gemm", [y, m.init(name + ".out_proj.weight", [d, d]),
+                        m.init(name + ".out_proj.bias", [d])], name + "/Gemm", transB=1)
+    m.node("Shape", [y], name + "/Shape_6")
+    y = m.node("Reshape", [y, m.const([t, -1, d])], name + "/Reshape_4")
+    return m.node("Transpose", [y], name + "/Transpose_6", perm=[1, 0, 2])
+
+
+def case_vit():
+    """torchvision's ViT in small: patches, a class token expanded to the batch, learned
+    positions, nn.MultiheadAttention, the class token's row to the head."""
+    m = Model(14)
+    d = 8
+    x = m.input("x", ["batch", 3, 8, 8])
+    p = m.node("Conv", [x, m.init("conv_proj.weight", [d, 3, 4, 4]), m.init("conv_proj.bias", [d])],
+               "conv_proj", kernel_shape=[4, 4], strides=[4, 4])
+    p = m.node("Transpose", [m.node("Reshape", [p, m.const([0, d, -1])], "Reshape")],
+               "Transpose", perm=[0, 2, 1])
+    n = m.node("Unsqueeze", [m.node("Gather", [m.node("Shape", [x], "Shape"), m.const(0)],
+                                    "Gather_n", axis=0), m.const([0])], "Unsqueeze")
+    shape = m.node("Concat", [n, m.const([1, d])], "Concat_shape", axis=0)
+    cls = m.node("Expand", [m.init("class_token", [1, 1, d]), shape], "Expand")
+    h = m.node("Concat", [cls, p], "Concat_2", axis=1)
+    h = m.node("Add", [h, m.init("encoder.pos_embedding", [1, 5, d])], "encoder/Add")
+    a = mha(m, h, d, 2, 5, "encoder/self_attention")
+    h = m.node("Add", [a, h], "encoder/Add_1")
+    c = m.node("Gather", [h, m.const(0)], "Gather", axis=1)
+    m.node("Gemm", [c, m.init("head.weight", [10, d]), m.init("head.bias", [10])], "head",
+           outputs=["logits"], transB=1)
+    m.output("logits")
+    return m
+
+
+def case_positions_only():
+    """Learned positions added to patches without a class token: tokens with cls = 0."""
+    m = Model(14)
+    x = m.input("x", ["batch", 6, 4])
+    h = m.node("Add", [x, m.init("pos", [1, 6, 4])], "pos_add")
+    m.node("Relu", [h], "relu", outputs=["out"])
+    m.output("out")
+    return m
+
+
 def case_gpt():
     """A two-block GPT: embeddings with positions, attention, MLP, a tied head."""
     m = Model(14)
@@ -657,7 +722,7 @@ def case_layout_errors():
     b = m.node("Add", [x, m.init("bias", [1, 4, 1, 1])], "add_learned")
     c = m.node("Transpose", [x], "moves_batch", perm=[1, 0, 2, 3])
     d = m.node("Softmax", [x], "over_batch", axis=0)
-    e = m.node("Gather", [x, m.const(0)], "pick", axis=1)
+    e = m.node("Gather", [x, m.const([0, 2])], "pick", axis=1)
     m.node("Add", [x, m.node("GlobalAveragePool", [x], "gap")], "broadcast_add",
            outputs=["out"])
     for v in (a, b, c, d, e):
