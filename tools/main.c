@@ -23,6 +23,7 @@ static const char usage[] =
     "       burstc tune [options] JOB.burst  choose a plan from head-to-head runs (burstc tune --help)\n"
     "       burstc rank [options] FILE       top-K ranking from comparisons (burstc rank --help)\n"
     "       burstc import [options] MODEL.onnx   an ONNX model as Burst source (burstc import --help)\n"
+    "       burstc export CKPT_DIR -o FILE.safetensors --job JOB.burst   a checkpoint's weights\n"
     "       burstc profile [options] JOB.burst   measure per-layer times here (burstc profile --help)\n"
     "\n"
     "options:\n"
@@ -234,6 +235,8 @@ int main(int argc, char **argv)
             return cmd_rank(argc - 1, argv + 1);
         if (strcmp(argv[1], "import") == 0)
             return cmd_import(argc - 1, argv + 1);
+        if (strcmp(argv[1], "export") == 0)
+            return cmd_export(argc - 1, argv + 1);
         if (strcmp(argv[1], "profile") == 0)
             return cmd_profile(argc - 1, argv + 1);
     }

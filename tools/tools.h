@@ -99,6 +99,7 @@ int cmd_stats(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_build(int argc, char **argv);
 int cmd_import(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_rank(int argc, char **argv);
 int cmd_tune(int argc, char **argv);

@@ -506,6 +506,76 @@ def cmd_train(args):
             sys.exit("--iterations 0 did not save the imported file back (exit %d)\n%s" % (rc, out))
         print("--iterations 0: the imported file back, tensor for tensor")
         check_init_errors(tmp, prog, init)
+        check_export(args.burstc, tmp, init)
+
+
+def check_export(burstc, tmp, init):
+    """burstc export: the 4-rank plan's checkpoint round as the file --save-weights writes
+    at the same step, byte for byte; Burst's names without --names; files and jobs that do
+    not fit are errors naming the file, and nothing is written."""
+    import shutil
+    prog, job = os.path.join(tmp, "cnn4"), os.path.join(tmp, "cnn4.ir")
+    ck, saved = os.path.join(tmp, "ck"), os.path.join(tmp, "saved4.safetensors")
+    rc, out = mpirun(4, prog, ["--init", init, "--save-weights", saved, "--checkpoint-dir", ck])
+    if rc != 0:
+        sys.exit("cnn, 4 ranks, --checkpoint-dir: exit %d\n%s" % (rc, out))
+    rounds = sorted(os.listdir(ck))
+    exported = os.path.join(tmp, "exported.safetensors")
+    for src in (ck, os.path.join(ck, rounds[-1])):
+        run([burstc, "export", src, "-o", exported, "--job", job, "--names", init])
+        if open(exported, "rb").read() != open(saved, "rb").read():
+            sys.exit("burstc export %s: not the file --save-weights wrote" % src)
+    got, _ = read_safetensors(exported)
+    back = Cnn()
+    back.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in got.items()}, strict=True)
+    print("burstc export of the 4-rank round (%s): --save-weights' file byte for byte, "
+          "load_state_dict strict" % rounds[-1])
+    run([burstc, "export", ck, "-o", exported, "--job", job])
+    plain, meta = read_safetensors(exported)
+    want = {"conv1.weight": "conv1.weight", "fc1.weight": "fc1.weight",
+            "bn2.running_var": "bn2.running_var"}
+    if meta or not all(np.array_equal(plain[b], got[n]) for n, b in want.items()) or \
+            plain["bn1.num_batches_tracked"] != 3:
+        sys.exit("burstc export without --names: not the tensors under Burst's names")
+
+    def copy_round(name, change):
+        d = os.path.join(tmp, name)
+        shutil.copytree(os.path.join(ck, rounds[-1]), d)
+        change(d)
+        return d
+
+    def flip(d):
+        p = os.path.join(d, "rank-2.ckpt")
+        b = bytearray(open(p, "rb").read())
+        b[len(b) // 2] ^= 1
+        open(p, "wb").write(bytes(b))
+
+    def cut(d):
+        p = os.path.join(d, "rank-3.ckpt")
+        b = open(p, "rb").read()
+        open(p, "wb").write(b[:len(b) - 20])
+
+    gpt = os.path.join(tmp, "gpt.safetensors")
+    cases = [
+        ("a 1-rank job", ck, os.path.join(tmp, "cnn1.burst"), [],
+         r"rank-0.ckpt: was written by rank 0 of 4, expected rank 0 of 1"),
+        ("a missing rank", copy_round("norank", lambda d: os.remove(os.path.join(d, "rank-1.ckpt"))),
+         job, [], r"cannot open .*norank/rank-1.ckpt"),
+        ("a flipped bit", copy_round("flipped", flip), job, [], r"rank-2.ckpt: corrupt \(checksum"),
+        ("a cut file", copy_round("cut", cut), job, [], r"rank-3.ckpt: truncated or corrupt \(.fc2.bias. needs 80 bytes, 68 are left\)"),
+        ("no commit", copy_round("nocommit", lambda d: os.remove(os.path.join(d, "COMMIT"))),
+         job, [], r"nocommit holds no committed checkpoint round"),
+        ("another model's names", ck, job, ["--names", gpt],
+         r"tensor '(wte|h.0.attn.c_attn).weight' of --names maps to '\S+', which the checkpoint"),
+    ]
+    for what, src, j, more, want in cases:
+        out_path = os.path.join(tmp, "bad.safetensors")
+        p = subprocess.run([burstc, "export", src, "-o", out_path, "--job", j] + more,
+                           capture_output=True, text=True, timeout=120)
+        if p.returncode != 1 or not re.search(want, p.stderr) or os.path.exists(out_path):
+            sys.exit("burstc export with %s: exit %d, want an error matching %r and no file:\n%s"
+                     % (what, p.returncode, want, p.stderr))
+        print("burstc export with %s: %s" % (what, p.stderr.strip().splitlines()[0]))
 
 
 def check_init_errors(tmp, prog, init):
