@@ -570,8 +570,15 @@ typedef struct plan_timeline {
 /* The most steps (rank, op) a timeline may hold; a larger plan is refused. */
 #define PLAN_TL_MAX_STEPS (1LL << 26)
 
+/* The schedule every reader follows (the schedule pass, codegen, this
+ * timeline): schedule.c's rule's order of r's placement of p, reordered by
+ * the list scheduler (listsched.c) with the timeline's durations (the
+ * rule's order where that plays faster). False
+ * with a message as plan_timeline_build. */
+bool plan_schedule_make(const plan_problem *p, const plan_result *r, plan_schedule *s, char *err,
+                        size_t errlen);
 /* Builds the timeline of a placed plan (r's counts and first ranks) and its
- * ideal schedule. False with a message when a count or rank is out of range
+ * ideal schedule: its programs are plan_schedule_make's order. False with a message when a count or rank is out of range
  * or the timeline would exceed PLAN_TL_MAX_STEPS. */
 bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timeline *tl, char *err,
                          size_t errlen);
@@ -582,6 +589,10 @@ bool plan_timeline_build_roles(const plan_problem *p, const plan_result *r, bool
 /* Rank g's program, *n steps (its role's), and its windows, *n of them. */
 plan_tl_step *plan_tl_prog(const plan_timeline *tl, int g, int64_t *n);
 const plan_tl_window *plan_tl_windows(const plan_timeline *tl, int g, int64_t *n);
+/* The timeline of a given order s of r's placement of p (tests: the rule's
+ * order, plan_schedule_build); false with a message as plan_timeline_build. */
+bool plan_timeline_of_schedule(const plan_problem *p, const plan_result *r, const plan_schedule *s,
+                               plan_timeline *tl, char *err, size_t errlen);
 /* Recomputes the ideal schedule (start, end, windows, time) from the ops'
  * dur and the steps' own, after a caller changed them. */
 void plan_timeline_schedule(plan_timeline *tl);
@@ -597,6 +608,15 @@ const char *plan_tl_wait_name(plan_tl_wait w);
  * different ranks, in sample order. Writes them to pairs (NULL: only
  * counts) and returns how many (fewer than k1 + k2). */
 int plan_reshard_pairs(int64_t B, int r1, int k1, int r2, int k2, plan_tl_pair *pairs);
+
+/* listsched.c */
+
+/* Reorders s, the schedule tl was built from (entry x is tl's op x, in
+ * schedule.c's rule's order), by readiness and critical path with tl's
+ * durations: the dependences of the rule's order kept (contributions to a
+ * gradient in its order), the entry that can start first appended first.
+ * docs/plan.md, "The schedule". */
+void plan_schedule_list(const plan_timeline *tl, plan_schedule *s);
 
 /* interleave.c: background jobs in a plan's idle windows (docs/plan.md,
  * "Multiplexing"). IR-independent: passes/interleave.c's pass builds these

@@ -6,8 +6,9 @@
  * rank runs the entries it takes part in, in list order (a layer's forward
  * and backward on its ranks; both phases of a reshard on the ranks that send
  * or receive samples in it; an all-reduce's start and wait on the layer's
- * ranks; the loss sum on every rank). Three readers follow it and nothing
- * else: the schedule pass (schedule_ir.c) writes it into the IR as each
+ * ranks; the loss sum on every rank). This file gives the rule's order;
+ * listsched.c reorders it with the planner's durations (plan_schedule_make
+ * in timeline.c), and three readers follow that and nothing else: the schedule pass (schedule_ir.c) writes it into the IR as each
  * rank's program, codegen emits that program, and the timeline
  * (timeline.c) that the simulator, the interleave pass and the planner's
  * price play is built from it.

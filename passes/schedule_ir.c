@@ -4,8 +4,10 @@
  *
  * It runs after "comm": the planned graph's layers, the edges between them
  * (through the reshards the comm pass inserted) and its allreduce ops are
- * what schedule.c's order needs; that one order, the same the timeline
- * plays, is projected onto every rank (the entries the rank takes part in,
+ * what schedule.c's order needs; that one order (plan_schedule_make's, the
+ * list scheduler's with the planner's durations, when the job's planning
+ * problem is the graph's), the same the timeline plays, is projected onto
+ * every rank (the entries the rank takes part in,
  * as the verifier counts them), and ranks whose projections are equal share
  * one program. Two things the planning problem does not hold are added
  * here: the exchanges of input data (a reshard whose operand is an input:
@@ -79,7 +81,41 @@ static int cmp_prog(const void *a, const void *b)
 
 /* The global order as IR entries: schedule.c's order over the graph's layers,
  * with the input exchanges and the IR's allreduce completions put in. */
-static sched_item *global_order(const ir_graph *g, int *count)
+/* The list scheduler's order (plan_schedule_make) of the job as planned,
+ * when its planning problem is the graph's: the same layers and edges, the
+ * same reshards and allreduces, the IR's allreduces placed as the comm pass
+ * places them. False otherwise (ranks that are not ranges, a hand-placed
+ * allreduce): then schedule.c's rule's order, which needs no durations. */
+static bool timed_order(pass_ctx *ctx, const ir_graph *g, const plan_sched_graph *sg,
+                        plan_schedule *s)
+{
+    for (int i = 0; i < g->nops; i++) {
+        const ir_op *op = &g->ops[i];
+        if (op->opcode == OP_ALLREDUCE && (ir_allreduce_attrs(op)->complete >= 0 ||
+                                           ir_allreduce_attrs(op)->start != op->inputs[0]))
+            return false;
+    }
+    diag_ctx quiet;
+    diag_init(&quiet, NULL);
+    pass_plan_input in;
+    plan_result r;
+    bool ok = pass_plan_placed(ctx->m, ctx->job, ctx->opt, &in, &r, &quiet);
+    const plan_problem *p = &in.p;
+    ok = ok && p->nlayers == sg->nlayers && p->nedges == sg->nedges;
+    for (int e = 0; ok && e < sg->nedges; e++)
+        ok = p->edges[e].from == sg->edges[e].from && p->edges[e].to == sg->edges[e].to &&
+             plan_edge_moves(p, &r, e) == sg->moves[e];
+    for (int l = 0; ok && l < sg->nlayers; l++)
+        ok = (r.layer[l].k > 1 && p->layers[l].params > 0) == sg->allreduce[l];
+    char err[512];
+    ok = ok && plan_schedule_make(p, &r, s, err, sizeof err);
+    if (r.layer)
+        plan_result_free(&r);
+    pass_plan_input_free(&in);
+    return ok;
+}
+
+static sched_item *global_order(pass_ctx *ctx, const ir_graph *g, int *count)
 {
     int n = g->nops;
     int *layer_of = plan_xcalloc((size_t)n + 1, sizeof(int));
@@ -149,7 +185,8 @@ static sched_item *global_order(const ir_graph *g, int *count)
     }
     plan_sched_graph sg = {nl, ne, edges, moves, ar};
     plan_schedule s;
-    plan_schedule_order(&sg, &s);
+    if (!timed_order(ctx, g, &sg, &s))
+        plan_schedule_order(&sg, &s);
 
     /* Input exchanges: started first, waited for before their consumer. */
     int nin = 0;
@@ -251,7 +288,7 @@ bool pass_schedule(pass_ctx *ctx)
             return false;
         }
     int ne = 0;
-    sched_item *it = global_order(g, &ne);
+    sched_item *it = global_order(ctx, g, &ne);
 
     /* Who takes part in each entry (the verifier's rule). */
     int64_t *p0 = plan_xcalloc((size_t)ne + 1, sizeof(int64_t));

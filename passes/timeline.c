@@ -2,8 +2,10 @@
  * timeline.c: one training iteration of a placed plan as every rank's
  * program, with the planner's durations, and its ideal schedule.
  *
- * The programs are the plan's schedule (schedule.c), the order the schedule
- * pass writes into the IR and codegen emits: every entry one op (a reshard's
+ * The programs are the plan's schedule (plan_schedule_make below: the rule
+ * of schedule.c, reordered by the list scheduler, listsched.c, with these
+ * durations), the order the schedule pass writes into the IR and codegen
+ * emits: every entry one op (a reshard's
  * or an all-reduce's start the communication itself, its wait a PTL_WAIT
  * naming it), each rank running the ops it takes part in. A rank runs the
  * layers it is in, takes part in the reshards it sends or receives samples
@@ -300,20 +302,10 @@ static void make_ops(plan_timeline *tl, const plan_schedule *sc)
     free(ar_of);
 }
 
-bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timeline *tl, char *err,
-                         size_t errlen)
+static bool plan_fits(const plan_problem *p, const plan_result *r, char *err, size_t errlen)
 {
-    return plan_timeline_build_roles(p, r, true, tl, err, errlen);
-}
-
-bool plan_timeline_build_roles(const plan_problem *p, const plan_result *r, bool share,
-                               plan_timeline *tl, char *err, size_t errlen)
-{
-    memset(tl, 0, sizeof *tl);
-    tl->p = p;
     int n = p->nlayers, G = p->cluster.gpus;
     int64_t kmax = (int64_t)G < p->batch ? G : p->batch;
-    tl->G = G;
     if (G < 1 || r->nlayers != n) {
         snprintf(err, errlen, "the plan has %d layers, the problem %d", r->nlayers, n);
         return false;
@@ -327,8 +319,20 @@ bool plan_timeline_build_roles(const plan_problem *p, const plan_result *r, bool
             return false;
         }
     }
-    plan_schedule sc;
-    plan_schedule_build(p, r, &sc);
+    return true;
+}
+
+/* The timeline of order sc of r's placement of p (which fits), its ranks in
+ * shared roles or not; with schedule false its ops and programs only, not
+ * their ideal schedule. */
+static bool from_schedule(const plan_problem *p, const plan_result *r, const plan_schedule *sc_,
+                          bool share, bool schedule, plan_timeline *tl, char *err, size_t errlen)
+{
+    memset(tl, 0, sizeof *tl);
+    tl->p = p;
+    int G = p->cluster.gpus;
+    tl->G = G;
+    const plan_schedule sc = *sc_;
     /* Count messages and steps before allocating any of them. */
     int64_t npairs = 0, nsteps = 0;
     for (int i = 0; i < sc.n; i++) {
@@ -350,14 +354,12 @@ bool plan_timeline_build_roles(const plan_problem *p, const plan_result *r, bool
                  "the timeline of this plan has up to %lld (rank, op) steps, more than the %lld "
                  "the simulator holds",
                  (long long)nsteps, (long long)PLAN_TL_MAX_STEPS);
-        plan_schedule_free(&sc);
         return false;
     }
     tl->op = plan_xcalloc((size_t)sc.n + 1, sizeof(plan_tl_op));
     tl->pair = plan_xcalloc((size_t)npairs + 1, sizeof(plan_tl_pair));
     tl->part = plan_xcalloc((size_t)nsteps + 1, sizeof(int));
     make_ops(tl, &sc);
-    plan_schedule_free(&sc);
 
     /* Durations, messages and the ranks taking part, op by op. */
     int *mark = plan_xcalloc((size_t)G, sizeof(int));
@@ -466,8 +468,80 @@ bool plan_timeline_build_roles(const plan_problem *p, const plan_result *r, bool
             s->own = tl->rep[c] - o->first >= m && m < o->nparts ? small : o->dur;
         }
     }
-    plan_timeline_schedule(tl);
+    if (schedule)
+        plan_timeline_schedule(tl);
     return true;
+}
+
+/* plan_schedule_make's order into s and, when tl is not NULL, its timeline
+ * into tl: the list scheduler's order, or the rule's where that plays
+ * faster (a greedy choice may miss; the rule's order is never beaten). */
+static bool make(const plan_problem *p, const plan_result *r, bool share, plan_schedule *s,
+                 plan_timeline *tl, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    if (!plan_fits(p, r, err, errlen))
+        return false;
+    plan_schedule_build(p, r, s);
+    plan_timeline t0, t1;
+    if (!from_schedule(p, r, s, share, true, &t0, err, errlen)) {
+        plan_timeline_free(&t0);
+        plan_schedule_free(s);
+        return false;
+    }
+    plan_schedule rule = {s->n, plan_xcalloc((size_t)s->n + 1, sizeof(plan_sched_entry))};
+    memcpy(rule.e, s->e, sizeof(plan_sched_entry) * (size_t)s->n);
+    plan_schedule_list(&t0, s);
+    /* The same ops, reordered: the build cannot fail. */
+    from_schedule(p, r, s, share, true, &t1, err, errlen);
+    if (t0.time < t1.time) {
+        plan_schedule_free(s);
+        *s = rule;
+        plan_timeline_free(&t1);
+        t1 = t0;
+    } else {
+        plan_schedule_free(&rule);
+        plan_timeline_free(&t0);
+    }
+    if (tl)
+        *tl = t1;
+    else
+        plan_timeline_free(&t1);
+    return true;
+}
+
+bool plan_schedule_make(const plan_problem *p, const plan_result *r, plan_schedule *s, char *err,
+                        size_t errlen)
+{
+    return make(p, r, true, s, NULL, err, errlen);
+}
+
+bool plan_timeline_build(const plan_problem *p, const plan_result *r, plan_timeline *tl, char *err,
+                         size_t errlen)
+{
+    return plan_timeline_build_roles(p, r, true, tl, err, errlen);
+}
+
+bool plan_timeline_build_roles(const plan_problem *p, const plan_result *r, bool share,
+                               plan_timeline *tl, char *err, size_t errlen)
+{
+    memset(tl, 0, sizeof *tl);
+    tl->p = p;
+    tl->G = p->cluster.gpus;
+    plan_schedule sc;
+    if (!make(p, r, share, &sc, tl, err, errlen))
+        return false;
+    plan_schedule_free(&sc);
+    return true;
+}
+
+bool plan_timeline_of_schedule(const plan_problem *p, const plan_result *r, const plan_schedule *s,
+                               plan_timeline *tl, char *err, size_t errlen)
+{
+    memset(tl, 0, sizeof *tl);
+    if (!plan_fits(p, r, err, errlen))
+        return false;
+    return from_schedule(p, r, s, true, true, tl, err, errlen);
 }
 
 /* A rank's idle windows from its scheduled steps (see plan_tl_window). */

@@ -81,8 +81,8 @@ static void test_examples(const char *dir)
                     CHECK_NEAR(sr.iter_time[0], tl.time, 1e-9);
                     for (int i = 0; i < 5; i++)
                         CHECK(sr.iter_time[i] <= tl.time * (1 + 1e-9));
-                    if (!ov)
-                        CHECK_NEAR(sr.mean, r.time, 1e-9);
+                    if (!ov && r.nconcurrent == 0)
+                        CHECK(sr.mean <= r.time * (1 + 1e-9));
                     sim_result_free(&sr);
                 }
                 /* the contended run finishes and counts every sample */
