@@ -1199,13 +1199,13 @@ static void build_types(lw *w)
      * step_timeout, bucket_mb, no_overlap, background, slowdown, loss_scale,
      * loss_scale_init, loss_scale_growth, loss_scale_backoff, loss_scale_interval, rank,
      * world_size, allow_mismatched_launch, eval_data, eval_path, eval_set, augment, nmean,
-     * nstd, mean, std, data_workers */
+     * nstd, mean, std, data_workers, skip_bad_data */
     LLVMTypeRef of[] = {w->t_i64, w->t_i32, data_path, w->t_i64, path,     path,      w->t_i64,
                         w->t_i8,  path,     w->t_i8,   path,     w->t_i32, w->t_f64,  w->t_f64,
                         w->t_i8,  w->t_i8,  w->t_f64,  w->t_i32, w->t_f64, w->t_f64,  w->t_f64,
                         w->t_i64, w->t_i32, w->t_i32,  w->t_i8,  w->t_i32, data_path, w->t_i8,
-                        w->t_i8,  w->t_i32, w->t_i32,  f3,       f3,       w->t_i32};
-    LLVMStructSetBody(w->t_options, of, 34, 0);
+                        w->t_i8,  w->t_i32, w->t_i32,  f3,       f3,       w->t_i32,  w->t_i8};
+    LLVMStructSetBody(w->t_options, of, 35, 0);
     w->t_sgd = LLVMStructCreateNamed(cx, "rt_sgd");
     LLVMTypeRef sf[] = {w->t_f32, w->t_f32, w->t_f32, w->t_i8};
     LLVMStructSetBody(w->t_sgd, sf, 4, 0);

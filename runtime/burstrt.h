@@ -130,7 +130,8 @@ typedef struct rt_options {
     bool augment;    /* --augment on|off: images' training transform (default on) */
     int nmean, nstd; /* --mean M[,M,M], --std S[,S,S] (0: the default of the channels) */
     float mean[3], std[3];
-    int data_workers; /* --data-workers N: image decoding threads (0: the rank's --threads) */
+    int data_workers;   /* --data-workers N: image decoding threads (0: the rank's --threads) */
+    bool skip_bad_data; /* --skip-bad-data: a bad image mid-run is counted, not fatal */
 } rt_options;
 
 /* The defaults of --iterations and --data (the job's: a source as --data spells it,

@@ -58,6 +58,9 @@ struct rt_data {
     rt_loader *loader;   /* for image sets */
     int64_t *rows;       /* stream_rows: samples, then epochs */
     int64_t rows_cap;
+    bool skip_bad;   /* --skip-bad-data */
+    int64_t skipped; /* bad image rows met so far (zeroed) */
+    char first_bad[RT_LOADER_ERR];
     float mean[3], std[3];
     bool augment;
 };
@@ -594,7 +597,9 @@ static void stream_rows(rt_data *d, uint64_t stream, int64_t g0, int64_t count)
 /* The pixels of a batch's image rows from the loader: decoded by --data-workers threads
  * (the same pixels as one thread, since a sample's transform depends on (seed, epoch,
  * sample) alone), while the previous step computed when the batch was announced. The
- * first bad image in row order ends the run. */
+ * first bad image in row order ends the run; with --skip-bad-data its row stays zero
+ * (the mean after normalisation), its label is kept (the rank that holds the labels
+ * never decodes), and the count is reported by rt_data_close. */
 static void load_images(rt_data *d, uint64_t stream, int64_t g0, int64_t count, float *x)
 {
     char err[RT_LOADER_ERR];
@@ -604,8 +609,13 @@ static void load_images(rt_data *d, uint64_t stream, int64_t g0, int64_t count, 
     stream_rows(d, stream, g0, count);
     int64_t nbad = rt_loader_get(d->loader, stream, g0, count, d->rows, d->rows + d->rows_cap, x,
                                  &bad_row, err, sizeof err);
-    if (nbad)
+    if (nbad && !d->skip_bad)
         rt_fatal("data", "%s", err);
+    if (nbad && d->skipped == 0) {
+        snprintf(d->first_bad, sizeof d->first_bad, "%s", err);
+        rt_message("data", "skipping a bad image (--skip-bad-data): %s", err);
+    }
+    d->skipped += nbad;
 }
 
 /* Announces the next RT_LOADER_AHEAD training batches of this shard, `stride` apart. */
@@ -813,6 +823,7 @@ rt_data *rt_data_open(const rt_options *o, int ndim, const int64_t *sample_shape
     if ((o->nmean == 3 || o->nstd == 3) && ch != 3)
         rt_fatal("data", "--mean and --std give 3 channels, the model's images have %d", ch);
     d->augment = o->augment;
+    d->skip_bad = o->skip_bad_data;
     d->nworkers = o->data_workers > 0 ? o->data_workers : o->threads > 0 ? o->threads : 1;
     if (d->train_set.kind == RT_DATA_IMAGES || d->test_set.kind == RT_DATA_IMAGES) {
         d->workers = rt_xcalloc((size_t)d->nworkers, sizeof *d->workers, "data");
@@ -828,6 +839,11 @@ void rt_data_close(rt_data *d)
 {
     if (!d)
         return;
+    if (d->skipped)
+        rt_message("data",
+                   "skipped %lld bad image sample%s (--skip-bad-data: inputs zeroed, labels "
+                   "kept); the first: %s",
+                   (long long)d->skipped, d->skipped == 1 ? "" : "s", d->first_bad);
     free(d->train_x);
     free(d->train_y);
     free(d->test_x);

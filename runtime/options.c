@@ -42,6 +42,9 @@ static void usage(FILE *f, const char *program)
             "                        Resize + CenterCrop as for the test set (off)\n"
             "  --data-workers N      images: decoding threads per rank, which also decode\n"
             "                        the next batches during a step (default: --threads)\n"
+            "  --skip-bad-data       images: a corrupt image met during training or testing\n"
+            "                        is counted (input zeroed, label kept) and reported at\n"
+            "                        the end, instead of stopping the run\n"
             "  --mean M[,M,M]        images: normalisation (default ImageNet's for 3\n"
             "  --std S[,S,S]         channels, 0 and 1 for 1 channel)\n"
             "  --seed S              seed of init, data order and dropout (default 1)\n"
@@ -184,6 +187,7 @@ static const struct {
 } known[] = {
     {"--help", false},
     {"--resume", false},
+    {"--skip-bad-data", false},
     {"--init", true},
     {"--init-partial", false},
     {"--save-weights", true},
@@ -251,6 +255,8 @@ bool rt_parse_options(int argc, char **argv, const char *program)
             return false;
         } else if (!strcmp(name, "--resume")) {
             o->resume = true;
+        } else if (!strcmp(name, "--skip-bad-data")) {
+            o->skip_bad_data = true;
         } else if (!strcmp(name, "--allow-mismatched-launch")) {
             o->allow_mismatched_launch = true;
         } else if (!strcmp(name, "--init")) {

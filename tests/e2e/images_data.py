@@ -14,11 +14,13 @@ images likewise. With the job's plan on N ranks:
   losses and decode batches while the previous step computes (--trace), and a run resumed from a checkpoint at step 8 sees the same crops as an
   uninterrupted one (equal losses);
 - an empty class folder fails before training, naming it; a corrupt image met
-  mid-run stops the run with an error naming it.
+  mid-run stops the run with an error naming it, or with --skip-bad-data is counted
+  and reported at the end of a run that completes.
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import tempfile
 
@@ -127,6 +129,13 @@ def main():
         if r.returncode == 0 or vp not in r.stderr:
             fail("a truncated JPEG should stop the run naming it, got %d:\n%s" % (r.returncode, r.stderr[-2000:]))
         print("corrupt image: " + next(l for l in r.stderr.splitlines() if vp in l))
+        # 35 steps of 64 cover the 2,000 images at least once, so the victim is met.
+        r = mpirun(a.np, prog, ["--iterations", "35", "--skip-bad-data"] + run, check=False)
+        m = re.search(r"skipped (\d+) bad image samples? .*; the first: (.*)$", r.stderr, re.M)
+        if r.returncode or len(losses(r.stdout)) != 35 or not m or not m.group(2).startswith(vp + ": "):
+            fail("--skip-bad-data should run the 35 steps and report the truncated JPEG at the end, got "
+                 "%d:\n%s%s" % (r.returncode, r.stdout[-1000:], r.stderr[-2000:]))
+        print("--skip-bad-data: " + m.group(0))
 
 
 if __name__ == "__main__":
