@@ -53,7 +53,8 @@
  * foreground time is within the limit, and chooses the one with the
  * highest predicted cluster throughput (foreground + background samples/s;
  * the try without overruns never slows the foreground, so the result is
- * never below the foreground's throughput alone). Linear in windows + placed slices + steps per try.
+ * never below the foreground's throughput alone; fit_only keeps only those
+ * tries). Linear in windows + placed slices + steps per try.
  *
  * The pass "interleave" over the IR is interleave_ir.c.
  */
@@ -550,8 +551,8 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
          * in which a slice that does not fit is started (preempted at the
          * window's end), 0, 1, 2, 4, 8, 32 x the delay; then the
          * non-preemptive ones, whose overruns preemption only shortens. */
-        int npre = pre > 0 && di == 0 ? NPRE : 0;
-        int ntries = npre + (int)(sizeof thetas / sizeof thetas[0]);
+        int npre = pre > 0 && di == 0 && !o->fit_only ? NPRE : 0;
+        int ntries = npre + (o->fit_only ? 1 : (int)(sizeof thetas / sizeof thetas[0]));
         for (int ti = 0; ti < ntries; ti++) {
             double th = ti < npre ? 0 : thetas[ti - npre] * bound;
             t.pre = ti < npre ? pre : 0;

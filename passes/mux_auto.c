@@ -428,6 +428,14 @@ void plan_mux_point_free(plan_mux_point *x)
 
 /* Keeps (takes) r and its multiplexing as the next point unless a point
  * of the same time and GPU-seconds is there; false when full. */
+static void result_copy(plan_result *to, const plan_result *from)
+{
+    *to = *from;
+    to->layer = plan_xcalloc((size_t)from->nlayers + 1, sizeof *to->layer);
+    if (from->nlayers > 0)
+        memcpy(to->layer, from->layer, (size_t)from->nlayers * sizeof *to->layer);
+}
+
 static bool add_point(plan_mux_point *pts, int *n, int maxpts, const plan_problem *p,
                       plan_result *r, const plan_bg_job *jobs, int njobs, const plan_mux_options *o,
                       const char *from, double price, bool vertex)
@@ -473,8 +481,37 @@ int plan_mux_frontier(const plan_problem *p, const plan_bg_job *jobs, int njobs,
                   : plan_solve_weighted(&q, PS_BURST, 1, hull[i].price, &r, e, sizeof e)))
             continue;
         snprintf(from, sizeof from, "burst's frontier vertex at price %.4g", hull[i].price);
-        if (!add_point(pts, &n, maxpts, &q, &r, jobs, njobs, o, from, hull[i].price, true))
+        plan_result copy;
+        result_copy(&copy, &r);
+        int before = n;
+        if (!add_point(pts, &n, maxpts, &q, &r, jobs, njobs, o, from, hull[i].price, true)) {
+            plan_result_free(&copy);
             break;
+        }
+        if (n == before || pts[n - 1].mux.fg_time_bg <= pts[n - 1].mux.fg_time) {
+            plan_result_free(&copy); /* the same plan as a row before, or nothing slowed */
+            continue;
+        }
+        /* The same plan with the foreground unslowed. */
+        plan_mux_options fit = *o;
+        fit.fit_only = true;
+        if (n >= maxpts) {
+            plan_result_free(&copy);
+            break;
+        }
+        plan_mux_point *x = &pts[n];
+        memset(x, 0, sizeof *x);
+        if (!plan_mux_plan(&q, &copy, jobs, njobs, &fit, &x->mux, e, sizeof e)) {
+            plan_result_free(&copy);
+            continue;
+        }
+        x->r = copy;
+        x->r.strategy = PS_BURST;
+        snprintf(x->from, sizeof x->from, "burst's frontier vertex at price %.4g, slices that fit",
+                 hull[i].price);
+        x->price = hull[i].price;
+        x->vertex = x->fit_only = true;
+        n++;
     }
     /* The other strategies' plans, which burst's search space holds. */
     plan_result r;

@@ -657,6 +657,10 @@ typedef struct plan_mux_options {
      * rank's next idle windows. 0: a running slice finishes first (the
      * conservative model). docs/plan.md, "The sharing model". */
     double preempt;
+    /* Only placements that never slow the foreground: every slice fits its
+     * window whole (no overrun, no preemption). plan_mux_frontier's second
+     * row of a vertex; auto never needs it (it is one of the tries). */
+    bool fit_only;
 } plan_mux_options;
 
 /* One background slice placed in one iteration of the foreground. */
@@ -782,13 +786,17 @@ typedef struct plan_mux_point {
     char from[96]; /* "burst's frontier vertex at price 0.01", "dp's plan", ... */
     double price;  /* a vertex: its price (INFINITY: the cheapest); else -1 */
     bool vertex;   /* a vertex of burst's time vs GPU-seconds frontier */
+    bool fit_only; /* the vertex's placement with slices only where they fit whole */
     bool pareto;   /* no other row is at least as high in foreground and cluster
                       * samples/s and higher in one */
     plan_result r; /* strategy burst */
     plan_mux_result mux;
 } plan_mux_point;
 /* The multiplexing trade-off: every vertex of burst's frontier (p's
- * amplification limit kept, fastest first), then the plans of dp and of
+ * amplification limit kept, fastest first), each followed, where it
+ * differs, by its placement with fit_only (the foreground unslowed: a
+ * vertex gives both the most cluster throughput within the limit and the
+ * most that costs the foreground nothing), then the plans of dp and of
  * deeppool at the limits its auto tries, which burst's search space holds
  * (rows of the same time and GPU-seconds once), each with its background
  * interleaved under o; pareto set over all rows. Returns how many (at most
@@ -845,7 +853,7 @@ bool plan_write_json(const plan_problem *p, const plan_result *const *rs,
 
 /* Writes the rows of plan_mux_frontier as JSON: {gpus, gpus_per_node,
  * batch, frontier: [{from, price (a vertex's; "inf" for the cheapest; null
- * off the frontier), vertex, pareto, time_s, gpu_seconds, samples_per_s,
+ * off the frontier), vertex, fit_only, pareto, time_s, gpu_seconds, samples_per_s,
  * mux: {the keys of plan --json's mux}}]}. */
 bool plan_write_frontier_json(const plan_problem *p, const plan_mux_point *pts, int n,
                               double slowdown, FILE *out);

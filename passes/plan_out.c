@@ -205,10 +205,10 @@ bool plan_write_frontier_json(const plan_problem *p, const plan_mux_point *pts, 
         else
             fprintf(out, ", \"price\": null");
         fprintf(out,
-                ", \"vertex\": %s, \"pareto\": %s, \"time_s\": %.9g, \"gpu_seconds\": %.9g, "
-                "\"samples_per_s\": %.9g, \"mux\": ",
-                x->vertex ? "true" : "false", x->pareto ? "true" : "false", x->r.time,
-                x->r.gpu_seconds, x->r.samples_per_s);
+                ", \"vertex\": %s, \"fit_only\": %s, \"pareto\": %s, \"time_s\": %.9g, "
+                "\"gpu_seconds\": %.9g, \"samples_per_s\": %.9g, \"mux\": ",
+                x->vertex ? "true" : "false", x->fit_only ? "true" : "false",
+                x->pareto ? "true" : "false", x->r.time, x->r.gpu_seconds, x->r.samples_per_s);
         write_mux(out, &x->mux, slowdown);
         fprintf(out, "}");
     }

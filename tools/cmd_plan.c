@@ -206,7 +206,7 @@ static void print_mux(FILE *out, const ir_module *m, const ir_job *j, const plan
 
 /* At most this many rows in --frontier's multiplexing table: the 64
  * vertices plan_frontier gives and the other strategies' plans. */
-#define MUX_POINTS 80
+#define MUX_POINTS 160
 
 /* --frontier with background jobs: every vertex, then dp's and deeppool's
  * plans (burst's search space holds them), with their multiplexing. */
@@ -221,7 +221,7 @@ static void print_mux_frontier(FILE *out, const ir_module *m, const ir_job *j,
         fprintf(out, "%s%s @ %lld", b ? ", " : "", m->graphs[j->background[b].graph]->name,
                 (long long)j->background[b].batch);
     fprintf(out, "):\n");
-    fprintf(out, "%-16s %10s %12s %11s %10s %10s %11s %8s %7s %7s\n", "plan", "iter ms",
+    fprintf(out, "%-18s %10s %12s %11s %10s %10s %11s %8s %7s %7s\n", "plan", "iter ms",
             "GPU-s/iter", "fg iter ms", "fg smp/s", "bg smp/s", "cluster/s", "gpu-eq", "copies",
             "pareto");
     for (int i = 0; i < n; i++) {
@@ -229,21 +229,23 @@ static void print_mux_frontier(FILE *out, const ir_module *m, const ir_job *j,
         char name[40];
         const char *lim = strstr(x->from, "limit ");
         if (x->vertex)
-            snprintf(name, sizeof name, "price %.4g", x->price);
+            snprintf(name, sizeof name, "price %.4g%s", x->price, x->fit_only ? " fit" : "");
         else if (strncmp(x->from, "dp's", 4) == 0)
             snprintf(name, sizeof name, "dp");
         else if (lim)
             snprintf(name, sizeof name, "deeppool @%s", lim + 6);
         else
             snprintf(name, sizeof name, "deeppool @none");
-        fprintf(out, "%-16s %10.4f %12.6f %11.4f %10.1f %10.1f %11.1f %8.3f %7d %7s\n", name,
+        fprintf(out, "%-18s %10.4f %12.6f %11.4f %10.1f %10.1f %11.1f %8.3f %7d %7s\n", name,
                 x->r.time * 1e3, x->r.gpu_seconds, x->mux.fg_time_bg * 1e3, x->mux.fg_samples_per_s,
                 x->mux.bg_samples_per_s, x->mux.cluster_samples_per_s, x->mux.gpu_equivalents,
                 x->mux.ncopies, x->pareto ? "yes" : "-");
     }
-    fprintf(out, "(price: a vertex of the frontier above; dp, deeppool @L: their plans, which "
-                 "burst's search space holds; pareto: no other row has both fg and cluster "
-                 "samples/s as high)\n");
+    fprintf(out,
+            "(price: a vertex of the frontier above; fit: the same plan with slices only "
+            "where they fit whole, the foreground unslowed; dp, deeppool @L: their plans, which "
+            "burst's search space holds; pareto: no other row has both fg and cluster "
+            "samples/s as high)\n");
 }
 
 int cmd_plan(int argc, char **argv)

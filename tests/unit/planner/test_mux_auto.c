@@ -280,7 +280,7 @@ static bool dominated(const plan_mux_point *pts, int n, double fg, double cl, do
  * the frontier's vertices alone dominate is printed. */
 static void test_domination(void)
 {
-    int plans = 0, misses = 0, by_vertex = 0, problems = 0;
+    int plans = 0, misses = 0, by_vertex = 0, problems = 0, fit_rows = 0;
     static const double lims[] = {1, 1.25, 1.5, 2, 3, 4, 6, 8, 0};
     for (int it = 0; plans < 300 && it < 2000; it++) {
         inst in;
@@ -307,10 +307,19 @@ static void test_domination(void)
         plan_mux_options o = {.slowdown = 1 + urand()};
         if (!plan_mux_init(&in.p, &o, err, sizeof err))
             continue;
-        plan_mux_point pts[80];
-        int np = plan_mux_frontier(&in.p, jobs, nj, &o, pts, 80);
+        plan_mux_point pts[160];
+        int np = plan_mux_frontier(&in.p, jobs, nj, &o, pts, 160);
         CHECK(np >= 1 && pts[0].vertex);
         problems++;
+        /* A vertex's fit row never slows the foreground and follows its vertex. */
+        for (int i = 0; i < np; i++)
+            if (pts[i].fit_only) {
+                CHECK(i > 0 && pts[i - 1].vertex && !pts[i - 1].fit_only &&
+                      pts[i - 1].price == pts[i].price);
+                CHECK(pts[i].mux.fg_time_bg <= pts[i].mux.fg_time * (1 + 1e-12));
+                CHECK(pts[i].mux.cluster_samples_per_s >= pts[i].mux.fg_samples_per_s);
+                fit_rows++;
+            }
         /* Every row off the Pareto set is dominated by one on it. */
         for (int i = 0; i < np; i++)
             CHECK(pts[i].pareto || dominated(pts, np, pts[i].mux.fg_samples_per_s,
@@ -336,9 +345,10 @@ static void test_domination(void)
             plan_mux_point_free(&pts[i]);
     }
     printf("domination: %d dp and deeppool plans of %d problems: %d dominated by a Pareto row, "
-           "%d by a vertex of burst's frontier alone\n",
-           plans, problems, plans - misses, by_vertex);
+           "%d by a vertex of burst's frontier alone (%d fit rows)\n",
+           plans, problems, plans - misses, by_vertex, fit_rows);
     CHECK(plans >= 300);
+    CHECK(fit_rows > 0);
     CHECK(misses == 0);
 }
 
