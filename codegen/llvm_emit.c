@@ -1158,9 +1158,11 @@ static void build_main(lw *w, LLVMValueRef setup, LLVMValueRef forward, LLVMValu
     LLVMBuildCondBr(w->b, say, yes, fin);
     place(w, yes);
     LLVMValueRef tested = LLVMBuildMul(w->b, tests, batch(w, 1), "");
+    /* The fraction of correct labels: per token for a language model. */
+    LLVMValueRef labels = LLVMBuildMul(w->b, tested, i64c(w, p->labels_per_sample), "");
     print(w, "test accuracy %.4f (%lld samples)\n",
           (LLVMValueRef[]){
-              LLVMBuildFDiv(w->b, total, LLVMBuildSIToFP(w->b, tested, w->t_f64, ""), ""), tested},
+              LLVMBuildFDiv(w->b, total, LLVMBuildSIToFP(w->b, labels, w->t_f64, ""), ""), tested},
           2);
     LLVMBuildBr(w->b, fin);
     place(w, fin);

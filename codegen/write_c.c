@@ -498,8 +498,10 @@ static void write_main(writer *w)
     W("\tint64_t tests = rt_data_test_count(data) / BATCH, correct = 0;\n");
     W("\tfor (int64_t t = 0; t < tests; t++) {\n\t\trt_progress();\n\t\tforward(pool, data, o->seed, t, false, &correct);\n\t}\n");
     W("\tdouble total = rt_world_sum((double)correct);\n");
-    W("\tif (o->rank == 0 && tests > 0)\n\t\tprintf(\"test accuracy %%.4f (%%lld samples)\\n\", total / (double)(tests * BATCH),\n"
-      "\t\t       (long long)(tests * BATCH));\n");
+    /* The fraction of correct labels: per token for a language model. */
+    W("\tif (o->rank == 0 && tests > 0)\n\t\tprintf(\"test accuracy %%.4f (%%lld samples)\\n\", total / (double)(tests * BATCH * %lld),\n"
+      "\t\t       (long long)(tests * BATCH));\n",
+      (long long)p->labels_per_sample);
     W("\trt_data_close(data);\n\trt_pool_free(pool);\n\trt_finalize();\n\treturn 0;\n}\n");
 }
 
