@@ -163,21 +163,58 @@ static int small_from(const plan_timeline *tl, const plan_tl_op *o)
     return is_compute(o->kind) && tl->p->batch % o->k ? (int)(tl->p->batch % o->k) : o->nparts;
 }
 
-/* The roles (plan_timeline's cls): partition refinement over the ops. Every
- * rank starts in one role; each op splits every role into the ranks that take
- * part in it (those with the larger shard apart from the others) and the
- * rest. Linear in the (rank, op) steps; ids are fresh at every split and
- * renumbered at the end by first rank. */
+/* Rank ranges already seen (first, k): open addressing over the ops. */
+typedef struct range_slot {
+    int64_t key; /* first * (G + 1) + k + 1; 0: empty */
+    int split;   /* the roles were split by it: 1 by taking part, 2 also by shard side */
+    int64_t cpart0;
+    int ncparts; /* -1: its roles not listed yet */
+} range_slot;
+
+static range_slot *range_find(range_slot *t, int64_t mask, int64_t key)
+{
+    uint64_t h = (uint64_t)key * 0x9e3779b97f4a7c15ull;
+    for (int64_t i = (int64_t)(h >> 20) & mask;; i = (i + 1) & mask) {
+        if (t[i].key == key || t[i].key == 0) {
+            if (t[i].key == 0)
+                t[i] = (range_slot){key, 0, 0, -1};
+            return &t[i];
+        }
+    }
+}
+
+/* An op's ranks are a range (its layer's, or all of them for the loss sum). */
+static bool is_range(plan_tl_kind k)
+{
+    return k == PTL_FWD || k == PTL_BWD || k == PTL_ALLREDUCE || k == PTL_LOSS_SUM;
+}
+
+/* The roles (plan_timeline's cls): partition refinement by the ops' rank
+ * sets. Every rank starts in one role; each set splits every role into the
+ * ranks in it (those with the larger shard apart from the others) and the
+ * rest. The result depends only on the family of sets, so each distinct set
+ * is applied once: a layer's backward and all-reduce have its forward's
+ * ranges, most layers of a large plan share one range, a reshard's gradient
+ * has its forward's ranks, a wait its op's, and the loss sum (all ranks)
+ * splits nothing. Linear in the ranks of the distinct sets; ids are fresh at
+ * every split and renumbered at the end by first rank. */
 static void make_roles(plan_timeline *tl, bool share)
 {
     int G = tl->G;
     tl->cls = plan_xcalloc((size_t)G, sizeof(int));
+    int64_t mask = 1;
+    while (mask < 2 * (int64_t)tl->nops + 2)
+        mask <<= 1;
+    range_slot *ranges = plan_xcalloc((size_t)mask, sizeof(range_slot));
+    mask--;
     int nid = 1;
     if (!share) {
         for (int g = 0; g < G; g++)
             tl->cls[g] = g;
         nid = G;
     } else {
+        const plan_problem *p = tl->p;
+        bool *edge_done = plan_xcalloc((size_t)p->nedges + 1, sizeof(bool));
         int64_t cap = 2 * (int64_t)G + 2;
         int *stamp = malloc(sizeof(int) * (size_t)cap), *to = malloc(sizeof(int) * (size_t)cap);
         if (!stamp || !to)
@@ -187,8 +224,21 @@ static void make_roles(plan_timeline *tl, bool share)
         for (int x = 0; x < tl->nops; x++) {
             const plan_tl_op *o = &tl->op[x];
             if (o->kind == PTL_WAIT)
-                continue; /* the ranks of the op it waits for */
+                continue;
             int m = small_from(tl, o);
+            if (is_range(o->kind)) {
+                int need = m < o->nparts ? 2 : 1;
+                if (need == 1 && o->first == 0 && o->k == G)
+                    continue;
+                range_slot *rs = range_find(ranges, mask, (int64_t)o->first * (G + 1) + o->k + 1);
+                if (rs->split >= need)
+                    continue;
+                rs->split = need;
+            } else {
+                if (edge_done[o->edge])
+                    continue;
+                edge_done[o->edge] = true;
+            }
             for (int i = 0; i < o->nparts; i++) {
                 int g = tl->part[o->part0 + i];
                 int64_t key = 2 * (int64_t)tl->cls[g] + (i >= m);
@@ -222,6 +272,7 @@ static void make_roles(plan_timeline *tl, bool share)
         nid = n;
         free(stamp);
         free(to);
+        free(edge_done);
     }
     tl->ncls = nid;
     tl->rep = plan_xcalloc((size_t)nid, sizeof(int));
@@ -230,7 +281,8 @@ static void make_roles(plan_timeline *tl, bool share)
         tl->rep[tl->cls[g]] = g;
         tl->csize[tl->cls[g]]++;
     }
-    /* Each op's roles, in the order of their first ranks taking part. */
+    /* Each op's roles, in the order of their first ranks taking part; a
+     * range's list is made once, a wait's is its op's. */
     tl->cpart = plan_xcalloc((size_t)tl->nparts + 1, sizeof(int));
     int *seen = malloc(sizeof(int) * (size_t)nid);
     if (!seen)
@@ -241,17 +293,38 @@ static void make_roles(plan_timeline *tl, bool share)
     for (int x = 0; x < tl->nops; x++) {
         plan_tl_op *o = &tl->op[x];
         o->cpart0 = nc;
-        for (int i = 0; i < o->nparts; i++) {
-            int c = tl->cls[tl->part[o->part0 + i]];
-            if (seen[c] != x) {
-                seen[c] = x;
-                tl->cpart[nc++] = c;
+        range_slot *rs = NULL;
+        const plan_tl_op *same = o->kind == PTL_WAIT ? &tl->op[o->of] : NULL;
+        if (!same && is_range(o->kind)) {
+            rs = range_find(ranges, mask, (int64_t)o->first * (G + 1) + o->k + 1);
+            if (rs->ncparts >= 0) {
+                memcpy(&tl->cpart[nc], &tl->cpart[rs->cpart0], sizeof(int) * (size_t)rs->ncparts);
+                nc += rs->ncparts;
+                o->ncparts = rs->ncparts;
+                continue;
+            }
+        }
+        if (same) {
+            memcpy(&tl->cpart[nc], &tl->cpart[same->cpart0], sizeof(int) * (size_t)same->ncparts);
+            nc += same->ncparts;
+        } else {
+            for (int i = 0; i < o->nparts; i++) {
+                int c = tl->cls[tl->part[o->part0 + i]];
+                if (seen[c] != x) {
+                    seen[c] = x;
+                    tl->cpart[nc++] = c;
+                }
             }
         }
         o->ncparts = (int)(nc - o->cpart0);
+        if (rs) {
+            rs->cpart0 = o->cpart0;
+            rs->ncparts = o->ncparts;
+        }
     }
     tl->ncparts = nc;
     free(seen);
+    free(ranges);
 }
 
 /* The ops in the schedule's order (schedule.c): each entry one op, a start
