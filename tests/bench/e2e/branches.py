@@ -13,13 +13,25 @@ after ranks 0-1 ran the 3x3 branch). Runs them alternately ROUNDS times each for
 trace's iteration regions). Both programs' losses must equal the one-rank run of the same model (rtol 1e-4, as the
 e2e tests), and each other's bit for bit (the same sums in the same order).
 
+From the same Chrome traces (one clock for all ranks: rank 0's, broadcast at start),
+per measured step: how long the two branches' compute (the 3x3 branch's conv, batch
+norm and ReLU on ranks 0-1, the 5x5 branch's on ranks 2-3) runs at the same time,
+forward and backward, as the overlap of the two branches' busy intervals. The
+split-phase program must show the forward branches overlapping on distinct ranks in
+every measured step. The blocking one overlaps less: rank 2's input comes from ranks
+0-1, who send it only after their branch, but rank 3's (samples 16-31) is its own and
+rank 2's shard, so rank 3 may start early. --trace FILE keeps the last split-phase run's trace there (and the
+blocking one's beside it, FILE less .json plus .blocking.json), to open in
+chrome://tracing or Perfetto: ranks 0-1 and 2-3 run their branches side by side.
+
     /usr/bin/python3 tests/bench/e2e/branches.py [--burstc build/release/tools/burstc]
-        [--rounds 5] [--steps 30] [--warmup 5]
+        [--rounds 5] [--steps 30] [--warmup 5] [--trace FILE]
 """
 import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -47,12 +59,64 @@ def losses(out):
     return [float(m.group(1)) for m in re.finditer(r"^step \d+ loss (\S+)$", out, re.M)]
 
 
-def run(prog, steps, warmup, tmp):
+BRANCH = {"mix.p3": (0, 1), "mix.p5": (2, 3)}  # the branches' layers and ranks
+BRANCH_OPS = (".conv", ".bn", "")
+
+
+def union(iv):
+    out = []
+    for a, b in sorted(iv):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def overlap(x, y):
+    """Time (us) in both of two sorted lists of disjoint intervals."""
+    t, i, j = 0.0, 0, 0
+    while i < len(x) and j < len(y):
+        t += max(0.0, min(x[i][1], y[j][1]) - max(x[i][0], y[j][0]))
+        if x[i][1] < y[j][1]:
+            i += 1
+        else:
+            j += 1
+    return t
+
+
+def branch_overlap(events, warmup):
+    """Per measured step: (forward, backward) ms in which both branches compute."""
+    its = {g: sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                     if e.get("ph") == "X" and e.get("pid") == g and e["name"] == "iteration")
+           for g in range(4)}
+    n = min(len(v) for v in its.values())
+    res = []
+    for i in range(warmup, n):
+        both = []
+        for suffix in ("", ".bwd"):
+            busy = []
+            for layer, ranks in BRANCH.items():
+                names = {layer + op + suffix for op in BRANCH_OPS}
+                busy.append(union([(e["ts"], e["ts"] + e["dur"]) for e in events
+                                   if e.get("ph") == "X" and e["name"] in names and e["pid"] in ranks
+                                   and its[e["pid"]][i][0] <= e["ts"] <= its[e["pid"]][i][1]]))
+            both.append(overlap(busy[0], busy[1]) / 1e3)
+        res.append(tuple(both))
+    return res
+
+
+def run(prog, steps, warmup, tmp, keep=None):
     trace = os.path.join(tmp, "trace.json")
     out = mpirun(4, prog, ["--iterations", str(steps + warmup), "--data", "synthetic", "--trace", trace])
-    its = sorted((e["ts"], e["ts"] + e["dur"]) for e in json.load(open(trace))["traceEvents"]
+    events = json.load(open(trace))["traceEvents"]
+    if keep:
+        shutil.copyfile(trace, keep + ".tmp")
+        os.replace(keep + ".tmp", keep)
+    its = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
                  if e.get("ph") == "X" and e.get("pid") == 0 and e["name"] == "iteration")
-    return statistics.median((b - a) / 1e3 for a, b in its[warmup:]), losses(out)
+    return statistics.median((b - a) / 1e3 for a, b in its[warmup:]), losses(out), \
+        branch_overlap(events, warmup)
 
 
 def main():
@@ -61,7 +125,12 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--trace", help="keep the last split-phase run's Chrome trace here")
     a = ap.parse_args()
+    keep = {}
+    if a.trace:
+        stem = a.trace[:-5] if a.trace.endswith(".json") else a.trace
+        keep = {"split-phase": a.trace, "blocking": stem + ".blocking.json"}
     load = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         progs = {"split-phase": os.path.join(tmp, "split"), "blocking": os.path.join(tmp, "blocking")}
@@ -77,10 +146,11 @@ def main():
         res = {m: [] for m in progs}
         for r in range(a.rounds):
             for mode in (list(progs) if r % 2 == 0 else list(progs)[::-1]):
-                res[mode].append(run(progs[mode], a.steps, a.warmup, tmp))
+                last = r >= a.rounds - 2
+                res[mode].append(run(progs[mode], a.steps, a.warmup, tmp, keep.get(mode) if last else None))
     worst = 0.0
     for mode in res:
-        for _, got in res[mode]:
+        for _, got, _ in res[mode]:
             if len(got) != len(want):
                 raise SystemExit("%s: %d losses, %d on one rank" % (mode, len(got), len(want)))
             for g, w in zip(got, want):
@@ -91,10 +161,21 @@ def main():
     print("hand_plan_branches.ir on 4 CPU ranks, %d steps after %d of warm-up, median of %d runs each "
           "(alternating); load average %.1f at start, %.1f at end"
           % (a.steps, a.warmup, a.rounds, load[0], os.getloadavg()[0]))
-    print("%-12s %14s %s" % ("resharding", "iteration ms", "  runs"))
+    print("%-12s %14s %22s %22s   %s" % ("resharding", "iteration ms", "branches side by side",
+                                           "(fwd ms, bwd ms)", "runs (iteration ms)"))
     for mode in ("blocking", "split-phase"):
-        print("%-12s %14.2f   %s" % (mode, statistics.median(x[0] for x in res[mode]),
-                                     " ".join("%.1f" % x[0] for x in res[mode])))
+        ov = [o for x in res[mode] for o in x[2]]
+        steps_fwd = sum(1 for f, _ in ov if f > 0)
+        print("%-12s %14.2f %13d/%d steps %11.2f %9.2f   %s" % (
+            mode, statistics.median(x[0] for x in res[mode]), steps_fwd, len(ov),
+            statistics.median(f for f, _ in ov), statistics.median(b for _, b in ov),
+            " ".join("%.1f" % x[0] for x in res[mode])))
+    ov = [o for x in res["split-phase"] for o in x[2]]
+    if not ov or any(f <= 0 for f, _ in ov):
+        raise SystemExit("split-phase: the forward branches did not overlap on distinct ranks in %d of %d "
+                         "steps" % (sum(1 for f, _ in ov if f <= 0), len(ov)))
+    if a.trace:
+        print("traces: %s (split-phase), %s (blocking)" % (keep["split-phase"], keep["blocking"]))
     b = statistics.median(x[0] for x in res["blocking"])
     s = statistics.median(x[0] for x in res["split-phase"])
     print("split-phase / blocking: %.3fx the iteration time; losses equal the one-rank run (worst "
