@@ -141,11 +141,12 @@ static bool mux_of(const plan_problem *p, const plan_result *r, const pass_bg_jo
 }
 
 /* Under the multiplexing table: per strategy, every background job that
- * some GPU refused, on how many GPUs, and the first refusal's reason. */
+ * some GPU refused, on how many GPUs, and the first refusal's reason; then
+ * what would admit a job refused for an op longer than the budget. */
 static void print_refusals(FILE *out, const ir_module *m, const ir_job *j, plan_result *const *rs,
                            const plan_mux_result *const *mx, int n, int G)
 {
-    bool head = false;
+    bool head = false, long_op = false;
     for (int i = 0; i < n; i++) {
         const plan_mux_result *x = mx[i];
         for (int b = 0; x && b < j->nbackground; b++) {
@@ -166,8 +167,12 @@ static void print_refusals(FILE *out, const ir_module *m, const ir_job *j, plan_
                     plan_strategy_name(rs[i]->strategy), m->graphs[j->background[b].graph]->name,
                     (long long)j->background[b].batch, refused, G, x->refusals[first].rank,
                     x->refusals[first].why);
+            long_op = long_op || strstr(x->refusals[first].why, "a slice cannot split an op");
         }
     }
+    if (long_op)
+        fprintf(out, "(an op longer than the budget: preemptive sharing, --preempt-delay T with T "
+                     "under the budget, admits it; so does a larger --slowdown)\n");
 }
 
 static void print_mux(FILE *out, const ir_module *m, const ir_job *j, const plan_mux_options *mo,
