@@ -233,6 +233,24 @@ int cmd_sim(int argc, char **argv)
             goto done;
         }
         res.strategy = strat;
+    } else if (job->amplification == IR_AMP_AUTO && job->nbackground > 0) {
+        /* The plan the compile makes (the plan pass, plan_ir.c): the
+         * strategy's auto choice under the job's one limit, so the run is
+         * the program's whether its background is played or not. */
+        pass_bg_jobs auto_bg = {0};
+        plan_mux_options mo;
+        char why[640];
+        pass_bg_jobs_build(m, job, &in.p, &auto_bg);
+        err[0] = 0;
+        bool ok = pass_mux_options(m, job, &popt, &in.p, &mo, &d) &&
+                  plan_mux_auto(&in.p, strat, auto_bg.jobs, auto_bg.n, &mo, &res, NULL, why,
+                                sizeof why, err, sizeof err);
+        pass_bg_jobs_free(&auto_bg);
+        if (!ok) {
+            if (err[0])
+                diag_error(&d, job->loc, "%s plan: %s", plan_strategy_name(strat), err);
+            goto done;
+        }
     } else if (!plan_solve(&in.p, strat, &res, err, sizeof err)) {
         diag_error(&d, job->loc, "%s plan: %s", plan_strategy_name(strat), err);
         goto done;

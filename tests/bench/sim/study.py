@@ -16,7 +16,7 @@ throughput is normalised to. Every number is simulated; nothing is measured.
     /usr/bin/python3 tests/bench/sim/study.py OUT_DIR [--burstc build/release/tools/burstc]
         [--background] [--models vgg16,wrn101,inception] (or vgg16-bf16) [--batches paper,256]
         [--gpus 8,16,...,1024] [--strategies dp,deeppool,burst] [--iterations 20]
-        [--amplification X]
+        [--amplification X] [--preempt-delay T]
 
 Writes OUT_DIR/runs/*.json (one per run), OUT_DIR/*.svg and OUT_DIR/table.md,
 and prints the table and the run's conditions. A run the planner refuses
@@ -42,11 +42,13 @@ MODELS = {
 }
 
 
-def run(burstc, job, profile, gpus, batch, strategy, iterations, amplification, out):
+def run(burstc, job, profile, gpus, batch, strategy, iterations, amplification, preempt, out):
     cmd = [burstc, "sim", "--iterations", str(iterations), "--strategy", strategy, "--gpus", str(gpus),
            "--batch", str(batch), "--profile", profile, "--json", out]
     if amplification:
         cmd += ["--amplification", amplification]
+    if preempt:
+        cmd += ["--preempt-delay", preempt]
     cmd.append(job)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
@@ -69,12 +71,16 @@ def main():
     ap.add_argument("--strategies", default="dp,deeppool,burst")
     ap.add_argument("--iterations", type=int, default=20)
     ap.add_argument("--amplification", default="", help="default: the job's (auto)")
+    ap.add_argument("--preempt-delay", default="", help="burstc sim's --preempt-delay (default: none, "
+                    "the non-preemptive sharing model)")
     a = ap.parse_args()
     runs_dir = os.path.join(a.out, "runs")
     os.makedirs(runs_dir, exist_ok=True)
     print("burstc sim, study cluster tests/bench/sim/jobs/a100_1024.burst, %d iterations, DeepPool A100 profiles,"
-          " amplification %s, background %s" % (a.iterations, a.amplification or "the job's (auto)",
-                                                 "ResNet-50 @ 32 + VGG-16 @ 32" if a.background else "none"),
+          " amplification %s, background %s%s" % (a.iterations, a.amplification or "the job's (auto)",
+                                                   "ResNet-50 @ 32 + VGG-16 @ 32" if a.background else "none",
+                                                   ", preemption delay " + a.preempt_delay
+                                                   if a.preempt_delay else ""),
           flush=True)
     files, refusals, wall = [], [], 0.0
     for m in a.models.split(","):
@@ -92,7 +98,7 @@ def main():
                         out = os.path.join(runs_dir, "%s_b%d_g%d_%s%s.json" % (m, batch, gpus, strategy,
                                                                               "_bg" if bg else ""))
                         t, refused = run(a.burstc, job, prof, gpus, batch, strategy, a.iterations,
-                                         a.amplification, out)
+                                         a.amplification, a.preempt_delay, out)
                         wall += t
                         if refused:
                             refusals.append("%s @ %d, %d GPUs, %s%s: %s" % (m, batch, gpus, strategy,
