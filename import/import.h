@@ -73,10 +73,14 @@ enum {
 
 /* One dimension: c * batch^n with n 0 or 1. The batch is symbolic from the
  * start, whatever the export wrote for it, so the shapes that feed it through
- * Shape, Gather and Concat keep it symbolic too. */
+ * Shape, Gather and Concat keep it symbolic too. A dimension with the batch
+ * merged in is (c / in) x batch x in in row-major order; in, which
+ * imp_dim_eq ignores, is 0 when not known (the batch outermost, in = c). It
+ * tells where a reshape at a traced batch puts the batch back. */
 typedef struct imp_dim {
     int64_t c;
     int n;
+    int64_t in;
 } imp_dim;
 
 typedef struct imp_shape {

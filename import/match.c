@@ -712,8 +712,8 @@ static void lower_batchnorm(mctx *c, int k)
         attrs r = {0};
         put(&r, ", shape = [%lld, %lld, 1]", (long long)s4.d[1].c,
             (long long)(s4.rank == 3 ? s4.d[2].c : 1));
-        s4.d[2] = s4.rank == 3 ? s4.d[2] : (imp_dim){1, 0};
-        s4.d[3] = (imp_dim){1, 0};
+        s4.d[2] = s4.rank == 3 ? s4.d[2] : (imp_dim){1, 0, 0};
+        s4.d[3] = (imp_dim){1, 0, 0};
         s4.rank = 4;
         arg = add_layer(c, layer_name(c, k), "reshape", &arg, 1, r.s, &s4, false);
     } else if (s4.rank != 4) {
@@ -1071,7 +1071,7 @@ static void lower_gather(mctx *c, int k)
     if (arg < 0)
         return;
     imp_shape y = *x;
-    y.d[axis] = (imp_dim){1, 0};
+    y.d[axis] = (imp_dim){1, 0, 0};
     attrs a = {0};
     put(&a, ", axis = %lld, start = %lld, end = %lld", (long long)axis, (long long)i,
         (long long)(i + 1));
@@ -1391,7 +1391,7 @@ static void add_losses(mctx *c)
         int lab = add_layer(c, lname, "input", NULL, 0, "", &ls, true);
         c->m->layers[lab].note = "added: the labels of the loss below";
         int args[2] = {l, lab};
-        imp_shape s = {1, {{1, 1}}};
+        imp_shape s = {1, {{1, 1, 0}}};
         int x = add_layer(c, loss, "cross_entropy", args, 2, "", &s, false);
         c->m->layers[x].note =
             arena_printf(c->m->a, "added: a cross-entropy loss on '%s'", c->m->layers[l].name);

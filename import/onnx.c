@@ -432,7 +432,7 @@ static bool input_type(imp_graph *g, const Onnx__ValueInfoProto *vi, imp_value *
                     g->batch_param = str(g, name);
                 }
             }
-            v->shape.d[0] = (imp_dim){1, 1};
+            v->shape.d[0] = (imp_dim){1, 1, 0};
             continue;
         }
         if (!has_value) {
@@ -449,7 +449,7 @@ static bool input_type(imp_graph *g, const Onnx__ValueInfoProto *vi, imp_value *
             ok = false;
             continue;
         }
-        v->shape.d[k] = (imp_dim){d->dim_value, 0};
+        v->shape.d[k] = (imp_dim){d->dim_value, 0, 0};
     }
     if (ok && imp_elems_checked(&v->shape) < 0) {
         imp_error(g, -1, "graph input '%s' has more than 2^40 elements per sample", v->name);
@@ -554,7 +554,7 @@ static bool read_graph(imp_graph *g, const Onnx__GraphProto *gp)
         v->known = true;
         v->shape.rank = tt->rank;
         for (int d = 0; d < tt->rank; d++)
-            v->shape.d[d] = (imp_dim){tt->dims[d], 0};
+            v->shape.d[d] = (imp_dim){tt->dims[d], 0, 0};
         v->elems = tt->elems;
         v->data = tt->data;
         if (g->keep_weights && !keep_bytes(g, t, v, what))

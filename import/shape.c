@@ -86,6 +86,7 @@ static bool dmul(imp_dim a, imp_dim b, imp_dim *out)
     if (a.n + b.n > 1 || __builtin_mul_overflow(a.c, b.c, &out->c) || out->c > BIG || out->c < -BIG)
         return false;
     out->n = a.n + b.n;
+    out->in = 0;
     return true;
 }
 
@@ -109,11 +110,11 @@ static bool ddiv(imp_dim a, imp_dim b, imp_dim *out)
     if (b.n == 0) {
         if (a.n && a.c % b.c)
             return false;
-        *out = (imp_dim){a.c / b.c, a.n};
+        *out = (imp_dim){a.c / b.c, a.n, 0};
         return true;
     }
     if (a.n == 1 && a.c % b.c == 0) {
-        *out = (imp_dim){a.c / b.c, 0};
+        *out = (imp_dim){a.c / b.c, 0, 0};
         return true;
     }
     return false;
@@ -122,7 +123,7 @@ static bool ddiv(imp_dim a, imp_dim b, imp_dim *out)
 /* The number of elements of s; false if it passes 2^62 or holds the batch twice. */
 static bool total(const imp_shape *s, imp_dim *out)
 {
-    imp_dim t = {1, 0};
+    imp_dim t = {1, 0, 0};
     for (int k = 0; k < s->rank; k++)
         if (!dmul(t, s->d[k], &t))
             return false;
@@ -217,7 +218,7 @@ static imp_data *ints(ictx *c, int i)
         double r = v->data->r[k];
         if (!(r > -9.2e18 && r < 9.2e18))
             return NULL;
-        d->i[k] = (imp_dim){(int64_t)r, 0};
+        d->i[k] = (imp_dim){(int64_t)r, 0, 0};
     }
     return d;
 }
@@ -272,8 +273,8 @@ static bool broadcast(ictx *c, const imp_shape *a, const imp_shape *b, imp_shape
     out->rank = r;
     for (int k = 0; k < r; k++) {
         int ka = k - (r - a->rank), kb = k - (r - b->rank);
-        imp_dim da = ka >= 0 ? a->d[ka] : (imp_dim){1, 0};
-        imp_dim db = kb >= 0 ? b->d[kb] : (imp_dim){1, 0};
+        imp_dim da = ka >= 0 ? a->d[ka] : (imp_dim){1, 0, 0};
+        imp_dim db = kb >= 0 ? b->d[kb] : (imp_dim){1, 0, 0};
         if (imp_dim_eq(da, db) || is_one(db))
             out->d[k] = da;
         else if (is_one(da))
@@ -359,15 +360,15 @@ static imp_data *fold_elementwise(ictx *c, const imp_shape *out, bool real_out)
             if (real_out)
                 d->r[k] = r;
             else
-                d->i[k] = (imp_dim){(int64_t)r, 0};
+                d->i[k] = (imp_dim){(int64_t)r, 0, 0};
             continue;
         }
-        imp_dim x = a->i[ia], y = b ? b->i[ib] : (imp_dim){0, 0}, r = {0, 0};
+        imp_dim x = a->i[ia], y = b ? b->i[ib] : (imp_dim){0, 0, 0}, r = {0, 0, 0};
         bool ok = true;
         if (strcmp(op, "Add") == 0)
             ok = dadd(x, y, &r);
         else if (strcmp(op, "Sub") == 0)
-            ok = dadd(x, (imp_dim){-y.c, y.n}, &r);
+            ok = dadd(x, (imp_dim){-y.c, y.n, 0}, &r);
         else if (strcmp(op, "Mul") == 0)
             ok = dmul(x, y, &r);
         else if (strcmp(op, "Div") == 0)
@@ -423,27 +424,27 @@ static bool infer_unary(ictx *c)
         d = new_data(c, x->data->n, real);
         for (int64_t k = 0; k < d->n && d; k++) {
             double r = x->data->real ? x->data->r[k] : (double)x->data->i[k].c;
-            imp_dim i = x->data->real ? (imp_dim){(int64_t)r, 0} : x->data->i[k];
+            imp_dim i = x->data->real ? (imp_dim){(int64_t)r, 0, 0} : x->data->i[k];
             if (x->data->real && !(r > -9.2e18 && r < 9.2e18))
-                i = (imp_dim){0, 0};
+                i = (imp_dim){0, 0, 0};
             if (strcmp(op, "Identity") == 0 || strcmp(op, "Cast") == 0) {
                 if (real && !x->data->real && i.n)
                     d = NULL;
                 else if (real)
                     d->r[k] = r;
                 else
-                    d->i[k] = dtype == IMP_BOOL ? (imp_dim){r != 0, 0} : i;
+                    d->i[k] = dtype == IMP_BOOL ? (imp_dim){r != 0, 0, 0} : i;
             } else if (strcmp(op, "Neg") == 0) {
                 if (real)
                     d->r[k] = -r;
                 else
-                    d->i[k] = (imp_dim){-i.c, i.n};
+                    d->i[k] = (imp_dim){-i.c, i.n, 0};
             } else if (strcmp(op, "Sqrt") == 0 && real) {
                 d->r[k] = sqrt(r);
             } else if (strcmp(op, "Reciprocal") == 0 && real) {
                 d->r[k] = 1 / r;
             } else if (strcmp(op, "Not") == 0 && !real) {
-                d->i[k] = (imp_dim){i.c == 0, 0};
+                d->i[k] = (imp_dim){i.c == 0, 0, 0};
             } else {
                 d = NULL;
             }
@@ -496,7 +497,7 @@ static bool window(ictx *c, const imp_shape *x, const int64_t *kernel, int nsp, 
         } else {
             return fail(c, "auto_pad '%s' is not an ONNX setting", auto_pad);
         }
-        out->d[2 + k] = (imp_dim){o, 0};
+        out->d[2 + k] = (imp_dim){o, 0, 0};
     }
     return true;
 }
@@ -550,7 +551,7 @@ static bool infer_global_pool(ictx *c)
     if (out.rank < 3)
         return fail(c, "expected an input [N,C,...]");
     for (int k = 2; k < out.rank; k++)
-        out.d[k] = (imp_dim){1, 0};
+        out.d[k] = (imp_dim){1, 0, 0};
     return set_out(c, 0, in(c, 0)->dtype, &out, NULL);
 }
 
@@ -581,7 +582,7 @@ static bool infer_layernorm(ictx *c)
         return false;
     imp_shape stat = *x;
     for (int k = axis; k < stat.rank; k++)
-        stat.d[k] = (imp_dim){1, 0};
+        stat.d[k] = (imp_dim){1, 0, 0};
     return set_out(c, 1, IMP_FLOAT, &stat, NULL) && set_out(c, 2, IMP_FLOAT, &stat, NULL);
 }
 
@@ -608,11 +609,11 @@ static bool infer_matmul(ictx *c)
     if (va) {
         a.rank = 2;
         a.d[1] = a.d[0];
-        a.d[0] = (imp_dim){1, 0};
+        a.d[0] = (imp_dim){1, 0, 0};
     }
     if (vb) {
         b.rank = 2;
-        b.d[1] = (imp_dim){1, 0};
+        b.d[1] = (imp_dim){1, 0, 0};
     }
     if (!imp_dim_eq(a.d[a.rank - 1], b.d[b.rank - 2])) {
         char sa[256], sb[256];
@@ -643,7 +644,7 @@ static bool infer_flatten(ictx *c)
         axis += x->rank;
     if (axis < 0 || axis > x->rank)
         return fail(c, "axis %lld is out of range", (long long)imp_attr_int(c->n, "axis", 1));
-    imp_shape out = {2, {{1, 0}, {1, 0}}};
+    imp_shape out = {2, {{1, 0, 0}, {1, 0, 0}}};
     for (int k = 0; k < x->rank; k++)
         if (!dmul(out.d[k < axis ? 0 : 1], x->d[k], &out.d[k < axis ? 0 : 1]))
             return fail(c, "the result is too large");
@@ -657,8 +658,48 @@ static bool batch_literal(const imp_graph *g, imp_shape *out, int infer_at)
     if (g->batch_export <= 0 || out->rank < 1 || infer_at == 0 || out->d[0].n ||
         out->d[0].c != g->batch_export)
         return false;
-    out->d[0] = (imp_dim){1, 1};
+    out->d[0] = (imp_dim){1, 1, 0};
     return true;
+}
+
+/* An export traced at batch b writes the batch into the targets of reshapes that merge it with
+ * other axes as numbers (nn.MultiheadAttention's [T, b*heads, D/heads] and [T*b, D]). With the
+ * input's dimensions made numbers too, the batch is the factor b that starts after the
+ * product A of the factors before it: it lands in the first target dimension j whose
+ * preceding product divides A and whose product through j is a multiple of A*b, and there
+ * it is batch x (t_j / b), with the part after it in that dimension. False when no target
+ * dimension holds it whole. */
+static bool batch_placed(const imp_graph *g, const imp_shape *x, imp_shape *out)
+{
+    const int64_t b = g->batch_export;
+    if (b < 2)
+        return false;
+    int64_t before = 1;
+    bool seen = false;
+    for (int k = 0; k < x->rank && !seen; k++) {
+        int64_t f = x->d[k].c;
+        if (x->d[k].n) {
+            int64_t in = x->d[k].in > 0 && f % x->d[k].in == 0 ? x->d[k].in : f;
+            f /= in;
+            seen = true;
+        }
+        if (__builtin_mul_overflow(before, f, &before) || before > BIG)
+            return false;
+    }
+    int64_t ab, prev = 1, upto = 1;
+    if (!seen || __builtin_mul_overflow(before, b, &ab))
+        return false;
+    for (int j = 0; j < out->rank; j++) {
+        int64_t t = out->d[j].c;
+        if (t < 0 || __builtin_mul_overflow(upto, t, &upto) || upto > BIG)
+            return false;
+        if (t > 1 && before % prev == 0 && upto % ab == 0) {
+            out->d[j] = (imp_dim){t / b, 1, upto / ab};
+            return true;
+        }
+        prev = upto;
+    }
+    return false;
 }
 
 static bool infer_reshape(ictx *c)
@@ -694,9 +735,9 @@ static bool infer_reshape(ictx *c)
         out.d[k] = v;
         has_batch |= v.n != 0;
     }
-    if (all.n && !has_batch)
-        batch_literal(c->g, &out, infer_at);
-    imp_dim known = {1, 0};
+    if (all.n && !has_batch && !batch_literal(c->g, &out, infer_at) && infer_at < 0)
+        batch_placed(c->g, x, &out);
+    imp_dim known = {1, 0, 0};
     for (int k = 0; k < out.rank; k++)
         if (k != infer_at && !dmul(known, out.d[k], &known))
             return fail(c, "the target shape is too large");
@@ -840,7 +881,7 @@ static bool infer_split(ictx *c)
                     (long long)x->d[axis].c);
     for (int k = 0; k < nout; k++) {
         imp_shape out = *x;
-        out.d[axis] = (imp_dim){sizes[k], 0};
+        out.d[axis] = (imp_dim){sizes[k], 0, 0};
         if (!set_out(c, k, in(c, 0)->dtype, &out, NULL))
             return false;
     }
@@ -868,7 +909,7 @@ static bool infer_slice(ictx *c)
         for (int k = 0; k < n; k++) {
             starts[k] = s->ints[k];
             ends[k] = e->ints[k];
-            ends_sym[k] = (imp_dim){ends[k], 0};
+            ends_sym[k] = (imp_dim){ends[k], 0, 0};
             axes[k] = a && a->kind == IA_INTS && a->n == n ? a->ints[k] : k;
             steps[k] = 1;
         }
@@ -927,7 +968,7 @@ static bool infer_slice(ictx *c)
             e = clamp(e, -1, d - 1);
             len = s > e ? (s - e + (-st) - 1) / (-st) : 0;
         }
-        out.d[ax] = (imp_dim){len, 0};
+        out.d[ax] = (imp_dim){len, 0, 0};
         first[ax] = s;
         step_of[ax] = st;
     }
@@ -978,7 +1019,7 @@ static bool infer_squeeze(ictx *c, bool un)
         }
         out.rank = rank;
         for (int k = 0, j = 0; k < rank; k++)
-            out.d[k] = at[k] ? (imp_dim){1, 0} : x->d[j++];
+            out.d[k] = at[k] ? (imp_dim){1, 0, 0} : x->d[j++];
     } else {
         bool drop[IMP_MAX_RANK] = {0};
         for (int k = 0; k < naxes; k++) {
@@ -1052,7 +1093,7 @@ static bool infer_shape_op(ictx *c)
     imp_data *d = new_data(c, end - start, false);
     for (int64_t k = start; k < end; k++)
         d->i[k - start] = x->d[k];
-    imp_shape out = {1, {{end - start, 0}}};
+    imp_shape out = {1, {{end - start, 0, 0}}};
     return set_out(c, 0, IMP_INT64, &out, d);
 }
 
@@ -1065,7 +1106,7 @@ static bool infer_constant(ictx *c)
     if (strcmp(a->name, "value") == 0 && a->kind == IA_TENSOR) {
         s.rank = a->t->rank;
         for (int k = 0; k < s.rank; k++)
-            s.d[k] = (imp_dim){a->t->dims[k], 0};
+            s.d[k] = (imp_dim){a->t->dims[k], 0, 0};
         return set_out(c, 0, a->t->dtype, &s, a->t->data);
     }
     if ((strcmp(a->name, "value_int") == 0 && a->kind == IA_INT) ||
@@ -1075,7 +1116,7 @@ static bool infer_constant(ictx *c)
         if (real)
             d->r[0] = a->f;
         else
-            d->i[0] = (imp_dim){a->i, 0};
+            d->i[0] = (imp_dim){a->i, 0, 0};
         return set_out(c, 0, real ? IMP_FLOAT : IMP_INT64, &s, d);
     }
     if ((strcmp(a->name, "value_ints") == 0 && a->kind == IA_INTS) ||
@@ -1086,10 +1127,10 @@ static bool infer_constant(ictx *c)
             if (real)
                 d->r[k] = a->floats[k];
             else
-                d->i[k] = (imp_dim){a->ints[k], 0};
+                d->i[k] = (imp_dim){a->ints[k], 0, 0};
         }
         s.rank = 1;
-        s.d[0] = (imp_dim){a->n, 0};
+        s.d[0] = (imp_dim){a->n, 0, 0};
         return set_out(c, 0, real ? IMP_FLOAT : IMP_INT64, &s, d);
     }
     return fail(c, "attribute '%s' of a Constant is not read by burstc import", a->name);
@@ -1117,7 +1158,7 @@ static bool infer_constant_of_shape(ictx *c)
             if (real)
                 d->r[k] = fill && fill->n ? fill->r[0] : 0;
             else
-                d->i[k] = fill && fill->n ? fill->i[0] : (imp_dim){0, 0};
+                d->i[k] = fill && fill->n ? fill->i[0] : (imp_dim){0, 0, 0};
         }
     }
     return set_out(c, 0, dtype, &s, d);
@@ -1141,7 +1182,7 @@ static bool infer_range(ictx *c)
         len = 0;
     if (len > (double)IMP_MAX_DIM)
         return fail(c, "a range of %g elements", len);
-    imp_shape out = {1, {{(int64_t)len, 0}}};
+    imp_shape out = {1, {{(int64_t)len, 0, 0}}};
     imp_data *v = NULL;
     if (len <= IMP_FOLD_MAX) {
         v = new_data(c, (int64_t)len, real);
@@ -1149,7 +1190,7 @@ static bool infer_range(ictx *c)
             if (real)
                 v->r[k] = start + (double)k * delta;
             else
-                v->i[k] = (imp_dim){(int64_t)start + k * (int64_t)delta, 0};
+                v->i[k] = (imp_dim){(int64_t)start + k * (int64_t)delta, 0, 0};
         }
     }
     return set_out(c, 0, in(c, 0)->dtype, &out, v);
@@ -1181,7 +1222,7 @@ static bool infer_reduce(ictx *c)
         if (!red[k])
             out.d[out.rank++] = x->d[k];
         else if (keep)
-            out.d[out.rank++] = (imp_dim){1, 0};
+            out.d[out.rank++] = (imp_dim){1, 0, 0};
     }
     return set_out(c, 0, in(c, 0)->dtype, &out, NULL);
 }
@@ -1196,6 +1237,12 @@ static bool infer_expand(ictx *c)
     imp_shape s = {(int)t->n, {{0}}}, out;
     for (int k = 0; k < s.rank; k++)
         s.d[k] = t->i[k];
+    /* Traced at batch b, a learned [1,...] expanded to the batch (a class token) is expanded
+     * to b: that b is the batch, as in the first place of a reshape's target. */
+    const imp_shape *x = ish(c, 0);
+    if (s.rank >= 1 && x->rank == s.rank && is_one(x->d[0]) && c->g->batch_export > 1 &&
+        !s.d[0].n && s.d[0].c == c->g->batch_export && !in(c, 0)->act)
+        s.d[0] = (imp_dim){1, 1, 0};
     if (!broadcast(c, ish(c, 0), &s, &out))
         return false;
     return set_out(c, 0, in(c, 0)->dtype, &out,

@@ -63,12 +63,6 @@ job cpu {{ model = {model}, cluster = cpu1, batch = 2, dtype = f32,
 """
 
 
-# Exported with a symbolic batch (dynamic_axes). nn.MultiheadAttention's export at a traced
-# batch writes batch*heads and tokens*batch as numbers into its reshapes, which the importer
-# cannot tell from other sizes.
-DYNAMIC_BATCH = {"vit_b_16", "vit_tiny"}
-
-
 def export(name, size, path):
     import torch
     import torchvision
@@ -82,10 +76,8 @@ def export(name, size, path):
     params = sum(p.numel() for p in model.parameters())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dyn = {"dynamic_axes": {"x": {0: "batch"}}} if name in DYNAMIC_BATCH else {}
         torch.onnx.export(model, torch.randn(2, 3, size, size), path, opset_version=14,
-                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
-                          input_names=["x"], **dyn)
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
     return params
 
 

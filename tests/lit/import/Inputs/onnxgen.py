@@ -274,10 +274,11 @@ def attention(m, x, d, heads, t, name, causal=True, fused=True):
     return linear(m, y, d, d, name + "/c_proj")
 
 
-def mha(m, x, d, heads, t, name):
+def mha(m, x, d, heads, t, name, batch=None):
     """nn.MultiheadAttention (batch_first) as torch 1.13 exports it: to [T,N,D], one in-projection
     [3D, D] sliced into q, k, v, heads as [N*H,T,D/H], q scaled first, the output projection
-    a Gemm on [T*N, D], back to [N,T,D]. Reshapes copy (0) and infer (-1) the batch."""
+    a Gemm on [T*N, D], back to [N,T,D]. Reshapes copy (0) and infer (-1) the batch, or with
+    batch, a traced export's, hold it multiplied in as numbers."""
     hd = d // heads
     xt = m.node("Transpose", [x], name + "/Transpose", perm=[1, 0, 2])
     w = m.node("Transpose", [m.init(name + ".in_proj_weight", [3 * d, d])], name + "/Transpose_1",
@@ -289,44 +290,52 @@ def mha(m, x, d, heads, t, name):
     for i, perm in enumerate([[1, 0, 2], [1, 2, 0], [1, 0, 2]]):
         sl = m.node("Slice", [qkv, m.const([i * d]), m.const([(i + 1) * d]), m.const([-1])],
                     name + "/Slice_%d" % i)
-        r = m.node("Reshape", [sl, m.const([0, -1, hd])], name + "/Reshape_%d" % i)
+        r = m.node("Reshape", [sl, m.const([t, batch * heads, hd] if batch else [0, -1, hd])],
+                   name + "/Reshape_%d" % i)
         parts.append(m.node("Transpose", [r], name + "/Transpose_q%d" % i, perm=perm))
     q = m.node("Div", [parts[0], m.const(math.sqrt(hd), F)], name + "/Div")
     p = m.node("Softmax", [m.node("MatMul", [q, parts[1]], name + "/MatMul_1")],
                name + "/Softmax", axis=-1)
     y = m.node("Transpose", [m.node("MatMul", [p, parts[2]], name + "/MatMul_2")],
                name + "/Transpose_5", perm=[1, 0, 2])
-    y = m.node("Reshape", [y, m.const([-1, d])], name + "/Reshape_3")
+    y = m.node("Reshape", [y, m.const([t * batch if batch else -1, d])], name + "/Reshape_3")
     y = m.node("Gemm", [y, m.init(name + ".out_proj.weight", [d, d]),
                         m.init(name + ".out_proj.bias", [d])], name + "/Gemm", transB=1)
     m.node("Shape", [y], name + "/Shape_6")
-    y = m.node("Reshape", [y, m.const([t, -1, d])], name + "/Reshape_4")
+    y = m.node("Reshape", [y, m.const([t, batch or -1, d])], name + "/Reshape_4")
     return m.node("Transpose", [y], name + "/Transpose_6", perm=[1, 0, 2])
 
 
-def case_vit():
+def case_vit(batch=None):
     """torchvision's ViT in small: patches, a class token expanded to the batch, learned
     positions, nn.MultiheadAttention, the class token's row to the head."""
     m = Model(14)
     d = 8
-    x = m.input("x", ["batch", 3, 8, 8])
+    x = m.input("x", [batch or "batch", 3, 8, 8])
     p = m.node("Conv", [x, m.init("conv_proj.weight", [d, 3, 4, 4]), m.init("conv_proj.bias", [d])],
                "conv_proj", kernel_shape=[4, 4], strides=[4, 4])
     p = m.node("Transpose", [m.node("Reshape", [p, m.const([0, d, -1])], "Reshape")],
                "Transpose", perm=[0, 2, 1])
     n = m.node("Unsqueeze", [m.node("Gather", [m.node("Shape", [x], "Shape"), m.const(0)],
                                     "Gather_n", axis=0), m.const([0])], "Unsqueeze")
-    shape = m.node("Concat", [n, m.const([1, d])], "Concat_shape", axis=0)
+    shape = m.node("Concat", [n, m.const([1, d])], "Concat_shape", axis=0) if not batch else \
+        m.const([batch, 1, d])
     cls = m.node("Expand", [m.init("class_token", [1, 1, d]), shape], "Expand")
     h = m.node("Concat", [cls, p], "Concat_2", axis=1)
     h = m.node("Add", [h, m.init("encoder.pos_embedding", [1, 5, d])], "encoder/Add")
-    a = mha(m, h, d, 2, 5, "encoder/self_attention")
+    a = mha(m, h, d, 2, 5, "encoder/self_attention", batch)
     h = m.node("Add", [a, h], "encoder/Add_1")
     c = m.node("Gather", [h, m.const(0)], "Gather", axis=1)
     m.node("Gemm", [c, m.init("head.weight", [10, d]), m.init("head.bias", [10])], "head",
            outputs=["logits"], transB=1)
     m.output("logits")
     return m
+
+
+def case_vit_traced():
+    """The same traced at batch 3: the class token expanded to 3, and 3 x heads, 5 x 3 and 3
+    written into the attention's reshapes."""
+    return case_vit(3)
 
 
 def case_positions_only():
