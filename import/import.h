@@ -45,6 +45,19 @@ typedef struct imp_summary {
  * or NULL after printing every error to err as `PATH: error: ...`. */
 char *imp_onnx_to_burst(arena *a, const imp_options *o, FILE *err, imp_summary *sum);
 
+/* One trained tensor for imp_onnx_set_weights: the initializer's name and its bytes in
+ * the initializer's own data type (what `burstc import --weights` wrote it as). */
+typedef struct imp_weight {
+    const char *name;
+    const void *data;
+    size_t bytes;
+} imp_weight;
+/* The ONNX model at path with the initializers w[0..n) set to the given bytes (as
+ * raw_data), packed into *out (malloc'd, *out_len bytes). False, with the reason in err,
+ * when the file is no model or an initializer is missing or of another size. */
+bool imp_onnx_set_weights(const char *path, const imp_weight *w, int n, unsigned char **out,
+                          size_t *out_len, char *err, size_t errlen);
+
 /* ---- inside import/ ---- */
 
 #define IMP_MAX_RANK   IR_MAX_RANK

@@ -739,3 +739,110 @@ imp_graph *imp_read_onnx(arena *a, const char *path, FILE *err, bool keep_weight
     onnx__model_proto__free_unpacked(mp, &alloc);
     return ok && g->nerrors == 0 ? g : NULL;
 }
+
+/* ---- weights back into a model (burstc export --format onnx) ---- */
+
+/* Bytes per element of the ONNX data types a weight can have; 0 for others. */
+static size_t weight_elem_size(int32_t dt)
+{
+    switch (dt) {
+    case 1: return 4;  /* FLOAT */
+    case 10: return 2; /* FLOAT16 */
+    case 16: return 2; /* BFLOAT16 */
+    case 11: return 8; /* DOUBLE */
+    default: return 0;
+    }
+}
+
+bool imp_onnx_set_weights(const char *path, const imp_weight *w, int n, unsigned char **out,
+                          size_t *out_len, char *err, size_t errlen)
+{
+    char *buf, why[256];
+    size_t len;
+    *out = NULL;
+    if (!ir_file_read(path, IMP_FILE_MAX, &buf, &len, why, sizeof why)) {
+        snprintf(err, errlen, "%s: cannot read it: %s", path, why);
+        return false;
+    }
+    const uint8_t *data = (const uint8_t *)buf;
+    walk wk = {.base = data};
+    if (len == 0 || !walk_message(&wk, &onnx__model_proto__descriptor, data, data + len, 0)) {
+        snprintf(err, errlen, "%s: not a valid ONNX model%s%s", path, len ? ": " : "",
+                 len ? wk.msg : "");
+        free(buf);
+        return false;
+    }
+    budget mem = {.limit = 4 * len + ((size_t)256 << 20)};
+    ProtobufCAllocator alloc = {budget_alloc, budget_free, &mem};
+    Onnx__ModelProto *mp = onnx__model_proto__unpack(&alloc, len, data);
+    free(buf);
+    if (!mp || !mp->graph) {
+        snprintf(err, errlen, "%s: not a valid ONNX model: protobuf-c cannot decode it", path);
+        if (mp)
+            onnx__model_proto__free_unpacked(mp, &alloc);
+        return false;
+    }
+    Onnx__GraphProto *g = mp->graph;
+    /* The initializers' own fields, put back before protobuf-c frees what it made. */
+    typedef struct saved {
+        Onnx__TensorProto *t;
+        ProtobufCBinaryData raw;
+        protobuf_c_boolean has_raw;
+        size_t nf, nd;
+    } saved;
+    saved *keep = calloc((size_t)n + 1, sizeof *keep);
+    int nkeep = 0;
+    bool ok = keep != NULL;
+    if (!ok)
+        snprintf(err, errlen, "out of memory");
+    for (int i = 0; ok && i < n; i++) {
+        Onnx__TensorProto *t = NULL;
+        for (size_t k = 0; k < g->n_initializer && !t; k++)
+            if (g->initializer[k]->name && !strcmp(g->initializer[k]->name, w[i].name))
+                t = g->initializer[k];
+        if (!t) {
+            snprintf(err, errlen, "%s has no initializer '%s'", path, w[i].name);
+            ok = false;
+            break;
+        }
+        size_t es = weight_elem_size(t->data_type), numel = 1;
+        for (size_t d = 0; d < t->n_dims; d++)
+            numel = t->dims[d] < 0 || (t->dims[d] && numel > SIZE_MAX / 8 / (size_t)t->dims[d])
+                        ? SIZE_MAX / 8
+                        : numel * (size_t)t->dims[d];
+        if (!es || t->n_external_data || numel * es != w[i].bytes) {
+            snprintf(err, errlen,
+                     "initializer '%s' of %s (data type %d, %zu elements%s) does not take the "
+                     "%zu bytes of the trained tensor",
+                     w[i].name, path, (int)t->data_type, numel,
+                     t->n_external_data ? ", stored outside the file" : "", w[i].bytes);
+            ok = false;
+            break;
+        }
+        keep[nkeep++] = (saved){t, t->raw_data, t->has_raw_data, t->n_float_data, t->n_double_data};
+        t->raw_data.data = (uint8_t *)w[i].data;
+        t->raw_data.len = w[i].bytes;
+        t->has_raw_data = 1;
+        t->n_float_data = 0;
+        t->n_double_data = 0;
+    }
+    if (ok) {
+        *out_len = onnx__model_proto__get_packed_size(mp);
+        *out = malloc(*out_len ? *out_len : 1);
+        if (!*out) {
+            snprintf(err, errlen, "out of memory");
+            ok = false;
+        } else {
+            onnx__model_proto__pack(mp, *out);
+        }
+    }
+    for (int i = 0; i < nkeep; i++) {
+        keep[i].t->raw_data = keep[i].raw;
+        keep[i].t->has_raw_data = keep[i].has_raw;
+        keep[i].t->n_float_data = keep[i].nf;
+        keep[i].t->n_double_data = keep[i].nd;
+    }
+    free(keep);
+    onnx__model_proto__free_unpacked(mp, &alloc);
+    return ok;
+}

@@ -14,6 +14,7 @@
  * the runtime, so the reader of the checkpoint format is this file's own.
  */
 #include "frontend.h"
+#include "import.h"
 #include "safetensors.h"
 #include "tools.h"
 
@@ -40,6 +41,8 @@ static const char export_usage[] =
     "                 --weights` wrote): its tensor names, shapes, dtypes and metadata,\n"
     "                 so PyTorch's load_state_dict takes the result (default: Burst's\n"
     "                 names, `layer.param`, f32)\n"
+    "  --onnx MODEL   write an ONNX model instead: MODEL (the file imported with\n"
+    "                 --names) with the trained weights as its initializers\n"
     "  --help         show this help\n"
     "\n"
     "exit status: 0 success, 1 errors in the input\n";
@@ -381,8 +384,40 @@ static bool ends_with(const char *s, const char *tail)
     return n > k && !strcmp(s + n - k, tail);
 }
 
-/* Writes the file; 0 or 1. */
-static int write_export(const char *output, round *r, const st_file *names)
+/* The ONNX model onnx with the tensors ts[0..nnamed) (those --names named, in their
+ * dtypes) as its initializers, written atomically to output; 0 or 1. */
+static int write_onnx(const char *output, const char *onnx, const st_tensor *ts, int nnamed)
+{
+    imp_weight *w = calloc((size_t)nnamed + 1, sizeof *w);
+    if (!w)
+        return fail("out of memory");
+    int nw = 0;
+    for (int i = 0; i < nnamed; i++)
+        if (!ends_with(ts[i].name, NBT)) /* ONNX keeps no count of batches */
+            w[nw++] = (imp_weight){ts[i].name, ts[i].data,
+                                   (size_t)ts[i].numel * st_dtype_size(ts[i].dtype)};
+    unsigned char *bytes;
+    size_t len;
+    char err[1200];
+    int status = 1;
+    if (!imp_onnx_set_weights(onnx, w, nw, &bytes, &len, err, sizeof err)) {
+        fail("--onnx: %s", err);
+    } else {
+        out_file out;
+        if (out_open(&out, output)) {
+            if (fwrite(bytes, 1, len, out.fp) != len)
+                out_abort(&out);
+            else
+                status = out_commit(&out) ? 0 : 1;
+        }
+        free(bytes);
+    }
+    free(w);
+    return status;
+}
+
+/* Writes the file (ONNX where onnx is the model to copy); 0 or 1. */
+static int write_export(const char *output, round *r, const st_file *names, const char *onnx)
 {
     const int cap = (names ? names->ntensors : 0) + 2 * r->n + 1;
     st_tensor *ts = calloc((size_t)cap, sizeof *ts);
@@ -446,6 +481,17 @@ static int write_export(const char *output, round *r, const st_file *names)
             nmeta++;
         }
         nt++;
+    }
+    if (onnx) {
+        for (int i = 0; i < r->n; i++)
+            if (!r->t[i].used) {
+                fail("'%s' is in no tensor of --names, so the ONNX model has no initializer "
+                     "for it",
+                     r->t[i].name);
+                goto out;
+            }
+        status = write_onnx(output, onnx, ts, nt);
+        goto out;
     }
     /* What --names did not name, under Burst's names, and a count of batches for each
      * BatchNorm that had none. */
@@ -518,7 +564,7 @@ static int check_model(const ir_graph *g, round *r, const char *job)
 
 int cmd_export(int argc, char **argv)
 {
-    const char *ckpt = NULL, *output = NULL, *jobfile = NULL, *names_path = NULL;
+    const char *ckpt = NULL, *output = NULL, *jobfile = NULL, *names_path = NULL, *onnx = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -530,6 +576,8 @@ int cmd_export(int argc, char **argv)
             jobfile = v;
         } else if ((v = tool_opt_value("burstc export", argc, argv, &i, "--names"))) {
             names_path = v;
+        } else if ((v = tool_opt_value("burstc export", argc, argv, &i, "--onnx"))) {
+            onnx = v;
         } else if (!tool_input_arg("burstc export", argv[i], &ckpt)) {
             return 1;
         }
@@ -540,6 +588,8 @@ int cmd_export(int argc, char **argv)
         return fail("no output file (-o FILE.safetensors)");
     if (!jobfile)
         return fail("no job (--job JOB.burst: the job the program was built from)");
+    if (onnx && !names_path)
+        return fail("--onnx needs --names (the file `burstc import --weights` wrote from it)");
     arena *a = arena_new();
     diag_ctx d;
     diag_init(&d, stderr);
@@ -574,7 +624,7 @@ int cmd_export(int argc, char **argv)
         fail("--names: %s", err);
         goto out;
     }
-    status = write_export(output, &r, names_path ? &names : NULL);
+    status = write_export(output, &r, names_path ? &names : NULL, onnx);
 out:
     st_close(&names);
     for (int i = 0; i < r.n; i++) {

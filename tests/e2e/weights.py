@@ -540,6 +540,21 @@ def check_export(burstc, tmp, init):
     back.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in got.items()}, strict=True)
     print("burstc export of the 4-rank round (%s): --save-weights' file byte for byte, "
           "load_state_dict strict" % rounds[-1])
+    # --onnx: the imported model with the trained weights as its initializers.
+    import onnx
+    from onnx import numpy_helper
+    onnx_in, onnx_out = os.path.join(tmp, "cnn.onnx"), os.path.join(tmp, "trained.onnx")
+    run([burstc, "export", ck, "-o", onnx_out, "--job", job, "--names", init, "--onnx", onnx_in])
+    model, before = onnx.load(onnx_out), onnx.load(onnx_in)
+    onnx.checker.check_model(model)
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    if set(inits) != {t.name for t in before.graph.initializer} or any(
+            not np.array_equal(inits[k], got[k]) for k in got if not k.endswith("_tracked")) or \
+            [n.SerializeToString() for n in model.graph.node] != \
+            [n.SerializeToString() for n in before.graph.node]:
+        sys.exit("burstc export --onnx: not the imported model with the trained initializers")
+    print("burstc export --onnx: the imported model, its %d initializers the trained tensors" %
+          len(inits))
     run([burstc, "export", ck, "-o", exported, "--job", job])
     plain, meta = read_safetensors(exported)
     want = {"conv1.weight": "conv1.weight", "fc1.weight": "fc1.weight",
@@ -575,11 +590,15 @@ def check_export(burstc, tmp, init):
         ("a cut file", copy_round("cut", cut), job, [], r"rank-3.ckpt: truncated or corrupt \(.fc2.bias. needs 80 bytes, 68 are left\)"),
         ("no commit", copy_round("nocommit", lambda d: os.remove(os.path.join(d, "COMMIT"))),
          job, [], r"nocommit holds no committed checkpoint round"),
+        ("--onnx without --names", ck, job, ["--onnx", onnx_in],
+         r"--onnx needs --names"),
+        ("--onnx of no model", ck, job, ["--names", init, "--onnx", init],
+         r"--onnx: .*cnn.safetensors: not a valid ONNX model"),
         ("another model's names", ck, job, ["--names", gpt],
          r"tensor '(wte|h.0.attn.c_attn).weight' of --names maps to '\S+', which the checkpoint"),
     ]
     for what, src, j, more, want in cases:
-        out_path = os.path.join(tmp, "bad.safetensors")
+        out_path = os.path.join(tmp, "bad.onnx" if "--onnx" in more else "bad.safetensors")
         p = subprocess.run([burstc, "export", src, "-o", out_path, "--job", j] + more,
                            capture_output=True, text=True, timeout=120)
         if p.returncode != 1 or not re.search(want, p.stderr) or os.path.exists(out_path):
