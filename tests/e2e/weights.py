@@ -683,9 +683,25 @@ def cmd_train_gpt(args):
         for name, fused, tied, plans in (("gpt", True, False, [(1, None), (4, None)]),
                                          ("gpt_qkv", False, False, [(1, None), (4, None)]),
                                          ("gpt_tied", True, True, [(1, None)])):
-            parity(args.burstc, tmp, name, lambda: Gpt(fused=fused, tied=tied),
-                   torch.zeros(1, 8, dtype=torch.long), (8,), 32, plans,
-                   batch=4, vocab=32, labels_per_sample=8)
+            init = parity(args.burstc, tmp, name, lambda: Gpt(fused=fused, tied=tied),
+                          torch.zeros(1, 8, dtype=torch.long), (8,), 32, plans,
+                          batch=4, vocab=32, labels_per_sample=8)
+        # burstc export of the tied model's round: the table once, as --save-weights has it.
+        ck, saved = os.path.join(tmp, "ck_tied"), os.path.join(tmp, "saved_tied.safetensors")
+        rc, out = mpirun(1, os.path.join(tmp, "gpt_tied1"), ["--init", init, "--save-weights", saved,
+                                                             "--checkpoint-dir", ck])
+        if rc != 0:
+            sys.exit("gpt_tied, --checkpoint-dir: exit %d\n%s" % (rc, out))
+        exported = os.path.join(tmp, "exported_tied.safetensors")
+        run([args.burstc, "export", ck, "-o", exported, "--job", os.path.join(tmp, "gpt_tied1.burst"),
+             "--names", init])
+        if open(exported, "rb").read() != open(saved, "rb").read():
+            sys.exit("burstc export of the tied GPT: not the file --save-weights wrote")
+        run([args.burstc, "export", ck, "-o", exported, "--job", os.path.join(tmp, "gpt_tied1.burst")])
+        plain, _ = read_safetensors(exported)
+        if "wte.weight" not in plain or any(k.startswith("lm_head") for k in plain):
+            sys.exit("burstc export of the tied GPT under Burst's names: %s" % sorted(plain))
+        print("burstc export of the tied GPT: --save-weights' file byte for byte; the table once")
 
 
 def cmd_train_torchvision(args):
