@@ -1,7 +1,9 @@
 /*
  * frontier.c: the trade-off between iteration time and GPU-seconds.
  *
- * The planner's DP minimises time_weight x time + gpu_weight x GPU-seconds
+ * The frontier is over the DP's own objective, the evaluator's time
+ * (plan_result.eval_time; the plans themselves are reported at their
+ * schedule's time). The planner's DP minimises time_weight x time + gpu_weight x GPU-seconds
  * (planner.c). Two plans bound the trade-off: the fastest (weights 1, 0) and
  * the cheapest, the one with the fewest GPU-seconds (weights ~0, 1; ties go
  * to the faster). Every plan that is optimal for some price in between is a
@@ -101,13 +103,14 @@ bool plan_solve_budget(const plan_problem *p, plan_strategy s, plan_result *out,
     }
     /* Walk the hull between fast (over the budget) and cheap (within it). */
     for (int it = 0; it < 200; it++) {
-        double lambda = crossing(fast.time, fast.gpu_seconds, cheap.time, cheap.gpu_seconds);
+        double lambda =
+            crossing(fast.eval_time, fast.gpu_seconds, cheap.eval_time, cheap.gpu_seconds);
         if (lambda <= 0)
             break;
         plan_result m;
         if (!at_price(&q, s, lambda, &m, err, errlen))
             break;
-        if (!below(m.time, m.gpu_seconds, lambda, fast.time, fast.gpu_seconds)) {
+        if (!below(m.eval_time, m.gpu_seconds, lambda, fast.eval_time, fast.gpu_seconds)) {
             plan_result_free(&m);
             break;
         }
@@ -145,12 +148,12 @@ int plan_frontier(const plan_problem *p, plan_point *pts, int maxpts)
     int n = 0;
     if (maxpts < 1 || !at_price(&q, PS_BURST, 0, &r, err, sizeof err))
         return 0;
-    plan_point fast = {0, r.time, r.gpu_seconds};
+    plan_point fast = {0, r.eval_time, r.gpu_seconds};
     plan_result_free(&r);
     pts[n++] = fast;
     if (!at_price(&q, PS_BURST, INFINITY, &r, err, sizeof err))
         return n;
-    plan_point cheap = {INFINITY, r.time, r.gpu_seconds};
+    plan_point cheap = {INFINITY, r.eval_time, r.gpu_seconds};
     plan_result_free(&r);
     if (cheap.gpu_seconds < fast.gpu_seconds * (1 - HULL_EPS) && n < maxpts)
         pts[n++] = cheap;
@@ -164,7 +167,7 @@ int plan_frontier(const plan_problem *p, plan_point *pts, int maxpts)
         double lambda = crossing(sg.a.time, sg.a.gpu_seconds, sg.b.time, sg.b.gpu_seconds);
         if (lambda <= 0 || !at_price(&q, PS_BURST, lambda, &r, err, sizeof err))
             continue;
-        plan_point m = {lambda, r.time, r.gpu_seconds};
+        plan_point m = {lambda, r.eval_time, r.gpu_seconds};
         plan_result_free(&r);
         if (!below(m.time, m.gpu_seconds, lambda, sg.a.time, sg.a.gpu_seconds))
             continue;

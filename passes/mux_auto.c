@@ -239,7 +239,7 @@ static void add_deeppool(cands *cs, const plan_problem *p, const plan_bg_job *jo
         q.amp_limit = dp_limits[i];
         plan_result r;
         char e[512], from[96];
-        if (!plan_deeppool(&q, &r, e, sizeof e))
+        if (!plan_solve(&q, PS_DEEPPOOL, &r, e, sizeof e))
             continue;
         if (dp_limits[i] > 0)
             snprintf(from, sizeof from, "deeppool's plan at limit %g", dp_limits[i]);
@@ -520,7 +520,7 @@ int plan_mux_frontier(const plan_problem *p, const plan_bg_job *jobs, int njobs,
     for (size_t i = 0; i < sizeof dp_limits / sizeof dp_limits[0]; i++) {
         plan_problem d = q;
         d.amp_limit = dp_limits[i];
-        if (!plan_deeppool(&d, &r, e, sizeof e))
+        if (!plan_solve(&d, PS_DEEPPOOL, &r, e, sizeof e))
             continue;
         if (dp_limits[i] > 0)
             snprintf(from, sizeof from, "deeppool's plan at limit %g", dp_limits[i]);

@@ -172,7 +172,9 @@ typedef struct plan_result {
     bool exact;         /* graph was series-parallel (DP, not the heuristic) */
     int nconcurrent;    /* blocks whose branches run concurrently */
     double objective;   /* time + price x GPU-seconds of this plan */
-    double time;        /* predicted iteration time (the evaluator's, placed ranks) */
+    double time;        /* predicted iteration time: the schedule's (plan_price_schedule:
+                           its timeline's ideal time, what `burstc sim --ideal` plays) */
+    double eval_time;   /* the evaluator's (plan_evaluate's) time, the DP's objective */
     double gpu_seconds; /* GPU-seconds per iteration */
     double samples_per_s;
     double cross_node_bytes; /* per iteration */
@@ -593,6 +595,12 @@ const plan_tl_window *plan_tl_windows(const plan_timeline *tl, int g, int64_t *n
  * order, plan_schedule_build); false with a message as plan_timeline_build. */
 bool plan_timeline_of_schedule(const plan_problem *p, const plan_result *r, const plan_schedule *s,
                                plan_timeline *tl, char *err, size_t errlen);
+/* Prices r by what its schedule achieves: time becomes the ideal time of
+ * its timeline (plan_timeline_build), eval_time keeps the evaluator's;
+ * samples_per_s follows, objective becomes time + p's price x GPU-seconds. False with a message (r as it was)
+ * when the timeline cannot be built. docs/plan.md, "What the planner
+ * reports". */
+bool plan_price_schedule(const plan_problem *p, plan_result *r, char *err, size_t errlen);
 /* Recomputes the ideal schedule (start, end, windows, time) from the ops'
  * dur and the steps' own, after a caller changed them. */
 void plan_timeline_schedule(plan_timeline *tl);

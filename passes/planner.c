@@ -1494,7 +1494,16 @@ bool plan_solve_weighted(const plan_problem *p, plan_strategy s, double time_wei
     memset(out, 0, sizeof *out);
     if (!search(p, s, time_weight, gpu_weight, out, err, errlen))
         return false;
-    return check_memory(p, out, err, errlen);
+    if (!check_memory(p, out, err, errlen))
+        return false;
+    /* The DP's objective is the evaluator's; the plan is reported at what
+     * its schedule achieves. */
+    if (!plan_price_schedule(p, out, err, errlen)) {
+        plan_result_free(out);
+        return false;
+    }
+    out->objective = time_weight * out->time + gpu_weight * out->gpu_seconds;
+    return true;
 }
 
 void plan_result_free(plan_result *r)

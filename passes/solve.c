@@ -10,8 +10,16 @@
 
 bool plan_solve(const plan_problem *p, plan_strategy s, plan_result *out, char *err, size_t errlen)
 {
-    if (s == PS_DEEPPOOL)
-        return plan_deeppool(p, out, err, errlen); /* DeepPool's own search (deeppool.c) */
+    if (s == PS_DEEPPOOL) {
+        /* DeepPool's own search (deeppool.c), priced by its schedule */
+        if (!plan_deeppool(p, out, err, errlen))
+            return false;
+        if (!plan_price_schedule(p, out, err, errlen)) {
+            plan_result_free(out);
+            return false;
+        }
+        return true;
+    }
     if (p->gpu_budget > 0 && s != PS_DP)
         return plan_solve_budget(p, s, out, err, errlen);
     return plan_solve_weighted(p, s, 1, p->price, out, err, errlen);

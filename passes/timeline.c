@@ -608,6 +608,19 @@ bool plan_timeline_build_roles(const plan_problem *p, const plan_result *r, bool
     return true;
 }
 
+bool plan_price_schedule(const plan_problem *p, plan_result *r, char *err, size_t errlen)
+{
+    plan_timeline tl;
+    if (!plan_timeline_build(p, r, &tl, err, errlen))
+        return false;
+    r->eval_time = r->time;
+    r->time = tl.time;
+    r->objective = r->time + p->price * r->gpu_seconds;
+    r->samples_per_s = r->time > 0 ? (double)p->batch / r->time : 0;
+    plan_timeline_free(&tl);
+    return true;
+}
+
 bool plan_timeline_of_schedule(const plan_problem *p, const plan_result *r, const plan_schedule *s,
                                plan_timeline *tl, char *err, size_t errlen)
 {

@@ -163,7 +163,7 @@ static int golden(const char *table, const char *file, const char *profile, int6
         char err[512];
         CHECK(r.strategy == PS_DEEPPOOL);
         if (plan_evaluate(&in.p, k, NULL, &e, err, sizeof err)) {
-            CHECK(e.time == r.time && e.gpu_seconds == r.gpu_seconds);
+            CHECK(e.time == r.eval_time && e.gpu_seconds == r.gpu_seconds);
             for (int l = 0; l < r.nlayers; l++)
                 CHECK(r.layer[l].first == 0);
             plan_result_free(&e);
