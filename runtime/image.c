@@ -190,11 +190,15 @@ bool img_decode(img_decoder *d, const unsigned char *buf, size_t len, const char
     if (!strcmp(f, "jpeg")) {
         int sub, cs;
         tjDecompressHeader3(d->tj, buf, (unsigned long)len, &w, &h, &sub, &cs);
-        /* The smallest scale whose image is at least 1/shrink of the original. */
+        /* The smallest scale whose image is at least 1/shrink of the original, among
+         * 1/2, 1/4 and 1/8: libjpeg-turbo's SIMD code has those reduced IDCTs, while
+         * 7/8 ... 3/8 take its plain C ones, slower than decoding the whole image
+         * (tests/bench/data, BENCH_FULL_SCALE). */
         int nsf = 0;
         tjscalingfactor *sf = tjGetScalingFactors(&nsf), best = {1, 1};
         for (int i = 0; sf && i < nsf; i++)
-            if (sf[i].num * shrink >= sf[i].denom &&
+            if (sf[i].num == 1 && (sf[i].denom == 2 || sf[i].denom == 4 || sf[i].denom == 8) &&
+                sf[i].num * shrink >= sf[i].denom &&
                 sf[i].num * best.denom < best.num * sf[i].denom)
                 best = sf[i];
         int sw = TJSCALED(w, best), sh = TJSCALED(h, best);

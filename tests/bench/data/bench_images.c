@@ -48,8 +48,10 @@ int main(int argc, char **argv)
     }
     int nw = workers > 0 ? workers : 1;
     b.w = calloc((size_t)nw, sizeof *b.w);
-    for (int k = 0; k < nw; k++)
+    for (int k = 0; k < nw; k++) {
         img_worker_init(&b.w[k]);
+        b.w[k].full_scale = getenv("BENCH_FULL_SCALE") != NULL; /* no reduced-scale decoding */
+    }
     int64_t row = (int64_t)3 * b.h * b.wd, n = b.f.n;
     float *out = malloc((size_t)(row * batch) * sizeof *out);
     int64_t *idx = malloc((size_t)(n * 2) * sizeof *idx), *epoch = idx + n;

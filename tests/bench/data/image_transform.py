@@ -6,9 +6,10 @@ folder of 500x375 JPEGs made here (ImageNet's typical size; smooth colour fields
 noise, JPEG quality 90, about 60 KB each). Rows: one thread each (img_sample on the
 calling thread against num_workers 0, one torch thread), then for each worker count N,
 the runtime's loader (N decoding threads, prefetching two batches) against DataLoader's
-num_workers N (persistent workers, prefetch_factor 2). Each row is the median of ROUNDS
-passes over the folder after one warm-up pass, with the ratio. Prints the load average,
-since the machine may be shared. Not a test.
+num_workers N (persistent workers, prefetch_factor 2). Each row alternates ROUNDS
+passes over the folder of one and the other (each after a warm-up pass), so that a
+shared machine's changing load hits both, and prints the medians and the median of the
+pairs' ratios, with the load average. Not a test.
 
     image_transform.py --bench build/tests/bench_images [--images 300] [--rounds 5]
                        [--workers 1,2]
@@ -41,25 +42,36 @@ def make(root, n):
         Image.fromarray(a).save(os.path.join(root, "c%d" % c, "%05d.jpg" % i), quality=90)
 
 
-def ours(bench, root, rounds, workers):
-    r = subprocess.run([bench, root, "224", "224", str(rounds + 1), str(workers), "32"],
+def ours(bench, root, workers):
+    """One pass of bench_images after a warm-up pass in the same process."""
+    r = subprocess.run([bench, root, "224", "224", "2", str(workers), "32"],
                        capture_output=True, text=True, check=True)
-    rates = [int(l.split()[0]) / float(l.split()[1]) for l in r.stdout.splitlines()]
-    return statistics.median(rates[1:])
+    n, t = r.stdout.splitlines()[-1].split()
+    return int(n) / float(t)
 
 
-def theirs(root, rounds, workers):
+def loader(root, workers):
     tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
                     T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
     extra = dict(persistent_workers=True, prefetch_factor=2) if workers else {}
-    loader = torch.utils.data.DataLoader(D.ImageFolder(root, tf), batch_size=32, shuffle=True,
-                                         num_workers=workers, **extra)
-    rates = []
-    for _ in range(rounds + 1):
-        t0 = time.perf_counter()
-        n = sum(len(x) for x, _ in loader)
-        rates.append(n / (time.perf_counter() - t0))
-    return statistics.median(rates[1:])
+    return torch.utils.data.DataLoader(D.ImageFolder(root, tf), batch_size=32, shuffle=True,
+                                       num_workers=workers, **extra)
+
+
+def theirs(ld):
+    t0 = time.perf_counter()
+    n = sum(len(x) for x, _ in ld)
+    return n / (time.perf_counter() - t0)
+
+
+def row(bench, root, rounds, workers):
+    """Passes of the two alternated, so that the machine's load changes hit both: the
+    median of each side and the median of the pairs' ratios."""
+    ld = loader(root, workers)
+    theirs(ld)  # warm-up: starts the workers
+    pairs = [(ours(bench, root, workers), theirs(ld)) for _ in range(rounds)]
+    return (statistics.median(o for o, _ in pairs), statistics.median(t for _, t in pairs),
+            statistics.median(o / t for o, t in pairs))
 
 
 def main():
@@ -73,19 +85,17 @@ def main():
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as root:
         make(root, a.images)
-        rows = [("1 thread: img_sample / num_workers 0", ours(a.bench, root, a.rounds, 0),
-                 theirs(root, a.rounds, 0))]
+        rows = [("1 thread: img_sample / num_workers 0",) + row(a.bench, root, a.rounds, 0)]
         for w in [int(x) for x in a.workers.split(",")]:
-            rows.append(("%d worker%s" % (w, "s" if w > 1 else ""), ours(a.bench, root, a.rounds, w),
-                         theirs(root, a.rounds, w)))
+            rows.append(("%d worker%s" % (w, "s" if w > 1 else ""),) + row(a.bench, root, a.rounds, w))
     load1 = os.getloadavg()
     print("%d JPEGs 500x375 -> 224x224, images/s, median of %d passes; %d CPUs, load average "
           "%.1f before, %.1f after" % (a.images, a.rounds, os.cpu_count(), load0[0], load1[0]))
     print()
-    print("| | burstrt | torchvision ImageFolder + DataLoader | ratio |")
+    print("| | burstrt | torchvision ImageFolder + DataLoader | ratio (median of pairs) |")
     print("|---|---|---|---|")
-    for name, o, t in rows:
-        print("| %s | %.0f | %.0f | %.2fx |" % (name, o, t, o / t))
+    for name, o, t, q in rows:
+        print("| %s | %.0f | %.0f | %.2fx |" % (name, o, t, q))
 
 
 if __name__ == "__main__":
