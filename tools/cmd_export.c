@@ -20,11 +20,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char export_usage[] =
     "usage: burstc export CKPT_DIR -o FILE.safetensors --job JOB.burst [--names INIT.safetensors]\n"
@@ -111,22 +113,28 @@ static bool take(cursor *c, void *out, size_t k)
 
 static unsigned char *slurp(const char *path, size_t *n, char *why, size_t cap)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* Opened without blocking and checked before a byte is read, so a FIFO or a
+     * device named as a checkpoint is an error, not a hang. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         snprintf(why, cap, "cannot open %s: %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
         snprintf(why, cap, "%s is not a regular file", path);
         return NULL;
     }
+    FILE *f = fdopen(fd, "rb");
     *n = (size_t)st.st_size;
-    unsigned char *b = malloc(*n ? *n : 1);
+    unsigned char *b = f ? malloc(*n ? *n : 1) : NULL;
     if (!b || fread(b, 1, *n, f) != *n) {
         free(b);
-        fclose(f);
+        if (f)
+            fclose(f);
+        else
+            close(fd);
         snprintf(why, cap, "cannot read %s", path);
         return NULL;
     }
@@ -137,7 +145,7 @@ static unsigned char *slurp(const char *path, size_t *n, char *why, size_t cap)
 /* Reads rank `rank`'s file of the round into r (what a lower rank held stays); 0 or 1. */
 static int read_rank(const char *path, int rank, int world, round *r)
 {
-    char why[1300];
+    char why[4400]; /* a path of up to 4300 bytes and what went wrong */
     size_t n;
     unsigned char *b = slurp(path, &n, why, sizeof why);
     if (!b)
