@@ -125,6 +125,8 @@ static const rt_sig rt_sigs[] = {
     {"rt_sgd_step", "vpp"},
     {"rt_sigmoid_bwd", "vppp"},
     {"rt_sigmoid_fwd", "vpp"},
+    {"rt_silu_bwd", "vppp"},
+    {"rt_silu_fwd", "vpp"},
     {"rt_slice_bwd", "vpiip"},
     {"rt_slice_fwd", "vpiip"},
     {"rt_softmax_bwd", "vppip"},

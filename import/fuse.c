@@ -221,6 +221,18 @@ static void find_gelu_tanh(fctx *c, int k)
     }
 }
 
+/* ---- SiLU: x * Sigmoid(x), as torch exports nn.SiLU (ONNX has no op for it) ---- */
+
+static void find_silu(fctx *c, int k)
+{
+    int x = c->g->nodes[k].in[0], s = c->g->nodes[k].out[0], u = imp_single_user(c->g, s);
+    if (!imp_is_act(c->g, x) || !imp_is_op(c->g, u, "Mul") || claimed(c, u) ||
+        imp_other_of(c->g, u, s) != x)
+        return;
+    int nodes[2] = {k, u};
+    new_group(c, IMP_G_SILU, x, c->g->nodes[u].out[0], k, nodes, 2);
+}
+
 /* ---- layer normalization spelled out (opsets before 17) ---- */
 
 static bool last_axis_only(fctx *c, int node, int rank)
@@ -752,6 +764,8 @@ void imp_fuse(imp_graph *g)
             find_gelu_erf(&c, k);
         else if (imp_is_op(g, k, "Tanh"))
             find_gelu_tanh(&c, k);
+        else if (imp_is_op(g, k, "Sigmoid"))
+            find_silu(&c, k);
     }
     for (int i = 0; i < g->nnodes; i++) {
         int k = g->order[i];

@@ -268,7 +268,8 @@ typedef enum imp_gkind {
     IMP_G_GELU,
     IMP_G_LINEAR,
     IMP_G_EMBEDDING,
-    IMP_G_TOKENS
+    IMP_G_TOKENS,
+    IMP_G_SILU
 } imp_gkind;
 
 /* A pattern that becomes one Burst layer, emitted at its last node. */

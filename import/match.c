@@ -1188,6 +1188,7 @@ static void emit_group(mctx *c, imp_group *gr)
         param_at(c, gr->params[gr->nparams - 2], l, ROLE_PARAM, "w_o", !gr->out_in, -1);
         param(c, gr->params[gr->nparams - 1], l, ROLE_PARAM, "b_o");
         break;
+    case IMP_G_SILU: l = add_layer(c, name, "silu", &x, 1, "", out, false); break;
     case IMP_G_TOKENS:
         if (gr->w < 0)
             put(&a, ", cls = 0");

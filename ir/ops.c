@@ -973,6 +973,15 @@ static void cost_sigmoidal(const cost_ctx *c, ir_cost *k)
     k->saved = c->in;
 }
 
+/* x sigmoid(x): a sigmoid and a multiply; the backward s (1 + x (1 - s)) times dy. */
+static void cost_silu(const cost_ctx *c, ir_cost *k)
+{
+    k->fwd_flops = 5 * c->out;
+    k->bwd_flops = 8 * c->out;
+    k->bwd_read = 2 * c->out;
+    k->saved = c->in;
+}
+
 static void cost_maxpool2d(const cost_ctx *c, ir_cost *k)
 {
     const int64_t *ks = ir_maxpool2d_attrs(c->op)->kernel;

@@ -376,6 +376,9 @@ void rt_tanh_fwd(const rt_tensor *x, rt_tensor *y);
 void rt_tanh_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
 void rt_sigmoid_fwd(const rt_tensor *x, rt_tensor *y);
 void rt_sigmoid_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
+/* SiLU (swish) x sigmoid(x), torch's nn.SiLU; the backward dy s (1 + x (1 - s)). */
+void rt_silu_fwd(const rt_tensor *x, rt_tensor *y);
+void rt_silu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
 
 typedef struct rt_pool2d_attrs {
     int kh, kw, sh, sw, ph, pw;

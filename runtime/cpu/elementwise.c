@@ -184,6 +184,40 @@ static void hard(const char *op, bool swish, bool bwd, const rt_tensor *x, const
     }
 }
 
+/* SiLU x sigmoid(x) (plain loops), the sigmoid written so that neither branch overflows. */
+RT_VECTOR static void silu_range(bool bwd, const float *x, const float *dy, float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i], e = expf(-fabsf(v)), s = v >= 0.0f ? 1.0f / (1.0f + e) : e / (1.0f + e);
+        y[i] = bwd ? dy[i] * s * (1.0f + v * (1.0f - s)) : v * s;
+    }
+}
+
+static void silu(const char *op, bool bwd, const rt_tensor *x, const rt_tensor *dy, rt_tensor *y)
+{
+    rt_same_numel(op, x, "input", y, bwd ? "input gradient" : "output");
+    if (bwd)
+        rt_same_numel(op, x, "input", dy, "output gradient");
+    const int64_t n = x->numel, chunks = (n + RELU_CHUNK - 1) / RELU_CHUNK;
+    const float *xs = rt_f32(x), *g = bwd ? rt_f32(dy) : NULL;
+    float *o = rt_f32(y);
+#pragma omp parallel for schedule(static) if (chunks >= 4)
+    for (int64_t t = 0; t < chunks; t++) {
+        const int64_t at = t * RELU_CHUNK, m = n - at < RELU_CHUNK ? n - at : RELU_CHUNK;
+        silu_range(bwd, xs + at, g ? g + at : NULL, o + at, m);
+    }
+}
+
+void rt_silu_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    silu("silu_fwd", false, x, NULL, y);
+}
+
+void rt_silu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    silu("silu_bwd", true, x, dy, dx);
+}
+
 void rt_hardsigmoid_fwd(const rt_tensor *x, rt_tensor *y)
 {
     hard("hardsigmoid_fwd", false, false, x, NULL, y);

@@ -124,6 +124,22 @@ template <typename T> __global__ void sigmoid_bwd_k(const T *x, const T *dy, T *
         rt_st(dx + i, rt_ld(dy + i) * s * (1.0f - s));
     }
 }
+template <typename T> __global__ void silu_fwd_k(const T *x, T *y, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        float v = rt_ld(x + i);
+        rt_st(y + i, v * sigmoid_d(v));
+    }
+}
+template <typename T> __global__ void silu_bwd_k(const T *x, const T *dy, T *dx, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        float v = rt_ld(x + i), s = sigmoid_d(v);
+        rt_st(dx + i, rt_ld(dy + i) * s * (1.0f + v * (1.0f - s)));
+    }
+}
 template <typename T> __global__ void add_k(const T *a, const T *b, T *y, int64_t n)
 {
     RT_FOR(i, n) rt_st(y + i, rt_ld(a + i) + rt_ld(b + i));
@@ -259,6 +275,17 @@ extern "C" void rt_tanh_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *
     rt_same_numel("tanh_bwd", x, "input", dy, "output gradient");
     rt_same_numel("tanh_bwd", x, "input", dx, "input gradient");
     LAUNCH_BWD("tanh_bwd", tanh_bwd_k, x, dy, dx);
+}
+extern "C" void rt_silu_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    rt_same_numel("silu_fwd", x, "input", y, "output");
+    LAUNCH_FWD("silu_fwd", silu_fwd_k, x, y);
+}
+extern "C" void rt_silu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    rt_same_numel("silu_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("silu_bwd", x, "input", dx, "input gradient");
+    LAUNCH_BWD("silu_bwd", silu_bwd_k, x, dy, dx);
 }
 extern "C" void rt_sigmoid_fwd(const rt_tensor *x, rt_tensor *y)
 {

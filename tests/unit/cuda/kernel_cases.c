@@ -276,6 +276,10 @@ static void elementwise_cases(void)
     check("hardswish.y", y, false);
     rt_hardswish_bwd(x8, dy, dx);
     check("hardswish.dx", dx, false);
+    rt_silu_fwd(x8, y);
+    check("silu.y", y, false);
+    rt_silu_bwd(x8, dy, dx);
+    check("silu.dx", dx, false);
     rt_relu6_fwd(x8, y);
     check("relu6.y", y, false);
     rt_relu6_bwd(x8, dy, dx);

@@ -606,6 +606,24 @@ def case_hard():
     return m
 
 
+def case_silu():
+    """nn.SiLU as torch exports it, x * Sigmoid(x), in both orders; a Sigmoid read elsewhere
+    too stays a sigmoid."""
+    m = Model(14)
+    x = m.input("x", [1, 4, 6, 6])
+    c = m.node("Conv", [x, m.init("c.w", [4, 4, 1, 1])], "conv", kernel_shape=[1, 1])
+    a = m.node("Mul", [c, m.node("Sigmoid", [c], "act/Sigmoid")], "act/Mul")
+    b = m.node("Mul", [m.node("Sigmoid", [a], "act2/Sigmoid"), a], "act2/Mul")
+    g = m.node("Sigmoid", [b], "gate")
+    h = m.node("Mul", [b, g], "not_silu")
+    o = m.node("Add", [h, g], "out")
+    f = m.node("Flatten", [m.node("GlobalAveragePool", [o], "gap")], "flatten", axis=1)
+    m.node("Gemm", [f, m.init("fc.w", [3, 4]), m.init("fc.b", [3])], "fc", outputs=["logits"],
+           transB=1)
+    m.output("logits")
+    return m
+
+
 def case_hardsigmoid_alpha():
     """HardSigmoid with ONNX's default alpha 0.2 is not torch's: an error naming it."""
     m = Model()
