@@ -157,9 +157,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--burstc", required=True)
     ap.add_argument("--source", required=True, help="the tests/e2e folder")
-    # The guard's first 11 steps run no background work (a warm-up, 2 settling steps and
-    # a baseline window of 8, runtime/guard.c), in a resumed run too: 16 leave 5 with it.
-    ap.add_argument("--iterations", type=int, default=16)
+    # The guard's first probe runs no background work: a warm-up, 2 settling steps and a
+    # baseline window of 8 that slides on by up to 8 steps while after-effects of the
+    # start fade (runtime/guard.c, GUARD_SLIDE), in a resumed run too. That is 19 steps
+    # at most (11 on a quiet machine): 24 leave at least 5 with background work.
+    ap.add_argument("--iterations", type=int, default=24)
     ap.add_argument("--use-pass", action="store_true")
     a = ap.parse_args()
     job = os.path.join(a.source, "fmnist_background.burst")
@@ -270,7 +272,7 @@ def main():
         bgfiles = [f for _, _, fs in os.walk(os.path.join(tmp, "on")) for f in fs if ".bg-" in f]
         if len(bgfiles) != len(copies):
             fail("expected one background checkpoint file per copy, found %s" % bgfiles)
-        more = mpirun(4, prog, ["--iterations", str(a.iterations + 16), "--threads", "1", "--data",
+        more = mpirun(4, prog, ["--iterations", str(a.iterations + 24), "--threads", "1", "--data",
                                 "fmnist", "--slowdown", "100", "--resume", "--checkpoint-dir",
                                 os.path.join(tmp, "on")])
         after = bg_losses(more)
