@@ -78,6 +78,8 @@ static const rt_sig rt_sigs[] = {
     {"rt_embedding_fwd", "vpppp"},
     {"rt_finalize", "v"},
     {"rt_gelu_bwd", "vppp"},
+    {"rt_gelu_erf_bwd", "vppp"},
+    {"rt_gelu_erf_fwd", "vpp"},
     {"rt_gelu_fwd", "vpp"},
     {"rt_global_avgpool_bwd", "vpp"},
     {"rt_global_avgpool_fwd", "vpp"},

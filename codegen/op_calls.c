@@ -154,7 +154,7 @@ static void lower_matmul(const cg_op_env *e, cg_op_code *out)
 }
 
 /* rt_<name>_fwd(x, y) and rt_<name>_bwd(x, dy, dx): relu, relu6, hardsigmoid,
- * hardswish, gelu, tanh, sigmoid. */
+ * hardswish, silu, gelu, gelu_erf, tanh, sigmoid. */
 static void lower_unary(const cg_op_env *e, cg_op_code *out)
 {
     const char *name = ir_op_info_of(op_of(e)->opcode)->name;

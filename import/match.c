@@ -1155,13 +1155,16 @@ static void emit_group(mctx *c, imp_group *gr)
     case IMP_G_LINEAR:
         l = emit_linear(c, gr->first, name, gr->x, gr->w, gr->b, gr->features, gr->out, false);
         break;
-    case IMP_G_GELU:
-        if (ir_op_lookup("gelu") == OP_COUNT)
+    case IMP_G_GELU: {
+        /* The erf form is torch's nn.GELU, exact: not the tanh form's gelu (up to 5e-4 apart). */
+        const char *op = strcmp(gr->form, "erf") ? "gelu" : "gelu_erf";
+        if (ir_op_lookup(op) == OP_COUNT)
             return;
-        l = add_layer(c, name, "gelu", &x, 1, "", out, false);
+        l = add_layer(c, name, op, &x, 1, "", out, false);
         c->m->layers[l].note =
             arena_printf(c->m->a, "GELU, %s form: %d ONNX nodes", gr->form, gr->nnodes);
         break;
+    }
     case IMP_G_LAYERNORM:
         put_real(&a, "eps", gr->eps, 1e-5);
         l = add_layer(c, name, "layernorm", &x, 1, a.s, out, false);
@@ -1250,9 +1253,10 @@ static void lower_node(mctx *c, int k)
         lower_matmul(c, k);
     else if (!strcmp(op, "Relu"))
         lower_unary(c, k, "relu");
-    else if (!strcmp(op, "Gelu"))
-        lower_unary(c, k, "gelu");
-    else if (!strcmp(op, "Tanh"))
+    else if (!strcmp(op, "Gelu")) {
+        const imp_attr *ap = imp_attr_get(&c->g->nodes[k], "approximate");
+        lower_unary(c, k, ap && ap->s && !strcmp(ap->s, "tanh") ? "gelu" : "gelu_erf");
+    } else if (!strcmp(op, "Tanh"))
         lower_unary(c, k, "tanh");
     else if (!strcmp(op, "Sigmoid"))
         lower_unary(c, k, "sigmoid");

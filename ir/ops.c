@@ -963,6 +963,16 @@ static void cost_gelu(const cost_ctx *c, ir_cost *k)
     k->saved = c->in;
 }
 
+/* x Phi(x) = x (1 + erf(x / sqrt 2)) / 2: erf a polynomial and an exponential (~10 FLOPs);
+ * the backward Phi(x) + x phi(x), phi one more exponential. */
+static void cost_gelu_erf(const cost_ctx *c, ir_cost *k)
+{
+    k->fwd_flops = 10 * c->out;
+    k->bwd_flops = 16 * c->out;
+    k->bwd_read = 2 * c->out;
+    k->saved = c->in;
+}
+
 /* tanh and sigmoid: an exponential, an add and a division; the backward
  * recomputes y from x, then dy * (1 - y^2) or dy * y * (1 - y). */
 static void cost_sigmoidal(const cost_ctx *c, ir_cost *k)

@@ -371,6 +371,10 @@ void rt_hardswish_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
 /* GELU, tanh approximation (GPT-2). */
 void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y);
 void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
+/* GELU, exact: x Phi(x) = x (1 + erf(x / sqrt 2)) / 2 (torch's nn.GELU); the backward
+ * dy (Phi(x) + x phi(x)). */
+void rt_gelu_erf_fwd(const rt_tensor *x, rt_tensor *y);
+void rt_gelu_erf_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
 /* tanh and the logistic sigmoid; the backward recomputes y from x. */
 void rt_tanh_fwd(const rt_tensor *x, rt_tensor *y);
 void rt_tanh_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);

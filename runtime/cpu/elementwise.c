@@ -1,4 +1,4 @@
-/* cpu/elementwise.c: the memory-bound ops on the CPU: relu, relu6, gelu (tanh approximation),
+/* cpu/elementwise.c: the memory-bound ops on the CPU: relu, relu6, gelu (tanh approximation and exact),
  * tanh and sigmoid on oneDNN's eltwise primitives (relu's and relu6's backward as plain loops); add and
  * gradient accumulation, dropout with the counter-based mask, concat, transpose of two axes,
  * softmax along an axis, the optimizers' per-element updates and loss scaling's multiply
@@ -247,6 +247,17 @@ void rt_gelu_fwd(const rt_tensor *x, rt_tensor *y)
 void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
 {
     eltwise_bwd(dnnl_eltwise_gelu_tanh, "gelu_bwd", x, dy, dx);
+}
+
+/* GELU, exact: x Phi(x) (torch's nn.GELU, approximate='none'); oneDNN's gelu_erf. */
+void rt_gelu_erf_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    eltwise_fwd(dnnl_eltwise_gelu_erf, "gelu_erf_fwd", x, y);
+}
+
+void rt_gelu_erf_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    eltwise_bwd(dnnl_eltwise_gelu_erf, "gelu_erf_bwd", x, dy, dx);
 }
 
 void rt_tanh_fwd(const rt_tensor *x, rt_tensor *y)

@@ -34,6 +34,8 @@ void rt_ref_relu6_fwd(const rt_tensor *x, rt_tensor *y);
 void rt_ref_relu6_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
 void rt_ref_gelu_fwd(const rt_tensor *x, rt_tensor *y);
 void rt_ref_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
+void rt_ref_gelu_erf_fwd(const rt_tensor *x, rt_tensor *y);
+void rt_ref_gelu_erf_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx);
 void rt_ref_linear_fwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *b, rt_tensor *y);
 void rt_ref_linear_bwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *dy, rt_tensor *dx,
                        rt_tensor *dw, rt_tensor *db);

@@ -393,6 +393,28 @@ void rt_ref_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
     }
 }
 
+/* x Phi(x) in double, and its derivative Phi(x) + x phi(x). */
+void rt_ref_gelu_erf_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    rt_same_numel("gelu_erf_fwd", x, "input", y, "output");
+    for (int64_t i = 0; i < x->numel; i++) {
+        double v = rt_f32(x)[i];
+        rt_f32(y)[i] = (float)(0.5 * v * (1.0 + erf(v / sqrt(2.0))));
+    }
+}
+
+void rt_ref_gelu_erf_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    rt_same_numel("gelu_erf_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("gelu_erf_bwd", x, "input", dx, "input gradient");
+    for (int64_t i = 0; i < x->numel; i++) {
+        double v = rt_f32(x)[i];
+        double d = 0.5 * (1.0 + erf(v / sqrt(2.0))) +
+                   v * exp(-0.5 * v * v) / sqrt(2.0 * 3.14159265358979323846);
+        rt_f32(dx)[i] = (float)(rt_f32(dy)[i] * d);
+    }
+}
+
 /* ---- linear ----------------------------------------------------------------------------- */
 
 void rt_ref_linear_fwd(const rt_tensor *x, const rt_tensor *w, const rt_tensor *b, rt_tensor *y)

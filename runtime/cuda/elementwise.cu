@@ -1,5 +1,5 @@
 /* elementwise.cu: the memory-bound ops of the CUDA backend: relu, relu6, gelu (tanh
- * approximation), tanh, sigmoid, add and gradient accumulation, dropout, concat, transpose, softmax
+ * approximation and exact), tanh, sigmoid, add and gradient accumulation, dropout, concat, transpose, softmax
  * along an axis, the optimizers' per-element updates and loss scaling's multiply and
  * inf/nan check. One thread per element (grid-stride). Activations are f32, bf16 or f16
  * (act.cuh), computed in f32 and stored rounded; parameters and optimizer state are f32.
@@ -90,6 +90,23 @@ template <typename T> __global__ void gelu_bwd_k(const T *x, const T *dy, T *dx,
         float v = rt_ld(x + i), t = tanhf(GELU_C * (v + GELU_A * v * v * v));
         float dt = (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * v * v);
         rt_st(dx + i, rt_ld(dy + i) * (0.5f * (1.0f + t) + 0.5f * v * dt));
+    }
+}
+template <typename T> __global__ void gelu_erf_fwd_k(const T *x, T *y, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        float v = rt_ld(x + i);
+        rt_st(y + i, 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)));
+    }
+}
+template <typename T> __global__ void gelu_erf_bwd_k(const T *x, const T *dy, T *dx, int64_t n)
+{
+    RT_FOR(i, n)
+    {
+        float v = rt_ld(x + i), cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+        float pdf = 0.39894228040143268f * expf(-0.5f * v * v);
+        rt_st(dx + i, rt_ld(dy + i) * (cdf + v * pdf));
     }
 }
 template <typename T> __global__ void tanh_fwd_k(const T *x, T *y, int64_t n)
@@ -264,6 +281,17 @@ extern "C" void rt_gelu_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *
     rt_same_numel("gelu_bwd", x, "input", dy, "output gradient");
     rt_same_numel("gelu_bwd", x, "input", dx, "input gradient");
     LAUNCH_BWD("gelu_bwd", gelu_bwd_k, x, dy, dx);
+}
+extern "C" void rt_gelu_erf_fwd(const rt_tensor *x, rt_tensor *y)
+{
+    rt_same_numel("gelu_erf_fwd", x, "input", y, "output");
+    LAUNCH_FWD("gelu_erf_fwd", gelu_erf_fwd_k, x, y);
+}
+extern "C" void rt_gelu_erf_bwd(const rt_tensor *x, const rt_tensor *dy, rt_tensor *dx)
+{
+    rt_same_numel("gelu_erf_bwd", x, "input", dy, "output gradient");
+    rt_same_numel("gelu_erf_bwd", x, "input", dx, "input gradient");
+    LAUNCH_BWD("gelu_erf_bwd", gelu_erf_bwd_k, x, dy, dx);
 }
 extern "C" void rt_tanh_fwd(const rt_tensor *x, rt_tensor *y)
 {

@@ -276,6 +276,10 @@ static void elementwise_cases(void)
     check("hardswish.y", y, false);
     rt_hardswish_bwd(x8, dy, dx);
     check("hardswish.dx", dx, false);
+    rt_gelu_erf_fwd(x8, y);
+    check("gelu_erf.y", y, false);
+    rt_gelu_erf_bwd(x8, dy, dx);
+    check("gelu_erf.dx", dx, false);
     rt_silu_fwd(x8, y);
     check("silu.y", y, false);
     rt_silu_bwd(x8, dy, dx);

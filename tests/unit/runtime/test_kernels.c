@@ -175,16 +175,17 @@ static void test_matmul(void)
 
 typedef struct {
     rt_tensor *x, *y, *dy, *dx;
-    int which; /* 0 relu, 1 gelu, 2 tanh, 3 sigmoid, 4 relu6, 5 hardsigmoid, 6 hardswish, 7 silu */
+    int which; /* 0 relu, 1 gelu, 2 tanh, 3 sigmoid, 4 relu6, 5 hardsigmoid, 6 hardswish, 7 silu,
+                 8 gelu_erf */
 } act_ctx;
 static void (*const act_fwd[])(const rt_tensor *, rt_tensor *) = {
-    rt_relu_fwd,  rt_gelu_fwd,        rt_tanh_fwd,      rt_sigmoid_fwd,
-    rt_relu6_fwd, rt_hardsigmoid_fwd, rt_hardswish_fwd, rt_silu_fwd};
+    rt_relu_fwd,        rt_gelu_fwd,      rt_tanh_fwd, rt_sigmoid_fwd, rt_relu6_fwd,
+    rt_hardsigmoid_fwd, rt_hardswish_fwd, rt_silu_fwd, rt_gelu_erf_fwd};
 static void (*const act_bwd[])(const rt_tensor *, const rt_tensor *, rt_tensor *) = {
-    rt_relu_bwd,  rt_gelu_bwd,        rt_tanh_bwd,      rt_sigmoid_bwd,
-    rt_relu6_bwd, rt_hardsigmoid_bwd, rt_hardswish_bwd, rt_silu_bwd};
-static const char *const act_name[] = {"relu",  "gelu",        "tanh",      "sigmoid",
-                                       "relu6", "hardsigmoid", "hardswish", "silu"};
+    rt_relu_bwd,        rt_gelu_bwd,      rt_tanh_bwd, rt_sigmoid_bwd, rt_relu6_bwd,
+    rt_hardsigmoid_bwd, rt_hardswish_bwd, rt_silu_bwd, rt_gelu_erf_bwd};
+static const char *const act_name[] = {"relu",        "gelu",      "tanh", "sigmoid", "relu6",
+                                       "hardsigmoid", "hardswish", "silu", "gelu_erf"};
 static void act_f(void *p)
 {
     act_ctx *c = p;
@@ -198,7 +199,7 @@ static void act_b(void *p)
 
 static void test_activations(void)
 {
-    for (int which = 0; which < 8; which++) {
+    for (int which = 0; which < 9; which++) {
         act_ctx c = {.which = which};
         c.x = T(2, 4, 25, 0, 0);
         fill(c.x);
@@ -224,6 +225,7 @@ static void test_activations(void)
                 : which == 5 ? fmin(fmax(v + 3, 0), 6) / 6
                 : which == 6 ? v * fmin(fmax(v + 3, 0), 6) / 6
                 : which == 7 ? v / (1 + exp(-v))
+                : which == 8 ? 0.5 * v * (1 + erf(v / sqrt(2)))
                              : (v > 0 ? v : 0);
         }
         CHECK_CLOSE(act_name[which], rt_f32(c.y), ref, 100, 1e-6, 1e-5);

@@ -262,7 +262,13 @@ static void test_eltwise(void)
         rt_gelu_bwd(x, dy, dx);
         rt_ref_gelu_bwd(x, dy, dxr);
         SAME("gelu backward", dx, dxr, 1e-6, 1e-5, "%lld elements", (long long)n);
-        cases += 6;
+        rt_gelu_erf_fwd(x, y);
+        rt_ref_gelu_erf_fwd(x, yr);
+        SAME("gelu_erf forward", y, yr, 1e-6, 1e-5, "%lld elements", (long long)n);
+        rt_gelu_erf_bwd(x, dy, dx);
+        rt_ref_gelu_erf_bwd(x, dy, dxr);
+        SAME("gelu_erf backward", dx, dxr, 1e-6, 1e-5, "%lld elements", (long long)n);
+        cases += 8;
     }
 }
 

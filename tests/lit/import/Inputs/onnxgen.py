@@ -229,12 +229,14 @@ def gelu_tanh(m, x, name):
 
 
 def case_gelu():
-    """GELU in the erf form (nn.GELU) and the tanh form (GPT-2's), and the Gelu op."""
+    """GELU in the erf form (nn.GELU) and the tanh form (GPT-2's), and the Gelu op, exact
+    (its default) and with approximate="tanh"."""
     m = Model(14)
     x = m.input("x", [1, 4, 8])
     a = gelu_erf(m, linear(m, x, 8, 8, "fc1"), "act1")
     b = gelu_tanh(m, linear(m, a, 8, 8, "fc2"), "act2")
     c = m.node("Gelu", [b], "act3")
+    c = m.node("Gelu", [c], "act4", approximate="tanh")
     m.node("Identity", [c], "out", outputs=["out"])
     m.output("out")
     return m
