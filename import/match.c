@@ -900,37 +900,76 @@ static void lower_concat(mctx *c, int k)
     set_out(c, k, add_layer(c, layer_name(c, k), "concat", args, na, a.s, y, false));
 }
 
+/* "[0, 2, 3, 1]" */
+static const char *perm_text(mctx *c, const int64_t *v, int n)
+{
+    char buf[8 * IMP_MAX_RANK + 4];
+    size_t at = 0;
+    buf[at++] = '[';
+    for (int i = 0; i < n; i++)
+        at += (size_t)snprintf(buf + at, sizeof buf - at, "%s%lld", i ? ", " : "", (long long)v[i]);
+    snprintf(buf + at, sizeof buf - at, "]");
+    return arena_strdup(c->m->a, buf);
+}
+
+/* Transpose: a swap of two axes after the batch is one `transpose`; any other permutation
+ * that keeps the batch first (convnext's [N,C,H,W] -> [N,H,W,C] around its layer norms) is
+ * a chain of them, one swap per axis put in place, in the order a selection sort makes. */
 static void lower_transpose(mctx *c, int k)
 {
     const imp_node *n = &c->g->nodes[k];
     const imp_shape *x = &val(c, n->in[0])->shape;
     const imp_attr *p = imp_attr_get(n, "perm");
-    int moved[2] = {0, 0}, nm = 0;
+    if (p && p->n != x->rank)
+        return (void)imp_error(c->g, k, "perm has %d axes, its input %d", p->n, x->rank);
+    int64_t want[IMP_MAX_RANK];
+    bool seen[IMP_MAX_RANK] = {false};
     for (int d = 0; d < x->rank; d++) {
-        int64_t to = p ? p->ints[d] : x->rank - 1 - d;
-        if (to != d && nm < 2)
-            moved[nm++] = d;
-        else if (to != d)
-            nm = 3;
+        want[d] = p ? p->ints[d] : x->rank - 1 - d;
+        if (want[d] < 0 || want[d] >= x->rank || seen[want[d]])
+            return (void)imp_error(c->g, k, "perm is not a permutation of its %d axes", x->rank);
+        seen[want[d]] = true;
     }
-    if (nm == 0) {
-        int arg = need(c, n->in[0], k);
+    if (want[0] != 0)
+        return (void)imp_error(c->g, k,
+                               "a permutation that moves the batch; Burst keeps the batch "
+                               "as the first axis");
+    int swaps[IMP_MAX_RANK][2], ns = 0;
+    int64_t at[IMP_MAX_RANK]; /* at[d]: the input axis now at position d */
+    for (int d = 0; d < x->rank; d++)
+        at[d] = d;
+    for (int d = 1; d < x->rank; d++) {
+        int j = d;
+        while (at[j] != want[d])
+            j++;
+        if (j == d)
+            continue;
+        int64_t t = at[d];
+        at[d] = at[j];
+        at[j] = t;
+        swaps[ns][0] = d;
+        swaps[ns++][1] = j;
+    }
+    int arg = ns ? act_arg(c, n->in[0], k, "input") : need(c, n->in[0], k);
+    if (arg < 0 || ns == 0) {
         if (arg >= 0)
             set_out(c, k, arg);
         return;
     }
-    if (nm != 2 || moved[0] == 0)
-        return (void)imp_error(c->g, k,
-                               "a permutation other than a swap of two axes after the "
-                               "batch; Burst's transpose swaps two");
-    int arg = act_arg(c, n->in[0], k, "input");
-    if (arg < 0)
-        return;
-    attrs a = {0};
-    put(&a, ", dims = [%d, %d]", moved[0], moved[1]);
-    set_out(c, k,
-            add_layer(c, layer_name(c, k), "transpose", &arg, 1, a.s, &val(c, n->out[0])->shape,
-                      false));
+    imp_shape sh = *x;
+    for (int i = 0; i < ns; i++) {
+        imp_dim t = sh.d[swaps[i][0]];
+        sh.d[swaps[i][0]] = sh.d[swaps[i][1]];
+        sh.d[swaps[i][1]] = t;
+        attrs a = {0};
+        put(&a, ", dims = [%d, %d]", swaps[i][0], swaps[i][1]);
+        arg = add_layer(c, layer_name(c, k), "transpose", &arg, 1, a.s,
+                        i == ns - 1 ? &val(c, n->out[0])->shape : &sh, false);
+        if (ns > 1 && i == 0)
+            c->m->layers[arg].note = arena_printf(c->m->a, "permutation %s as %d swaps",
+                                                  perm_text(c, want, x->rank), ns);
+    }
+    set_out(c, k, arg);
 }
 
 static void lower_matmul(mctx *c, int k)

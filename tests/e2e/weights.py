@@ -23,7 +23,7 @@ checked against PyTorch's float64 training (referee_check) instead of a fixed to
 
 `train-ops [NAME ...]`: each op the torchvision zoo brought (issue 35: relu6, broadcast mul,
 slice and channel shuffle, hardswish, hardsigmoid, silu, class token and positions,
-multi-head attention) in a small model of torchvision's own blocks, on one rank: losses
+multi-head attention, permutes and a layer norm over channels) in a small model of torchvision's own blocks, on one rank: losses
 within 1e-4 relative, every tensor within 1e-3 after 3 steps (the gradients through the op).
 """
 import argparse
@@ -744,6 +744,15 @@ class OpNet(nn.Module):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
+class Residual(nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+
+    def forward(self, x):
+        return x + self.body(x)
+
+
 def _stem(act, c=8):
     return nn.Sequential(nn.Conv2d(3, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), act())
 
@@ -752,7 +761,8 @@ def op_models():
     """name: (what it guards, a make() of a small model built from torchvision's own blocks,
     so that the export has the patterns torchvision's models have)."""
     import torchvision
-    from torchvision.models import mobilenetv2, mobilenetv3, shufflenetv2
+    from torchvision.models import convnext, mobilenetv2, mobilenetv3, shufflenetv2
+    from torchvision.ops.misc import Permute
     from torchvision.ops.misc import SqueezeExcitation
 
     def mnv3_block():
@@ -788,6 +798,13 @@ def op_models():
                                        8)),
         # vit_b_16's code: class token, positions, nn.MultiheadAttention, layer norms, GELU.
         "vit": ("tokens, multi-head attention", vit),
+        # convnext's LayerNorm2d (a layer norm over channels between two permutes) and its
+        # block's MLP on [N,H,W,C] between permutes, with the residual around it.
+        "permute": ("permute, layer norm over channels", lambda: OpNet(
+            nn.Sequential(nn.Conv2d(3, 8, 4, stride=4), convnext.LayerNorm2d(8)),
+            Residual(nn.Sequential(nn.Conv2d(8, 8, 3, padding=1, groups=8), Permute([0, 2, 3, 1]),
+                                   nn.LayerNorm(8, eps=1e-6), nn.Linear(8, 32), nn.GELU(),
+                                   nn.Linear(32, 8), Permute([0, 3, 1, 2]))), 8)),
     }
 
 

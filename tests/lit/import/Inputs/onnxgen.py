@@ -425,6 +425,23 @@ def case_static_batch():
     return m
 
 
+def case_permute():
+    """convnext's layer norm over channels: [N,C,H,W] -> [N,H,W,C], normalize, and back;
+    a 5-d rotation, a 2-cycle and the identity."""
+    m = Model(14)
+    x = m.input("x", [2, 4, 6, 5])
+    t = m.node("Transpose", [x], "to_nhwc", perm=[0, 2, 3, 1])
+    ln = layernorm_decomposed(m, t, 4, "ln")
+    b = m.node("Transpose", [ln], "to_nchw", perm=[0, 3, 1, 2])
+    b = m.node("Transpose", [b], "same", perm=[0, 1, 2, 3])
+    r = m.node("Reshape", [b, m.const([2, 4, 3, 2, 5])], "split_h")
+    r = m.node("Transpose", [r], "rotate", perm=[0, 4, 1, 2, 3])
+    r = m.node("Transpose", [r], "swap", perm=[0, 1, 2, 4, 3])
+    m.node("Reshape", [r, m.const([2, 120])], "flat", outputs=["out"])
+    m.output("out")
+    return m
+
+
 def case_names():
     """Names: scopes, characters, keywords, repeats, no name at all."""
     m = Model()
