@@ -922,7 +922,7 @@ static void lower_transpose(mctx *c, int k)
     const imp_attr *p = imp_attr_get(n, "perm");
     if (p && p->n != x->rank)
         return (void)imp_error(c->g, k, "perm has %d axes, its input %d", p->n, x->rank);
-    int64_t want[IMP_MAX_RANK];
+    int64_t want[IMP_MAX_RANK] = {0};
     bool seen[IMP_MAX_RANK] = {false};
     for (int d = 0; d < x->rank; d++) {
         want[d] = p ? p->ints[d] : x->rank - 1 - d;
