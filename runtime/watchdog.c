@@ -634,7 +634,9 @@ static void check_peers(const snapshot *me, int64_t now, int64_t limit)
             finished = s.world_rank;
         if (gone || stuck) {
             CONSIDER(s, gone, st, now - s.t_us, now - s.beat_us);
-        } else if (live && !s.waiting) {
+        } else if (live && (!s.waiting || now - s.t_us < stopped_us)) {
+            /* Working, or it began its wait just now: the wait it joined may be the one
+             * that completes this rank's (the last rank into a collective). */
             fresh++;
         } else if (live && wl < sizeof waits - 100) {
             char w[200];

@@ -88,6 +88,13 @@ die)
 badshape)
     run 3 --iterations 5 badshape
     expect_fault "burstrt: rank 2: reshard: source has shape\[0\]=3 and 12 elements, expected 2 samples" ;;
+mismatch)
+    # No rank is stopped or busy: all wait, rank 2 in a world sum its peers never join.
+    # The last rank into a wait is not taken for stuck the moment it arrives (it may be
+    # the one that completes the others' call), but once every wait is older than the
+    # watchdog's patience the job ends, with every rank's wait named.
+    run 3 --iterations 5 mismatch
+    expect_fault "burstrt: rank [0-2]: watchdog: no progress for [0-9.]+ s: this rank waits at step 2 .*\\(waiting in (world_sum\\), and every other rank on this node waits too \\(.*allreduce|allreduce\\), and every other rank on this node waits too \\(.*world_sum).*\\); a rank on another node stopped, or the ranks wait in different communication calls" ;;
 pause-all)
     # The whole job suspended for longer than the limit (job control: mpirun passes ^Z on
     # as SIGSTOP) and continued: not a fault. The limit is 3 s here, the pause 5 s: the

@@ -8,6 +8,8 @@
  *   stop-resume   rank 2 stops before loading the checkpoint the others are loading
  *   die           rank 2 exits in step 2: mpirun names it, the others say where they were
  *   badshape      rank 2 hands rt_reshard a shard of the wrong shape: a runtime error
+ *   mismatch      rank 2 sums over the world in step 2 where its peers all-reduce the
+ *                 gradients: every rank waits, in different calls, and the watchdog says so
  *   evalpause     no fault: a phase after the steps outlasts --step-timeout, and the
  *                 watchdog leaves it alone (exit 0)
  * With --checkpoint-dir the job checkpoints (every --checkpoint-every steps and after the
@@ -23,7 +25,7 @@
 int main(int argc, char **argv)
 {
     const char *modes[] = {"hang", "stop",     "stop-startup", "stop-resume",
-                           "die",  "badshape", "evalpause"};
+                           "die",  "badshape", "evalpause",    "mismatch"};
     const char *mode = "";
     for (size_t i = 0; argc > 1 && i < sizeof modes / sizeof *modes; i++)
         if (!strcmp(argv[argc - 1], modes[i])) {
@@ -73,6 +75,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < 4; i++)
             rt_f32(w->grad)[i] = rt_f32(w->value)[i] * (float)(rt_rank() + 1) + (float)step;
         rt_trace_push("grad_allreduce");
+        if (step == 2 && me2 && !strcmp(mode, "mismatch"))
+            rt_world_sum(1.0); /* its peers never join it: they wait in the all-reduce */
         rt_params_allreduce_grads(ps);
         rt_trace_pop();
         rt_sgd_step(ps, &opt);
