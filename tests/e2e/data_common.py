@@ -1,16 +1,16 @@
 """What the data tests (images_data.py, npy_data.py, tokens_gpt.py) share: running
 a generated program under mpirun as root on a small machine, reading its losses and
 test accuracy, and Fashion-MNIST's idx files as Debian's dataset-fashion-mnist ships
-them."""
-import gzip
+them (read by the script that makes the example jobs' data)."""
 import os
 import re
 import subprocess
 import sys
 
-import numpy as np
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "examples", "jobs"))
+from make_example_data import FMNIST, idx  # noqa: E402,F401 (used by the data tests)
 
-FMNIST = "/usr/share/datasets/fashion-mnist"
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_mpi_yield_when_idle="1")
 
@@ -45,12 +45,3 @@ def accuracy(out):
     """(accuracy, samples) of its "test accuracy" line, as printed; None without one."""
     m = re.search(r"^test accuracy (\S+) \((\d+) samples\)$", out, re.M)
     return m and m.groups()
-
-
-def idx(name):
-    """An idx file of Fashion-MNIST as a uint8 array of its shape."""
-    with gzip.open(os.path.join(FMNIST, name)) as f:
-        b = f.read()
-    nd = b[3]
-    dims = [int.from_bytes(b[4 + 4 * i:8 + 4 * i], "big") for i in range(nd)]
-    return np.frombuffer(b, np.uint8, offset=4 + 4 * nd).reshape(dims)

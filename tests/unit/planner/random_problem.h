@@ -172,6 +172,18 @@ static inline void make_dag(inst *in, int n)
     finish(in, n);
 }
 
+/* One of the three shapes in turn (shape 0, 1, 2: a chain of 1-8 layers, concurrent
+ * branches of 3-10, a DAG of 2-7). */
+static inline void make_shape(inst *in, int shape)
+{
+    if (shape == 0)
+        make_chain(in, irand(1, 8));
+    else if (shape == 1)
+        make_concurrent(in, irand(3, 10));
+    else
+        make_dag(in, irand(2, 7));
+}
+
 /* Random background jobs for the multiplexing tests: one or two, each of 1-4
  * ops (a unit per op forward and backward, and the update), every unit from
  * 1e-3 to 1e-1 of the foreground's time T0, batch 1-64. */

@@ -171,13 +171,7 @@ int main(void)
         random_cluster(&in, irand(1, 4) * gpn, gpn);
         in.p.batch = irand(1, 64);
         in.p.ar_overlap = urand() < 0.5;
-        int shape = it % 3;
-        if (shape == 0)
-            make_chain(&in, irand(1, 8));
-        else if (shape == 1)
-            make_concurrent(&in, irand(3, 10));
-        else
-            make_dag(&in, irand(2, 7));
+        make_shape(&in, it % 3);
         plan_problem *p = &in.p;
         p->amp_limit = 0;
         int k[MAXL], first[MAXL];

@@ -201,12 +201,7 @@ static void test_random(void)
         int gpn = irand(1, 6);
         random_cluster(&in, irand(1, 3) * gpn, gpn);
         int shape = it % 3;
-        if (shape == 0)
-            make_chain(&in, irand(1, 8));
-        else if (shape == 1)
-            make_concurrent(&in, irand(3, 10));
-        else
-            make_dag(&in, irand(2, 7));
+        make_shape(&in, shape);
         plan_problem *p = &in.p;
         p->amp_limit = 0;
         int k[MAXL], first[MAXL];
