@@ -15,16 +15,6 @@
 #include "passes.h"
 #include "plan.h"
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 void pass_bg_jobs_free(pass_bg_jobs *b)
 {
     for (int i = 0; i < b->n; i++) {
@@ -39,13 +29,13 @@ void pass_bg_jobs_build(const ir_module *m, const ir_job *j, const plan_problem 
                         pass_bg_jobs *out)
 {
     out->n = j->nbackground;
-    out->jobs = xcalloc((size_t)out->n, sizeof *out->jobs);
+    out->jobs = plan_xcalloc((size_t)out->n, sizeof *out->jobs);
     for (int b = 0; b < j->nbackground; b++) {
         const ir_graph *g = m->graphs[j->background[b].graph];
         int64_t batch = j->background[b].batch;
         int n = g->nops;
-        double *unit = xcalloc((size_t)2 * n + 1, sizeof(double));
-        const char **names = xcalloc((size_t)n + 1, sizeof(char *));
+        double *unit = plan_xcalloc((size_t)2 * n + 1, sizeof(double));
+        const char **names = plan_xcalloc((size_t)n + 1, sizeof(char *));
         plan_problem q = {.cluster = fg->cluster,
                           .batch = batch,
                           .dtype_bytes = fg->dtype_bytes,

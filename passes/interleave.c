@@ -65,26 +65,6 @@
 
 #include "plan.h"
 
-static void *xcalloc(size_t n, size_t size)
-{
-    void *q = calloc(n ? n : 1, size ? size : 1);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
-static void *xrealloc(void *p, size_t n, size_t size)
-{
-    void *q = realloc(p, (n ? n : 1) * size);
-    if (!q) {
-        fprintf(stderr, "burstc: out of memory\n");
-        exit(2);
-    }
-    return q;
-}
-
 int plan_mux_cut(const double *unit, int nunits, double bound, int *cut)
 {
     int n = 0;
@@ -120,7 +100,7 @@ int64_t plan_mux_seed(int job, int rank)
 void plan_rank_memory(const plan_problem *p, const plan_result *r, double *out)
 {
     int G = p->cluster.gpus;
-    double *diff = xcalloc((size_t)G + 1, sizeof(double));
+    double *diff = plan_xcalloc((size_t)G + 1, sizeof(double));
     for (int l = 0; l < r->nlayers; l++) {
         diff[r->layer[l].first] += r->layer[l].mem_bytes;
         diff[r->layer[l].first + r->layer[l].k] -= r->layer[l].mem_bytes;
@@ -178,7 +158,7 @@ static void refuse(plan_mux_result *out, int *cap, int job, int rank, const char
 {
     if (out->nrefusals == *cap) {
         *cap = *cap ? 2 * *cap : 16;
-        out->refusals = xrealloc(out->refusals, (size_t)*cap, sizeof *out->refusals);
+        out->refusals = plan_xrealloc(out->refusals, (size_t)*cap, sizeof *out->refusals);
     }
     plan_mux_refusal *f = &out->refusals[out->nrefusals++];
     f->job = job;
@@ -229,8 +209,8 @@ static double place(try_st *t, double theta, bool record)
         if (nc == 0)
             continue;
         int64_t cur = 0; /* the copy whose step runs */
-        int *pos = xcalloc((size_t)nc, sizeof(int));
-        double *rem = xcalloc((size_t)nc, sizeof(double)); /* preempted: the rest of a slice */
+        int *pos = plan_xcalloc((size_t)nc, sizeof(int));
+        double *rem = plan_xcalloc((size_t)nc, sizeof(double)); /* preempted: the rest of a slice */
         /* Every rank of a role has its windows and its copies (memory is
          * the layers' it runs): the placement is the same for each, and
          * the role's first rank writes its background into the role's
@@ -257,7 +237,7 @@ static double place(try_st *t, double theta, bool record)
                 if (record) {
                     if (t->nslices == t->cap) {
                         t->cap = t->cap ? 2 * t->cap : 256;
-                        t->slices = xrealloc(t->slices, (size_t)t->cap, sizeof *t->slices);
+                        t->slices = plan_xrealloc(t->slices, (size_t)t->cap, sizeof *t->slices);
                     }
                     t->slices[t->nslices] = (plan_mux_slice){(int)(c0 + cur),
                                                              pos[cur],
@@ -293,7 +273,7 @@ static double place(try_st *t, double theta, bool record)
                 if (record) {
                     if (t->nslices == t->cap) {
                         t->cap = t->cap ? 2 * t->cap : 256;
-                        t->slices = xrealloc(t->slices, (size_t)t->cap, sizeof *t->slices);
+                        t->slices = plan_xrealloc(t->slices, (size_t)t->cap, sizeof *t->slices);
                     }
                     t->slices[t->nslices] = (plan_mux_slice){
                         (int)(c0 + cur), pos[cur],          g, win->step,
@@ -422,8 +402,8 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
         return true;
 
     /* Which jobs can be sliced at all. */
-    bool *sliceable = xcalloc((size_t)njobs, sizeof(bool));
-    char(*why)[400] = xcalloc((size_t)njobs, sizeof *why);
+    bool *sliceable = plan_xcalloc((size_t)njobs, sizeof(bool));
+    char(*why)[400] = plan_xcalloc((size_t)njobs, sizeof *why);
     for (int j = 0; j < njobs; j++) {
         const plan_bg_job *b = &jobs[j];
         double step = 0, longest = 0;
@@ -463,11 +443,11 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     }
 
     /* Copies where memory holds them, in rank order then job order. */
-    double *fgmem = xcalloc((size_t)G, sizeof(double));
+    double *fgmem = plan_xcalloc((size_t)G, sizeof(double));
     plan_rank_memory(p, r, fgmem);
     double cap = p->cluster.mem_bytes;
     int copycap = 0;
-    int64_t *cop0 = xcalloc((size_t)G + 1, sizeof(int64_t));
+    int64_t *cop0 = plan_xcalloc((size_t)G + 1, sizeof(int64_t));
     for (int g = 0; g < G; g++) {
         double used = fgmem[g], others = 0;
         for (int j = 0; j < njobs; j++) {
@@ -495,15 +475,15 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
             others += jobs[j].mem_bytes;
             if (out->ncopies == copycap) {
                 copycap = copycap ? 2 * copycap : 16;
-                out->copies = xrealloc(out->copies, (size_t)copycap, sizeof *out->copies);
+                out->copies = plan_xrealloc(out->copies, (size_t)copycap, sizeof *out->copies);
             }
             plan_mux_copy *c = &out->copies[out->ncopies++];
             memset(c, 0, sizeof *c);
             c->job = j;
             c->rank = g;
             c->seed = plan_mux_seed(j, g);
-            c->cut = xcalloc((size_t)jobs[j].nunits + 1, sizeof(int));
-            c->dur = xcalloc((size_t)jobs[j].nunits, sizeof(double));
+            c->cut = plan_xcalloc((size_t)jobs[j].nunits + 1, sizeof(int));
+            c->dur = plan_xcalloc((size_t)jobs[j].nunits, sizeof(double));
         }
         cop0[g + 1] = out->ncopies;
     }
@@ -520,11 +500,11 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
                 .ncopies = out->ncopies,
                 .cop0 = cop0};
     t.nsteps = tl->prog0[tl->ncls];
-    t.bg_peer = xcalloc((size_t)t.nsteps, sizeof(double));
-    t.bg_comm = xcalloc((size_t)t.nsteps, sizeof(double));
-    t.bg_shard = xcalloc((size_t)t.nsteps, sizeof(double));
-    t.bg_end = xcalloc((size_t)tl->ncls, sizeof(double));
-    t.placed = xcalloc((size_t)out->ncopies + 1, sizeof(double));
+    t.bg_peer = plan_xcalloc((size_t)t.nsteps, sizeof(double));
+    t.bg_comm = plan_xcalloc((size_t)t.nsteps, sizeof(double));
+    t.bg_shard = plan_xcalloc((size_t)t.nsteps, sizeof(double));
+    t.bg_end = plan_xcalloc((size_t)tl->ncls, sizeof(double));
+    t.placed = plan_xcalloc((size_t)out->ncopies + 1, sizeof(double));
 
     /* The tries: cut at bound / div, overrun up to theta. */
     static const int divs[] = {1, 2, 4, 8};
@@ -586,7 +566,7 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     /* Copies that got no slice: refused, and taken out. */
     int keep = 0;
     double work = 0;
-    int *newidx = xcalloc((size_t)out->ncopies + 1, sizeof(int));
+    int *newidx = plan_xcalloc((size_t)out->ncopies + 1, sizeof(int));
     for (int c = 0; c < out->ncopies; c++) {
         plan_mux_copy *cp = &out->copies[c];
         if (t.placed[c] == 0) {
@@ -622,12 +602,12 @@ bool plan_interleave(plan_timeline *tl, const plan_result *r, const plan_bg_job 
     /* Refusals in rank order, then job order (stable: insertion sort by key
      * would be quadratic; a counting pass by rank keeps it linear). */
     if (out->nrefusals > 1) {
-        int64_t *cnt = xcalloc((size_t)G + 1, sizeof(int64_t));
+        int64_t *cnt = plan_xcalloc((size_t)G + 1, sizeof(int64_t));
         for (int i = 0; i < out->nrefusals; i++)
             cnt[out->refusals[i].rank + 1]++;
         for (int g = 0; g < G; g++)
             cnt[g + 1] += cnt[g];
-        plan_mux_refusal *sorted = xcalloc((size_t)out->nrefusals, sizeof *sorted);
+        plan_mux_refusal *sorted = plan_xcalloc((size_t)out->nrefusals, sizeof *sorted);
         for (int i = 0; i < out->nrefusals; i++)
             sorted[cnt[out->refusals[i].rank]++] = out->refusals[i];
         /* Within a rank: by job (at most njobs entries per rank, and each job
