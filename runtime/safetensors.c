@@ -1057,3 +1057,22 @@ bool st_write(const char *path, const st_tensor *t, int n, const st_meta *meta, 
         }
     return st_writer_commit(&w);
 }
+
+size_t st_parse_target(const char *s, int64_t *row0, bool *transposed)
+{
+    size_t n = strlen(s);
+    *transposed = n > 2 && !strcmp(s + n - 2, "^T");
+    if (*transposed)
+        n -= 2;
+    *row0 = -1;
+    const char *at = memchr(s, '@', n);
+    if (at && at + 1 < s + n) {
+        char *end;
+        long long r = strtoll(at + 1, &end, 10);
+        if (end == s + n && r >= 0) {
+            *row0 = r;
+            n = (size_t)(at - s);
+        }
+    }
+    return n;
+}

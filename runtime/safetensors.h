@@ -124,6 +124,12 @@ void st_writer_abort(st_writer *w);
 bool st_write(const char *path, const st_tensor *t, int n, const st_meta *meta, int nmeta,
               char *err, size_t errlen);
 
+/* A tensor's target in the name mapping (the metadata that --init reads, docs/runtime.md):
+ * "conv1.weight" is a whole parameter, "attn.w_qkv@16" its rows from 16 on, a trailing "^T"
+ * the tensor transposed. Returns the length of the parameter's name at the start of s and
+ * sets *row0 (-1: the whole parameter) and *transposed. */
+size_t st_parse_target(const char *s, int64_t *row0, bool *transposed);
+
 /* f32 <-> IEEE half and bfloat16, rounding to nearest even. */
 float st_f16_to_f32(uint16_t h);
 float st_bf16_to_f32(uint16_t h);

@@ -61,20 +61,7 @@ static char *xstrdup(const char *s)
 /* "conv1.weight", "attn.w_qkv@16^T" -> the parameter, its first row, transposed. */
 static void parse_target(const char *target, mapped *m)
 {
-    size_t n = strlen(target);
-    m->transposed = n > 2 && !strcmp(target + n - 2, "^T");
-    if (m->transposed)
-        n -= 2;
-    m->row0 = -1;
-    const char *at = memchr(target, '@', n);
-    if (at && at + 1 < target + n) {
-        char *end;
-        long long r = strtoll(at + 1, &end, 10);
-        if (end == target + n && r >= 0) {
-            m->row0 = r;
-            n = (size_t)(at - target);
-        }
-    }
+    size_t n = st_parse_target(target, &m->row0, &m->transposed);
     m->param = rt_xmalloc(n + 1, "weights");
     memcpy(m->param, target, n);
     m->param[n] = 0;

@@ -304,20 +304,7 @@ typedef struct target {
 
 static void parse_target(const char *s, target *t)
 {
-    size_t n = strlen(s);
-    t->transposed = n > 2 && !strcmp(s + n - 2, "^T");
-    if (t->transposed)
-        n -= 2;
-    t->row0 = -1;
-    const char *at = memchr(s, '@', n);
-    if (at && at + 1 < s + n) {
-        char *end;
-        long long r = strtoll(at + 1, &end, 10);
-        if (end == s + n && r >= 0) {
-            t->row0 = r;
-            n = (size_t)(at - s);
-        }
-    }
+    size_t n = st_parse_target(s, &t->row0, &t->transposed);
     if (n >= sizeof t->param)
         n = sizeof t->param - 1;
     memcpy(t->param, s, n);
