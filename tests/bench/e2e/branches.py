@@ -25,8 +25,12 @@ rank 2's shard, so rank 3 may start early. --trace FILE keeps the last split-pha
 blocking one's beside it, FILE less .json plus .blocking.json), to open in
 chrome://tracing or Perfetto: ranks 0-1 and 2-3 run their branches side by side.
 
+With --ranks 2 the same model runs on 2 ranks, the 3x3 branch on rank 0 and the 5x5 on
+rank 1 (the plan is rewritten from the 4-rank one): on a 2-core machine a core per rank,
+so the branches can really run at once.
+
     /usr/bin/python3 tests/bench/e2e/branches.py [--burstc build/release/tools/burstc]
-        [--rounds 5] [--steps 30] [--warmup 5] [--trace FILE]
+        [--rounds 5] [--steps 30] [--warmup 5] [--ranks 4|2] [--trace FILE]
 """
 import argparse
 import json
@@ -60,8 +64,18 @@ def losses(out):
     return [float(m.group(1)) for m in re.finditer(r"^step \d+ loss (\S+)$", out, re.M)]
 
 
-BRANCH = {"mix.p3": (0, 1), "mix.p5": (2, 3)}  # the branches' layers and ranks
+# The branches' layers and ranks, by the plan's rank count.
+BRANCH = {4: {"mix.p3": (0, 1), "mix.p5": (2, 3)}, 2: {"mix.p3": (0,), "mix.p5": (1,)}}
 BRANCH_OPS = (".conv", ".bn", "")
+
+
+def two_rank_plan(text):
+    """hand_plan_branches.ir on 2 ranks: the 3x3 branch on rank 0, the 5x5 on rank 1, the
+    rest (and the head, which the 4-rank plan puts on 1-3) on both."""
+    for a, b in (("@[0..1]", "@[0]"), ("@[2..3]", "@[1]"), ("@[1..3]", "@[0..1]"),
+                 ("@[0..3]", "@[0..1]"), ("gpus_per_node = 4", "gpus_per_node = 2")):
+        text = text.replace(a, b)
+    return text
 
 
 def union(iv):
@@ -86,18 +100,18 @@ def overlap(x, y):
     return t
 
 
-def branch_overlap(events, warmup):
+def branch_overlap(events, warmup, np):
     """Per measured step: (forward, backward) ms in which both branches compute."""
     its = {g: sorted((e["ts"], e["ts"] + e["dur"]) for e in events
                      if e.get("ph") == "X" and e.get("pid") == g and e["name"] == "iteration")
-           for g in range(4)}
+           for g in range(np)}
     n = min(len(v) for v in its.values())
     res = []
     for i in range(warmup, n):
         both = []
         for suffix in ("", ".bwd"):
             busy = []
-            for layer, ranks in BRANCH.items():
+            for layer, ranks in BRANCH[np].items():
                 names = {layer + op + suffix for op in BRANCH_OPS}
                 busy.append(union([(e["ts"], e["ts"] + e["dur"]) for e in events
                                    if e.get("ph") == "X" and e["name"] in names and e["pid"] in ranks
@@ -107,9 +121,9 @@ def branch_overlap(events, warmup):
     return res
 
 
-def run(prog, steps, warmup, tmp, keep=None):
+def run(np, prog, steps, warmup, tmp, keep=None):
     trace = os.path.join(tmp, "trace.json")
-    out = mpirun(4, prog, ["--iterations", str(steps + warmup), "--data", "synthetic", "--trace", trace])
+    out = mpirun(np, prog, ["--iterations", str(steps + warmup), "--data", "synthetic", "--trace", trace])
     events = json.load(open(trace))["traceEvents"]
     if keep:
         shutil.copyfile(trace, keep + ".tmp")
@@ -117,7 +131,7 @@ def run(prog, steps, warmup, tmp, keep=None):
     its = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
                  if e.get("ph") == "X" and e.get("pid") == 0 and e["name"] == "iteration")
     return statistics.median((b - a) / 1e3 for a, b in its[warmup:]), losses(out), \
-        branch_overlap(events, warmup)
+        branch_overlap(events, warmup, np)
 
 
 def main():
@@ -127,6 +141,9 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--trace", help="keep the last split-phase run's Chrome trace here")
+    ap.add_argument("--ranks", type=int, choices=(2, 4), default=4,
+                    help="the plan's ranks: 4 (each branch on 2 ranks) or 2 (each on one rank: "
+                    "on a 2-core machine, a core per rank)")
     a = ap.parse_args()
     keep = {}
     if a.trace:
@@ -135,12 +152,19 @@ def main():
     load = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         progs = {"split-phase": os.path.join(tmp, "split"), "blocking": os.path.join(tmp, "blocking")}
+        with open(PLAN) as f:
+            text = f.read()
+        plan = PLAN
+        if a.ranks == 2:
+            plan = os.path.join(tmp, "hand_plan_branches2.ir")
+            with open(plan, "w") as o:
+                o.write(two_rank_plan(text))
         for mode, prog in progs.items():
             extra = ["--blocking-reshard"] if mode == "blocking" else []
-            subprocess.run([a.burstc, "build"] + extra + [PLAN, "-o", prog], check=True, capture_output=True)
+            subprocess.run([a.burstc, "build"] + extra + [plan, "-o", prog], check=True, capture_output=True)
         ref_ir, ref = os.path.join(tmp, "unplanned.ir"), os.path.join(tmp, "ref")
-        with open(PLAN) as f, open(ref_ir, "w") as o:
-            o.write(unplanned(f.read()))
+        with open(ref_ir, "w") as o:
+            o.write(unplanned(text))
         subprocess.run([a.burstc, "build", "--strategy", "dp", "--gpus", "1", ref_ir, "-o", ref],
                        check=True, capture_output=True)
         want = losses(mpirun(1, ref, ["--iterations", str(a.steps + a.warmup), "--data", "synthetic"]))
@@ -148,7 +172,7 @@ def main():
         for r in range(a.rounds):
             for mode in (list(progs) if r % 2 == 0 else list(progs)[::-1]):
                 last = r >= a.rounds - 2
-                res[mode].append(run(progs[mode], a.steps, a.warmup, tmp, keep.get(mode) if last else None))
+                res[mode].append(run(a.ranks, progs[mode], a.steps, a.warmup, tmp, keep.get(mode) if last else None))
     worst = 0.0
     for mode in res:
         for _, got, _ in res[mode]:
@@ -159,9 +183,9 @@ def main():
     if worst > 1e-4:
         raise SystemExit("losses differ from the one-rank run: worst relative difference %.3g" % worst)
     bitwise = all(x[1] == res["split-phase"][0][1] for m in res for x in res[m])
-    print("hand_plan_branches.ir on 4 CPU ranks, %d steps after %d of warm-up, median of %d runs each "
+    print("hand_plan_branches.ir on %d CPU ranks, %d steps after %d of warm-up, median of %d runs each "
           "(alternating); load average %.1f at start, %.1f at end"
-          % (a.steps, a.warmup, a.rounds, load[0], os.getloadavg()[0]))
+          % (a.ranks, a.steps, a.warmup, a.rounds, load[0], os.getloadavg()[0]))
     print("%-12s %14s %22s %22s   %s" % ("resharding", "iteration ms", "branches side by side",
                                            "(fwd ms, bwd ms)", "runs (iteration ms)"))
     for mode in ("blocking", "split-phase"):
