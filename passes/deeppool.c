@@ -735,6 +735,7 @@ bool plan_deeppool(const plan_problem *p, plan_result *out, char *err, size_t er
     ctx_free(&c);
     if (ok && plan_evaluate(p, counts, NULL, out, err, errlen)) {
         out->strategy = PS_DEEPPOOL;
+        out->found_by = PS_DEEPPOOL;
         out->own_time = own_t;
         out->own_gpu_seconds = own_g;
     } else {

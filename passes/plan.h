@@ -167,6 +167,10 @@ typedef struct plan_layer_result {
 
 typedef struct plan_result {
     plan_strategy strategy;
+    /* The search whose plan this is: strategy, except for burst, whose space holds pow2's
+     * plans (and dp's where its counts survive burst's pruning) and which returns the one
+     * of them whose schedule is best (plan_solve) */
+    plan_strategy found_by;
     int nlayers;
     plan_layer_result *layer;
     bool exact;         /* graph was series-parallel (DP, not the heuristic) */
@@ -328,6 +332,14 @@ plan_min_plus_fn *plan_min_plus(void);
  * and writes a message into err (e.g. a layer that does not fit in memory)
  * when no plan exists. out->time is the evaluator's time of the plan. */
 bool plan_solve(const plan_problem *p, plan_strategy s, plan_result *out, char *err, size_t errlen);
+/* plan_solve, given plans already solved for the same problem: known[t] (NULL, or
+ * known[t] NULL) is strategy t's plan_solve result, which burst then takes as a
+ * candidate instead of solving t again. */
+bool plan_solve_known(const plan_problem *p, plan_strategy s, const plan_result *const *known,
+                      plan_result *out, char *err, size_t errlen);
+/* Whether burst's search space holds plan r (every layer's count among burst's
+ * candidates; r placed from rank 0, as dp's and pow2's plans are). */
+bool plan_burst_holds(const plan_problem *p, const plan_result *r);
 
 /* planner.c */
 

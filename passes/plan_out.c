@@ -225,11 +225,12 @@ bool plan_write_json(const plan_problem *p, const plan_result *const *rs,
         const plan_result *r = rs[i];
         fprintf(
             out,
-            "%s\n    {\"strategy\": \"%s\", \"exact\": %s, \"time_s\": %.9g, \"eval_time_s\": %.9g, "
+            "%s\n    {\"strategy\": \"%s\", \"found_by\": \"%s\", \"exact\": %s, \"time_s\": %.9g, \"eval_time_s\": %.9g, "
             "\"gpu_seconds\": %.9g, \"samples_per_s\": %.9g, \"cross_node_bytes\": %.9g, "
             "\"peak_mem_bytes\": %.9g, \"layers\": [",
-            i ? "," : "", plan_strategy_name(r->strategy), r->exact ? "true" : "false", r->time,
-            r->eval_time, r->gpu_seconds, r->samples_per_s, r->cross_node_bytes, r->peak_mem);
+            i ? "," : "", plan_strategy_name(r->strategy), plan_strategy_name(r->found_by),
+            r->exact ? "true" : "false", r->time, r->eval_time, r->gpu_seconds, r->samples_per_s,
+            r->cross_node_bytes, r->peak_mem);
         for (int l = 0; l < r->nlayers; l++) {
             const plan_layer_result *lr = &r->layer[l];
             fprintf(out, "%s\n      {\"name\": ", l ? "," : "");

@@ -175,6 +175,42 @@ static bool allowed_count(plan_strategy s, int k, int kmax)
     }
 }
 
+/* The amplification limit: k ranks may spend at most amp_limit times the layer's
+ * one-GPU time t1 (k = 1 always passes). */
+static bool amp_ok(const plan_problem *p, const plan_layer *ly, int k, double t1)
+{
+    if (!(p->amp_limit > 0) || k == 1)
+        return true;
+    double f, b;
+    plan_layer_time(p, ly, plan_shard(p->batch, k), &f, &b);
+    return !(k * (f + b) > p->amp_limit * t1 * (1 + 1e-12));
+}
+
+/* Above a batch of PRUNE_BATCH, burst keeps of the counts with one largest shard the
+ * smallest and the powers of two (make_candidates). */
+static bool burst_prunes(const plan_problem *p, int k)
+{
+    return p->batch > PRUNE_BATCH && k > 1 && (k & (k - 1)) != 0 &&
+           plan_shard(p->batch, k) == plan_shard(p->batch, k - 1);
+}
+
+bool plan_burst_holds(const plan_problem *p, const plan_result *r)
+{
+    if (r->nlayers != p->nlayers)
+        return false;
+    for (int l = 0; l < r->nlayers; l++) {
+        const plan_layer *ly = &p->layers[l];
+        int k = r->layer[l].k;
+        if (r->layer[l].first != 0 || burst_prunes(p, k))
+            return false;
+        double f1, b1;
+        plan_layer_time(p, ly, p->batch, &f1, &b1);
+        if (!amp_ok(p, ly, k, f1 + b1))
+            return false;
+    }
+    return true;
+}
+
 static void lay_alloc(lay *L, int nc)
 {
     L->nc = nc;
@@ -216,12 +252,8 @@ static bool make_candidates(ctx *c, char *err, size_t errlen)
                 minmem = m;
             if (p->cluster.mem_bytes > 0 && m > p->cluster.mem_bytes)
                 continue;
-            if (c->s != PS_DP && p->amp_limit > 0 && k > 1) {
-                double f, b;
-                plan_layer_time(p, ly, sh, &f, &b);
-                if (k * (f + b) > p->amp_limit * t1 * (1 + 1e-12))
-                    continue;
-            }
+            if (c->s != PS_DP && !amp_ok(p, ly, k, t1))
+                continue;
             tmp[nc++] = k;
         }
         if (nc == 0) {
@@ -1361,6 +1393,7 @@ static bool finish(ctx *c, plan_result *out, char *err, size_t errlen)
     if (!ok)
         return false;
     out->strategy = c->s;
+    out->found_by = c->s;
     out->objective = c->alpha * out->time + c->beta * out->gpu_seconds;
     return true;
 }

@@ -120,6 +120,11 @@ static void print_summary(FILE *out, const plan_problem *p, plan_result *const *
                 dp && r->time > 0 ? dp->time / r->time : 1.0, r->cross_node_bytes / 1e6,
                 r->peak_mem / (1024.0 * 1024 * 1024), ownms);
     }
+    for (int i = 0; i < n; i++)
+        if (rs[i]->found_by != rs[i]->strategy)
+            fprintf(out, "(%s: %s's plan, which %s's search space holds, is the best it found)\n",
+                    plan_strategy_name(rs[i]->strategy), plan_strategy_name(rs[i]->found_by),
+                    plan_strategy_name(rs[i]->strategy));
     for (int i = 0; own && i < n; i++)
         if (rs[i]->strategy == PS_DEEPPOOL)
             fprintf(out,
@@ -375,9 +380,14 @@ int cmd_plan(int argc, char **argv)
         if (strategy && !all && s != (int)shown && s != PS_DP && !json)
             continue;
         char why[1024];
-        bool ok = auto_mux ? plan_mux_auto(&in.p, (plan_strategy)s, bg.jobs, bg.n, &mo, &res[s],
-                                           &mux[s], why, sizeof why, err, sizeof err)
-                           : plan_solve(&in.p, (plan_strategy)s, &res[s], err, sizeof err);
+        /* burst comes last: it takes dp's and pow2's plans, where solved, as candidates */
+        const plan_result *known[PS_COUNT];
+        for (int t = 0; t < PS_COUNT; t++)
+            known[t] = have[t] ? &res[t] : NULL;
+        bool ok = auto_mux
+                      ? plan_mux_auto(&in.p, (plan_strategy)s, bg.jobs, bg.n, &mo, &res[s], &mux[s],
+                                      why, sizeof why, err, sizeof err)
+                      : plan_solve_known(&in.p, (plan_strategy)s, known, &res[s], err, sizeof err);
         if (!ok) {
             if (s == (int)shown || all) {
                 diag_error(&d, m->jobs[ctx.job].loc, "%s plan: %s",

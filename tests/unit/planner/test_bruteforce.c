@@ -175,7 +175,8 @@ static void compare(inst *in, plan_strategy s, const char *what, int idx, tally 
     int G = p->cluster.gpus, kmax = (int64_t)G < p->batch ? G : (int)p->batch;
     plan_result r;
     char err[256];
-    bool ok = plan_solve(p, s, &r, err, sizeof err);
+    /* the DP itself: plan_solve adds, for burst, pow2's and dp's plans ranked by schedule */
+    bool ok = plan_solve_weighted(p, s, 1, p->price, &r, err, sizeof err);
     opt bf = brute_force(p, s);
     if (!ok) {
         CHECK(bf.obj == INFINITY);
@@ -338,7 +339,7 @@ int main(void)
             continue;
         plan_result r;
         char err[256];
-        if (!plan_solve(&in.p, PS_BURST, &r, err, sizeof err))
+        if (!plan_solve_weighted(&in.p, PS_BURST, 1, in.p.price, &r, err, sizeof err))
             continue;
         CHECK(!r.exact);
         opt bf = brute_force(&in.p, PS_BURST);
