@@ -89,13 +89,22 @@ typedef struct fe_block {
 } fe_block;
 
 typedef enum fe_stmt_kind {
-    ST_INPUT,  /* name, elem, dims: `input x: f32[batch, 3, 224, 224]` */
-    ST_LET,    /* name, value: `let c = 64` */
-    ST_ASSIGN, /* name, value: `h = conv2d(x, ...)` or `h = other` */
-    ST_FOR,    /* name (the variable), lo, hi, body: `for i in 0..n { }` */
-    ST_BLOCK,  /* block */
-    ST_RETURN, /* value */
+    ST_INPUT,   /* name, elem, dims: `input x: f32[batch, 3, 224, 224]` */
+    ST_LET,     /* name, value: `let c = 64` */
+    ST_ASSIGN,  /* name, value: `h = conv2d(x, ...)` or `h = other` */
+    ST_FOR,     /* name (the variable), lo, hi, body: `for i in 0..n { }` */
+    ST_BLOCK,   /* block */
+    ST_RETURN,  /* value */
+    ST_WEIGHTS, /* wmaps: `weights { "fc.weight" = "fc.weight^T" ... }` */
 } fe_stmt_kind;
+
+/* One entry of a weights section: a tensor's name in a weights file and the
+ * parameter it starts (ir/weights.c). */
+typedef struct fe_wmap {
+    const char *source, *target;
+    src_loc loc, target_loc;
+    struct fe_wmap *next;
+} fe_wmap;
 
 struct fe_stmt {
     fe_stmt_kind kind;
@@ -109,6 +118,7 @@ struct fe_stmt {
     fe_expr *lo, *hi; /* ST_FOR: lo inclusive, hi exclusive */
     fe_stmt *body;    /* ST_FOR */
     fe_block *block;  /* ST_BLOCK */
+    fe_wmap *wmaps;   /* ST_WEIGHTS */
     fe_stmt *next;
     int nest; /* ST_FOR, ST_BLOCK: loops and blocks nested in it, itself included */
 };

@@ -301,7 +301,8 @@ static fe_count fe_count_run(fe_ctx *c, fe_scope *s, const fe_stmt *body, bool i
             return fe_unknown;
         fe_sat_add(&n.steps, 1); /* the statement, as fe_run_in counts it */
         switch (st->kind) {
-        case ST_INPUT: return fe_unknown; /* an error in a block or a loop */
+        case ST_INPUT:                      /* fall through */
+        case ST_WEIGHTS: return fe_unknown; /* an error in a block or a loop */
         case ST_LET: {
             fe_val v = fe_count_eval(c, s, st->value, &n);
             fe_binding *b = fe_bind(c, s, st->name, st->name_loc);

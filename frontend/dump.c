@@ -139,6 +139,13 @@ static void fe_dump_stmts(FILE *out, const fe_stmt *s, int depth)
             fe_dump_expr(out, s->value);
             fputc('\n', out);
             break;
+        case ST_WEIGHTS:
+            fputs("weights\n", out);
+            for (const fe_wmap *w = s->wmaps; w; w = w->next) {
+                fe_indent(out, depth + 1, w->loc);
+                fprintf(out, "\"%s\" = \"%s\"\n", w->source, w->target);
+            }
+            break;
         case ST_BLOCK: break;
         }
     }

@@ -682,6 +682,17 @@ static void fe_run_in(fe_ctx *c, fe_scope *s, const fe_stmt *body, fe_val *ret,
             break;
         }
         case ST_ASSIGN: fe_lower_assign(c, s, st); break;
+        case ST_WEIGHTS:
+            if (ret || s->loop) {
+                fe_error(c, st->loc,
+                         "a weights section belongs at the top level of a model, not in %s",
+                         s->loop ? "a loop" : "a block");
+                break;
+            }
+            /* Checked once the model is complete: a target may name a later layer. */
+            for (const fe_wmap *w = st->wmaps; w; w = w->next)
+                ir_weight_add(c->module, c->graph, w->source, w->target, w->loc, w->target_loc);
+            break;
         case ST_FOR: fe_lower_for(c, s, st, ret, ret_name); break;
         case ST_BLOCK: fe_define_block(c, s, st->block); break;
         case ST_RETURN:
@@ -721,5 +732,7 @@ void fe_lower_model(fe_ctx *c, const fe_item *model)
     fe_run(c, s, model->body, NULL, NULL);
     if (!model->body)
         fe_error(c, model->name_loc, "model '%s' has no layers", model->name);
+    if (!ir_weights_check(c->graph, c->diag))
+        c->failures++;
     c->graph = NULL;
 }

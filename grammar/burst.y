@@ -134,6 +134,7 @@ FE_REVERSE(fe_stmt, fe_rev_stmt)
 FE_REVERSE(fe_param, fe_rev_param)
 FE_REVERSE(fe_field, fe_rev_field)
 FE_REVERSE(fe_item, fe_rev_item)
+FE_REVERSE(fe_wmap, fe_rev_wmap)
 
 /* Bison's own messages: only "memory exhausted", when nesting passes
  * YYMAXDEPTH. Syntax errors go through yyreport_syntax_error. */
@@ -158,6 +159,7 @@ static void burst_error(src_loc *loc, yyscan_t scanner, fe_parser *ps, const cha
 	fe_block *b;
 	fe_field *f;
 	fe_item *it;
+	fe_wmap *w;
 }
 
 %token MODEL "'model'" GPU "'gpu'" CLUSTER "'cluster'" JOB "'job'"
@@ -176,6 +178,7 @@ static void burst_error(src_loc *loc, yyscan_t scanner, fe_parser *ps, const cha
 %type <e> expr exprs exprlist
 %type <a> args arglist arg
 %type <s> key
+%type <w> wmaps wmap
 
 %nonassoc '@'
 %left '+' '-'
@@ -299,6 +302,17 @@ stmt:
 			$$->nest = $1->nest;
 		}
 	}
+	/* weights { (STRING = STRING ','?)* }: `weights` is no keyword, so a
+	 * layer may still be called that */
+	| ID '{' wmaps '}'     {
+		$$ = NULL;
+		if (strcmp($1, "weights") != 0)
+			diag_error(ps->diag, @1, "unknown section '%s' in a model (the one section is 'weights')", $1);
+		else {
+			$$ = fe_mk_stmt(ps, ST_WEIGHTS, @1);
+			$$->wmaps = fe_rev_wmap($3);
+		}
+	}
 	/* return expr */
 	| RETURN expr          { $$ = fe_mk_stmt(ps, ST_RETURN, @1); $$->value = $2; }
 	| ';'                  { $$ = NULL; }
@@ -353,6 +367,25 @@ paramlist:
 param:
 	ID                     { $$ = NEW(fe_param); $$->name = $1; $$->loc = @1; }
 	| ID '=' expr          { $$ = NEW(fe_param); $$->name = $1; $$->loc = @1; $$->dflt = $3; }
+	;
+
+/* wmaps: (wmap ','?)* */
+wmaps:
+	%empty                 { $$ = NULL; }
+	| wmaps wmap           { $2->next = $1; $$ = $2; }
+	| wmaps ','            { $$ = $1; }
+	| wmaps error          { $$ = $1; }
+	;
+
+/* wmap: STRING = STRING, a tensor's name and the parameter it starts */
+wmap:
+	STRING '=' STRING      {
+		$$ = NEW(fe_wmap);
+		$$->source = $1;
+		$$->loc = @1;
+		$$->target = $3;
+		$$->target_loc = @3;
+	}
 	;
 
 /* fields: (field ','?)* */
@@ -544,6 +577,14 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, yyscan_t scanner, fe_p
 			want_eq = true;
 		list[nlist++] = fe_symbol_desc(ps, exp[i], loc, false);
 	}
+	/* After a statement's name, '=' is what was meant: a section
+	 * (`weights {`) is rare enough to leave out of the hint. */
+	for (int i = 0; want_eq && i < nlist; i++)
+		if (strcmp(list[i], "'{'") == 0) {
+			memmove(list + i, list + i + 1, sizeof *list * (size_t)(nlist - i - 1));
+			nlist--;
+			break;
+		}
 	size_t plen;
 	const char *prev = fe_prev_ident(ps, loc, &plen);
 	if (want_eq && prev &&

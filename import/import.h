@@ -340,6 +340,17 @@ char *imp_write(arena *a, const imp_graph *g, const imp_model *m, const char *fi
 
 /* weights.c */
 
+/* One tensor of the model's state under its ONNX name: what became of initializer `value`
+ * (-1: a BatchNorm's num_batches_tracked, which ONNX does not keep) and the Burst
+ * parameter it starts, as a weights section and the safetensors metadata write it
+ * (`layer.param`, `layer.param@R`, `...^T`; NULL when the initializer has none). */
+typedef struct imp_wmap {
+    int value;
+    const char *name, *target;
+} imp_wmap;
+/* The model's tensors in graph order, into *out (the graph's arena); returns how many. */
+int imp_weight_map(const imp_graph *g, const imp_model *m, imp_wmap **out);
+
 /* Writes the parameters' and BatchNorm statistics' initializers to path as safetensors
  * (atomically), under their ONNX names, with the Burst parameter each one is in the
  * file's metadata; false after printing the error. */

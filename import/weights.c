@@ -17,6 +17,8 @@
  * export stores [in, out]) and `layer.param@R` when it fills the parameter's
  * rows from R on (attention's q, k and v projections fused into w_qkv); a
  * program's --init reads this map (docs/runtime.md, "Weights in and out").
+ * The same map, imp_weight_map(), is the source's `weights` section
+ * (write.c), which the importer writes with or without --weights.
  */
 #include "import.h"
 #include "safetensors.h"
@@ -50,18 +52,56 @@ static bool ends_with(const char *s, const char *tail, size_t *stem)
     return true;
 }
 
-bool imp_write_weights(const imp_graph *g, const imp_model *m, const char *path)
+int imp_weight_map(const imp_graph *g, const imp_model *m, imp_wmap **out)
 {
-    int cap = 2 * g->ninits + 1, n = 0, nmeta = 0;
-    st_tensor *ts = arena_alloc(g->a, sizeof *ts * (size_t)cap);
-    st_meta *meta = arena_alloc(g->a, sizeof *meta * (size_t)cap);
-    static const int64_t zero = 0;
-    bool ok = true;
+    int cap = 2 * g->ninits + 1, n = 0;
+    imp_wmap *w = arena_alloc(g->a, sizeof *w * (size_t)cap);
     for (int i = 0; i < g->nvalues; i++) {
         const imp_value *v = &g->values[i];
         if (v->kind != VK_INIT || (v->role != ROLE_PARAM && v->role != ROLE_STATS) || v->layer < 0)
             continue;
+        const char *layer = m->layers[v->layer].name;
+        w[n].value = i;
+        w[n].name = v->name;
+        w[n].target = !v->pname      ? NULL
+                      : v->row0 >= 0 ? arena_printf(g->a, "%s.%s@%lld%s", layer, v->pname,
+                                                    (long long)v->row0, v->transposed ? "^T" : "")
+                                     : arena_printf(g->a, "%s.%s%s", layer, v->pname,
+                                                    v->transposed ? "^T" : "");
+        n++;
+        size_t stem;
+        if (v->pname && strcmp(v->pname, "running_mean") == 0 &&
+            ends_with(v->name, "running_mean", &stem)) {
+            const char *count = arena_printf(g->a, "%.*snum_batches_tracked", (int)stem, v->name);
+            if (imp_value_find(g, count) >= 0)
+                continue; /* a name the file uses for something else: left alone */
+            w[n].value = -1;
+            w[n].name = count;
+            w[n].target = arena_printf(g->a, "%s.num_batches_tracked", layer);
+            n++;
+        }
+    }
+    *out = w;
+    return n;
+}
+
+bool imp_write_weights(const imp_graph *g, const imp_model *m, const char *path)
+{
+    imp_wmap *w;
+    int nw = imp_weight_map(g, m, &w), n = 0;
+    st_tensor *ts = arena_alloc(g->a, sizeof *ts * (size_t)(nw + 1));
+    st_meta *meta = arena_alloc(g->a, sizeof *meta * (size_t)(nw + 1));
+    static const int64_t zero = 0;
+    bool ok = true;
+    for (int k = 0; k < nw; k++) {
         st_tensor *t = &ts[n];
+        meta[n] = (st_meta){.key = w[k].name, .value = w[k].target};
+        if (w[k].value < 0) {
+            *t = (st_tensor){.name = w[k].name, .dtype = ST_I64, .ndim = 0, .data = &zero};
+            n++;
+            continue;
+        }
+        const imp_value *v = &g->values[w[k].value];
         if (!st_dtype_of(v->dtype, &t->dtype) || !v->bytes || !v->pname) {
             fprintf(g->err, "%s: error: initializer '%s' (ONNX data type %d) cannot be written\n",
                     g->path, v->name, v->dtype);
@@ -75,31 +115,12 @@ bool imp_write_weights(const imp_graph *g, const imp_model *m, const char *path)
         for (int d = 0; d < t->ndim; d++)
             t->shape[d] = v->shape.d[d].c;
         t->data = v->bytes;
-        const char *layer = m->layers[v->layer].name;
-        meta[nmeta].key = v->name;
-        meta[nmeta].value =
-            v->row0 >= 0
-                ? arena_printf(g->a, "%s.%s@%lld%s", layer, v->pname, (long long)v->row0,
-                               v->transposed ? "^T" : "")
-                : arena_printf(g->a, "%s.%s%s", layer, v->pname, v->transposed ? "^T" : "");
-        nmeta++;
         n++;
-        size_t stem;
-        if (strcmp(v->pname, "running_mean") == 0 && ends_with(v->name, "running_mean", &stem)) {
-            const char *count = arena_printf(g->a, "%.*snum_batches_tracked", (int)stem, v->name);
-            if (imp_value_find(g, count) >= 0)
-                continue; /* a name the file uses for something else: left alone */
-            ts[n] = (st_tensor){.name = count, .dtype = ST_I64, .ndim = 0, .data = &zero};
-            meta[nmeta].key = count;
-            meta[nmeta].value = arena_printf(g->a, "%s.num_batches_tracked", layer);
-            nmeta++;
-            n++;
-        }
     }
     if (!ok)
         return false;
     char err[512];
-    if (!st_write(path, ts, n, meta, nmeta, err, sizeof err)) {
+    if (!st_write(path, ts, n, meta, n, err, sizeof err)) {
         fprintf(g->err, "burstc import: error: %s\n", err);
         return false;
     }

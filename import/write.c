@@ -5,7 +5,8 @@
  * initializer (how many elements are trainable parameters, BatchNorm
  * statistics, constants or unused), then one `model` with the inputs first
  * and one statement per layer, in the graph's order, with the attributes
- * that differ from the defaults. The text is built in memory; the caller
+ * that differ from the defaults, then the `weights` section: the name each
+ * parameter and buffer has in the file. The text is built in memory; the caller
  * writes it only when everything succeeded.
  */
 #include "import.h"
@@ -109,6 +110,22 @@ char *imp_write(arena *a, const imp_graph *g, const imp_model *m, const char *fi
                 fprintf(out, "%s%s", i ? ", " : "", m->layers[l->args[i]].name);
             fprintf(out, "%s)\n", l->attrs);
         }
+    imp_wmap *w;
+    int nw = imp_weight_map(g, m, &w);
+    if (nw)
+        fprintf(out, "\n  // The tensors' names in the ONNX file (PyTorch's state_dict keys).\n"
+                     "  weights {\n");
+    for (int k = 0; k < nw; k++) {
+        if (!w[k].target)
+            continue;
+        if (ir_weight_name_ok(w[k].name))
+            fprintf(out, "    \"%s\" = \"%s\"\n", w[k].name, w[k].target);
+        else
+            fprintf(out, "    // '%s' (%s) left out: a Burst string cannot hold its name\n",
+                    printable(g, w[k].name), w[k].target);
+    }
+    if (nw)
+        fprintf(out, "  }\n");
     fprintf(out, "}\n");
     if (fclose(out) != 0)
         ice("writing to memory failed");

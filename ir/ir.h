@@ -289,6 +289,20 @@ static inline ir_op_class ir_op_class_of(const ir_op *op)
     return ir_op_info_of(op->opcode)->cls;
 }
 
+/* One entry of a model's weights table (docs/language.md, "Weights"): a
+ * tensor of a weights file (a PyTorch state_dict key) and the parameter or
+ * buffer it starts, written "layer.param", "layer.param@R" (rows from R on)
+ * or either with "^T" (the tensor is the parameter's 2-d transpose). */
+typedef struct ir_weight {
+    const char *source; /* the tensor's name in the file */
+    const char *target; /* as written */
+    const char *layer;  /* the op's name: target up to its last '.' */
+    const char *param;  /* the op's parameter, or "num_batches_tracked" */
+    int64_t row0;       /* -1: the whole parameter */
+    bool transposed;
+    src_loc loc, target_loc;
+} ir_weight;
+
 typedef struct ir_graph {
     const char *name;
     src_loc loc;
@@ -296,6 +310,8 @@ typedef struct ir_graph {
     ir_op *ops;    /* topological order: inputs precede users */
     int *index;    /* open-addressing hash of op names to ids (-1: empty) */
     int index_cap; /* a power of two, at least twice nops */
+    int nweights, weights_cap;
+    ir_weight *weights; /* in source order; names, not op ids, so rewrites keep it */
 } ir_graph;
 
 /* Link characteristics in SI units. */
@@ -580,6 +596,17 @@ bool ir_type_equal(const ir_type *a, const ir_type *b);
  * string quoted. */
 void ir_print_real(FILE *out, double v);
 void ir_print_string(FILE *out, const char *s);
+
+/* weights.c: a graph's weights table. ir_weight_add() splits the target;
+ * ir_weights_check() checks the table against the graph's ops (every
+ * target a parameter of a layer, each tensor and each target once) once
+ * the graph is complete; errors at the entries, through d. */
+void ir_weight_add(ir_module *m, ir_graph *g, const char *source, const char *target, src_loc loc,
+                   src_loc target_loc);
+bool ir_weights_check(const ir_graph *g, diag_ctx *d);
+/* Whether s can be a name in the table (printable ASCII, no '"' or '\\'):
+ * what a Burst string holds. */
+bool ir_weight_name_ok(const char *s);
 
 /* print.c */
 

@@ -91,6 +91,13 @@ void ir_print_graph(FILE *out, const ir_module *m, const ir_graph *g)
     fprintf(out, "graph %s {\n", g->name);
     for (int i = 0; i < g->nops; i++)
         ir_print_op(out, g, &g->ops[i]);
+    for (int i = 0; i < g->nweights; i++) {
+        fputs("  weight ", out);
+        ir_print_string(out, g->weights[i].source);
+        fputs(" = ", out);
+        ir_print_string(out, g->weights[i].target);
+        fputc('\n', out);
+    }
     fputs("}\n", out);
 }
 

@@ -516,6 +516,50 @@ static void parse_op(reader *r, ir_graph *g)
     }
 }
 
+/* The current string token, with the printer's escapes undone. */
+static char *unescape(reader *r)
+{
+    char *out = arena_alloc(r->a, (size_t)r->tok.len + 1);
+    int n = 0;
+    for (int i = 0; i < r->tok.len; i++) {
+        if (r->tok.start[i] == '\\' && i + 1 < r->tok.len)
+            i++;
+        out[n++] = r->tok.start[i];
+    }
+    return out;
+}
+
+/* A string token (what names one), unescaped into *out, and the token after it;
+ * false, having skipped the line, when there is none. */
+static bool line_string(reader *r, int line, const char *what, char **out, src_loc *loc)
+{
+    *loc = r->tok.loc;
+    if (r->tok.kind != T_STRING) {
+        expected(r, what);
+        skip_line(r, line);
+        return false;
+    }
+    *out = unescape(r);
+    next(r);
+    return true;
+}
+
+/* weight := 'weight' STRING '=' STRING   (the weights table: ir/weights.c) */
+static void parse_weight(reader *r, ir_graph *g)
+{
+    int line = r->tok.loc.line;
+    r->line_error = false;
+    next(r);
+    char *source, *target;
+    src_loc loc, target_loc;
+    if (!line_string(r, line, "a tensor name (a string)", &source, &loc))
+        return;
+    if (!expect(r, '='))
+        skip_line(r, line);
+    else if (line_string(r, line, "a target ('layer.param', a string)", &target, &target_loc))
+        ir_weight_add(r->m, g, source, target, loc, target_loc);
+}
+
 static void parse_graph(reader *r)
 {
     src_loc loc = r->tok.loc;
@@ -531,9 +575,14 @@ static void parse_graph(reader *r)
     next(r);
     if (!expect(r, '{'))
         return;
-    while (r->tok.kind != T_EOF && !is_punct(r, '}'))
-        parse_op(r, g);
+    while (r->tok.kind != T_EOF && !is_punct(r, '}')) {
+        if (is_word(r, "weight"))
+            parse_weight(r, g);
+        else
+            parse_op(r, g);
+    }
     r->line_error = false;
+    ir_weights_check(g, r->d);
     if (r->tok.kind == T_EOF)
         err_at(r, r->tok.loc, "unexpected end of file: graph '%s' is not closed with '}'", name);
     else
@@ -558,15 +607,8 @@ typedef struct field {
 static bool parse_field_string(reader *r, field *f)
 {
     memset(f, 0, sizeof *f);
-    /* The printer escapes '"' and '\\' with a backslash; undo it. */
-    char *out = arena_alloc(r->a, (size_t)r->tok.len + 1);
-    int n = 0;
-    for (int i = 0; i < r->tok.len; i++) {
-        if (r->tok.start[i] == '\\' && i + 1 < r->tok.len)
-            i++;
-        out[n++] = r->tok.start[i];
-    }
-    f->str = out;
+    /* The printer escapes '"' and '\\' with a backslash. */
+    f->str = unescape(r);
     next(r);
     return true;
 }
@@ -585,15 +627,7 @@ static bool parse_field(reader *r, field *f)
         return false;
     f->val = r->tok;
     if (r->tok.kind == T_STRING) {
-        /* The printer escapes '"' and '\\' with a backslash; undo it. */
-        char *out = arena_alloc(r->a, (size_t)r->tok.len + 1);
-        int n = 0;
-        for (int i = 0; i < r->tok.len; i++) {
-            if (r->tok.start[i] == '\\' && i + 1 < r->tok.len)
-                i++;
-            out[n++] = r->tok.start[i];
-        }
-        f->str = out;
+        f->str = unescape(r);
     } else if (r->tok.kind == T_IDENT) {
         f->str = tok_str(r);
     } else if (eat(r, '[')) {

@@ -417,6 +417,8 @@ ir_graph *pass_plan_strip_comm(ir_module *m, const ir_graph *g)
     ir_graph *ng = arena_alloc(m->arena, sizeof *ng);
     ng->name = g->name;
     ng->loc = g->loc;
+    ng->nweights = ng->weights_cap = g->nweights;
+    ng->weights = g->weights;
     int *map = arena_alloc(m->arena, sizeof(int) * (size_t)(g->nops ? g->nops : 1));
     for (int i = 0; i < g->nops; i++) {
         const ir_op *op = &g->ops[i];
