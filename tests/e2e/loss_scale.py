@@ -3,7 +3,10 @@
 
     loss_scale.py --burstc BURSTC --f16 fmnist_f16.burst --f32 fmnist_cpu.burst
 
-The f16 job is the f32 job with dtype f16 (same model, same plan on 4 ranks).
+The f16 job is the f32 job with dtype f16 (same model). Both are built with
+--strategy dp, one plan on 4 ranks: burst plans the two dtypes differently (the
+f16 job's transfers are half the bytes), and another plan sums in another order,
+so its losses would agree only to rounding.
 The CPU backend computes in f32 whatever the dtype, so:
 
   exact     the f16 program scales by default (dynamic, 65536) and trains to
@@ -69,8 +72,8 @@ def main():
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         p16, p32 = os.path.join(tmp, "f16"), os.path.join(tmp, "f32")
-        run([a.burstc, "build", a.f16, "-o", p16])
-        run([a.burstc, "build", a.f32, "-o", p32])
+        run([a.burstc, "build", "--strategy", "dp", a.f16, "-o", p16])
+        run([a.burstc, "build", "--strategy", "dp", a.f32, "-o", p32])
         base = ["--iterations", "10", "--data", "synthetic"]
 
         # exact
