@@ -147,6 +147,7 @@ static const rt_sig rt_sigs[] = {
     {"rt_trace_pop", "v"},
     {"rt_trace_push", "vp"},
     {"rt_transpose", "vpiip"},
+    {"rt_weight_name", "vpp"},
     {"rt_world_sum", "dd"},
 };
 
@@ -1038,6 +1039,9 @@ static void build_main(lw *w, LLVMValueRef setup, LLVMValueRef forward, LLVMValu
                           LLVMBuildBitCast(w->b, argv, w->t_ptr, ""), string_ptr(w, j->name));
     CALL(w, "rt_check_world_size", i32c(w, p->world));
     CALL(w, "rt_check_launch", i32c(w, p->m->clusters[j->cluster].gpus_per_node));
+    for (int i = 0; i < p->g->nweights; i++)
+        CALL(w, "rt_weight_name", string_ptr(w, p->g->weights[i].source),
+             string_ptr(w, p->g->weights[i].target));
     if (j->dtype == DT_BF16 || j->dtype == DT_F16)
         CALL(w, "rt_set_compute_dtype",
              i32c(w, j->dtype == DT_BF16 ? RT_COMPUTE_BF16_ : RT_COMPUTE_F16_));

@@ -35,7 +35,7 @@ static void print_string(writer *w, const char *s)
 {
     fputc('"', w->out);
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
+        if (*s == '"' || *s == '\\' || *s == '?') /* '?': no trigraph */
             fputc('\\', w->out);
         fputc(*s, w->out);
     }
@@ -460,6 +460,15 @@ static void write_main(writer *w)
     W("\trt_check_world_size(WORLD);\n");
     W("\trt_check_launch(%d);   /* the plan's ranks per node */\n",
       p->m->clusters[j->cluster].gpus_per_node);
+    if (p->g->nweights)
+        W("\t/* the model's weights section: its tensors' names in a weights file */\n");
+    for (int i = 0; i < p->g->nweights; i++) {
+        W("\trt_weight_name(");
+        print_string(w, p->g->weights[i].source);
+        W(", ");
+        print_string(w, p->g->weights[i].target);
+        W(");\n");
+    }
     if (j->dtype == DT_BF16 || j->dtype == DT_F16)
         W("\trt_set_compute_dtype(%s);   /* the job's dtype: GEMM inputs in 16 bits on GPUs */\n",
           j->dtype == DT_BF16 ? "RT_COMPUTE_BF16" : "RT_COMPUTE_F16");

@@ -549,6 +549,16 @@ int64_t rt_checkpoint_load(const char *dir, rt_params *ps);
  * the first step to run (else 0). */
 int64_t rt_checkpoint_attach(rt_params *ps);
 
+/* ---- weights in and out (--init, --save-weights) ------------------------------------- */
+
+/* One entry of the model's weights table (its `weights` section, docs/language.md):
+ * tensor `source` of a weights file (a PyTorch state_dict key) starts parameter `target`
+ * ("layer.param", "layer.param@R", either with "^T"). Generated programs call it once per
+ * entry, in the table's order, before rt_checkpoint_attach; the strings must outlive the
+ * run (literals). --init reads a tensor that the file's metadata does not map by it, and
+ * --save-weights without --init writes these names. */
+void rt_weight_name(const char *source, const char *target);
+
 /* ---- background work (GPU multiplexing) ------------------------------------------ */
 
 /* A background job's model as the generated program gives it to the runtime: an

@@ -5,7 +5,9 @@
  * copies only the tensors of its own parameters, so it reads only their pages. A tensor's
  * name is the parameter's (`conv1.weight`), or the file's metadata maps it to one: that is
  * how `burstc import --weights` keeps a PyTorch model's state_dict names (`layer.param`,
- * `layer.param^T` for a transpose, `layer.param@R` for rows from R on). A parameter the
+ * `layer.param^T` for a transpose, `layer.param@R` for rows from R on), or, for a tensor
+ * the metadata does not map (a plain state_dict has none), the model's weights section,
+ * compiled into the program (rt_weight_name). A parameter the
  * file lacks, a tensor that fits no parameter of any rank, a mismatched shape or a dtype
  * that is no float is a fatal error naming the tensor; --init-partial loads what fits
  * and lists the rest.
@@ -15,7 +17,8 @@
  * (safetensors.c: a temporary file, synced and renamed). The names are those --init read
  * (the same tensors, shapes, dtypes and metadata, so PyTorch's load_state_dict takes the
  * result of an imported model), then the Burst names of parameters no tensor of the
- * --init file held. `P.num_batches_tracked` (torch's count of a BatchNorm's batches) is
+ * --init file held; without --init, the names of the weights section first, so that
+ * the file is the model's state_dict. `P.num_batches_tracked` (torch's count of a BatchNorm's batches) is
  * the --init file's value plus --iterations, or --iterations alone. */
 #include "mpi_glue.h"
 #include "safetensors.h"
@@ -49,6 +52,35 @@ static struct {
 } init_map;
 
 static rt_params *attached;
+
+/* The program's weights table (rt_weight_name): the model's own names for its tensors. */
+static struct {
+    int n, cap;
+    const char **source, **target;
+} table;
+
+void rt_weight_name(const char *source, const char *target)
+{
+    if (table.n == table.cap) {
+        table.cap = table.cap ? 2 * table.cap : 64;
+        table.source = realloc(table.source, sizeof *table.source * (size_t)table.cap);
+        table.target = realloc(table.target, sizeof *table.target * (size_t)table.cap);
+        if (!table.source || !table.target)
+            rt_fatal("weights", "out of memory");
+    }
+    table.source[table.n] = source;
+    table.target[table.n] = target;
+    table.n++;
+}
+
+/* What the table maps tensor name to, or NULL. */
+static const char *table_target(const char *name)
+{
+    for (int i = 0; i < table.n; i++)
+        if (!strcmp(table.source[i], name))
+            return table.target[i];
+    return NULL;
+}
 
 static char *xstrdup(const char *s)
 {
@@ -188,6 +220,9 @@ static void init_from_file(rt_params *ps)
         for (int k = 0; k < f.nmeta; k++)
             if (!strcmp(f.meta[k].key, t->name))
                 ms[i].target = xstrdup(f.meta[k].value);
+        /* A plain state_dict has no metadata: the model's weights section maps it. */
+        if (!ms[i].target && table_target(t->name))
+            ms[i].target = xstrdup(table_target(t->name));
         parse_target(ms[i].target ? ms[i].target : t->name, &ms[i]);
         ms[i].dtype = t->dtype;
         ms[i].ndim = t->ndim;
@@ -477,6 +512,55 @@ static void *unmap(const mapped *m, const gathered *g)
     return out;
 }
 
+/* Without --init, the map --save-weights writes by is the weights table's: each
+ * tensor in f32 in its parameter's shape, transposed or cut into rows as its target
+ * says (a row block ends where the parameter's next one starts), and a count of
+ * batches as one I64. Entries whose parameter no rank holds are left out. */
+static void map_from_table(gathered *gs, int n)
+{
+    mapped *ms = rt_xmalloc(sizeof *ms * (size_t)(table.n ? table.n : 1), "save-weights");
+    memset(ms, 0, sizeof *ms * (size_t)(table.n ? table.n : 1));
+    int nm = 0;
+    for (int i = 0; i < table.n; i++) {
+        mapped *m = &ms[nm];
+        parse_target(table.target[i], m);
+        size_t pn = strlen(m->param), s = strlen(NBT);
+        if (pn > s && !strcmp(m->param + pn - s, NBT)) {
+            m->dtype = ST_I64;
+        } else {
+            const gathered *g = find_gathered(gs, n, m->param);
+            if (!g || (m->transposed && g->ndim != 2)) {
+                free(m->param);
+                continue;
+            }
+            m->dtype = ST_F32;
+            m->ndim = g->ndim;
+            memcpy(m->shape, g->shape, sizeof *g->shape * (size_t)g->ndim);
+            if (m->row0 >= 0) {
+                int64_t end = g->ndim ? g->shape[0] : 1;
+                for (int k = 0; k < table.n; k++) {
+                    mapped o;
+                    parse_target(table.target[k], &o);
+                    if (!strcmp(o.param, m->param) && o.row0 > m->row0 && o.row0 < end)
+                        end = o.row0;
+                    free(o.param);
+                }
+                m->shape[0] = end - m->row0;
+            }
+            if (m->transposed) {
+                int64_t r = m->shape[0];
+                m->shape[0] = m->shape[1];
+                m->shape[1] = r;
+            }
+        }
+        m->name = xstrdup(table.source[i]);
+        m->target = xstrdup(table.target[i]);
+        nm++;
+    }
+    init_map.n = nm;
+    init_map.t = ms;
+}
+
 static bool write_file(gathered *gs, int n, char *err, size_t errlen)
 {
     const rt_options *o = &rt_opts_g;
@@ -559,6 +643,8 @@ static void save(rt_params *ps, int64_t next_step)
     gather_blobs(ps, &gs, &n);
     char err[1024] = "";
     int ok = 1;
+    if (o->rank == 0 && !init_map.loaded && !init_map.t)
+        map_from_table(gs, n);
     if (o->rank == 0)
         ok = write_file(gs, n, err, sizeof err);
     for (int i = 0; i < n; i++) {
@@ -619,4 +705,8 @@ void rt_weights_free(void)
     init_map.n = 0;
     init_map.t = NULL;
     attached = NULL;
+    free(table.source);
+    free(table.target);
+    table.source = table.target = NULL;
+    table.n = table.cap = 0;
 }

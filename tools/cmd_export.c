@@ -10,7 +10,8 @@
  * them, and writes what --save-weights would have written at that step: under the names,
  * shapes, dtypes and metadata of the --init file given as --names (an imported model's
  * state_dict keys, `P.num_batches_tracked` counted on by the round's step), else under
- * Burst's names. The file is written atomically (safetensors.c). The compiler never links
+ * the names of the model's weights section (as --save-weights without --init writes
+ * them), else under Burst's names. The file is written atomically (safetensors.c). The compiler never links
  * the runtime, so the reader of the checkpoint format is this file's own.
  */
 #include "frontend.h"
@@ -41,8 +42,9 @@ static const char export_usage[] =
     "                 number of rank files\n"
     "  --names FILE   the file the run started from (--init, e.g. what `burstc import\n"
     "                 --weights` wrote): its tensor names, shapes, dtypes and metadata,\n"
-    "                 so PyTorch's load_state_dict takes the result (default: Burst's\n"
-    "                 names, `layer.param`, f32)\n"
+    "                 so PyTorch's load_state_dict takes the result (default: the\n"
+    "                 names of the model's weights section, else Burst's names,\n"
+    "                 `layer.param`; f32)\n"
     "  --onnx MODEL   write an ONNX model instead: MODEL (the file imported with\n"
     "                 --names) with the trained weights as its initializers\n"
     "  --help         show this help\n"
@@ -528,6 +530,57 @@ out:
 }
 
 /* Every parameter and buffer of the job's model is in the round, with its shape. */
+/* The model's weights section as the --names file it stands for: each tensor f32 in
+ * its parameter's shape (transposed, or the rows up to the parameter's next row block,
+ * as its target says), a count of batches an I64 0, and the section as metadata; what
+ * --save-weights writes without --init. Everything in arena a. */
+static void names_from_table(arena *a, const ir_graph *g, st_file *f)
+{
+    static const int64_t zero = 0;
+    f->tensors = arena_alloc(a, sizeof *f->tensors * (size_t)(g->nweights + 1));
+    f->meta = arena_alloc(a, sizeof *f->meta * (size_t)(g->nweights + 1));
+    for (int i = 0; i < g->nweights; i++) {
+        const ir_weight *w = &g->weights[i];
+        st_tensor *t = &f->tensors[f->ntensors];
+        t->name = w->source;
+        t->numel = 1;
+        if (!strcmp(w->param, "num_batches_tracked")) {
+            t->dtype = ST_I64;
+            t->data = &zero;
+        } else {
+            ir_param ps[IR_MAX_OP_PARAMS];
+            int op = ir_op_find(g, w->layer),
+                np = op < 0 ? 0 : ir_op_param_list(g, &g->ops[op], ps);
+            int k = 0;
+            while (k < np && strcmp(ps[k].name, w->param))
+                k++;
+            if (k == np)
+                continue; /* checked when the job was read: not reached */
+            t->dtype = ST_F32;
+            t->ndim = ps[k].ndim;
+            memcpy(t->shape, ps[k].dim, sizeof *t->shape * (size_t)t->ndim);
+            if (w->row0 >= 0) {
+                int64_t end = t->shape[0];
+                for (int o = 0; o < g->nweights; o++)
+                    if (!strcmp(g->weights[o].layer, w->layer) &&
+                        !strcmp(g->weights[o].param, w->param) && g->weights[o].row0 > w->row0 &&
+                        g->weights[o].row0 < end)
+                        end = g->weights[o].row0;
+                t->shape[0] = end - w->row0;
+            }
+            if (w->transposed) {
+                int64_t r = t->shape[0];
+                t->shape[0] = t->shape[1];
+                t->shape[1] = r;
+            }
+            for (int d = 0; d < t->ndim; d++)
+                t->numel *= t->shape[d];
+        }
+        f->meta[f->nmeta++] = (st_meta){.key = w->source, .value = w->target};
+        f->ntensors++;
+    }
+}
+
 static int check_model(const ir_graph *g, round *r, const char *job)
 {
     int missing = 0;
@@ -619,7 +672,11 @@ int cmd_export(int argc, char **argv)
         fail("--names: %s", err);
         goto out;
     }
-    status = write_export(output, &r, names_path ? &names : NULL, onnx);
+    st_file table = {0};
+    const ir_graph *g = m->graphs[job->graph];
+    if (!names_path && g->nweights)
+        names_from_table(a, g, &table);
+    status = write_export(output, &r, names_path ? &names : g->nweights ? &table : NULL, onnx);
 out:
     st_close(&names);
     for (int i = 0; i < r.n; i++) {

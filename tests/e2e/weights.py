@@ -68,7 +68,7 @@ def write_safetensors(path, tensors, meta=None):
              np.dtype(np.int64): "I64", np.dtype(np.int32): "I32"}
     header, data = {}, b""
     for k in sorted(tensors):
-        a = np.ascontiguousarray(tensors[k])
+        a = np.ascontiguousarray(tensors[k]).reshape(np.shape(tensors[k]))  # a scalar stays []
         header[k] = {"dtype": names[a.dtype], "shape": list(a.shape),
                      "data_offsets": [len(data), len(data) + a.nbytes]}
         data += a.tobytes()
@@ -520,13 +520,73 @@ def cmd_train(args):
                 a[k].dtype != b[k].dtype or not np.array_equal(a[k], b[k]) for k in a):
             sys.exit("--iterations 0 did not save the imported file back (exit %d)\n%s" % (rc, out))
         print("--iterations 0: the imported file back, tensor for tensor")
+        check_plain_state_dict(tmp, prog, init)
         check_init_errors(tmp, prog, init)
         check_export(args.burstc, tmp, init)
 
 
+def check_plain_state_dict(tmp, prog, init, make=Cnn, name="cnn"):
+    """A PyTorch state_dict saved without metadata loads by the names the model's weights
+    section compiled into the program, trains as the same tensors with the importer's
+    metadata do, and --save-weights, with or without --init, writes a state_dict that
+    load_state_dict(strict=True) takes."""
+    torch.manual_seed(5)
+    model = make()
+    sd = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+    if "bn1.num_batches_tracked" in sd:
+        sd["bn1.num_batches_tracked"] = np.array(7, np.int64)
+    _, meta = read_safetensors(init)
+    plain, with_meta = (os.path.join(tmp, name + n + ".safetensors") for n in ("_plain", "_meta"))
+    write_safetensors(plain, sd)
+    write_safetensors(with_meta, sd, meta)
+    back = os.path.join(tmp, name + "_plain_back.safetensors")
+    rc, out = mpirun(1, prog, ["--init", plain, "--save-weights", back, "--iterations", "0"])
+    if rc != 0:
+        sys.exit("--init of a plain state_dict: exit %d\n%s" % (rc, out))
+    got, _ = read_safetensors(back)
+    if set(got) != set(sd) or any(not np.array_equal(got[k], sd[k]) for k in sd):
+        sys.exit("--init of a plain state_dict did not save it back: keys %s, values of %s" %
+                 (sorted(set(got) ^ set(sd)),
+                  sorted(k for k in sd if k in got and not np.array_equal(got[k], sd[k]))))
+    trained = {}
+    for kind, path in (("plain", plain), ("with_meta", with_meta)):
+        out_path = os.path.join(tmp, name + kind + "_trained.safetensors")
+        rc, out = mpirun(1, prog, ["--init", path, "--save-weights", out_path])
+        if rc != 0:
+            sys.exit("--init %s: exit %d\n%s" % (path, rc, out))
+        trained[kind] = (losses(out), read_safetensors(out_path)[0])
+    (la, ta), (lb, tb) = trained["plain"], trained["with_meta"]
+    if la != lb or set(ta) != set(tb) or any(not np.array_equal(ta[k], tb[k]) for k in ta):
+        sys.exit("training from a plain state_dict differs from the same tensors with metadata")
+    if "bn1.num_batches_tracked" in sd and int(ta["bn1.num_batches_tracked"]) != 7 + 3:
+        sys.exit("bn1.num_batches_tracked: %s, not the file's 7 plus 3 steps" %
+                 ta["bn1.num_batches_tracked"])
+    res = make().load_state_dict({k: torch.from_numpy(v.copy()) for k, v in ta.items()}, strict=True)
+    print(name + ": --init of a plain state_dict (%d tensors, no metadata): saved back tensor for tensor; "
+          "3 steps the same losses and tensors as with the importer's metadata; %s" %
+          (len(sd), res))
+    # Without --init the program's own initialisation goes out under the state_dict's names.
+    own, again = (os.path.join(tmp, name + n + ".safetensors") for n in ("_own", "_own_again"))
+    rc, out = mpirun(1, prog, ["--save-weights", own, "--iterations", "0"])
+    if rc != 0:
+        sys.exit("--save-weights without --init: exit %d\n%s" % (rc, out))
+    mine, _ = read_safetensors(own)
+    loaded = make()
+    loaded.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in mine.items()}, strict=True)
+    if any(not np.array_equal(v.detach().numpy(), mine[k]) for k, v in loaded.state_dict().items()):
+        sys.exit("--save-weights without --init: load_state_dict changed a value")
+    rc, out = mpirun(1, prog, ["--init", own, "--save-weights", again, "--iterations", "0"])
+    two, _ = read_safetensors(again)
+    if rc != 0 or set(two) != set(mine) or any(not np.array_equal(two[k], mine[k]) for k in mine):
+        sys.exit("--init of what --save-weights wrote without --init did not give it back")
+    print(name + ": --save-weights without --init: %d tensors under the state_dict's names, "
+          "load_state_dict(strict=True), read back by --init tensor for tensor" % len(mine))
+
+
 def check_export(burstc, tmp, init):
     """burstc export: the 4-rank plan's checkpoint round as the file --save-weights writes
-    at the same step, byte for byte; Burst's names without --names; files and jobs that do
+    at the same step, byte for byte; without --names the weights section's names, or
+    Burst's for a model without one; files and jobs that do
     not fit are errors naming the file, and nothing is written."""
     import shutil
     prog, job = os.path.join(tmp, "cnn4"), os.path.join(tmp, "cnn4.ir")
@@ -560,13 +620,26 @@ def check_export(burstc, tmp, init):
         sys.exit("burstc export --onnx: not the imported model with the trained initializers")
     print("burstc export --onnx: the imported model, its %d initializers the trained tensors" %
           len(inits))
+    # Without --names: the names of the model's weights section (the job's IR keeps it),
+    # which for this f32 export are --names' own; without the section, Burst's names.
     run([burstc, "export", ck, "-o", exported, "--job", job])
+    by_table, meta = read_safetensors(exported)
+    if meta != read_safetensors(init)[1] or set(by_table) != set(got) or any(
+            not np.array_equal(by_table[k], got[k]) for k in got):
+        sys.exit("burstc export without --names: not the tensors under the weights section's names")
+    print("burstc export without --names: %d tensors under the weights section's names, as "
+          "with --names" % len(by_table))
+    bare = os.path.join(tmp, "cnn4_bare.ir")
+    with open(job) as f, open(bare, "w") as o:
+        o.writelines(line for line in f if not line.lstrip().startswith("weight "))
+    run([burstc, "export", ck, "-o", exported, "--job", bare])
     plain, meta = read_safetensors(exported)
     want = {"conv1.weight": "conv1.weight", "fc1.weight": "fc1.weight",
             "bn2.running_var": "bn2.running_var"}
     if meta or not all(np.array_equal(plain[b], got[n]) for n, b in want.items()) or \
             plain["bn1.num_batches_tracked"] != 3:
-        sys.exit("burstc export without --names: not the tensors under Burst's names")
+        sys.exit("burstc export of a model without a weights section: not the tensors under "
+                 "Burst's names")
 
     def copy_round(name, change):
         d = os.path.join(tmp, name)
@@ -688,9 +761,12 @@ def cmd_train_gpt(args):
         for name, fused, tied, plans in (("gpt", True, False, [(1, None), (4, None)]),
                                          ("gpt_qkv", False, False, [(1, None), (4, None)]),
                                          ("gpt_tied", True, True, [(1, None)])):
-            init = parity(args.burstc, tmp, name, lambda: Gpt(fused=fused, tied=tied),
+            make = lambda: Gpt(fused=fused, tied=tied)
+            init = parity(args.burstc, tmp, name, make,
                           torch.zeros(1, 8, dtype=torch.long), (8,), 32, plans,
                           batch=4, vocab=32, labels_per_sample=8)
+            if not tied:  # strict: a tied head's alias is no tensor of the file
+                check_plain_state_dict(tmp, os.path.join(tmp, name + "1"), init, make, name)
         # burstc export of the tied model's round: the table once, as --save-weights has it.
         ck, saved = os.path.join(tmp, "ck_tied"), os.path.join(tmp, "saved_tied.safetensors")
         rc, out = mpirun(1, os.path.join(tmp, "gpt_tied1"), ["--init", init, "--save-weights", saved,
