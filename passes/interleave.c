@@ -656,18 +656,20 @@ bool plan_mux_init(const plan_problem *p, plan_mux_options *o, char *err, size_t
 {
     double fastest = INFINITY;
     char e[512] = "";
+    /* Every plan_solve plan is priced by its timeline (plan_price_schedule): its time is
+     * the timeline's. burst comes last and takes the plans solved before it as candidates
+     * instead of solving them again. */
+    plan_result r[PS_COUNT];
+    const plan_result *known[PS_COUNT] = {NULL};
     for (int s = 0; s < PS_COUNT; s++) {
-        plan_result r;
-        if (!plan_solve(p, (plan_strategy)s, &r, e, sizeof e))
+        if (!plan_solve_known(p, (plan_strategy)s, known, &r[s], e, sizeof e))
             continue;
-        plan_timeline tl;
-        char e2[256];
-        if (plan_timeline_build(p, &r, &tl, e2, sizeof e2)) {
-            fastest = fmin(fastest, tl.time);
-            plan_timeline_free(&tl);
-        }
-        plan_result_free(&r);
+        fastest = fmin(fastest, r[s].time);
+        known[s] = &r[s];
     }
+    for (int s = 0; s < PS_COUNT; s++)
+        if (known[s])
+            plan_result_free(&r[s]);
     if (!isfinite(fastest)) {
         snprintf(err, errlen, "%s", e[0] ? e : "no strategy's plan has a timeline");
         return false;
