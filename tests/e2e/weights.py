@@ -15,7 +15,8 @@ weights (--save-weights); PyTorch trains the model loaded from the same file on
 the same batches (the runtime's synthetic samples, reproduced here). Losses
 within 1e-4 relative, every saved tensor within 1e-3 of PyTorch's, a strict
 load_state_dict of the result; before any step the saved file is the imported
-one; files that do not fit are errors naming the tensor.
+one; a plain state_dict (no metadata) trains on both plans as PyTorch trains it, found
+by the program's weights section; files that do not fit are errors naming the tensor.
 
 `train-torchvision [MODEL] [--size N] [--ranks R ...]`: a torchvision model (resnet18 by
 default), where float32 rounding grows over the steps as much in PyTorch as in burstc,
@@ -520,16 +521,20 @@ def cmd_train(args):
                 a[k].dtype != b[k].dtype or not np.array_equal(a[k], b[k]) for k in a):
             sys.exit("--iterations 0 did not save the imported file back (exit %d)\n%s" % (rc, out))
         print("--iterations 0: the imported file back, tensor for tensor")
-        check_plain_state_dict(tmp, prog, init)
+        check_plain_state_dict(tmp, prog, init, data=(3, 8, (3, 8, 8), 10, 0, 1),
+                               plans=[(4, os.path.join(tmp, "cnn4"))])
         check_init_errors(tmp, prog, init)
         check_export(args.burstc, tmp, init)
 
 
-def check_plain_state_dict(tmp, prog, init, make=Cnn, name="cnn"):
+def check_plain_state_dict(tmp, prog, init, make=Cnn, name="cnn", data=None, plans=()):
     """A PyTorch state_dict saved without metadata loads by the names the model's weights
     section compiled into the program, trains as the same tensors with the importer's
     metadata do, and --save-weights, with or without --init, writes a state_dict that
-    load_state_dict(strict=True) takes."""
+    load_state_dict(strict=True) takes. With data (pytorch_train's steps, batch, shape,
+    classes, vocab, labels per sample), the one-rank run and each program of plans
+    ((ranks, program)) trained from that state_dict are PyTorch's training from it, and
+    each plan's is the one-rank run's."""
     torch.manual_seed(5)
     model = make()
     sd = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
@@ -565,6 +570,8 @@ def check_plain_state_dict(tmp, prog, init, make=Cnn, name="cnn"):
     print(name + ": --init of a plain state_dict (%d tensors, no metadata): saved back tensor for tensor; "
           "3 steps the same losses and tensors as with the importer's metadata; %s" %
           (len(sd), res))
+    if data:
+        check_plain_plans(name, make, sd, plain, data, (la, ta), plans)
     # Without --init the program's own initialisation goes out under the state_dict's names.
     own, again = (os.path.join(tmp, name + n + ".safetensors") for n in ("_own", "_own_again"))
     rc, out = mpirun(1, prog, ["--save-weights", own, "--iterations", "0"])
@@ -581,6 +588,37 @@ def check_plain_state_dict(tmp, prog, init, make=Cnn, name="cnn"):
         sys.exit("--init of what --save-weights wrote without --init did not give it back")
     print(name + ": --save-weights without --init: %d tensors under the state_dict's names, "
           "load_state_dict(strict=True), read back by --init tensor for tensor" % len(mine))
+
+
+def check_plain_plans(name, make, sd, plain, data, one, plans):
+    """The one-rank run `one` (losses, saved tensors) from the state_dict sd (the file
+    plain, no metadata) and each plan's run from it: PyTorch's training from sd, losses
+    within 1e-4 relative and tensors within 1e-3; each plan's within 1e-4 of one's. The
+    programs find each tensor by the weights section alone, on whichever ranks hold it."""
+    _, want, states = pytorch_train(make, sd, *data)
+    runs = [(1, one)]
+    for ranks, prog in plans:
+        out_path = plain[:-len(".safetensors")] + "_trained%d.safetensors" % ranks
+        rc, out = mpirun(ranks, prog, ["--init", plain, "--save-weights", out_path])
+        if rc != 0:
+            sys.exit("%s, %d ranks, --init of a plain state_dict: exit %d\n%s" % (name, ranks, rc, out))
+        runs.append((ranks, (losses(out), read_safetensors(out_path)[0])))
+    for ranks, (ls, ts) in runs:
+        if len(ls) != len(want) or any(abs(g - w) > 1e-4 * abs(w) for g, w in zip(ls, want)):
+            sys.exit("%s, %d ranks from a plain state_dict: losses %s, PyTorch %s" %
+                     (name, ranks, ls, want))
+        if set(ts) != set(states[-1]):
+            sys.exit("%s, %d ranks from a plain state_dict: saved keys differ from the "
+                     "state_dict's: %s" % (name, ranks, sorted(set(ts) ^ set(states[-1]))))
+        bad = [k for k, w in states[-1].items() if not close(ts[k], w, 1e-3, 1e-6)]
+        bad += [k for k in one[1] if ranks > 1 and not close(ts[k], one[1][k], 1e-4, 1e-7)]
+        if bad:
+            sys.exit("%s, %d ranks from a plain state_dict: %s differ from PyTorch's or the "
+                     "one-rank run's" % (name, ranks, sorted(set(bad))))
+        print("%s, %d ranks from a plain state_dict: losses %s (PyTorch %s), %d tensors as "
+              "PyTorch's%s" % (name, ranks, " ".join("%.7f" % v for v in ls),
+                               " ".join("%.7f" % v for v in want), len(ts),
+                               " and the one-rank run's" if ranks > 1 else ""))
 
 
 def check_export(burstc, tmp, init):
@@ -766,7 +804,9 @@ def cmd_train_gpt(args):
                           torch.zeros(1, 8, dtype=torch.long), (8,), 32, plans,
                           batch=4, vocab=32, labels_per_sample=8)
             if not tied:  # strict: a tied head's alias is no tensor of the file
-                check_plain_state_dict(tmp, os.path.join(tmp, name + "1"), init, make, name)
+                check_plain_state_dict(tmp, os.path.join(tmp, name + "1"), init, make, name,
+                                       data=(3, 4, (8,), 32, 32, 8),
+                                       plans=[(4, os.path.join(tmp, name + "4"))])
         # burstc export of the tied model's round: the table once, as --save-weights has it.
         ck, saved = os.path.join(tmp, "ck_tied"), os.path.join(tmp, "saved_tied.safetensors")
         rc, out = mpirun(1, os.path.join(tmp, "gpt_tied1"), ["--init", init, "--save-weights", saved,
