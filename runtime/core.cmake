@@ -18,21 +18,20 @@ set(burstrt_core_sources
   ${burstrt_core_dir}/loss_scale.c ${burstrt_core_dir}/safetensors.c ${burstrt_core_dir}/npy.c
   ${burstrt_core_dir}/weights.c ${burstrt_core_dir}/image.c ${burstrt_core_dir}/imagefolder.c)
 add_library(burstrt_core OBJECT ${burstrt_core_sources})
-# Image folders (--data images:DIR): JPEG through libjpeg-turbo's TurboJPEG API (Debian:
-# libturbojpeg0-dev), PNG through libpng (libpng-dev); scripts/install-deps installs both.
+# Image folders (--data images:DIR): JPEG through libjpeg-turbo's libjpeg API (Debian:
+# libjpeg62-turbo-dev), PNG through libpng (libpng-dev); scripts/install-deps installs both.
 # Without one, the build goes on with a warning and programs refuse that format, saying
 # what to install. BURSTRT_IMAGE_LIBS is what burstc build links programs with.
-find_path(TURBOJPEG_INCLUDE_DIR turbojpeg.h)
-find_library(TURBOJPEG_LIBRARY NAMES turbojpeg)
+find_package(JPEG)
 find_package(PNG)
 set(burstrt_image_libs "")
-if(TURBOJPEG_INCLUDE_DIR AND TURBOJPEG_LIBRARY)
+if(JPEG_FOUND)
   target_compile_definitions(burstrt_core PRIVATE IMG_HAVE_JPEG=1)
-  target_include_directories(burstrt_core PRIVATE ${TURBOJPEG_INCLUDE_DIR})
-  list(APPEND burstrt_image_libs ${TURBOJPEG_LIBRARY})
+  target_include_directories(burstrt_core PRIVATE ${JPEG_INCLUDE_DIRS})
+  list(APPEND burstrt_image_libs ${JPEG_LIBRARIES})
 else()
-  message(WARNING "libjpeg-turbo's TurboJPEG (turbojpeg.h, libturbojpeg) not found: programs "
-                  "will refuse JPEG files (apt-get install libturbojpeg0-dev, or scripts/install-deps)")
+  message(WARNING "libjpeg-turbo (jpeglib.h, libjpeg) not found: programs will refuse JPEG "
+                  "files (apt-get install libjpeg62-turbo-dev, or scripts/install-deps)")
 endif()
 if(PNG_FOUND)
   target_compile_definitions(burstrt_core PRIVATE IMG_HAVE_PNG=1)

@@ -1,6 +1,9 @@
-/* image.c: the decoders and the resampling of image.h. JPEG: TurboJPEG (libjpeg-turbo,
- * the library Pillow links on Debian, with the same defaults: the accurate integer DCT
- * and fancy upsampling), its warnings (a truncated file) treated as errors. PNG: libpng's
+/* image.c: the decoders and the resampling of image.h. JPEG: libjpeg-turbo's libjpeg API
+ * (the library Pillow links on Debian, with the same defaults: the accurate integer DCT
+ * and fancy upsampling), its errors caught by a setjmp error manager and its warnings (a
+ * truncated file, corrupt data) treated as errors; only the rows and the iMCU columns of
+ * a region are decoded when the caller asks for one (jpeg_crop_scanline,
+ * jpeg_skip_scanlines, and no decoding past the region's last row). PNG: libpng's
  * simplified API, which reports every error as text. Resampling: Pillow 9's
  * ImagingResample for 8-bit images transcribed (a horizontal then a vertical pass of a
  * triangle filter widened by the scale when shrinking, coefficients normalised in double
@@ -9,6 +12,7 @@
 #include "image.h"
 #include "file_error.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,15 +20,27 @@
 #include <string.h>
 
 #ifdef IMG_HAVE_JPEG
-#include <turbojpeg.h>
+#include <jpeglib.h>
+#include <setjmp.h>
 #endif
 #ifdef IMG_HAVE_PNG
 #include <png.h>
 #endif
 
+#ifdef IMG_HAVE_JPEG
+/* libjpeg's error manager: an error or a warning longjmps back with its message. */
+typedef struct {
+    struct jpeg_error_mgr pub;
+    jmp_buf back;
+    char msg[JMSG_LENGTH_MAX];
+} jpeg_errors;
+#endif
+
 struct img_decoder {
 #ifdef IMG_HAVE_JPEG
-    tjhandle tj;
+    struct jpeg_decompress_struct jpeg;
+    jpeg_errors jerr;
+    bool jpeg_ready;
 #endif
     img_u8 rgb; /* a colour image on its way to one channel */
 };
@@ -40,8 +56,8 @@ void img_decoder_free(img_decoder *d)
     if (!d)
         return;
 #ifdef IMG_HAVE_JPEG
-    if (d->tj)
-        tjDestroy(d->tj);
+    if (d->jpeg_ready)
+        jpeg_destroy_decompress(&d->jpeg);
 #endif
     img_free(&d->rgb);
     free(d);
@@ -103,7 +119,7 @@ static bool unsupported(const unsigned char *buf, size_t len, const char *path, 
                       "a %s file, but this runtime was built without %s (install %s and rebuild; "
                       "scripts/install-deps)",
                       f, !strcmp(f, "jpeg") ? "libjpeg-turbo" : "libpng",
-                      !strcmp(f, "jpeg") ? "libturbojpeg0-dev" : "libpng-dev");
+                      !strcmp(f, "jpeg") ? "libjpeg62-turbo-dev" : "libpng-dev");
 }
 
 __attribute__((unused)) static bool check_size(int w, int h, const char *path, char *err,
@@ -118,11 +134,60 @@ __attribute__((unused)) static bool check_size(int w, int h, const char *path, c
 }
 
 #ifdef IMG_HAVE_JPEG
-static bool tj_ready(img_decoder *d, const char *path, char *err, size_t errlen)
+static void jpeg_fail(j_common_ptr j)
 {
-    if (!d->tj && !(d->tj = tjInitDecompress()))
-        return file_error(err, errlen, path, "cannot start libjpeg-turbo: %s",
-                          tjGetErrorStr2(NULL));
+    jpeg_errors *e = (jpeg_errors *)j->err;
+    (*j->err->format_message)(j, e->msg);
+    longjmp(e->back, 1);
+}
+
+/* Level -1 is a warning (corrupt or truncated data): an error here, as TurboJPEG's
+ * TJFLAG_STOPONWARNING makes it; the others are trace messages. */
+static void jpeg_message(j_common_ptr j, int level)
+{
+    if (level < 0)
+        jpeg_fail(j);
+}
+
+/* The decompressor, created once per decoder (libjpeg allocates nothing that can fail
+ * before its error manager is in place). */
+static void jpeg_init(img_decoder *d)
+{
+    if (d->jpeg_ready)
+        return;
+    d->jpeg.err = jpeg_std_error(&d->jerr.pub);
+    d->jerr.pub.error_exit = jpeg_fail;
+    d->jerr.pub.emit_message = jpeg_message;
+    jpeg_create_decompress(&d->jpeg);
+    d->jpeg_ready = true;
+}
+
+/* Whether the file ends with its EOI marker (0xFF 0xD9, trailing bytes allowed as libjpeg
+ * allows them up to 4 KiB): only then is a region decoded without reading the rest, so
+ * that a truncated file stays an error whichever crop meets it. */
+static bool jpeg_complete(const unsigned char *buf, size_t len)
+{
+    size_t stop = len > 4096 ? len - 4096 : 0;
+    for (size_t i = len; i >= stop + 2; i--)
+        if (buf[i - 2] == 0xff && buf[i - 1] == 0xd9)
+            return true;
+    return false;
+}
+
+/* The JPEG's header: its size and colour space. */
+static bool jpeg_header(img_decoder *d, const unsigned char *buf, size_t len, const char *path,
+                        char *err, size_t errlen)
+{
+    jpeg_init(d);
+    struct jpeg_decompress_struct *j = &d->jpeg;
+    if (len > (size_t)1 << 31)
+        return file_error(err, errlen, path, "a JPEG file of more than 2 GiB");
+    if (setjmp(d->jerr.back)) {
+        jpeg_abort_decompress(j);
+        return file_error(err, errlen, path, "corrupt JPEG: %s", d->jerr.msg);
+    }
+    jpeg_mem_src(j, buf, (unsigned long)len);
+    jpeg_read_header(j, TRUE);
     return true;
 }
 #endif
@@ -135,12 +200,11 @@ bool img_probe(img_decoder *d, const unsigned char *buf, size_t len, const char 
     (void)f;
 #ifdef IMG_HAVE_JPEG
     if (f && !strcmp(f, "jpeg")) {
-        int sub, cs;
-        if (!tj_ready(d, path, err, errlen))
+        if (!jpeg_header(d, buf, len, path, err, errlen))
             return false;
-        if (len > (size_t)1 << 31 ||
-            tjDecompressHeader3(d->tj, buf, (unsigned long)len, w, h, &sub, &cs) != 0)
-            return file_error(err, errlen, path, "corrupt JPEG: %s", tjGetErrorStr2(d->tj));
+        *w = d->jpeg.image_width > INT32_MAX ? 0 : (int)d->jpeg.image_width;
+        *h = d->jpeg.image_height > INT32_MAX ? 0 : (int)d->jpeg.image_height;
+        jpeg_abort_decompress(&d->jpeg);
         return check_size(*w, *h, path, err, errlen);
     }
 #endif
@@ -175,48 +239,139 @@ __attribute__((unused)) static void rgb_to_gray(const img_u8 *in, img_u8 *out)
     }
 }
 
+#ifdef IMG_HAVE_JPEG
+#define JPEG_EDGE 4
+
+/* The JPEG in buf at the smallest scale whose image is at least 1/shrink of the original,
+ * among 1/2, 1/4 and 1/8: libjpeg-turbo's SIMD code has those reduced IDCTs, while 7/8
+ * ... 3/8 take its plain C ones, slower than decoding the whole image (tests/bench/data,
+ * BENCH_FULL_SCALE). With a region, only its rows and the iMCU columns that hold it. */
+static bool jpeg_decode(img_decoder *d, const unsigned char *buf, size_t len, const char *path,
+                        int channels, double shrink, const int *region, int pad, img_u8 *out,
+                        int win[4], char *err, size_t errlen)
+{
+    if (!jpeg_header(d, buf, len, path, err, errlen))
+        return false;
+    struct jpeg_decompress_struct *j = &d->jpeg;
+    int w = j->image_width > INT32_MAX ? 0 : (int)j->image_width;
+    int h = j->image_height > INT32_MAX ? 0 : (int)j->image_height;
+    if (!check_size(w, h, path, err, errlen)) {
+        jpeg_abort_decompress(j);
+        return false;
+    }
+    if (setjmp(d->jerr.back)) {
+        jpeg_abort_decompress(j);
+        return file_error(err, errlen, path, "corrupt JPEG: %s", d->jerr.msg);
+    }
+    unsigned denom = 1;
+    for (unsigned k = 8; k >= 2 && denom == 1; k /= 2)
+        if (shrink >= k)
+            denom = k;
+    j->scale_num = 1;
+    j->scale_denom = denom;
+    /* One channel: a grey file directly, a colour one through RGB as Pillow does. */
+    bool direct = channels == 3 || j->jpeg_color_space == JCS_GRAYSCALE;
+    int dc = direct ? channels : 3;
+    j->out_color_space = dc == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    jpeg_start_decompress(j);
+    int sw = (int)j->output_width, sh = (int)j->output_height, y0 = 0, y1 = sh, keep0 = 0,
+        keep = -1;
+    JDIMENSION x0 = 0, cw = (JDIMENSION)sw;
+    if (region && jpeg_complete(buf, len)) {
+        /* The region at this scale, widened by pad pixels and clipped to the image; libjpeg
+         * widens the columns further, to whole iMCUs. */
+        int rx0 = (int)floor((double)region[0] * sw / w) - pad;
+        int rx1 = (int)ceil((double)region[2] * sw / w) + pad;
+        int ry0 = (int)floor((double)region[1] * sh / h) - pad;
+        int ry1 = (int)ceil((double)region[3] * sh / h) + pad;
+        rx0 = rx0 < 0 ? 0 : rx0;
+        ry0 = ry0 < 0 ? 0 : ry0;
+        rx1 = rx1 > sw ? sw : rx1;
+        ry1 = ry1 > sh ? sh : ry1;
+        if (rx1 > rx0 && ry1 > ry0) {
+            if (rx0 > 0 || rx1 < sw) {
+                /* libjpeg upsamples a cropped chroma plane as if it ended at the crop's
+                 * edges: the outermost columns of its output differ from the whole decode's
+                 * but for the image's own edges, so decode JPEG_EDGE more on each side and
+                 * drop them (test_image). */
+                x0 = (JDIMENSION)(rx0 > JPEG_EDGE ? rx0 - JPEG_EDGE : 0);
+                cw = (JDIMENSION)(rx1 + JPEG_EDGE < sw ? rx1 + JPEG_EDGE : sw) - x0;
+                jpeg_crop_scanline(j, &x0, &cw);
+                keep0 = rx0 - (int)x0;
+                keep = rx1 - rx0;
+            }
+            y0 = ry0;
+            y1 = ry1;
+            if (y0 > 0 && jpeg_skip_scanlines(j, (JDIMENSION)y0) != (JDIMENSION)y0)
+                longjmp(d->jerr.back, 1); /* not reached: the mem source never suspends */
+        }
+    }
+    if (keep < 0)
+        keep = (int)cw;
+    img_u8 *dst = direct ? out : &d->rgb;
+    if (!reserve(dst, (int)cw, y1 - y0, dc) || (!direct && !reserve(out, keep, y1 - y0, 1))) {
+        jpeg_abort_decompress(j);
+        return file_error(err, errlen, path, "out of memory for %d x %d pixels", (int)cw, y1 - y0);
+    }
+    while ((int)j->output_scanline < y1) {
+        JSAMPROW row = dst->px + (size_t)((int)j->output_scanline - y0) * cw * (size_t)dc;
+        if (jpeg_read_scanlines(j, &row, 1) != 1) {
+            jpeg_abort_decompress(j);
+            return file_error(err, errlen, path, "corrupt JPEG: no scanline %d",
+                              (int)j->output_scanline);
+        }
+    }
+    if (keep != (int)cw) {
+        /* The kept columns of each row moved together (rows only move down in memory). */
+        for (int y = 0; y < y1 - y0; y++)
+            memmove(dst->px + (size_t)y * (size_t)keep * (size_t)dc,
+                    dst->px + ((size_t)y * cw + (size_t)keep0) * (size_t)dc,
+                    (size_t)keep * (size_t)dc);
+        dst->w = keep;
+        x0 += (JDIMENSION)keep0;
+    }
+    /* Reading to EOI checks the rest of a whole image, as TurboJPEG did; a region stops. */
+    if (y1 == sh)
+        jpeg_finish_decompress(j);
+    else
+        jpeg_abort_decompress(j);
+    if (!direct)
+        rgb_to_gray(dst, out);
+    win[0] = (int)x0;
+    win[1] = y0;
+    win[2] = sw;
+    win[3] = sh;
+    return true;
+}
+#endif
+
 bool img_decode(img_decoder *d, const unsigned char *buf, size_t len, const char *path,
                 int channels, double shrink, img_u8 *out, char *err, size_t errlen)
 {
+    int win[4];
+    return img_decode_region(d, buf, len, path, channels, shrink, NULL, 0, out, win, err, errlen);
+}
+
+bool img_decode_region(img_decoder *d, const unsigned char *buf, size_t len, const char *path,
+                       int channels, double shrink, const int region[4], int pad, img_u8 *out,
+                       int win[4], char *err, size_t errlen)
+{
     const char *f = img_format(buf, len);
+    (void)shrink;
+    (void)channels;
+    (void)region;
+    (void)pad;
+#ifdef IMG_HAVE_JPEG
+    if (f && !strcmp(f, "jpeg"))
+        return jpeg_decode(d, buf, len, path, channels, shrink, region, pad, out, win, err, errlen);
+#endif
     int w, h;
     if (!img_probe(d, buf, len, path, &w, &h, err, errlen))
         return false;
-    (void)f;
-    (void)shrink;
-    (void)channels;
+    win[0] = win[1] = 0;
+    win[2] = w;
+    win[3] = h;
     (void)out;
-#ifdef IMG_HAVE_JPEG
-    if (!strcmp(f, "jpeg")) {
-        int sub, cs;
-        tjDecompressHeader3(d->tj, buf, (unsigned long)len, &w, &h, &sub, &cs);
-        /* The smallest scale whose image is at least 1/shrink of the original, among
-         * 1/2, 1/4 and 1/8: libjpeg-turbo's SIMD code has those reduced IDCTs, while
-         * 7/8 ... 3/8 take its plain C ones, slower than decoding the whole image
-         * (tests/bench/data, BENCH_FULL_SCALE). */
-        int nsf = 0;
-        tjscalingfactor *sf = tjGetScalingFactors(&nsf), best = {1, 1};
-        for (int i = 0; sf && i < nsf; i++)
-            if (sf[i].num == 1 && (sf[i].denom == 2 || sf[i].denom == 4 || sf[i].denom == 8) &&
-                sf[i].num * shrink >= sf[i].denom &&
-                sf[i].num * best.denom < best.num * sf[i].denom)
-                best = sf[i];
-        int sw = TJSCALED(w, best), sh = TJSCALED(h, best);
-        bool gray_src = cs == TJCS_GRAY;
-        /* One channel: a grey file directly, a colour one through RGB as Pillow does. */
-        bool direct = channels == 3 || gray_src;
-        img_u8 *dst = direct ? out : &d->rgb;
-        int dc = direct ? channels : 3;
-        if (!reserve(dst, sw, sh, dc) || (!direct && !reserve(out, sw, sh, 1)))
-            return file_error(err, errlen, path, "out of memory for %d x %d pixels", sw, sh);
-        if (tjDecompress2(d->tj, buf, (unsigned long)len, dst->px, sw, 0, sh,
-                          dc == 1 ? TJPF_GRAY : TJPF_RGB, TJFLAG_STOPONWARNING) != 0)
-            return file_error(err, errlen, path, "corrupt JPEG: %s", tjGetErrorStr2(d->tj));
-        if (!direct)
-            rgb_to_gray(dst, out);
-        return true;
-    }
-#endif
 #ifdef IMG_HAVE_PNG
     if (!strcmp(f, "png")) {
         png_image im;
@@ -327,13 +482,22 @@ static unsigned char clip8(int32_t v)
 
 void img_resize(const img_u8 *in, const double box[4], int ow, int oh, img_u8 *out, img_u8 *tmp)
 {
+    img_resize_at(in, 0, 0, in->w, in->h, box, ow, oh, out, tmp);
+}
+
+void img_resize_at(const img_u8 *in, int ox, int oy, int fw, int fh, const double box[4], int ow,
+                   int oh, img_u8 *out, img_u8 *tmp)
+{
     int c = in->c;
-    bool need_h = ow != in->w || box[0] != 0 || box[2] != ow;
-    bool need_v = oh != in->h || box[1] != 0 || box[3] != oh;
+    bool whole = ox == 0 && oy == 0 && in->w == fw && in->h == fh;
+    /* A part of the image always takes the horizontal pass, exact where the whole image
+     * would skip it (one tap of weight 1 per pixel). */
+    bool need_h = !whole || ow != fw || box[0] != 0 || box[2] != ow;
+    bool need_v = oh != fh || box[1] != 0 || box[3] != oh;
     int *bh, *bv;
     int32_t *kh, *kv;
-    int ksh = coeffs(in->w, box[0], box[2], ow, &bh, &kh);
-    int ksv = coeffs(in->h, box[1], box[3], oh, &bv, &kv);
+    int ksh = coeffs(fw, box[0], box[2], ow, &bh, &kh);
+    int ksv = coeffs(fh, box[1], box[3], oh, &bv, &kv);
     int yfirst = bv[0], ylast = bv[oh * 2 - 2] + bv[oh * 2 - 1];
     const img_u8 *src = in;
     if (!need_h && !need_v) {
@@ -343,13 +507,19 @@ void img_resize(const img_u8 *in, const double box[4], int ow, int oh, img_u8 *o
         goto done;
     }
     if (need_h) {
+        assert(yfirst >= oy && ylast <= oy + in->h);
         for (int i = 0; i < oh; i++)
             bv[i * 2] -= yfirst;
+        for (int i = 0; i < ow; i++) {
+            bh[i * 2] -= ox;
+            assert(bh[i * 2] >= 0 && bh[i * 2] + bh[i * 2 + 1] <= in->w);
+        }
         img_u8 *dst = need_v ? tmp : out;
         if (!reserve(dst, ow, ylast - yfirst, c))
             abort();
         for (int yy = 0; yy < ylast - yfirst; yy++) {
-            const unsigned char *row = in->px + (size_t)(yy + yfirst) * (size_t)in->w * (size_t)c;
+            const unsigned char *row =
+                in->px + (size_t)(yy + yfirst - oy) * (size_t)in->w * (size_t)c;
             unsigned char *o = dst->px + (size_t)yy * (size_t)ow * (size_t)c;
             /* The channels of a pixel side by side: one pass over its taps. */
             for (int xx = 0; xx < ow; xx++) {

@@ -1,5 +1,5 @@
 /* image.h: decoding and transforming the images of `--data images:DIR` (docs/runtime.md,
- * "Data"): JPEG through libjpeg-turbo's TurboJPEG API, PNG through libpng's simplified
+ * "Data"): JPEG through libjpeg-turbo's libjpeg API, PNG through libpng's simplified
  * API, and the resampling of Pillow (bilinear, with its antialiasing support and its
  * fixed-point rounding), so that a crop resized here has the pixels torchvision's
  * transforms give on the same file. Self-contained (C, POSIX and the two libraries), so
@@ -41,10 +41,24 @@ bool img_probe(img_decoder *d, const unsigned char *buf, size_t len, const char 
  * out's w and h say what was decoded. */
 bool img_decode(img_decoder *d, const unsigned char *buf, size_t len, const char *path,
                 int channels, double shrink, img_u8 *out, char *err, size_t errlen);
+/* img_decode of what covers region {x0, y0, x1, y1} (the file's pixels) widened by pad
+ * pixels of the decoded scale on each side: out holds pixels [win[0], win[0] + out->w) x
+ * [win[1], win[1] + out->h) of the decoded image, which is win[2] x win[3], the same
+ * pixels as decoding the whole image at that scale. A JPEG is decoded only there (whole
+ * iMCU columns, and no rows below; a file without its EOI marker is read whole, so that
+ * truncation stays an error), a PNG whole (win {0, 0, w, h}). */
+bool img_decode_region(img_decoder *d, const unsigned char *buf, size_t len, const char *path,
+                       int channels, double shrink, const int region[4], int pad, img_u8 *out,
+                       int win[4], char *err, size_t errlen);
 
 /* Pillow's Image.resize((ow, oh), BILINEAR, box) of in's region box = {x0, y0, x1, y1}
  * into out. tmp is scratch (both grown as needed). */
 void img_resize(const img_u8 *in, const double box[4], int ow, int oh, img_u8 *out, img_u8 *tmp);
+/* img_resize of an fw x fh image of which in holds pixels [ox, ox + in->w) x [oy, oy +
+ * in->h) (ox, oy may be negative: in then holds pixels outside the image too, never
+ * read); in must hold every pixel the filter reads (box widened by its support). */
+void img_resize_at(const img_u8 *in, int ox, int oy, int fw, int fh, const double box[4], int ow,
+                   int oh, img_u8 *out, img_u8 *tmp);
 void img_free(img_u8 *im);
 
 /* Pixels [x0, x0+w) x [y0, y0+h) of in (inside it), mirrored left-right when flip, as

@@ -336,41 +336,31 @@ bool img_sample(img_worker *w, const char *path, int c, int h, int wd, const flo
             cj = (iw - cww) / 2;
         }
         bool flip = u[22] < 0.5f;
-        /* Decode at the smallest scale that keeps the crop at least the output's size. */
+        /* Decode at the smallest scale that keeps the crop at least the output's size, and
+         * only the part of the image the resampling reads: the crop at full scale, the
+         * crop's box and the filter's support (at most its scale, in the decoded pixels)
+         * at a reduced one. */
         double shrink = fmin((double)cww / wd, (double)chh / h);
-        if (!img_decode(w->dec, w->buf, len, path, c, shrink < 1 || w->full_scale ? 1 : shrink,
-                        &w->full, err, errlen))
+        shrink = shrink < 1 || w->full_scale ? 1 : shrink;
+        int region[4] = {cj, ci, cj + cww, ci + chh}, win[4];
+        int pad = shrink >= 2 ? (int)ceil(fmax((double)cww / wd, (double)chh / h)) + 2 : 0;
+        if (!img_decode_region(w->dec, w->buf, len, path, c, shrink, region, pad, &w->full, win,
+                               err, errlen))
             return false;
-        double sx = (double)w->full.w / iw, sy = (double)w->full.h / ih;
-        double box[4] = {cj * sx, ci * sy, (cj + cww) * sx, (ci + chh) * sy};
-        if (sx == 1 && sy == 1) {
-            /* Pillow: crop to integers, then resize the whole crop. */
-            img_u8 *cr = &w->tmp;
-            /* reuse out as the crop's buffer */
-            img_u8 *crop_im = &w->out;
-            size_t rowb = (size_t)cww * (size_t)c;
-            if (crop_im->cap < rowb * (size_t)chh) {
-                unsigned char *p = realloc(crop_im->px, rowb * (size_t)chh);
-                if (!p)
-                    return file_error(err, errlen, path, "out of memory");
-                crop_im->px = p;
-                crop_im->cap = rowb * (size_t)chh;
-            }
-            crop_im->w = cww;
-            crop_im->h = chh;
-            crop_im->c = c;
-            for (int y = 0; y < chh; y++)
-                memcpy(crop_im->px + (size_t)y * rowb,
-                       w->full.px + ((size_t)(ci + y) * (size_t)w->full.w + (size_t)cj) * (size_t)c,
-                       rowb);
+        if (win[2] == iw && win[3] == ih) {
+            /* Pillow: crop to integers, then resize the whole crop, whose pixel (0, 0) is
+             * the decoded part's (cj - win[0], ci - win[1]). */
             double whole[4] = {0, 0, cww, chh};
-            img_resize(crop_im, whole, wd, h, &w->full, cr);
+            img_resize_at(&w->full, win[0] - cj, win[1] - ci, cww, chh, whole, wd, h, &w->out,
+                          &w->tmp);
         } else {
-            img_resize(&w->full, box, wd, h, &w->out, &w->tmp);
-            img_u8 t = w->full;
-            w->full = w->out;
-            w->out = t;
+            double sx = (double)win[2] / iw, sy = (double)win[3] / ih;
+            double box[4] = {cj * sx, ci * sy, (cj + cww) * sx, (ci + chh) * sy};
+            img_resize_at(&w->full, win[0], win[1], win[2], win[3], box, wd, h, &w->out, &w->tmp);
         }
+        img_u8 t = w->full;
+        w->full = w->out;
+        w->out = t;
         img_to_chw(&w->full, 0, 0, wd, h, flip, mean, std, out);
         if (crop) {
             crop[0] = ci;
