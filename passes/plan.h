@@ -554,7 +554,8 @@ typedef struct plan_timeline {
     int npairs;
     plan_tl_pair *pair;
     int64_t nparts;
-    int *part;
+    int *part; /* every rank in order (ranges and the loss sum are slices of it), then each
+                  reshard's ranks; a wait shares its op's */
     /* Roles: ranks whose programs are equal (the same ops, the same own shard
      * times) have the same ideal schedule, so they share one program, one
      * schedule and one list of windows. Rank g plays role cls[g]; role c's

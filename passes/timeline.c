@@ -283,7 +283,10 @@ static void make_roles(plan_timeline *tl, bool share)
     }
     /* Each op's roles, in the order of their first ranks taking part; a
      * range's list is made once, a wait's is its op's. */
-    tl->cpart = plan_xcalloc((size_t)tl->nparts + 1, sizeof(int));
+    int64_t cap_c = 0;
+    for (int x = 0; x < tl->nops; x++)
+        cap_c += tl->op[x].nparts < nid ? tl->op[x].nparts : nid;
+    tl->cpart = plan_xcalloc((size_t)cap_c + 1, sizeof(int));
     int *seen = malloc(sizeof(int) * (size_t)nid);
     if (!seen)
         plan_xcalloc(SIZE_MAX / 2, 2);
@@ -407,7 +410,7 @@ static bool from_schedule(const plan_problem *p, const plan_result *r, const pla
     tl->G = G;
     const plan_schedule sc = *sc_;
     /* Count messages and steps before allocating any of them. */
-    int64_t npairs = 0, nsteps = 0;
+    int64_t npairs = 0, nsteps = 0, nlisted = G; /* the ranks' list, then reshards' */
     for (int i = 0; i < sc.n; i++) {
         const plan_sched_entry *e = &sc.e[i];
         if (e->kind == PSK_LOSS) {
@@ -415,8 +418,10 @@ static bool from_schedule(const plan_problem *p, const plan_result *r, const pla
         } else if (e->edge >= 0) {
             const plan_layer_result *lu = &r->layer[p->edges[e->edge].from],
                                     *lv = &r->layer[e->layer];
-            if (e->kind == PSK_START || e->kind == PSK_START_BWD)
+            if (e->kind == PSK_START || e->kind == PSK_START_BWD) {
                 npairs += plan_reshard_pairs(p->batch, lu->first, lu->k, lv->first, lv->k, NULL);
+                nlisted += (int64_t)lu->k + lv->k;
+            }
             nsteps += (int64_t)lu->k + lv->k; /* at most */
         } else {
             nsteps += r->layer[e->layer].k;
@@ -431,14 +436,19 @@ static bool from_schedule(const plan_problem *p, const plan_result *r, const pla
     }
     tl->op = plan_xcalloc((size_t)sc.n + 1, sizeof(plan_tl_op));
     tl->pair = plan_xcalloc((size_t)npairs + 1, sizeof(plan_tl_pair));
-    tl->part = plan_xcalloc((size_t)nsteps + 1, sizeof(int));
+    /* tl->part starts with every rank in order: a range's ranks (a layer's,
+     * or all for the loss sum) are a slice of it, and a wait's are its op's,
+     * so only reshards list their own. */
+    tl->part = plan_xcalloc((size_t)nlisted + 1, sizeof(int));
+    for (int g = 0; g < G; g++)
+        tl->part[g] = g;
     make_ops(tl, &sc);
 
     /* Durations, messages and the ranks taking part, op by op. */
     int *mark = plan_xcalloc((size_t)G, sizeof(int));
     for (int g = 0; g < G; g++)
         mark[g] = -1;
-    int64_t np = 0;
+    int64_t np = G;
     const plan_cluster *c = &p->cluster;
     for (int x = 0; x < tl->nops; x++) {
         plan_tl_op *o = &tl->op[x];
@@ -448,15 +458,17 @@ static bool from_schedule(const plan_problem *p, const plan_result *r, const pla
             const plan_tl_op *w = &tl->op[o->of];
             o->first = w->first;
             o->k = w->k;
-            for (int i = 0; i < w->nparts; i++)
-                tl->part[np++] = tl->part[w->part0 + i];
+            o->part0 = w->part0;
+            o->nparts = w->nparts;
+            continue;
         } else if (o->kind == PTL_LOSS_SUM) {
             o->first = 0;
             o->k = G;
             o->bytes = 8;
             o->dur = plan_loss_sum_time(c);
-            for (int g = 0; g < G; g++)
-                tl->part[np++] = g;
+            o->part0 = 0;
+            o->nparts = G;
+            continue;
         } else if (o->kind == PTL_RESHARD_FWD || o->kind == PTL_RESHARD_BWD) {
             const plan_edge *pe = &p->edges[o->edge];
             const plan_layer_result *lu = &r->layer[pe->from], *lv = &r->layer[pe->to];
@@ -499,8 +511,9 @@ static bool from_schedule(const plan_problem *p, const plan_result *r, const pla
                 o->dur = plan_allreduce_time(c, lr->first, lr->k, o->bytes);
                 o->async = p->ar_overlap;
             }
-            for (int i = 0; i < lr->k; i++)
-                tl->part[np++] = lr->first + i;
+            o->part0 = lr->first;
+            o->nparts = lr->k;
+            continue;
         }
         o->nparts = (int)(np - o->part0);
     }
