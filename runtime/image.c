@@ -302,8 +302,11 @@ static bool jpeg_decode(img_decoder *d, const unsigned char *buf, size_t len, co
             }
             y0 = ry0;
             y1 = ry1;
-            if (y0 > 0 && jpeg_skip_scanlines(j, (JDIMENSION)y0) != (JDIMENSION)y0)
-                longjmp(d->jerr.back, 1); /* not reached: the mem source never suspends */
+            if (y0 > 0 && jpeg_skip_scanlines(j, (JDIMENSION)y0) != (JDIMENSION)y0) {
+                /* not reached: the memory source never suspends */
+                jpeg_abort_decompress(j);
+                return file_error(err, errlen, path, "corrupt JPEG: cannot skip to row %d", y0);
+            }
         }
     }
     if (keep < 0)
