@@ -110,6 +110,9 @@ typedef struct plan_layer {
      * data arrive on its ranks before its forward, plan_problem.data[data_first
      * .. data_first + ndata). */
     int data_first, ndata;
+    /* A head that uses an embedding's table as its weight (linear's tie): that layer's
+     * index plus one, whose ranks this layer must share (plan_tie_layers); 0: none. */
+    int ties_to;
     plan_dp_layer dp; /* how DeepPool sees it (strategy deeppool) */
 } plan_layer;
 
@@ -340,6 +343,10 @@ bool plan_solve_known(const plan_problem *p, plan_strategy s, const plan_result 
 /* Whether burst's search space holds plan r (every layer's count among burst's
  * candidates; r placed from rank 0, as dp's and pow2's plans are). */
 bool plan_burst_holds(const plan_problem *p, const plan_result *r);
+/* Moves each layer with ties_to onto its partner's ranks where a search placed them
+ * apart (the searches do not couple two layers), priced again by plan_evaluate; the
+ * strategy and the search stay r's. False with a message if that plan does not fit. */
+bool plan_tie_layers(const plan_problem *p, plan_result *r, char *err, size_t errlen);
 
 /* planner.c */
 

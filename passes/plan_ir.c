@@ -322,6 +322,8 @@ bool pass_plan_build(ir_module *m, int job, const pass_options *opt, pass_plan_i
         in->layer_of_op[i] = n;
         in->op_of_layer[n] = i;
         pass_plan_layer(g, op, &p->layers[n]);
+        if (op->opcode == OP_LINEAR && ir_linear_attrs(op)->tie >= 0)
+            p->layers[n].ties_to = 1 + in->layer_of_op[ir_linear_attrs(op)->tie];
         if (in->prof.n) {
             const plan_profile_entry *le = plan_profile_find_layer(&in->prof, op->name);
             if (le && !layer_line_fits(&in->prof, le, g, op, d))

@@ -211,6 +211,84 @@ bool plan_burst_holds(const plan_problem *p, const plan_result *r)
     return true;
 }
 
+/* Whether every layer of q keeps within the amplification limit. */
+static bool amp_within(const plan_problem *p, const plan_result *q)
+{
+    for (int l = 0; l < q->nlayers; l++)
+        if (p->amp_limit > 0 && q->layer[l].amplification > p->amp_limit * (1 + 1e-12))
+            return false;
+    return true;
+}
+
+bool plan_tie_layers(const plan_problem *p, plan_result *r, char *err, size_t errlen)
+{
+    int n = r->nlayers;
+    int *k = plan_xcalloc((size_t)n, sizeof(int)), *first = plan_xcalloc((size_t)n, sizeof(int));
+    for (int l = 0; l < n; l++) {
+        k[l] = r->layer[l].k;
+        first[l] = r->layer[l].first;
+    }
+    plan_result best = {0};
+    bool moved = false, ok = true;
+    /* Either layer of a pair may move onto the other's ranks: the head onto the
+     * embedding's can amplify the head past the limit, the embedding onto the head's
+     * may not. The plan within the limit, then the lower objective. */
+    for (int l = 0; l < n && ok; l++) {
+        int t = p->layers[l].ties_to - 1;
+        if (t < 0 || (k[l] == k[t] && first[l] == first[t]))
+            continue;
+        int side = -1;
+        plan_result q[2];
+        bool fits[2] = {false, false};
+        for (int s = 0; s < 2; s++) {
+            int from = s ? t : l, to = s ? l : t;
+            int save[2] = {k[from], first[from]};
+            k[from] = k[to];
+            first[from] = first[to];
+            fits[s] = plan_evaluate(p, k, first, &q[s], err, errlen);
+            k[from] = save[0];
+            first[from] = save[1];
+            if (fits[s] && (side < 0 || (amp_within(p, &q[s]) && !amp_within(p, &q[side])) ||
+                            (amp_within(p, &q[s]) == amp_within(p, &q[side]) &&
+                             q[s].objective < q[side].objective)))
+                side = s;
+        }
+        for (int s = 0; s < 2; s++)
+            if (fits[s] && s != side)
+                plan_result_free(&q[s]);
+        if (side < 0) {
+            ok = false;
+            break;
+        }
+        if (side == 0) {
+            k[l] = k[t];
+            first[l] = first[t];
+        } else {
+            k[t] = k[l];
+            first[t] = first[l];
+        }
+        if (moved)
+            plan_result_free(&best);
+        best = q[side];
+        moved = true;
+    }
+    free(k);
+    free(first);
+    if (!ok || !moved) {
+        if (moved)
+            plan_result_free(&best);
+        return ok;
+    }
+    best.strategy = r->strategy;
+    best.found_by = r->found_by;
+    best.exact = r->exact;
+    best.own_time = r->own_time;
+    best.own_gpu_seconds = r->own_gpu_seconds;
+    plan_result_free(r);
+    *r = best;
+    return true;
+}
+
 static void lay_alloc(lay *L, int nc)
 {
     L->nc = nc;
@@ -1527,6 +1605,10 @@ bool plan_solve_weighted(const plan_problem *p, plan_strategy s, double time_wei
     memset(out, 0, sizeof *out);
     if (!search(p, s, time_weight, gpu_weight, out, err, errlen))
         return false;
+    if (!plan_tie_layers(p, out, err, errlen)) {
+        plan_result_free(out);
+        return false;
+    }
     if (!check_memory(p, out, err, errlen))
         return false;
     /* The DP's objective is the evaluator's; the plan is reported at what

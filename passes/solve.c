@@ -27,7 +27,7 @@ bool plan_solve_known(const plan_problem *p, plan_strategy s, const plan_result 
         /* DeepPool's own search (deeppool.c), priced by its schedule */
         if (!plan_deeppool(p, out, err, errlen))
             return false;
-        if (!plan_price_schedule(p, out, err, errlen)) {
+        if (!plan_tie_layers(p, out, err, errlen) || !plan_price_schedule(p, out, err, errlen)) {
             plan_result_free(out);
             return false;
         }

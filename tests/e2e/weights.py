@@ -795,10 +795,9 @@ def cmd_train_gpt(args):
     """Embeddings with positions, attention (fused q, k, v and three projections), layer
     norms, GELU, a head: on one rank and on the planner's 4-rank plan."""
     with tempfile.TemporaryDirectory() as tmp:
-        # The tied head on one rank: the planner cannot yet place a tied pair on 4.
         for name, fused, tied, plans in (("gpt", True, False, [(1, None), (4, None)]),
                                          ("gpt_qkv", False, False, [(1, None), (4, None)]),
-                                         ("gpt_tied", True, True, [(1, None)])):
+                                         ("gpt_tied", True, True, [(1, None), (4, None)])):
             make = lambda: Gpt(fused=fused, tied=tied)
             init = parity(args.burstc, tmp, name, make,
                           torch.zeros(1, 8, dtype=torch.long), (8,), 32, plans,

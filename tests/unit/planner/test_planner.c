@@ -7,7 +7,8 @@
  * --gpu-budget finds the fastest of them within any budget the cheapest plan
  * meets; perfect scaling with free communication (burst equals dp); no
  * amplification allowance (one GPU per layer); memory errors; pow2 never
- * beating burst. test_bruteforce.c compares plans with the enumerated optimum.
+ * beating burst; a tied head on its embedding's ranks. test_bruteforce.c compares
+ * plans with the enumerated optimum.
  */
 #include "check.h"
 #include "random_problem.h"
@@ -345,10 +346,60 @@ static void test_known(void)
     plan_result_free(&r);
 }
 
+/* A head tied to an embedding (ties_to) runs on the embedding's ranks in every
+ * strategy's plan, including those whose untied plan put the two apart, and a tied
+ * plan keeps the amplification limit wherever the untied one did. */
+static void test_tied(void)
+{
+    inst in;
+    char err[256];
+    int apart = 0, plans = 0;
+    for (int i = 0; i < 80; i++) {
+        memset(&in, 0, sizeof in);
+        random_cluster(&in, irand(2, 8), irand(2, 4));
+        in.p.batch = irand(4, 32);
+        make_chain(&in, irand(3, 9));
+        int head = in.p.nlayers - 1;
+        for (int s = 0; s < PS_COUNT; s++) {
+            plan_result free_r, tied_r;
+            in.layers[head].ties_to = 0;
+            if (!plan_solve(&in.p, (plan_strategy)s, &free_r, err, sizeof err))
+                continue;
+            in.layers[head].ties_to = 1;
+            if (!plan_solve(&in.p, (plan_strategy)s, &tied_r, err, sizeof err)) {
+                fprintf(stderr, "tied #%d %s: %s\n", i, plan_strategy_name((plan_strategy)s), err);
+                check_failures++;
+                plan_result_free(&free_r);
+                continue;
+            }
+            plans++;
+            const plan_layer_result *e = &tied_r.layer[0], *h = &tied_r.layer[head];
+            CHECK(e->k == h->k && e->first == h->first);
+            bool was_apart = free_r.layer[0].k != free_r.layer[head].k ||
+                             free_r.layer[0].first != free_r.layer[head].first;
+            apart += was_apart;
+            if (!was_apart)
+                CHECK_NEAR(tied_r.time, free_r.time, 1e-12 * free_r.time);
+            bool free_amp = true, tied_amp = true;
+            for (int l = 0; l < tied_r.nlayers && in.p.amp_limit > 0; l++) {
+                free_amp &= free_r.layer[l].amplification <= in.p.amp_limit * (1 + 1e-9);
+                tied_amp &= tied_r.layer[l].amplification <= in.p.amp_limit * (1 + 1e-9);
+            }
+            CHECK(tied_amp || !free_amp);
+            plan_result_free(&free_r);
+            plan_result_free(&tied_r);
+        }
+    }
+    CHECK(apart > 10 && plans > 100);
+    printf("tied: %d plans, %d of them tied where the untied plan had the pair apart\n", plans,
+           apart);
+}
+
 int main(void)
 {
     test_monotone();
     test_frontier();
     test_known();
+    test_tied();
     return check_done("test_planner");
 }
