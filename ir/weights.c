@@ -12,6 +12,7 @@
  * `...^T` (it is the parameter's 2-d transpose).
  */
 #include "ir.h"
+#include "../runtime/weight_target.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,25 +25,12 @@ bool ir_weight_name_ok(const char *s)
     return true;
 }
 
-/* "attn.w_qkv@16^T" -> layer "attn", param "w_qkv", row 16, transposed; the
- * layer is empty when the target has no '.' (reported by the check). */
+/* "attn.w_qkv@16^T" -> layer "attn", param "w_qkv", row 16, transposed, as the runtime
+ * reads it (weight_target.h); the layer is empty when the target has no '.' (reported by
+ * the check). */
 static void split_target(arena *a, const char *t, ir_weight *w)
 {
-    size_t n = strlen(t);
-    w->transposed = n >= 2 && t[n - 2] == '^' && t[n - 1] == 'T';
-    if (w->transposed)
-        n -= 2;
-    w->row0 = -1;
-    for (size_t k = n; k-- > 0 && t[k] != '.';)
-        if (t[k] == '@') {
-            char *end;
-            long long r = strtoll(t + k + 1, &end, 10);
-            if (k + 1 < n && t[k + 1] >= '0' && t[k + 1] <= '9' && end == t + n) {
-                w->row0 = r;
-                n = k;
-            }
-            break;
-        }
+    size_t n = st_parse_target(t, &w->row0, &w->transposed);
     size_t dot = n;
     while (dot > 0 && t[dot - 1] != '.')
         dot--;

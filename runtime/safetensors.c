@@ -1058,21 +1058,40 @@ bool st_write(const char *path, const st_tensor *t, int n, const st_meta *meta, 
     return st_writer_commit(&w);
 }
 
-size_t st_parse_target(const char *s, int64_t *row0, bool *transposed)
+void *st_from_param(const float *p, int64_t per_row, int64_t row0, bool transposed, st_dtype dtype,
+                    int ndim, const int64_t *shape)
 {
-    size_t n = strlen(s);
-    *transposed = n > 2 && !strcmp(s + n - 2, "^T");
-    if (*transposed)
-        n -= 2;
-    *row0 = -1;
-    const char *at = memchr(s, '@', n);
-    if (at && at + 1 < s + n) {
-        char *end;
-        long long r = strtoll(at + 1, &end, 10);
-        if (end == s + n && r >= 0) {
-            *row0 = r;
-            n = (size_t)(at - s);
+    int64_t numel = 1;
+    for (int d = 0; d < ndim; d++)
+        numel *= shape[d];
+    const float *src = p + (row0 > 0 ? row0 * per_row : 0);
+    float *f = malloc((size_t)(numel ? numel : 1) * 4);
+    if (!f)
+        return NULL;
+    if (transposed) {
+        int64_t R = shape[0], C = shape[1]; /* the parameter's is [C, R] */
+        for (int64_t j = 0; j < R; j++)
+            for (int64_t i = 0; i < C; i++)
+                f[j * C + i] = src[i * R + j];
+    } else {
+        memcpy(f, src, (size_t)numel * 4);
+    }
+    if (dtype == ST_F32)
+        return f;
+    size_t es = st_dtype_size(dtype);
+    uint8_t *out = malloc((size_t)(numel ? numel : 1) * es);
+    for (int64_t i = 0; out && i < numel; i++) {
+        if (dtype == ST_F16) {
+            uint16_t h = st_f32_to_f16(f[i]);
+            memcpy(out + i * 2, &h, 2);
+        } else if (dtype == ST_BF16) {
+            uint16_t h = st_f32_to_bf16(f[i]);
+            memcpy(out + i * 2, &h, 2);
+        } else {
+            double d = f[i];
+            memcpy(out + i * 8, &d, 8);
         }
     }
-    return n;
+    free(f);
+    return out;
 }

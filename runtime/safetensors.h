@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "weight_target.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -124,11 +126,13 @@ void st_writer_abort(st_writer *w);
 bool st_write(const char *path, const st_tensor *t, int n, const st_meta *meta, int nmeta,
               char *err, size_t errlen);
 
-/* A tensor's target in the name mapping (the metadata that --init reads, docs/runtime.md):
- * "conv1.weight" is a whole parameter, "attn.w_qkv@16" its rows from 16 on, a trailing "^T"
- * the tensor transposed. Returns the length of the parameter's name at the start of s and
- * sets *row0 (-1: the whole parameter) and *transposed. */
-size_t st_parse_target(const char *s, int64_t *row0, bool *transposed);
+/* The bytes, in dtype, of a tensor of shape [ndim]shape cut from a parameter's float32
+ * values p (rows of per_row elements): from row row0 on (row0 < 0: the start), the
+ * tensor's [R, C] the parameter's [C, R] where transposed (a target's "@R" and "^T",
+ * weight_target.h); what --save-weights and `burstc export` write. In malloc'd memory, NULL
+ * when out of memory; the caller has checked that the tensor fits the parameter. */
+void *st_from_param(const float *p, int64_t per_row, int64_t row0, bool transposed, st_dtype dtype,
+                    int ndim, const int64_t *shape);
 
 /* f32 <-> IEEE half and bfloat16, rounding to nearest even. */
 float st_f16_to_f32(uint16_t h);

@@ -478,38 +478,11 @@ static gathered *find_gathered(gathered *gs, int n, const char *name)
 /* The bytes of tensor m (dtype, shape as --init read it) from parameter values g. */
 static void *unmap(const mapped *m, const gathered *g)
 {
-    int64_t numel = 1;
-    for (int d = 0; d < m->ndim; d++)
-        numel *= m->shape[d];
     int64_t per_row = g->ndim > 0 && g->shape[0] ? g->numel / g->shape[0] : g->numel;
-    const float *src = g->v + (m->row0 > 0 ? m->row0 * per_row : 0);
-    float *f = rt_xmalloc((size_t)(numel ? numel : 1) * 4, "save-weights");
-    if (m->transposed) {
-        int64_t R = m->shape[0], C = m->shape[1]; /* ours is [C, R] */
-        for (int64_t j = 0; j < R; j++)
-            for (int64_t i = 0; i < C; i++)
-                f[j * C + i] = src[i * R + j];
-    } else {
-        memcpy(f, src, (size_t)numel * 4);
-    }
-    if (m->dtype == ST_F32)
-        return f;
-    size_t es = st_dtype_size(m->dtype);
-    uint8_t *out = rt_xmalloc((size_t)(numel ? numel : 1) * es, "save-weights");
-    for (int64_t i = 0; i < numel; i++) {
-        if (m->dtype == ST_F16) {
-            uint16_t h = st_f32_to_f16(f[i]);
-            memcpy(out + i * 2, &h, 2);
-        } else if (m->dtype == ST_BF16) {
-            uint16_t h = st_f32_to_bf16(f[i]);
-            memcpy(out + i * 2, &h, 2);
-        } else {
-            double d = f[i];
-            memcpy(out + i * 8, &d, 8);
-        }
-    }
-    free(f);
-    return out;
+    void *b = st_from_param(g->v, per_row, m->row0, m->transposed, m->dtype, m->ndim, m->shape);
+    if (!b)
+        rt_fatal("save-weights", "out of memory (tensor '%s')", m->name);
+    return b;
 }
 
 /* Without --init, the map --save-weights writes by is the weights table's: each
@@ -534,24 +507,8 @@ static void map_from_table(gathered *gs, int n)
                 continue;
             }
             m->dtype = ST_F32;
-            m->ndim = g->ndim;
-            memcpy(m->shape, g->shape, sizeof *g->shape * (size_t)g->ndim);
-            if (m->row0 >= 0) {
-                int64_t end = g->ndim ? g->shape[0] : 1;
-                for (int k = 0; k < table.n; k++) {
-                    mapped o;
-                    parse_target(table.target[k], &o);
-                    if (!strcmp(o.param, m->param) && o.row0 > m->row0 && o.row0 < end)
-                        end = o.row0;
-                    free(o.param);
-                }
-                m->shape[0] = end - m->row0;
-            }
-            if (m->transposed) {
-                int64_t r = m->shape[0];
-                m->shape[0] = m->shape[1];
-                m->shape[1] = r;
-            }
+            m->ndim = st_target_shape(table.target[i], table.target, table.n, g->ndim, g->shape,
+                                      m->shape);
         }
         m->name = xstrdup(table.source[i]);
         m->target = xstrdup(table.target[i]);

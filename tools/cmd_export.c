@@ -327,36 +327,11 @@ static void *unmap(const st_tensor *nt, const target *tg, const held *h)
              nt->name, (long long)numel, h->name, (long long)h->numel);
         return NULL;
     }
-    const float *src = h->v + from;
-    float *f = malloc((size_t)(numel ? numel : 1) * 4);
-    if (!f)
-        return NULL;
-    if (tg->transposed) {
-        int64_t R = nt->shape[0], C = nt->shape[1]; /* the checkpoint's is [C, R] */
-        for (int64_t j = 0; j < R; j++)
-            for (int64_t i = 0; i < C; i++)
-                f[j * C + i] = src[i * R + j];
-    } else {
-        memcpy(f, src, (size_t)numel * 4);
-    }
-    if (nt->dtype == ST_F32)
-        return f;
-    size_t es = st_dtype_size(nt->dtype);
-    uint8_t *out = malloc((size_t)(numel ? numel : 1) * es);
-    for (int64_t i = 0; out && i < numel; i++) {
-        if (nt->dtype == ST_F16) {
-            uint16_t v = st_f32_to_f16(f[i]);
-            memcpy(out + i * 2, &v, 2);
-        } else if (nt->dtype == ST_BF16) {
-            uint16_t v = st_f32_to_bf16(f[i]);
-            memcpy(out + i * 2, &v, 2);
-        } else {
-            double v = f[i];
-            memcpy(out + i * 8, &v, 8);
-        }
-    }
-    free(f);
-    return out;
+    void *b =
+        st_from_param(h->v, per_row, tg->row0, tg->transposed, nt->dtype, nt->ndim, nt->shape);
+    if (!b)
+        fail("out of memory (tensor '%s')", nt->name);
+    return b;
 }
 
 /* The count a --names tensor P.num_batches_tracked holds (I64 or I32 scalar). */
@@ -539,6 +514,9 @@ static void names_from_table(arena *a, const ir_graph *g, st_file *f)
     static const int64_t zero = 0;
     f->tensors = arena_alloc(a, sizeof *f->tensors * (size_t)(g->nweights + 1));
     f->meta = arena_alloc(a, sizeof *f->meta * (size_t)(g->nweights + 1));
+    const char **targets = arena_alloc(a, sizeof *targets * (size_t)(g->nweights + 1));
+    for (int i = 0; i < g->nweights; i++)
+        targets[i] = g->weights[i].target;
     for (int i = 0; i < g->nweights; i++) {
         const ir_weight *w = &g->weights[i];
         st_tensor *t = &f->tensors[f->ntensors];
@@ -557,22 +535,8 @@ static void names_from_table(arena *a, const ir_graph *g, st_file *f)
             if (k == np)
                 continue; /* checked when the job was read: not reached */
             t->dtype = ST_F32;
-            t->ndim = ps[k].ndim;
-            memcpy(t->shape, ps[k].dim, sizeof *t->shape * (size_t)t->ndim);
-            if (w->row0 >= 0) {
-                int64_t end = t->shape[0];
-                for (int o = 0; o < g->nweights; o++)
-                    if (!strcmp(g->weights[o].layer, w->layer) &&
-                        !strcmp(g->weights[o].param, w->param) && g->weights[o].row0 > w->row0 &&
-                        g->weights[o].row0 < end)
-                        end = g->weights[o].row0;
-                t->shape[0] = end - w->row0;
-            }
-            if (w->transposed) {
-                int64_t r = t->shape[0];
-                t->shape[0] = t->shape[1];
-                t->shape[1] = r;
-            }
+            t->ndim =
+                st_target_shape(w->target, targets, g->nweights, ps[k].ndim, ps[k].dim, t->shape);
             for (int d = 0; d < t->ndim; d++)
                 t->numel *= t->shape[d];
         }
