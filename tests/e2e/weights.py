@@ -20,7 +20,8 @@ by the program's weights section; files that do not fit are errors naming the te
 
 `train-torchvision [MODEL] [--size N] [--ranks R ...]`: a torchvision model (resnet18 by
 default), where float32 rounding grows over the steps as much in PyTorch as in burstc,
-checked against PyTorch's float64 training (referee_check) instead of a fixed tolerance.
+checked against PyTorch's float64 training (referee_check) instead of a fixed tolerance:
+as near it as PyTorch's own float32 runs, plain and from weights nudged by one ulp, are.
 
 `train-ops [NAME ...]`: each op the torchvision zoo brought (issue 35: relu6, broadcast mul,
 slice and channel shuffle, hardswish, hardsigmoid, silu, class token and positions,
@@ -367,17 +368,37 @@ def pytorch_train(make, tensors, steps, batch, shape, classes, vocab, labels_per
 
 # A float64 run is the referee where float32 training amplifies rounding (resnet18: after
 # 3 steps PyTorch's own float32 weights miss its float64 ones by 6-12% of what the steps
-# changed): burstc must be as near the float64 result as PyTorch's float32 run is, within
+# changed): burstc must be as near the float64 result as PyTorch's float32 runs are, within
 # REFEREE_FACTOR, tensor by tensor and loss by loss, plus a floor of 2^-16 of the
 # tensor's largest value (PyTorch's own distance can be luckily small on a small tensor;
-# for a running mean, of 1/16 of the running standard deviation, if larger).
+# for a running mean, of 1/16 of the running standard deviation, if larger). PyTorch's
+# float32 runs are the plain one and REFEREE_NUDGED runs from the same file with every
+# float32 weight moved one ulp up or down at random (nudged): each rounds differently from
+# the first op on, as a plan's other order of sums does, so their spread is how far float32
+# rounding alone carries a run. One run is one sample of it: from densenet121's file, one
+# nudged PyTorch run is farther than 3 times the plain run's distance in 13 of 606 tensors
+# after one step and in 330 after three (docs/runtime.md). After one step every distance
+# is still a rounding's, so a wrong gradient or statistic stands out there.
 REFEREE_FACTOR = 3.0
 REFEREE_FLOOR = 2.0 ** -16
+REFEREE_NUDGED = 2
 
 
-def referee_check(what, got, f32, f64):
+def nudged(tensors, seed):
+    """tensors with every float32 weight one ulp up or down (a random direction each)."""
+    rng = np.random.default_rng(seed)
+    out = dict(tensors)
+    for k, v in tensors.items():
+        if v.dtype == np.float32 and k.endswith("weight"):
+            away = np.where(rng.random(v.shape) < 0.5, -np.inf, np.inf).astype(np.float32)
+            out[k] = np.nextafter(v, away).astype(np.float32)
+    return out
+
+
+def referee_check(what, got, f32s, f64):
     """Each of got's float tensors (and losses, under "loss N") no farther from f64's
-    than REFEREE_FACTOR times f32's distance from it; returns the worst ratio."""
+    than REFEREE_FACTOR times the farthest of the float32 runs f32s; returns the worst
+    ratio."""
     worst, bad = 0.0, []
     for k, exact in f64.items():
         if exact.dtype == np.int64:
@@ -386,7 +407,7 @@ def referee_check(what, got, f32, f64):
             continue
         exact = exact.astype(np.float64)
         e_got = float(np.abs(got[k].astype(np.float64) - exact).max())
-        e_torch = float(np.abs(f32[k].astype(np.float64) - exact).max())
+        e_torch = max(float(np.abs(f[k].astype(np.float64) - exact).max()) for f in f32s)
         scale = max(float(np.abs(exact).max()), 1e-30)
         var = k[:-len("running_mean")] + "running_var"
         if k.endswith(".running_mean") and var in f64:
@@ -398,8 +419,8 @@ def referee_check(what, got, f32, f64):
         if e_got > bound:
             bad.append("%s: %.3g from float64's, PyTorch's float32 %.3g" % (k, e_got, e_torch))
     if bad:
-        sys.exit("%s: %d farther from PyTorch's float64 training than %g times its float32 "
-                 "one:\n  %s" % (what, len(bad), REFEREE_FACTOR, "\n  ".join(bad)))
+        sys.exit("%s: %d farther from PyTorch's float64 training than %g times the farthest "
+                 "of its float32 runs:\n  %s" % (what, len(bad), REFEREE_FACTOR, "\n  ".join(bad)))
     return worst
 
 
@@ -420,6 +441,8 @@ def parity(burstc, tmp, name, make, example, shape, classes, plans, batch=8, ste
     ref, want, want_states = pytorch_train(make, tensors, *data)
     if referee:
         _, exact, exact_states = pytorch_train(make, tensors, *data, dtype=torch.float64)
+        runs32 = [(want, want_states)] + [pytorch_train(make, nudged(tensors, seed), *data)[1:]
+                                          for seed in range(1, 1 + REFEREE_NUDGED)]
     seen, aliases = set(), set()
     for k, v in ref.state_dict(keep_vars=True).items():
         if id(v) in seen:
@@ -467,14 +490,15 @@ def parity(burstc, tmp, name, make, example, shape, classes, plans, batch=8, ste
                 sys.exit("%s, %d ranks, one step: exit %d\n%s" % (name, ranks, rc, out))
             r1 = referee_check("%s, %d ranks, after one step" % (name, ranks),
                                with_losses(read_safetensors(first)[0], losses(out)),
-                               with_losses(want_states[0], want[:1]),
+                               [with_losses(st[0], ls[:1]) for ls, st in runs32],
                                with_losses(exact_states[0], exact[:1]))
             r = referee_check("%s, %d ranks, after %d steps" % (name, ranks, steps),
-                              with_losses(saved, got), with_losses(want_sd, want),
+                              with_losses(saved, got),
+                              [with_losses(st[-1], ls) for ls, st in runs32],
                               with_losses(exact_states[-1], exact))
-            print("%s, %d ranks: as near PyTorch's float64 training as its float32 one (worst "
-                  "tensor or loss at %.2f, after %d steps at %.2f, of %g times its distance)" %
-                  (name, ranks, r1, steps, r, REFEREE_FACTOR))
+            print("%s, %d ranks: as near PyTorch's float64 training as its float32 runs (worst "
+                  "tensor or loss at %.2f, after %d steps at %.2f, of %g times the farthest "
+                  "run's distance)" % (name, ranks, r1, steps, r, REFEREE_FACTOR))
         worst, worst_k, bad = 0.0, "", []
         for k, w in want_sd.items():
             diff = float(np.abs(saved[k].astype(np.float64) - w).max()) if saved[k].shape == w.shape else float("inf")
