@@ -322,14 +322,29 @@ typedef struct cg_llvm_options {
     cg_options cg;        /* what the program is, as for C */
 } cg_llvm_options;
 
+/* The LLVM writer is a module of its own (burstc-llvm.so, llvm_emit.c and
+ * llvm_target.c, the only code that links libLLVM), so that the commands
+ * that write no LLVM do not pay for loading it: relocating libLLVM-14 takes
+ * about 20 ms of every process. llvm_load.c loads it on first use and calls
+ * it through this table, which the module exports as cg_llvm_module. */
+#define CG_LLVM_ABI 1 /* bumped whenever this table or the options change */
+typedef struct cg_llvm_entry {
+    int abi;
+    bool (*check_target)(const char *triple, diag_ctx *d);
+    bool (*emit)(FILE *out, const ir_module *m, int job, const cg_llvm_options *o, diag_ctx *d);
+} cg_llvm_entry;
+
+/* llvm_load.c */
+
 /* False (reported through d) when LLVM knows no target for triple (NULL:
- * the host's). */
+ * the host's), or the LLVM writer cannot be loaded. */
 bool cg_llvm_check_target(const char *triple, diag_ctx *d);
 
 /* Writes job `job`'s program to out as o asks: cg_lower(), cg_llvm_build(),
  * verification, optimisation, then text or object code. Returns false
- * (after reporting through d) when the plan cannot be a program or the
- * target cannot be built for; out then holds nothing of it. */
+ * (after reporting through d) when the plan cannot be a program, the
+ * target cannot be built for or the LLVM writer cannot be loaded; out then
+ * holds nothing of it. */
 bool cg_emit_llvm(FILE *out, const ir_module *m, int job, const cg_llvm_options *o, diag_ctx *d);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * llvm_target.c: from a job to LLVM IR text or an object file.
  *
- * cg_emit_llvm() runs the shared analysis (cg_lower, and cg_lower_backgrounds
+ * emit() (cg_emit_llvm, through llvm_load.c) runs the shared analysis (cg_lower, and cg_lower_backgrounds
  * for the background jobs with copies), has llvm_emit.c build the module,
  * verifies it (always in Debug builds, else on request), runs LLVM's
  * optimisation pipeline at the chosen -O level and writes the module
@@ -74,7 +74,7 @@ static LLVMTargetMachineRef target_machine(const char *triple, int opt_level, di
     return tm;
 }
 
-bool cg_llvm_check_target(const char *triple, diag_ctx *d)
+static bool check_target(const char *triple, diag_ctx *d)
 {
     LLVMTargetMachineRef tm = target_machine(triple, 0, d);
     if (!tm)
@@ -96,7 +96,7 @@ static bool write_all(FILE *out, const char *data, size_t n)
     return fwrite(data, 1, n, out) == n;
 }
 
-bool cg_emit_llvm(FILE *out, const ir_module *m, int job, const cg_llvm_options *o, diag_ctx *d)
+static bool emit(FILE *out, const ir_module *m, int job, const cg_llvm_options *o, diag_ctx *d)
 {
     LLVMTargetMachineRef tm = target_machine(o->triple, o->opt_level, d);
     if (!tm)
@@ -165,3 +165,7 @@ done_arena:
     LLVMDisposeTargetMachine(tm);
     return ok;
 }
+
+/* What llvm_load.c looks up. */
+__attribute__((visibility("default")))
+const cg_llvm_entry cg_llvm_module = {CG_LLVM_ABI, check_target, emit};

@@ -59,7 +59,8 @@ static const char build_usage[] =
     "  --overlap-allreduce  plan as if each gradient all-reduce overlaps backward\n"
     "  --help               show this help\n"
     "\n"
-    "environment: BURSTC_CC (default mpicc) compiles the program; BURSTC_CFLAGS adds flags.\n";
+    "environment: BURSTC_CC (default mpicc) compiles the program; BURSTC_CFLAGS adds flags;\n"
+    "  BURSTC_LLVM_MODULE: the LLVM writer (default: burstc-llvm.so beside burstc).\n";
 
 /* Runs argv, waits, and returns its exit status (or -1 if it did not start). */
 static int run(char **argv)

@@ -58,6 +58,8 @@ static const char usage[] =
     "\n"
     "FILE ending in .ir is read as IR text (the format --emit=ir writes, docs/ir.md);\n"
     "anything else as Burst source (docs/language.md). '-' is not accepted: name a file.\n"
+    "--emit=llvm|obj loads the LLVM writer, burstc-llvm.so beside burstc (or the file\n"
+    "the environment's BURSTC_LLVM_MODULE names).\n"
     "\n"
     "exit status: 0 success, 1 errors in the input, 2 internal compiler error\n";
 
