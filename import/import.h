@@ -167,6 +167,9 @@ typedef struct imp_value {
     const char *pname;
     bool transposed;
     int64_t row0;
+    /* match.c: the state_dict's other name for a tied weight (an embedding's table that a
+     * head reads as its weight: GPT-2's lm_head.weight beside wte.weight), or NULL. */
+    const char *alias;
     /* onnx.c, VK_INIT when the weights are kept: the contents, little-endian */
     const uint8_t *bytes;
     size_t nbytes;

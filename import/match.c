@@ -591,6 +591,40 @@ static void lower_conv(mctx *c, int k)
     set_out(c, k, l);
 }
 
+/* "/transformer/h.0/attn/MatMul" -> "transformer.h.0.attn.weight": the name PyTorch gives
+ * the weight of the module a node is in (its scope), or NULL outside any. */
+static const char *scope_weight(mctx *c, const char *node)
+{
+    size_t len = scope_len(node), at = 0;
+    while (at < len && node[at] == '/')
+        at++;
+    if (at == len || len > 400)
+        return NULL;
+    char *s = arena_printf(c->g->a, "%.*s.weight", (int)(len - at), node + at);
+    for (char *p = s; *p; p++)
+        if (*p == '/')
+            *p = '.';
+    return s;
+}
+
+/* The table t of an embedding is also head node k's weight: its state_dict name under
+ * the module of whichever reader (the embedding's gather, the head) the export did not
+ * name it after, where the scopes give exactly one such name the graph does not use. */
+static void name_tie(mctx *c, imp_value *t, int k)
+{
+    const char *other = NULL;
+    for (int u = -1; u < t->nusers; u++) {
+        const char *s = scope_weight(c, c->g->nodes[u < 0 ? k : t->users[u]].name);
+        if (!s || !strcmp(s, t->name) || (other && !strcmp(s, other)))
+            continue;
+        if (other)
+            return; /* two candidates: no sure name */
+        other = s;
+    }
+    if (other && imp_value_find(c->g, other) < 0 && ir_weight_name_ok(other))
+        t->alias = other;
+}
+
 /* A linear layer: x by a weight of [in, out] as the op sees it (unless out_in: Gemm
  * with transB), an optional bias. */
 static int emit_linear(mctx *c, int k, const char *name, int x, int w, int b, int64_t features,
@@ -610,8 +644,10 @@ static int emit_linear(mctx *c, int k, const char *name, int x, int w, int b, in
     put(&a, ", out = %lld", (long long)features);
     if (b < 0)
         put(&a, ", bias = 0");
-    if (tie >= 0)
+    if (tie >= 0) {
         put(&a, ", tie = %s", c->m->layers[tie].name);
+        name_tie(c, wi, k);
+    }
     int l = add_layer(c, name, "linear", &arg, 1, a.s, &val(c, out)->shape, false);
     if (tie < 0)
         param_at(c, w, l, ROLE_PARAM, "weight", !out_in, -1);

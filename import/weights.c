@@ -54,7 +54,7 @@ static bool ends_with(const char *s, const char *tail, size_t *stem)
 
 int imp_weight_map(const imp_graph *g, const imp_model *m, imp_wmap **out)
 {
-    int cap = 2 * g->ninits + 1, n = 0;
+    int cap = 3 * g->ninits + 1, n = 0;
     imp_wmap *w = arena_alloc(g->a, sizeof *w * (size_t)cap);
     for (int i = 0; i < g->nvalues; i++) {
         const imp_value *v = &g->values[i];
@@ -69,6 +69,11 @@ int imp_weight_map(const imp_graph *g, const imp_model *m, imp_wmap **out)
                                      : arena_printf(g->a, "%s.%s%s", layer, v->pname,
                                                     v->transposed ? "^T" : "");
         n++;
+        if (v->alias && w[n - 1].target) { /* a tied weight: the same tensor, its other name */
+            w[n] = w[n - 1];
+            w[n].name = v->alias;
+            n++;
+        }
         size_t stem;
         if (v->pname && strcmp(v->pname, "running_mean") == 0 &&
             ends_with(v->name, "running_mean", &stem)) {
@@ -110,7 +115,7 @@ bool imp_write_weights(const imp_graph *g, const imp_model *m, const char *path)
         }
         if (v->transposed && v->shape.rank != 2)
             ice("initializer '%s' is a transposed parameter of rank %d", v->name, v->shape.rank);
-        t->name = v->name;
+        t->name = w[k].name;
         t->ndim = v->shape.rank;
         for (int d = 0; d < t->ndim; d++)
             t->shape[d] = v->shape.d[d].c;

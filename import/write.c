@@ -118,6 +118,9 @@ char *imp_write(arena *a, const imp_graph *g, const imp_model *m, const char *fi
     for (int k = 0; k < nw; k++) {
         if (!w[k].target)
             continue;
+        if (w[k].value >= 0 && strcmp(w[k].name, g->values[w[k].value].name))
+            fprintf(out, "    // a tied weight: the state_dict's other name for '%s'\n",
+                    printable(g, g->values[w[k].value].name));
         if (ir_weight_name_ok(w[k].name))
             fprintf(out, "    \"%s\" = \"%s\"\n", w[k].name, w[k].target);
         else

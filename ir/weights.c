@@ -138,10 +138,12 @@ bool ir_weights_check(const ir_graph *g, diag_ctx *d)
             ok = false;
             continue;
         }
-        /* One tensor per parameter, or per first row of one. */
+        /* One tensor per first row of a parameter. A whole parameter may have several
+         * names (a tied weight: `"lm_head.weight" = "wte.weight"` beside wte's own). */
         const char *key = arena_printf(a, "%s.%s@%lld", w->layer, w->param, (long long)w->row0);
         int first = ir_names_get(&targets, key);
-        if (first >= 0) {
+        bool alias = first >= 0 && w->row0 < 0 && !p.buffer;
+        if (first >= 0 && !alias) {
             diag_error(d, w->target_loc, "weights: '%s' is the target of '%s' and of '%s'",
                        w->target, g->weights[first].source, w->source);
             diag_note(d, g->weights[first].target_loc, "'%s' is mapped to it here",
@@ -149,7 +151,8 @@ bool ir_weights_check(const ir_graph *g, diag_ctx *d)
             ok = false;
             continue;
         }
-        ir_names_set(a, &targets, key, i);
+        if (first < 0)
+            ir_names_set(a, &targets, key, i);
     }
     arena_free(a);
     return ok;

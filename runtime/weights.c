@@ -7,7 +7,9 @@
  * how `burstc import --weights` keeps a PyTorch model's state_dict names (`layer.param`,
  * `layer.param^T` for a transpose, `layer.param@R` for rows from R on), or, for a tensor
  * the metadata does not map (a plain state_dict has none), the model's weights section,
- * compiled into the program (rt_weight_name). A parameter the
+ * compiled into the program (rt_weight_name). Two whole tensors for one parameter are
+ * its names (a tied weight: GPT-2's lm_head.weight is wte.weight), which must hold the
+ * same values; --save-weights writes it under both. A parameter the
  * file lacks, a tensor that fits no parameter of any rank, a mismatched shape or a dtype
  * that is no float is a fatal error naming the tensor; --init-partial loads what fits
  * and lists the rest.
@@ -203,6 +205,28 @@ static bool load_one(const st_tensor *t, const mapped *m, const rt_param *p, flo
     return true;
 }
 
+/* A second whole tensor for parameter p, whose host values v the tensor called first
+ * filled: one parameter under two names (a tied weight, GPT-2's lm_head.weight that is
+ * wte.weight), which must hold the same values. */
+static void same_as_loaded(const char *path, const st_tensor *t, const mapped *m, const rt_param *p,
+                           const float *v, const char *first)
+{
+    int64_t numel = p->value->numel, rows = p->value->ndim > 0 ? p->value->shape[0] : 1;
+    float *mine = rt_xmalloc((size_t)(numel ? numel : 1) * sizeof *mine, "weights");
+    bool *rows_done = rt_xmalloc((size_t)(rows ? rows : 1), "weights");
+    memset(rows_done, 0, (size_t)(rows ? rows : 1));
+    char why[800];
+    if (!load_one(t, m, p, mine, rows_done, why, sizeof why))
+        rt_fatal("init", "%s: tensor '%s': %s", path, m->name, why);
+    if (memcmp(mine, v, (size_t)numel * sizeof *mine))
+        rt_fatal("init",
+                 "%s: tensors '%s' and '%s' both hold parameter '%s' (one weight under two "
+                 "names, as a tied head is), but their values differ",
+                 path, first, m->name, p->name);
+    free(rows_done);
+    free(mine);
+}
+
 static void init_from_file(rt_params *ps)
 {
     const rt_options *o = &rt_opts_g;
@@ -239,13 +263,17 @@ static void init_from_file(rt_params *ps)
         bool *rows_done = rt_xmalloc((size_t)(rows ? rows : 1), "weights");
         memset(rows_done, 0, (size_t)(rows ? rows : 1));
         float *v = rt_host_view(pv, true, "init");
-        int pieces = 0;
+        int pieces = 0, whole = -1;
         for (int i = 0; i < nt; i++) {
             if (strcmp(ms[i].param, p->name))
                 continue;
             char why[800];
-            if (!load_one(&f.tensors[i], &ms[i], p, v, rows_done, why, sizeof why))
+            if (whole >= 0 && ms[i].row0 < 0)
+                same_as_loaded(path, &f.tensors[i], &ms[i], p, v, ms[whole].name);
+            else if (!load_one(&f.tensors[i], &ms[i], p, v, rows_done, why, sizeof why))
                 rt_fatal("init", "%s: tensor '%s': %s", path, ms[i].name, why);
+            else if (ms[i].row0 < 0)
+                whole = i;
             used[i] = 1;
             pieces++;
         }

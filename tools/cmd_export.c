@@ -31,6 +31,8 @@
 
 static const char export_usage[] =
     "usage: burstc export CKPT_DIR -o FILE.safetensors --job JOB.burst [--names INIT.safetensors]\n"
+    "       burstc export CKPT_DIR -o FILE.onnx --job JOB.burst --names INIT.safetensors\n"
+    "                     --format onnx --onnx MODEL.onnx\n"
     "\n"
     "Writes the parameters and buffers of a checkpoint round (a program's\n"
     "--checkpoint-dir: its newest committed round, or the round step-N named) as one\n"
@@ -45,6 +47,7 @@ static const char export_usage[] =
     "                 so PyTorch's load_state_dict takes the result (default: the\n"
     "                 names of the model's weights section, else Burst's names,\n"
     "                 `layer.param`; f32)\n"
+    "  --format FMT   safetensors (the default) or onnx: with --onnx, an ONNX model\n"
     "  --onnx MODEL   write an ONNX model instead: MODEL (the file imported with\n"
     "                 --names) with the trained weights as its initializers\n"
     "  --help         show this help\n"
@@ -357,15 +360,18 @@ static bool ends_with(const char *s, const char *tail)
 }
 
 /* The ONNX model onnx with the tensors ts[0..nnamed) (those --names named, in their
- * dtypes) as its initializers, written atomically to output; 0 or 1. */
-static int write_onnx(const char *output, const char *onnx, const st_tensor *ts, int nnamed)
+ * dtypes) as its initializers, written atomically to output; 0 or 1. A tensor that
+ * second[] marks is another name of a parameter an earlier one holds (a tied weight),
+ * which ONNX keeps once. */
+static int write_onnx(const char *output, const char *onnx, const st_tensor *ts, const bool *second,
+                      int nnamed)
 {
     imp_weight *w = calloc((size_t)nnamed + 1, sizeof *w);
     if (!w)
         return fail("out of memory");
     int nw = 0;
     for (int i = 0; i < nnamed; i++)
-        if (!ends_with(ts[i].name, NBT)) /* ONNX keeps no count of batches */
+        if (!ends_with(ts[i].name, NBT) && !second[i]) /* ONNX keeps no count of batches */
             w[nw++] = (imp_weight){ts[i].name, ts[i].data,
                                    (size_t)ts[i].numel * st_dtype_size(ts[i].dtype)};
     unsigned char *bytes;
@@ -397,8 +403,9 @@ static int write_export(const char *output, round *r, const st_file *names, cons
     void **owned = calloc((size_t)cap, sizeof *owned);
     int64_t *counts = calloc((size_t)cap, sizeof *counts);
     bool *counted = calloc((size_t)r->n + 1, sizeof *counted);
+    bool *second = calloc((size_t)cap, sizeof *second);
     int nt = 0, nmeta = 0, nowned = 0, status = 1;
-    if (!ts || !meta || !owned || !counts || !counted) {
+    if (!ts || !meta || !owned || !counts || !counted || !second) {
         fail("out of memory");
         goto out;
     }
@@ -445,6 +452,7 @@ static int write_export(const char *output, round *r, const st_file *names, cons
                 goto out;
             owned[nowned++] = bytes;
             t->data = bytes;
+            second[nt] = h->used && tg.row0 < 0;
             h->used = true;
         }
         if (tgt != src->name) {
@@ -462,7 +470,7 @@ static int write_export(const char *output, round *r, const st_file *names, cons
                      r->t[i].name);
                 goto out;
             }
-        status = write_onnx(output, onnx, ts, nt);
+        status = write_onnx(output, onnx, ts, second, nt);
         goto out;
     }
     /* What --names did not name, under Burst's names, and a count of batches for each
@@ -499,6 +507,7 @@ out:
     free(owned);
     free(counts);
     free(counted);
+    free(second);
     free(ts);
     free(meta);
     return status;
@@ -576,7 +585,8 @@ static int check_model(const ir_graph *g, round *r, const char *job)
 
 int cmd_export(int argc, char **argv)
 {
-    const char *ckpt = NULL, *output = NULL, *jobfile = NULL, *names_path = NULL, *onnx = NULL;
+    const char *ckpt = NULL, *output = NULL, *jobfile = NULL, *names_path = NULL, *onnx = NULL,
+               *format = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -590,6 +600,8 @@ int cmd_export(int argc, char **argv)
             names_path = v;
         } else if ((v = tool_opt_value("burstc export", argc, argv, &i, "--onnx"))) {
             onnx = v;
+        } else if ((v = tool_opt_value("burstc export", argc, argv, &i, "--format"))) {
+            format = v;
         } else if (!tool_input_arg("burstc export", argv[i], &ckpt)) {
             return 1;
         }
@@ -600,6 +612,13 @@ int cmd_export(int argc, char **argv)
         return fail("no output file (-o FILE.safetensors)");
     if (!jobfile)
         return fail("no job (--job JOB.burst: the job the program was built from)");
+    if (format && strcmp(format, "onnx") && strcmp(format, "safetensors"))
+        return fail("--format %s: the formats are safetensors and onnx", format);
+    if (format && !strcmp(format, "onnx") && !onnx)
+        return fail("--format onnx needs --onnx MODEL.onnx (the model `burstc import` read: "
+                    "its graph, with the trained initializers)");
+    if (format && !strcmp(format, "safetensors") && onnx)
+        return fail("--onnx writes an ONNX model, not --format safetensors");
     if (onnx && !names_path)
         return fail("--onnx needs --names (the file `burstc import --weights` wrote from it)");
     arena *a = arena_new();

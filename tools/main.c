@@ -24,6 +24,7 @@ static const char usage[] =
     "       burstc rank [options] FILE       top-K ranking from comparisons (burstc rank --help)\n"
     "       burstc import [options] MODEL.onnx   an ONNX model as Burst source (burstc import --help)\n"
     "       burstc export CKPT_DIR -o FILE.safetensors --job JOB.burst   a checkpoint's weights\n"
+    "                       (safetensors, or ONNX with --format onnx; burstc export --help)\n"
     "       burstc profile [options] JOB.burst   measure per-layer times here (burstc profile --help)\n"
     "\n"
     "options:\n"

@@ -179,16 +179,11 @@ def check_import(burstc, tmp, name, model, x, folding=False, make=None):
     run([burstc, "import", onnx_path, "-o", burst_path, "--weights", st_path])
     tensors, meta = read_safetensors(st_path)
     sd = model.state_dict()
-    # A tied parameter (lm_head.weight = wte.weight) is one initializer: its aliases
-    # are not in the file, and load strict=False misses only them.
-    seen, aliases = set(), set()
-    for k, v in model.state_dict(keep_vars=True).items():
-        if id(v) in seen:
-            aliases.add(k)
-        seen.add(id(v))
+    # A tied parameter (lm_head.weight = wte.weight) is one initializer of the ONNX file;
+    # the importer writes it under both names, so the file is the whole state_dict.
     fail = []
     if not folding:
-        if set(tensors) != set(sd) - aliases:
+        if set(tensors) != set(sd):
             fail.append("keys differ: only in the file %s, only in the model %s" %
                         (sorted(set(tensors) - set(sd)), sorted(set(sd) - set(tensors))))
         for k in set(tensors) & set(sd):
@@ -198,11 +193,8 @@ def check_import(burstc, tmp, name, model, x, folding=False, make=None):
                 fail.append("%s: the file's tensor differs from the model's" % k)
         fresh = make() if make else type(model)() if not isinstance(model, Gpt) else Gpt(
             fused=model.h[0].attn.fused, tied=model.lm_head.bias is None)
-        res = fresh.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()},
-                                    strict=not aliases)
-        if aliases and (set(res.missing_keys) != aliases or res.unexpected_keys):
-            fail.append("load_state_dict: missing %s, unexpected %s" % (res.missing_keys,
-                                                                       res.unexpected_keys))
+        fresh.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()},
+                              strict=True)
         for k, v in fresh.state_dict().items():
             if not k.endswith("num_batches_tracked") and not torch.equal(v, sd[k]):
                 fail.append("%s: not what load_state_dict read" % k)
@@ -215,9 +207,7 @@ def check_import(burstc, tmp, name, model, x, folding=False, make=None):
             fail.append("%s maps to %r, no parameter of a layer of the Burst source" % (k, target))
     if fail:
         sys.exit("%s:\n  %s" % (name, "\n  ".join(fail)))
-    print("%s: %d tensors, every state_dict key%s, load_state_dict %s" % (
-        name, len(tensors), " but the tied %s" % sorted(aliases) if aliases else "",
-        "strict=False missing only those" if aliases else "strict"))
+    print("%s: %d tensors, every state_dict key, load_state_dict strict" % (name, len(tensors)))
     return tensors, meta
 
 
@@ -238,10 +228,10 @@ def cmd_import(args):
         rows = [meta.get("h.1.attn.%s.weight" % p, "") for p in "qkv"]
         if [re.sub(r"^.*w_qkv", "", r) for r in rows] != ["@0", "@16", "@32"]:
             sys.exit("gpt_qkv: q, k, v map to %r" % rows)
-        # A head tied to the token embedding: its weight is the table, once.
+        # A head tied to the token embedding: its weight is the table, under both names.
         _, meta = check_import(args.burstc, tmp, "gpt_tied", Gpt(tied=True),
                                torch.zeros(1, 8, dtype=torch.long))
-        if "lm_head.weight" in meta or meta.get("wte.weight") != "wte.weight":
+        if meta.get("lm_head.weight") != "wte.weight" or meta.get("wte.weight") != "wte.weight":
             sys.exit("gpt_tied: the tied table maps to %r" % meta)
         # Folded constants: the exporter stores the 3-d linears' weights transposed.
         _, meta = check_import(args.burstc, tmp, "gpt_folded", Gpt(),
@@ -348,8 +338,7 @@ def pytorch_train(make, tensors, steps, batch, shape, classes, vocab, labels_per
     """PyTorch from the imported file, the runtime's data, the job's optimizer, in dtype:
     the losses and the state after each step (numpy, float64 for float64 training)."""
     ref = make()
-    ref.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()},
-                        strict=not hasattr(ref, "lm_head") or ref.lm_head.bias is not None)
+    ref.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()}, strict=True)
     ref = ref.to(dtype)
     ref.train()
     opt = torch.optim.SGD(ref.parameters(), lr=0.01, momentum=0.9)
@@ -443,12 +432,7 @@ def parity(burstc, tmp, name, make, example, shape, classes, plans, batch=8, ste
         _, exact, exact_states = pytorch_train(make, tensors, *data, dtype=torch.float64)
         runs32 = [(want, want_states)] + [pytorch_train(make, nudged(tensors, seed), *data)[1:]
                                           for seed in range(1, 1 + REFEREE_NUDGED)]
-    seen, aliases = set(), set()
-    for k, v in ref.state_dict(keep_vars=True).items():
-        if id(v) in seen:
-            aliases.add(k)  # a tied parameter: the file holds it under its first name
-        seen.add(id(v))
-    want_sd = {k: v for k, v in want_states[-1].items() if k not in aliases}
+    want_sd = want_states[-1]  # a tied weight under each of its names, as the file has it
     results = {}
     for ranks, plan in plans:
         job = os.path.join(tmp, "%s%d.burst" % (name, ranks))
@@ -481,8 +465,7 @@ def parity(burstc, tmp, name, make, example, shape, classes, plans, batch=8, ste
                      (name, ranks, sorted(set(saved) ^ set(want_sd))))
         if referee:
             def with_losses(sd, ls):
-                d = {k: v for k, v in sd.items() if k not in aliases}
-                return dict(d, **{"loss %d" % i: np.array([v]) for i, v in enumerate(ls)})
+                return dict(sd, **{"loss %d" % i: np.array([v]) for i, v in enumerate(ls)})
             first = os.path.join(tmp, "%s_first%d.safetensors" % (name, ranks))
             rc, out = mpirun(ranks, prog, ["--init", init, "--save-weights", first,
                                            "--iterations", "1"])
@@ -511,15 +494,12 @@ def parity(burstc, tmp, name, make, example, shape, classes, plans, batch=8, ste
             sys.exit("%s, %d ranks: %d tensors differ from PyTorch's after %d steps:\n  %s" % (
                 name, ranks, len(bad), steps, "\n  ".join(bad)))
         back = make()
-        res = back.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in saved.items()},
-                                   strict=not aliases)
-        if set(res.missing_keys) != aliases or res.unexpected_keys:
-            sys.exit("%s: load_state_dict missed %s" % (name, res.missing_keys))
+        back.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in saved.items()},
+                             strict=True)
         print("%s, %d ranks: %d tensors as PyTorch trained them (largest difference %.1e of the "
-              "tensor's largest value, %s%s), load_state_dict %s" % (
+              "tensor's largest value, %s%s), load_state_dict strict" % (
                   name, ranks, len(saved), worst, worst_k,
-                  "; %d outside 1e-3 elementwise" % len(bad) if bad else "",
-                  "strict=False missing only %s" % sorted(aliases) if aliases else "strict"))
+                  "; %d outside 1e-3 elementwise" % len(bad) if bad else ""))
         results[ranks] = saved
     # Refereed, each plan is held to float64 on its own: the rounding a plan's other
     # order of sums brings grows over the steps as PyTorch's does.
@@ -671,7 +651,8 @@ def check_export(burstc, tmp, init):
     import onnx
     from onnx import numpy_helper
     onnx_in, onnx_out = os.path.join(tmp, "cnn.onnx"), os.path.join(tmp, "trained.onnx")
-    run([burstc, "export", ck, "-o", onnx_out, "--job", job, "--names", init, "--onnx", onnx_in])
+    run([burstc, "export", ck, "-o", onnx_out, "--job", job, "--names", init, "--format", "onnx",
+         "--onnx", onnx_in])
     model, before = onnx.load(onnx_out), onnx.load(onnx_in)
     onnx.checker.check_model(model)
     inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
@@ -732,6 +713,12 @@ def check_export(burstc, tmp, init):
          job, [], r"nocommit holds no committed checkpoint round"),
         ("--onnx without --names", ck, job, ["--onnx", onnx_in],
          r"--onnx needs --names"),
+        ("--format onnx without --onnx", ck, job, ["--names", init, "--format", "onnx"],
+         r"--format onnx needs --onnx MODEL.onnx"),
+        ("--format tar", ck, job, ["--format", "tar"], r"--format tar: the formats are"),
+        ("--format safetensors with --onnx", ck, job,
+         ["--names", init, "--format", "safetensors", "--onnx", onnx_in],
+         r"--onnx writes an ONNX model, not --format safetensors"),
         ("--onnx of no model", ck, job, ["--names", init, "--onnx", init],
          r"--onnx: .*cnn.safetensors: not a valid ONNX model"),
         ("another model's names", ck, job, ["--names", gpt],
@@ -826,11 +813,23 @@ def cmd_train_gpt(args):
             init = parity(args.burstc, tmp, name, make,
                           torch.zeros(1, 8, dtype=torch.long), (8,), 32, plans,
                           batch=4, vocab=32, labels_per_sample=8)
-            if not tied:  # strict: a tied head's alias is no tensor of the file
-                check_plain_state_dict(tmp, os.path.join(tmp, name + "1"), init, make, name,
-                                       data=(3, 4, (8,), 32, 32, 8),
-                                       plans=[(4, os.path.join(tmp, name + "4"))])
-        # burstc export of the tied model's round: the table once, as --save-weights has it.
+            check_plain_state_dict(tmp, os.path.join(tmp, name + "1"), init, make, name,
+                                   data=(3, 4, (8,), 32, 32, 8),
+                                   plans=[(4, os.path.join(tmp, name + "4"))])
+        # A tied weight's two names hold one tensor: a state_dict where they differ is refused.
+        sd, _ = read_safetensors(os.path.join(tmp, "gpt_tied_plain.safetensors"))
+        sd["lm_head.weight"] = sd["lm_head.weight"].copy()
+        sd["lm_head.weight"][3, 5] += 1e-3
+        bad = os.path.join(tmp, "gpt_tied_untied.safetensors")
+        write_safetensors(bad, sd)
+        rc, out = mpirun(1, os.path.join(tmp, "gpt_tied1"), ["--init", bad, "--iterations", "0"])
+        pair = r"('wte.weight' and 'lm_head.weight'|'lm_head.weight' and 'wte.weight')"
+        if rc == 0 or not re.search(r"tensors %s both hold parameter 'wte.weight' .*but their "
+                                    r"values differ" % pair, out):
+            sys.exit("--init of a tied pair that differs: exit %d\n%s" % (rc, out))
+        print("gpt_tied: --init of a state_dict whose tied names differ: refused, naming both")
+        # burstc export of the tied model's round: the table under both names, as
+        # --save-weights has it.
         ck, saved = os.path.join(tmp, "ck_tied"), os.path.join(tmp, "saved_tied.safetensors")
         rc, out = mpirun(1, os.path.join(tmp, "gpt_tied1"), ["--init", init, "--save-weights", saved,
                                                              "--checkpoint-dir", ck])
@@ -843,9 +842,26 @@ def cmd_train_gpt(args):
             sys.exit("burstc export of the tied GPT: not the file --save-weights wrote")
         run([args.burstc, "export", ck, "-o", exported, "--job", os.path.join(tmp, "gpt_tied1.burst")])
         plain, _ = read_safetensors(exported)
-        if "wte.weight" not in plain or any(k.startswith("lm_head") for k in plain):
-            sys.exit("burstc export of the tied GPT under Burst's names: %s" % sorted(plain))
-        print("burstc export of the tied GPT: --save-weights' file byte for byte; the table once")
+        if ("wte.weight" not in plain or set(k for k in plain if k.startswith("lm_head")) !=
+                {"lm_head.weight"} or not np.array_equal(plain["wte.weight"], plain["lm_head.weight"])):
+            sys.exit("burstc export of the tied GPT by its weights section: %s" % sorted(plain))
+        print("burstc export of the tied GPT: --save-weights' file byte for byte; the table "
+              "under both names")
+        # As ONNX: the export's one initializer for the table, the trained one.
+        import onnx
+        from onnx import numpy_helper
+        onnx_in, onnx_out = os.path.join(tmp, "gpt_tied.onnx"), os.path.join(tmp, "tied.onnx")
+        run([args.burstc, "export", ck, "-o", onnx_out, "--job", os.path.join(tmp, "gpt_tied1.burst"),
+             "--names", init, "--format", "onnx", "--onnx", onnx_in])
+        model, before = onnx.load(onnx_out), onnx.load(onnx_in)
+        onnx.checker.check_model(model)
+        inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+        trained, _ = read_safetensors(saved)
+        if set(inits) != {t.name for t in before.graph.initializer} or "lm_head.weight" in inits or \
+                any(not np.array_equal(inits[k], trained[k]) for k in inits):
+            sys.exit("burstc export --format onnx of the tied GPT: not the trained initializers")
+        print("burstc export --format onnx of the tied GPT: %d initializers, the table once, "
+              "trained" % len(inits))
 
 
 def cmd_train_torchvision(args):
