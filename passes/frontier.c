@@ -131,15 +131,23 @@ typedef struct seg {
     plan_point a, b;
 } seg;
 
+/* A vertex found, with its plan. */
+typedef struct vtx {
+    plan_point pt;
+    plan_result r;
+} vtx;
+
 static int cmp_time(const void *x, const void *y)
 {
-    const plan_point *a = x, *b = y;
+    const plan_point *a = &((const vtx *)x)->pt, *b = &((const vtx *)y)->pt;
     if (a->time != b->time)
         return a->time < b->time ? -1 : 1;
     return (a->gpu_seconds > b->gpu_seconds) - (a->gpu_seconds < b->gpu_seconds);
 }
 
-int plan_frontier(const plan_problem *p, plan_point *pts, int maxpts)
+/* The vertices, their plans kept: a caller that needs the plans (the
+ * multiplexing along the frontier) does not solve them again. */
+int plan_frontier_plans(const plan_problem *p, plan_point *pts, plan_result *plans, int maxpts)
 {
     plan_problem q = *p;
     q.gpu_budget = 0;
@@ -148,30 +156,31 @@ int plan_frontier(const plan_problem *p, plan_point *pts, int maxpts)
     int n = 0;
     if (maxpts < 1 || !at_price(&q, PS_BURST, 0, &r, err, sizeof err))
         return 0;
-    plan_point fast = {0, r.eval_time, r.gpu_seconds};
-    plan_result_free(&r);
-    pts[n++] = fast;
-    if (!at_price(&q, PS_BURST, INFINITY, &r, err, sizeof err))
-        return n;
-    plan_point cheap = {INFINITY, r.eval_time, r.gpu_seconds};
-    plan_result_free(&r);
-    if (cheap.gpu_seconds < fast.gpu_seconds * (1 - HULL_EPS) && n < maxpts)
-        pts[n++] = cheap;
-    else
-        return n;
+    vtx *v = plan_xrealloc(NULL, (size_t)maxpts, sizeof *v);
+    v[n++] = (vtx){{0, r.eval_time, r.gpu_seconds}, r};
+    plan_point fast = v[0].pt;
     int cap = 16, ns = 0;
     seg *stack = plan_xrealloc(NULL, (size_t)cap, sizeof(seg));
-    stack[ns++] = (seg){fast, cheap};
+    if (at_price(&q, PS_BURST, INFINITY, &r, err, sizeof err)) {
+        plan_point cheap = {INFINITY, r.eval_time, r.gpu_seconds};
+        if (cheap.gpu_seconds < fast.gpu_seconds * (1 - HULL_EPS) && n < maxpts) {
+            v[n++] = (vtx){cheap, r};
+            stack[ns++] = (seg){fast, cheap};
+        } else {
+            plan_result_free(&r);
+        }
+    }
     while (ns > 0 && n < maxpts) {
         seg sg = stack[--ns];
         double lambda = crossing(sg.a.time, sg.a.gpu_seconds, sg.b.time, sg.b.gpu_seconds);
         if (lambda <= 0 || !at_price(&q, PS_BURST, lambda, &r, err, sizeof err))
             continue;
         plan_point m = {lambda, r.eval_time, r.gpu_seconds};
-        plan_result_free(&r);
-        if (!below(m.time, m.gpu_seconds, lambda, sg.a.time, sg.a.gpu_seconds))
+        if (!below(m.time, m.gpu_seconds, lambda, sg.a.time, sg.a.gpu_seconds)) {
+            plan_result_free(&r);
             continue;
-        pts[n++] = m;
+        }
+        v[n++] = (vtx){m, r};
         if (ns + 2 > cap) {
             cap *= 2;
             stack = plan_xrealloc(stack, (size_t)cap, sizeof(seg));
@@ -180,13 +189,28 @@ int plan_frontier(const plan_problem *p, plan_point *pts, int maxpts)
         stack[ns++] = (seg){sg.a, m};
     }
     free(stack);
-    qsort(pts, (size_t)n, sizeof *pts, cmp_time);
+    qsort(v, (size_t)n, sizeof *v, cmp_time);
     /* keep the non-dominated points: a plan optimal at a price is, but the
 	 * fastest plan may tie with one that needs fewer GPU-seconds, and the
 	 * DP's concurrent-branch objective is exact only at price 0 */
     int m = 0;
-    for (int i = 0; i < n; i++)
-        if (m == 0 || pts[i].gpu_seconds < pts[m - 1].gpu_seconds)
-            pts[m++] = pts[i];
+    for (int i = 0; i < n; i++) {
+        if (m == 0 || v[i].pt.gpu_seconds < pts[m - 1].gpu_seconds) {
+            pts[m] = v[i].pt;
+            if (plans)
+                plans[m] = v[i].r;
+            else
+                plan_result_free(&v[i].r);
+            m++;
+        } else {
+            plan_result_free(&v[i].r);
+        }
+    }
+    free(v);
     return m;
+}
+
+int plan_frontier(const plan_problem *p, plan_point *pts, int maxpts)
+{
+    return plan_frontier_plans(p, pts, NULL, maxpts);
 }

@@ -465,21 +465,24 @@ static bool add_point(plan_mux_point *pts, int *n, int maxpts, const plan_proble
     return true;
 }
 
-int plan_mux_frontier(const plan_problem *p, const plan_bg_job *jobs, int njobs,
-                      const plan_mux_options *o, plan_mux_point *pts, int maxpts)
+int plan_mux_frontier_hull(const plan_problem *p, const plan_bg_job *jobs, int njobs,
+                           const plan_mux_options *o, plan_mux_point *pts, int maxpts,
+                           plan_point *hull, int *nhull)
 {
     plan_problem q = *p;
     q.gpu_budget = 0;
     q.price = 0;
-    plan_point hull[64];
-    int nh = plan_frontier(&q, hull, 64), n = 0;
+    plan_point own[64];
+    plan_result plans[64];
+    if (!hull)
+        hull = own;
+    int nh = plan_frontier_plans(&q, hull, plans, 64), n = 0;
+    if (nhull)
+        *nhull = nh;
     char e[512], from[96];
     for (int i = 0; i < nh; i++) {
-        plan_result r;
-        if (!(isinf(hull[i].price)
-                  ? plan_solve_weighted(&q, PS_BURST, 1e-9, 1, &r, e, sizeof e)
-                  : plan_solve_weighted(&q, PS_BURST, 1, hull[i].price, &r, e, sizeof e)))
-            continue;
+        plan_result r = plans[i];
+        plans[i].layer = NULL;
         snprintf(from, sizeof from, "burst's frontier vertex at price %.4g", hull[i].price);
         plan_result copy;
         result_copy(&copy, &r);
@@ -513,6 +516,8 @@ int plan_mux_frontier(const plan_problem *p, const plan_bg_job *jobs, int njobs,
         x->vertex = x->fit_only = true;
         n++;
     }
+    for (int i = 0; i < nh; i++)
+        plan_result_free(&plans[i]); /* those left when the rows are full */
     /* The other strategies' plans, which burst's search space holds. */
     plan_result r;
     if (plan_solve(&q, PS_DP, &r, e, sizeof e))
@@ -543,4 +548,10 @@ int plan_mux_frontier(const plan_problem *p, const plan_bg_job *jobs, int njobs,
         }
     }
     return n;
+}
+
+int plan_mux_frontier(const plan_problem *p, const plan_bg_job *jobs, int njobs,
+                      const plan_mux_options *o, plan_mux_point *pts, int maxpts)
+{
+    return plan_mux_frontier_hull(p, jobs, njobs, o, pts, maxpts, NULL, NULL);
 }

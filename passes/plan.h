@@ -326,6 +326,17 @@ typedef void plan_min_plus_fn(double *restrict best, double *restrict bestm,
                               const double *restrict row, double base, double m, int n);
 /* The fastest version for this CPU. */
 plan_min_plus_fn *plan_min_plus(void);
+/* One split of a block's subset DP (planner.c) folded into its running
+ * minimum (rs, rt) over n entries: where the split is lower, r takes it
+ * and arg takes code. Side by side (conc): time max(at, bt), objective
+ * al x time + (as - al x at) + (bs - al x bt), skipped where as or bs is
+ * infinite; in sequence: as + bs, time at + bt. rt NULL: the objective is
+ * the time alone (at and bt are as and bs). */
+typedef void plan_split_fn(double *restrict rs, double *restrict rt, int32_t *restrict arg,
+                           const double *as, const double *at, const double *bs, const double *bt,
+                           double al, int32_t code, int n);
+/* The fastest version for this CPU: conc, or in sequence. */
+plan_split_fn *plan_block_split(bool conc);
 
 /* solve.c */
 
@@ -395,6 +406,9 @@ typedef struct plan_point {
  * that is optimal for some price in between. Returns how many (at most
  * maxpts) were written to pts, sorted by time. */
 int plan_frontier(const plan_problem *p, plan_point *pts, int maxpts);
+/* plan_frontier with the vertices' plans too: plans[i] is pts[i]'s (the
+ * result of plan_solve_weighted at its price; free each). */
+int plan_frontier_plans(const plan_problem *p, plan_point *pts, plan_result *plans, int maxpts);
 /* The fastest hull plan with GPU-seconds <= cap (p->gpu_budget x the
  * one-GPU time); false with a message naming the cheapest plan otherwise. */
 bool plan_solve_budget(const plan_problem *p, plan_strategy s, plan_result *out, char *err,
@@ -831,6 +845,11 @@ typedef struct plan_mux_point {
  * maxpts); free each with plan_mux_point_free. */
 int plan_mux_frontier(const plan_problem *p, const plan_bg_job *jobs, int njobs,
                       const plan_mux_options *o, plan_mux_point *pts, int maxpts);
+/* plan_mux_frontier that also gives the frontier it went along (hull, at
+ * most 64 points: plan_frontier's for p's amplification limit). */
+int plan_mux_frontier_hull(const plan_problem *p, const plan_bg_job *jobs, int njobs,
+                           const plan_mux_options *o, plan_mux_point *pts, int maxpts,
+                           plan_point *hull, int *nhull);
 void plan_mux_point_free(plan_mux_point *x);
 /* How many of the search's best vertices the exact stage interleaves
  * (besides the fastest plan). */

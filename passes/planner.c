@@ -91,6 +91,8 @@ typedef struct state {
     table tb;
     eentry *e; /* blocks: the subset DP's entries */
     int ne, cape;
+    int *eh; /* their index by key: open addressing, ehmask + 1 slots, -1 empty */
+    int ehmask;
 } state;
 
 /* Block args: kind in the low 2 bits (E_ONE: all branches of the mask in
@@ -596,12 +598,21 @@ static int next_split(ctx *c, int s, int w)
     return x < w ? x : w;
 }
 
+static size_t entry_slot(const state *S, const ekey *k)
+{
+    uint64_t h = (uint64_t)(uint32_t)k->mask * 0x9E3779B97F4A7C15ull;
+    h ^= (uint64_t)(uint32_t)k->orel * 0xC2B2AE3D27D4EB4Full;
+    h ^= (uint64_t)(uint32_t)k->w * 0x165667B19E3779F9ull;
+    h ^= (uint64_t)(uint32_t)k->nest * 0x27D4EB2F165667C5ull;
+    size_t i = (size_t)(h ^ (h >> 29)) & (size_t)S->ehmask;
+    while (S->eh[i] >= 0 && memcmp(&S->e[S->eh[i]].key, k, sizeof *k) != 0)
+        i = (i + 1) & (size_t)S->ehmask;
+    return i;
+}
+
 static int entry_find(state *S, ekey k)
 {
-    for (int i = 0; i < S->ne; i++)
-        if (memcmp(&S->e[i].key, &k, sizeof k) == 0)
-            return i;
-    return -1;
+    return S->eh ? S->eh[entry_slot(S, &k)] : -1;
 }
 
 static int entry_add(state *S, ekey k)
@@ -610,9 +621,20 @@ static int entry_add(state *S, ekey k)
         S->cape = S->cape ? 2 * S->cape : 8;
         S->e = plan_xrealloc(S->e, (size_t)S->cape, sizeof(eentry));
     }
+    if (2 * (size_t)(S->ne + 1) > (size_t)S->ehmask + 1) {
+        size_t n = S->eh ? 2 * ((size_t)S->ehmask + 1) : 16;
+        free(S->eh);
+        S->eh = plan_xrealloc(NULL, n, sizeof(int));
+        S->ehmask = (int)(n - 1);
+        for (size_t q = 0; q < n; q++)
+            S->eh[q] = -1;
+        for (int q = 0; q < S->ne; q++)
+            S->eh[entry_slot(S, &S->e[q].key)] = q;
+    }
     memset(&S->e[S->ne], 0, sizeof(eentry));
     S->e[S->ne].key = k;
     S->e[S->ne].state = -1;
+    S->eh[entry_slot(S, &k)] = S->ne;
     return S->ne++;
 }
 
@@ -704,23 +726,19 @@ static int block_compute(ctx *c, int q, const block *B, int mask, int o, int w, 
         }
     }
     if (nest) {
+        /* the splits, folded in by the vector loops (minplus.c); args are
+         * 4 bytes wide here (maxarg above) */
+        int32_t *arg = r.arg;
         for (int x = 0; x < n; x++)
-            arg_set(&r, (size_t)x, E_ONE);
-        double al = c->alpha;
+            arg[x] = E_ONE;
+        plan_split_fn *seq = plan_block_split(false), *conc = plan_block_split(true);
+        double *rt = c->need_t ? r.t : NULL, al = c->alpha;
         for (int g = (mask - 1) & mask; g > 0; g = (g - 1) & mask) {
             int h = mask & ~g;
             if (g & low) {
                 table A = entry_values(c, S, entry_find(S, (ekey){g, o - S->key.o, w, nest}));
                 table Bv = entry_values(c, S, entry_find(S, (ekey){h, o - S->key.o, w, nest}));
-                for (int x = 0; x < n; x++) {
-                    double v = A.s[x] + Bv.s[x];
-                    if (v < r.s[x]) {
-                        r.s[x] = v;
-                        if (c->need_t)
-                            r.t[x] = A.t[x] + Bv.t[x];
-                        arg_set(&r, (size_t)x, E_SEQ | g << 2);
-                    }
-                }
+                seq(r.s, rt, arg, A.s, A.t, Bv.s, Bv.t, al, E_SEQ | g << 2, n);
             }
             for (int s = next_split(c, 0, w); s < w; s = next_split(c, s, w)) {
                 if (!split_ok(c, s, o, w))
@@ -728,18 +746,7 @@ static int block_compute(ctx *c, int q, const block *B, int mask, int o, int w, 
                 table A = entry_values(c, S, entry_find(S, (ekey){g, o - S->key.o, s, c->exact}));
                 table Bv =
                     entry_values(c, S, entry_find(S, (ekey){h, o + s - S->key.o, w - s, c->exact}));
-                for (int x = 0; x < n; x++) {
-                    if (A.s[x] == INFINITY || Bv.s[x] == INFINITY)
-                        continue;
-                    double tt = fmax(A.t[x], Bv.t[x]);
-                    double v = al * tt + (A.s[x] - al * A.t[x]) + (Bv.s[x] - al * Bv.t[x]);
-                    if (v < r.s[x]) {
-                        r.s[x] = v;
-                        if (c->need_t)
-                            r.t[x] = tt;
-                        arg_set(&r, (size_t)x, E_CONC | g << 2 | s << 8);
-                    }
-                }
+                conc(r.s, rt, arg, A.s, A.t, Bv.s, Bv.t, al, E_CONC | g << 2 | s << 8, n);
             }
         }
     }
@@ -935,10 +942,13 @@ static void compute_series(ctx *c, int q)
     table_alloc(c, &r, nu, nv, nm);
     double *nt = plan_xrealloc(NULL, (size_t)nm, sizeof(double)),
            *nb = plan_xrealloc(NULL, (size_t)nm, sizeof(double));
+    int *mw = plan_xrealloc(NULL, (size_t)nm, sizeof(int)), nmw = 0; /* those in the window */
     for (int m = 0; m < nm; m++) {
         double g;
         node_cost(c, T->mid, m, k.o, &nt[m], &g);
         nb[m] = c->alpha * nt[m] + c->beta * g;
+        if (in_window(c, M, m, k.o, k.w))
+            mw[nmw++] = m;
     }
     /* Min-plus product through the middle layer: the objective and its
 	 * argmin in a tight loop, then the time of the argmin. */
@@ -950,11 +960,11 @@ static void compute_series(ctx *c, int q)
             best[j] = INFINITY;
             bestm[j] = 0;
         }
-        for (int m = 0; m < nm; m++) {
+        for (int y = 0; y < nmw; y++) {
+            int m = mw[y];
             double a = A.s[i * nm + m];
-            if (a == INFINITY || !in_window(c, M, m, k.o, k.w))
-                continue;
-            mpr(best, bestm, &B.s[m * nv], a + nb[m], (double)m, nv);
+            if (a != INFINITY)
+                mpr(best, bestm, &B.s[m * nv], a + nb[m], (double)m, nv);
         }
         for (int j = 0; j < nv; j++) {
             size_t x = (size_t)i * nv + j;
@@ -967,6 +977,7 @@ static void compute_series(ctx *c, int q)
     }
     free(nt);
     free(nb);
+    free(mw);
     free(best);
     free(bestm);
     c->st[q].tb = r;
@@ -1312,6 +1323,7 @@ static void ctx_free(ctx *c)
                 free(c->st[q].e[i].tb.arg);
             }
         free(c->st[q].e);
+        free(c->st[q].eh);
     }
     free(c->st);
     free(c->hval);

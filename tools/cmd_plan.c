@@ -335,8 +335,17 @@ int cmd_plan(int argc, char **argv)
     if (frontier) {
         if (job->amplification == IR_AMP_AUTO)
             in.p.amp_limit = 0;
+        /* With background jobs or --json the multiplexing goes along the
+         * frontier, which it gives: it is solved once. */
         plan_point pts[64];
-        int n = plan_frontier(&in.p, pts, 64);
+        plan_mux_point *mp = NULL;
+        int n = 0, nm = 0;
+        if (bg.n > 0 || json) {
+            mp = plan_xcalloc(MUX_POINTS, sizeof *mp);
+            nm = plan_mux_frontier_hull(&in.p, bg.jobs, bg.n, &mo, mp, MUX_POINTS, pts, &n);
+        } else {
+            n = plan_frontier(&in.p, pts, 64);
+        }
         printf("Pareto frontier of burst plans: %d GPUs, global batch %lld\n", in.p.cluster.gpus,
                (long long)in.p.batch);
         printf("%14s %12s %12s %14s %12s\n", "price", "iter ms", "samples/s", "GPU-s/iter",
@@ -345,9 +354,7 @@ int cmd_plan(int argc, char **argv)
         for (int i = 0; i < n; i++)
             printf("%14.6g %12.4f %12.1f %14.6f %12.4f\n", pts[i].price, pts[i].time * 1e3,
                    (double)in.p.batch / pts[i].time, pts[i].gpu_seconds, pts[i].gpu_seconds / one);
-        if (bg.n > 0 || json) {
-            plan_mux_point *mp = plan_xcalloc(MUX_POINTS, sizeof *mp);
-            int nm = plan_mux_frontier(&in.p, bg.jobs, bg.n, &mo, mp, MUX_POINTS);
+        if (mp) {
             int nw = nm;
             if (bg.n > 0)
                 print_mux_frontier(stdout, m, job, &mo, mp, nm);
