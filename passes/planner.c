@@ -124,6 +124,7 @@ typedef struct ctx {
     int ntn, root;
     int *kmax_in;     /* per tree node: the largest count of a layer inside */
     bool *conc_in;    /* per tree node: a block inside may run branches concurrently */
+    bool *rest_u, *rest_v; /* per tree node: its table is read at that end only in its window */
     bool concurrency; /* burst */
     bool exact;       /* splits: every width and any nesting; else the coarse set */
     int root_w;
@@ -404,6 +405,52 @@ static bool in_window(const ctx *c, const lay *L, int ci, int o, int w)
     return L->first[ci] >= o && L->first[ci] + L->k[ci] <= o + w;
 }
 
+/*
+ * Where a state's table is read. An end of node t that is the middle layer
+ * of an ancestor reached without leaving t's window (through series nodes
+ * and blocks whose branches do not run side by side) is read only at its
+ * candidates in that window, which is t's (compute_series skips the
+ * others); the branches of a block that may run them side by side are read
+ * whole. In the coarse search only nodes with such a block inside keep
+ * their window in their key (norm_key), so only theirs are restricted.
+ */
+static bool end_restricted(const ctx *c, int t, bool v_end)
+{
+    const plan_tnode *T = &c->tn[t];
+    if ((v_end ? T->v : T->u) >= c->n || !(c->exact || c->conc_in[t]))
+        return false;
+    return v_end ? c->rest_v[t] : c->rest_u[t];
+}
+
+/* The end candidates a block's subset DP is computed at: those its table
+ * is read at (all, or those in the window o, w). */
+typedef struct domain {
+    int *u, *v;
+    int nu, nv;
+} domain;
+
+static void domain_list(const ctx *c, int l, bool rest, int o, int w, int **out, int *n)
+{
+    const lay *L = &c->L[l];
+    *out = plan_xrealloc(NULL, (size_t)L->nc, sizeof(int));
+    *n = 0;
+    for (int i = 0; i < L->nc; i++)
+        if (!rest || in_window(c, L, i, o, w))
+            (*out)[(*n)++] = i;
+}
+
+static void domain_of(const ctx *c, int t, int o, int w, domain *d)
+{
+    domain_list(c, c->tn[t].u, end_restricted(c, t, false), o, w, &d->u, &d->nu);
+    domain_list(c, c->tn[t].v, end_restricted(c, t, true), o, w, &d->v, &d->nv);
+}
+
+static void domain_free(domain *d)
+{
+    free(d->u);
+    free(d->v);
+}
+
 /* ---- tables ---- */
 
 static void table_alloc(ctx *c, table *tb, int nu, int nv, int maxarg)
@@ -432,6 +479,18 @@ static void arg_set(table *tb, size_t i, int v)
         ((uint16_t *)tb->arg)[i] = (uint16_t)v;
     else
         ((int32_t *)tb->arg)[i] = v;
+}
+
+/* Entries from..to-1 of a table infinite (never read), with args 0. */
+static void table_fill_inf(table *tb, size_t from, size_t to)
+{
+    for (size_t x = from; x < to; x++)
+        tb->s[x] = INFINITY;
+    if (tb->t != tb->s)
+        for (size_t x = from; x < to; x++)
+            tb->t[x] = INFINITY;
+    if (tb->arg && to > from)
+        memset((char *)tb->arg + from * (size_t)tb->argw, 0, (to - from) * (size_t)tb->argw);
 }
 
 static int arg_get(const table *tb, size_t i)
@@ -673,41 +732,57 @@ static int block_request(ctx *c, int q, const block *B, int mask, int o, int w, 
     return i;
 }
 
-static table entry_values(ctx *c, state *S, int i)
+static table entry_values(const state *S, int i)
 {
-    return S->e[i].state >= 0 ? c->st[S->e[i].state].tb : S->e[i].tb;
+    return S->e[i].tb;
 }
 
 /* Computes the entries requested above (children first: the recursion
  * mirrors block_request). */
-static int block_compute(ctx *c, int q, const block *B, int mask, int o, int w, bool nest, int nu,
-                         int nv)
+static int block_compute(ctx *c, int q, const block *B, int mask, int o, int w, bool nest,
+                         const domain *d)
 {
     state *S = &c->st[q];
     int i = entry_find(S, (ekey){mask, o - S->key.o, w, nest});
-    if (S->e[i].computed || S->e[i].state >= 0)
+    if (S->e[i].computed)
         return i;
     int low = mask & -mask;
-    int n = nu * nv;
+    int n = d->nu * d->nv;
     table r;
+    if (S->e[i].state >= 0) {
+        /* a single branch: its state's table at the domain */
+        table A = c->st[S->e[i].state].tb;
+        int nvf = c->L[c->tn[S->key.t].v].nc;
+        table_alloc(c, &r, d->nu, d->nv, 0);
+        for (int a = 0; a < d->nu; a++)
+            for (int b = 0; b < d->nv; b++) {
+                size_t x = (size_t)a * d->nv + b, y = (size_t)d->u[a] * nvf + d->v[b];
+                r.s[x] = A.s[y];
+                if (c->need_t)
+                    r.t[x] = A.t[y];
+            }
+        S->e[i].tb = r;
+        S->e[i].computed = true;
+        return i;
+    }
     /* a single group in sequence first: every seq split of it is a sum */
     int idx[MAXB], ni = 0;
     for (int g = (mask - 1) & mask; g > 0; g = (g - 1) & mask) {
         if (g & low)
-            block_compute(c, q, B, g, o, w, nest, nu, nv);
-        block_compute(c, q, B, mask & ~g, o, w, nest, nu, nv);
+            block_compute(c, q, B, g, o, w, nest, d);
+        block_compute(c, q, B, mask & ~g, o, w, nest, d);
         if (!nest)
             continue;
         for (int s = next_split(c, 0, w); s < w; s = next_split(c, s, w)) {
             if (!split_ok(c, s, o, w))
                 continue;
-            block_compute(c, q, B, g, o, s, c->exact, nu, nv);
-            block_compute(c, q, B, mask & ~g, o + s, w - s, c->exact, nu, nv);
+            block_compute(c, q, B, g, o, s, c->exact, d);
+            block_compute(c, q, B, mask & ~g, o + s, w - s, c->exact, d);
         }
     }
     S = &c->st[q]; /* entries may have grown */
     i = entry_find(S, (ekey){mask, o - S->key.o, w, nest});
-    table_alloc(c, &r, nu, nv, nest ? 1 << 30 : 0);
+    table_alloc(c, &r, d->nu, d->nv, nest ? 1 << 30 : 0);
     /* all of them one after the other */
     for (int b = 0; b < B->nb && b < MAXB; b++)
         if (mask >> b & 1)
@@ -718,7 +793,7 @@ static int block_compute(ctx *c, int q, const block *B, int mask, int o, int w, 
             r.t[x] = 0;
     }
     for (int a = 0; a < ni; a++) {
-        table A = entry_values(c, S, idx[a]);
+        table A = entry_values(S, idx[a]);
         for (int x = 0; x < n; x++) {
             r.s[x] += A.s[x];
             if (c->need_t)
@@ -736,16 +811,16 @@ static int block_compute(ctx *c, int q, const block *B, int mask, int o, int w, 
         for (int g = (mask - 1) & mask; g > 0; g = (g - 1) & mask) {
             int h = mask & ~g;
             if (g & low) {
-                table A = entry_values(c, S, entry_find(S, (ekey){g, o - S->key.o, w, nest}));
-                table Bv = entry_values(c, S, entry_find(S, (ekey){h, o - S->key.o, w, nest}));
+                table A = entry_values(S, entry_find(S, (ekey){g, o - S->key.o, w, nest}));
+                table Bv = entry_values(S, entry_find(S, (ekey){h, o - S->key.o, w, nest}));
                 seq(r.s, rt, arg, A.s, A.t, Bv.s, Bv.t, al, E_SEQ | g << 2, n);
             }
             for (int s = next_split(c, 0, w); s < w; s = next_split(c, s, w)) {
                 if (!split_ok(c, s, o, w))
                     continue;
-                table A = entry_values(c, S, entry_find(S, (ekey){g, o - S->key.o, s, c->exact}));
+                table A = entry_values(S, entry_find(S, (ekey){g, o - S->key.o, s, c->exact}));
                 table Bv =
-                    entry_values(c, S, entry_find(S, (ekey){h, o + s - S->key.o, w - s, c->exact}));
+                    entry_values(S, entry_find(S, (ekey){h, o + s - S->key.o, w - s, c->exact}));
                 conc(r.s, rt, arg, A.s, A.t, Bv.s, Bv.t, al, E_CONC | g << 2 | s << 8, n);
             }
         }
@@ -955,8 +1030,28 @@ static void compute_series(ctx *c, int q)
     plan_min_plus_fn *mpr = plan_min_plus();
     double *best = plan_xrealloc(NULL, (size_t)nv, sizeof(double)),
            *bestm = plan_xrealloc(NULL, (size_t)nv, sizeof(double));
+    /* the rows and columns read (end_restricted): the rows in the window,
+     * the columns from the first in it to the last; the others infinite */
+    bool ru = end_restricted(c, k.t, false);
+    int j0 = 0, j1 = nv;
+    if (end_restricted(c, k.t, true)) {
+        j0 = nv, j1 = 0;
+        for (int j = 0; j < nv; j++)
+            if (in_window(c, &c->L[T->v], j, k.o, k.w)) {
+                j0 = j < j0 ? j : j0;
+                j1 = j + 1;
+            }
+        j0 = j0 < j1 ? j0 : j1;
+    }
     for (int i = 0; i < nu; i++) {
-        for (int j = 0; j < nv; j++) {
+        size_t x0 = (size_t)i * nv;
+        if (ru && !in_window(c, &c->L[T->u], i, k.o, k.w)) {
+            table_fill_inf(&r, x0, x0 + nv);
+            continue;
+        }
+        table_fill_inf(&r, x0, x0 + j0);
+        table_fill_inf(&r, x0 + j1, x0 + nv);
+        for (int j = j0; j < j1; j++) {
             best[j] = INFINITY;
             bestm[j] = 0;
         }
@@ -964,16 +1059,22 @@ static void compute_series(ctx *c, int q)
             int m = mw[y];
             double a = A.s[i * nm + m];
             if (a != INFINITY)
-                mpr(best, bestm, &B.s[m * nv], a + nb[m], (double)m, nv);
+                mpr(best + j0, bestm + j0, &B.s[m * nv + j0], a + nb[m], (double)m, j1 - j0);
         }
-        for (int j = 0; j < nv; j++) {
-            size_t x = (size_t)i * nv + j;
-            int m = (int)bestm[j];
-            r.s[x] = best[j];
-            arg_set(&r, x, m);
-            if (c->need_t)
-                r.t[x] = best[j] == INFINITY ? INFINITY : A.t[i * nm + m] + nt[m] + B.t[m * nv + j];
-        }
+        for (int j = j0; j < j1; j++)
+            r.s[x0 + j] = best[j];
+        if (r.argw == 1)
+            for (int j = j0; j < j1; j++)
+                ((unsigned char *)r.arg)[x0 + j] = (unsigned char)bestm[j];
+        else
+            for (int j = j0; j < j1; j++)
+                arg_set(&r, x0 + j, (int)bestm[j]);
+        if (c->need_t)
+            for (int j = j0; j < j1; j++) {
+                int m = (int)bestm[j];
+                r.t[x0 + j] =
+                    best[j] == INFINITY ? INFINITY : A.t[i * nm + m] + nt[m] + B.t[m * nv + j];
+            }
     }
     free(nt);
     free(nb);
@@ -1005,18 +1106,29 @@ static void compute_block(ctx *c, int q)
         }
     }
     if (B.concurrent) {
-        int e = block_compute(c, q, &B, (1 << B.nb) - 1, k.o, k.w, true, nu, nv);
+        domain d;
+        domain_of(c, k.t, k.o, k.w, &d);
+        int e = block_compute(c, q, &B, (1 << B.nb) - 1, k.o, k.w, true, &d);
         state *S = &c->st[q];
         table E = S->e[e].tb;
-        for (int x = 0; x < n; x++) {
-            r.s[x] += E.s[x];
-            if (c->need_t)
-                r.t[x] += E.t[x];
-        }
+        /* the table outside the domain is never read: infinite */
+        bool *in = plan_xcalloc((size_t)n, sizeof(bool));
+        for (int a = 0; a < d.nu; a++)
+            for (int b = 0; b < d.nv; b++) {
+                size_t x = (size_t)d.u[a] * nv + d.v[b], y = (size_t)a * d.nv + b;
+                in[x] = true;
+                r.s[x] += E.s[y];
+                if (c->need_t)
+                    r.t[x] += E.t[y];
+            }
+        for (int x = 0; x < n; x++)
+            if (!in[x])
+                r.s[x] = r.t[x] = INFINITY;
+        free(in);
+        domain_free(&d);
         /* the subset DP's values are not read again; its args are */
         for (int i = 0; i < S->ne; i++)
-            if (S->e[i].state < 0)
-                table_free_values(&S->e[i].tb);
+            table_free_values(&S->e[i].tb);
     }
     c->st[q].tb = r;
 }
@@ -1086,24 +1198,24 @@ static void fpush(fstack *s, frame f)
 /* The branches of a block entry for ends (i, j), with their windows
  * (recursion over shrinking masks: at most MAXB deep). */
 static void block_read(ctx *c, state *S, const block *B, int mask, int o, int w, bool nest,
-                       const frame *f, fstack *out)
+                       const frame *f, size_t x, fstack *out)
 {
     int e = entry_find(S, (ekey){mask, o - S->key.o, w, nest});
     int a = E_ONE;
     if (S->e[e].state < 0 && nest)
-        a = arg_get(&S->e[e].tb, (size_t)f->i * c->L[c->tn[f->t].v].nc + f->j);
+        a = arg_get(&S->e[e].tb, x);
     int kind = a & 3, g = a >> 2 & 63, s = a >> 8;
     if (kind == E_ONE) {
         for (int b = 0; b < B->nb; b++)
             if (mask >> b & 1)
                 fpush(out, (frame){B->br[b], o, w, f->ou, f->ov, f->i, f->j});
     } else if (kind == E_SEQ) {
-        block_read(c, S, B, g, o, w, nest, f, out);
-        block_read(c, S, B, mask & ~g, o, w, nest, f, out);
+        block_read(c, S, B, g, o, w, nest, f, x, out);
+        block_read(c, S, B, mask & ~g, o, w, nest, f, x, out);
     } else {
         c->nconc++;
-        block_read(c, S, B, g, o, s, c->exact, f, out);
-        block_read(c, S, B, mask & ~g, o + s, w - s, c->exact, f, out);
+        block_read(c, S, B, g, o, s, c->exact, f, x, out);
+        block_read(c, S, B, mask & ~g, o + s, w - s, c->exact, f, x, out);
     }
 }
 
@@ -1140,8 +1252,19 @@ static void reconstruct(ctx *c)
         int shift = f.o - S->key.o;
         frame g = f;
         g.o -= shift, g.ou -= shift, g.ov -= shift;
+        /* the entries are over the domain (compute_block): f's ends in it
+         * (a finite value is read there, and outside it is infinite) */
+        domain d;
+        domain_of(c, f.t, S->key.o, S->key.w, &d);
+        int a = 0, b = 0;
+        while (a < d.nu - 1 && d.u[a] != f.i)
+            a++;
+        while (b < d.nv - 1 && d.v[b] != f.j)
+            b++;
+        size_t x = (size_t)a * d.nv + b;
+        domain_free(&d);
         int before = s.n;
-        block_read(c, S, &B, (1 << B.nb) - 1, g.o, g.w, true, &g, &s);
+        block_read(c, S, &B, (1 << B.nb) - 1, g.o, g.w, true, &g, x, &s);
         for (int x = before; x < s.n; x++) {
             s.f[x].o += shift;
             s.f[x].ou += shift;
@@ -1317,11 +1440,10 @@ static void ctx_free(ctx *c)
     for (int q = 0; q < c->nst; q++) {
         table_free_values(&c->st[q].tb);
         free(c->st[q].tb.arg);
-        for (int i = 0; i < c->st[q].ne; i++)
-            if (c->st[q].e[i].state < 0) {
-                table_free_values(&c->st[q].e[i].tb);
-                free(c->st[q].e[i].tb.arg);
-            }
+        for (int i = 0; i < c->st[q].ne; i++) {
+            table_free_values(&c->st[q].e[i].tb);
+            free(c->st[q].e[i].tb.arg);
+        }
         free(c->st[q].e);
         free(c->st[q].eh);
     }
@@ -1344,6 +1466,8 @@ static void ctx_free(ctx *c)
     free(c->fscr[1]);
     free(c->kmax_in);
     free(c->conc_in);
+    free(c->rest_u);
+    free(c->rest_v);
     free(c->kc);
     free(c->first);
     memset(c, 0, sizeof *c);
@@ -1452,6 +1576,26 @@ static bool ctx_init(ctx *c, const plan_problem *p, plan_strategy s, double alph
                 c->conc_in[t] |= c->conc_in[x];
             }
             c->conc_in[t] |= c->concurrency && m >= 2 && m <= MAXB;
+        }
+    }
+    /* which ends are read only in the node's window (end_restricted):
+     * parents first (children have lower ids) */
+    c->rest_u = plan_xcalloc((size_t)c->ntn + 1, sizeof(bool));
+    c->rest_v = plan_xcalloc((size_t)c->ntn + 1, sizeof(bool));
+    for (int t = c->ntn - 1; t >= 0; t--) {
+        const plan_tnode *T = &c->tn[t];
+        if (T->kind == PLAN_TN_SERIES) {
+            c->rest_u[T->a] = c->rest_u[t];
+            c->rest_v[T->a] = true;
+            c->rest_u[T->b] = true;
+            c->rest_v[T->b] = c->rest_v[t];
+        } else if (T->kind == PLAN_TN_PARALLEL) {
+            block B;
+            block_of(c, t, &B);
+            for (int x = c->sp.kid_head[t]; x >= 0; x = c->sp.kid_next[x]) {
+                c->rest_u[x] = !B.concurrent && c->rest_u[t];
+                c->rest_v[x] = !B.concurrent && c->rest_v[t];
+            }
         }
     }
     return true;
