@@ -72,48 +72,48 @@ static inline void split_tail(double *restrict rs, double *restrict rt, int32_t 
 
 /* One split folded into r (plan_split_fn), W entries at a time (V: W
  * doubles, L: W 64-bit lanes, I: W 32-bit lanes for the args). */
-#define SPLIT_BODY(V, L, I, W, CONC)                                            \
-    int x = 0;                                                                 \
-    V va, vinf;                                                                \
-    I vc;                                                                      \
-    for (int q = 0; q < W; q++)                                                \
-        va[q] = al, vinf[q] = INFINITY, vc[q] = code;                          \
-    for (; x + W <= n; x += W) {                                               \
-        V a_s = *(const V *)&as[x], a_t = *(const V *)&at[x];                  \
-        V b_s = *(const V *)&bs[x], b_t = *(const V *)&bt[x];                  \
-        V r_s = *(const V *)&rs[x], t, v;                                      \
-        L ok;                                                                  \
-        if (CONC) {                                                            \
-            L gt = a_t > b_t;                                                  \
-            t = (V)(((L)a_t & gt) | ((L)b_t & ~gt));                           \
-            v = va * t + (a_s - va * a_t) + (b_s - va * b_t);                  \
-            ok = (a_s != vinf) & (b_s != vinf) & (v < r_s);                    \
-        } else {                                                               \
-            v = a_s + b_s;                                                     \
-            t = a_t + b_t;                                                     \
-            ok = v < r_s;                                                      \
-        }                                                                      \
-        *(V *)&rs[x] = (V)(((L)v & ok) | ((L)r_s & ~ok));                      \
-        if (rt) {                                                              \
-            V r_t = *(const V *)&rt[x];                                        \
-            *(V *)&rt[x] = (V)(((L)t & ok) | ((L)r_t & ~ok));                  \
-        }                                                                      \
-        I m = __builtin_convertvector(ok, I), ra = *(const I *)&arg[x];       \
-        *(I *)&arg[x] = (vc & m) | (ra & ~m);                                  \
-    }                                                                          \
+#define SPLIT_BODY(V, L, I, W, CONC)                                    \
+    int x = 0;                                                          \
+    V va, vinf;                                                         \
+    I vc;                                                               \
+    for (int q = 0; q < W; q++)                                         \
+        va[q] = al, vinf[q] = INFINITY, vc[q] = code;                   \
+    for (; x + W <= n; x += W) {                                        \
+        V a_s = *(const V *)&as[x], a_t = *(const V *)&at[x];           \
+        V b_s = *(const V *)&bs[x], b_t = *(const V *)&bt[x];           \
+        V r_s = *(const V *)&rs[x], t, v;                               \
+        L ok;                                                           \
+        if (CONC) {                                                     \
+            L gt = a_t > b_t;                                           \
+            t = (V)(((L)a_t & gt) | ((L)b_t & ~gt));                    \
+            v = va * t + (a_s - va * a_t) + (b_s - va * b_t);           \
+            ok = (a_s != vinf) & (b_s != vinf) & (v < r_s);             \
+        } else {                                                        \
+            v = a_s + b_s;                                              \
+            t = a_t + b_t;                                              \
+            ok = v < r_s;                                               \
+        }                                                               \
+        *(V *)&rs[x] = (V)(((L)v & ok) | ((L)r_s & ~ok));               \
+        if (rt) {                                                       \
+            V r_t = *(const V *)&rt[x];                                 \
+            *(V *)&rt[x] = (V)(((L)t & ok) | ((L)r_t & ~ok));           \
+        }                                                               \
+        I m = __builtin_convertvector(ok, I), ra = *(const I *)&arg[x]; \
+        *(I *)&arg[x] = (vc & m) | (ra & ~m);                           \
+    }                                                                   \
     split_tail(rs, rt, arg, as, at, bs, bt, al, code, x, n, CONC);
 
 /* The side-by-side and the in-sequence split for one vector width. */
 #define SPLIT_FNS(ATTR, SUF, V, L, I, W)                                                          \
-    ATTR static void split_conc##SUF(                                                             \
-        double *restrict rs, double *restrict rt, int32_t *restrict arg, const double *as,         \
-        const double *at, const double *bs, const double *bt, double al, int32_t code, int n)      \
-    {                                                                                             \
-        SPLIT_BODY(V, L, I, W, true)                                                              \
-    }                                                                                             \
-    ATTR static void split_seq##SUF(                                                              \
-        double *restrict rs, double *restrict rt, int32_t *restrict arg, const double *as,         \
-        const double *at, const double *bs, const double *bt, double al, int32_t code, int n)      \
+    ATTR static void split_conc##SUF(double *restrict rs, double *restrict rt,                    \
+                                     int32_t *restrict arg, const double *as, const double *at,   \
+                                     const double *bs, const double *bt, double al, int32_t code, \
+                                     int n){SPLIT_BODY(                                           \
+        V, L, I, W,                                                                               \
+        true)} ATTR static void split_seq##SUF(double *restrict rs, double *restrict rt,          \
+                                               int32_t *restrict arg, const double *as,           \
+                                               const double *at, const double *bs,                \
+                                               const double *bt, double al, int32_t code, int n)  \
     {                                                                                             \
         SPLIT_BODY(V, L, I, W, false)                                                             \
     }
@@ -124,38 +124,27 @@ typedef long long v2l __attribute__((vector_size(16), aligned(8), may_alias));
 typedef int32_t v2i __attribute__((vector_size(8), aligned(4), may_alias));
 
 static void min_plus_row2(double *restrict best, double *restrict bestm, const double *restrict row,
-                          double base, double m, int n)
-{
-    MIN_PLUS_BODY(v2d, v2l, 2)
-}
-SPLIT_FNS(, 2, v2d, v2l, v2i, 2)
+                          double base, double m,
+                          int n){MIN_PLUS_BODY(v2d, v2l, 2)} SPLIT_FNS(, 2, v2d, v2l, v2i, 2)
 
 #if defined(__x86_64__)
 #define MIN_PLUS_X86 1
-typedef double v4d __attribute__((vector_size(32), aligned(8), may_alias));
+    typedef double v4d __attribute__((vector_size(32), aligned(8), may_alias));
 typedef long long v4l __attribute__((vector_size(32), aligned(8), may_alias));
 typedef double v8d __attribute__((vector_size(64), aligned(8), may_alias));
 typedef long long v8l __attribute__((vector_size(64), aligned(8), may_alias));
 typedef int32_t v4i __attribute__((vector_size(16), aligned(4), may_alias));
 typedef int32_t v8i __attribute__((vector_size(32), aligned(4), may_alias));
 
-__attribute__((target("avx2"))) static void min_plus_row4(double *restrict best,
-                                                          double *restrict bestm,
-                                                          const double *restrict row, double base,
-                                                          double m, int n)
-{
-    MIN_PLUS_BODY(v4d, v4l, 4)
-}
-SPLIT_FNS(__attribute__((target("avx2"))), 4, v4d, v4l, v4i, 4)
+__attribute__((target("avx2"))) static void
+min_plus_row4(double *restrict best, double *restrict bestm, const double *restrict row,
+              double base, double m, int n){
+    MIN_PLUS_BODY(v4d, v4l, 4)} SPLIT_FNS(__attribute__((target("avx2"))), 4, v4d, v4l, v4i, 4)
 
-__attribute__((target("avx512f"))) static void min_plus_row8(double *restrict best,
-                                                             double *restrict bestm,
-                                                             const double *restrict row,
-                                                             double base, double m, int n)
-{
-    MIN_PLUS_BODY(v8d, v8l, 8)
-}
-SPLIT_FNS(__attribute__((target("avx512f"))), 8, v8d, v8l, v8i, 8)
+    __attribute__((target("avx512f"))) static void min_plus_row8(
+        double *restrict best, double *restrict bestm, const double *restrict row, double base,
+        double m, int n){MIN_PLUS_BODY(v8d, v8l, 8)} SPLIT_FNS(__attribute__((target("avx512f"))),
+                                                               8, v8d, v8l, v8i, 8)
 #endif
 #else
 static void min_plus_row2(double *restrict best, double *restrict bestm, const double *restrict row,
@@ -185,7 +174,7 @@ static void split_seq2(double *restrict rs, double *restrict rt, int32_t *restri
 }
 #endif
 
-plan_min_plus_fn *plan_min_plus(void)
+        plan_min_plus_fn *plan_min_plus(void)
 {
     static plan_min_plus_fn *picked;
     if (picked)

@@ -122,11 +122,11 @@ typedef struct ctx {
     plan_sp sp;
     plan_tnode *tn;
     int ntn, root;
-    int *kmax_in;     /* per tree node: the largest count of a layer inside */
-    bool *conc_in;    /* per tree node: a block inside may run branches concurrently */
+    int *kmax_in;          /* per tree node: the largest count of a layer inside */
+    bool *conc_in;         /* per tree node: a block inside may run branches concurrently */
     bool *rest_u, *rest_v; /* per tree node: its table is read at that end only in its window */
-    bool concurrency; /* burst */
-    bool exact;       /* splits: every width and any nesting; else the coarse set */
+    bool concurrency;      /* burst */
+    bool exact;            /* splits: every width and any nesting; else the coarse set */
     int root_w;
     state *st;
     int nst, capst;
