@@ -18,10 +18,23 @@ what the interleave section predicts (fg_time, fg_time_bg, steps_per_iter),
 where it predicts anything; and the program's own slowdown line (the guard's
 measure, its standard error and upper bound) next to each run's pair, with the
 distance between them. The conditions go with the table: the priority the script
-ran at (its nice value) and the load average sampled before every run.
+ran at (its nice value), the load average sampled before every run, and how the
+ranks were placed.
+
+The ranks are bound to cores (--bind core, the default: mpirun --bind-to
+core:overload-allowed --map-by core, so ranks 0 and 2 share core 0 and ranks 1 and
+3 core 1, in every run). Unbound (--bind none, what mpirun does when the ranks
+outnumber the cores), the scheduler pairs the ranks on the cores anew in every run,
+and one run's foreground rate differs from the next by up to 40%: the control's
+pairs then spread over 0.87-1.16, and no comparison between runs holds to 0.02.
+Bound, a run's rate still moves by 3-5% from one process to the next with the
+addresses its memory gets (address space layout randomisation); the processes run
+under `setarch -R` (--layout fixed, the default), so that every run has the same
+layout and the runs differ in the mode alone (8 `off` runs: 5982-6380 samples/s
+with random layouts, 6190-6318 fixed). --layout random runs them as they are.
 
     /usr/bin/python3 tests/bench/e2e/multiplex.py [--burstc build/release/tools/burstc]
-        [--runs 5] [--iterations 400]
+        [--runs 5] [--iterations 400] [--bind core|none] [--layout fixed|random]
     (the second configuration, as root on an idle machine: nice -n -20 /usr/bin/python3 ...)
 """
 import argparse
@@ -48,6 +61,11 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
            OMPI_MCA_rmaps_base_oversubscribe="1")
 
 
+BIND = {"core": ["--bind-to", "core:overload-allowed", "--map-by", "core"],
+        "none": ["--bind-to", "none"]}
+LAYOUT = {"fixed": ["setarch", os.uname().machine, "-R"], "random": []}
+
+
 def run(cmd):
     p = subprocess.run(cmd, capture_output=True, text=True, env=ENV)
     if p.returncode != 0:
@@ -55,12 +73,12 @@ def run(cmd):
     return p.stdout
 
 
-def one(prog, iters, mode):
+def one(prog, iters, mode, bind, layout):
     # Rank 0's output from its own file: mpirun's merged output splits and mixes the
     # lines of ranks that print many (the copies' losses) on a loaded machine.
     with tempfile.TemporaryDirectory() as d:
-        run(["mpirun", "-np", "4", "--oversubscribe", "--output-filename", d, prog,
-             "--iterations", str(iters), "--data", "fmnist"] + mode)
+        run(LAYOUT[layout] + ["mpirun", "-np", "4", "--oversubscribe"] + BIND[bind] +
+            ["--output-filename", d, prog, "--iterations", str(iters), "--data", "fmnist"] + mode)
         found = glob.glob(os.path.join(d, "*", "rank.0", "stdout"))
         if len(found) != 1:
             sys.exit("mpirun --output-filename left %d stdout files of rank 0" % len(found))
@@ -81,6 +99,12 @@ def main():
     ap.add_argument("--burstc", default=os.path.join(ROOT, "build", "release", "tools", "burstc"))
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=400)
+    ap.add_argument("--bind", choices=sorted(BIND), default="core",
+                    help="core: each rank bound to one core, 2 ranks a core (default); none: "
+                         "the scheduler places them")
+    ap.add_argument("--layout", choices=sorted(LAYOUT), default="fixed",
+                    help="fixed: no address space randomisation, every run the same layout "
+                         "(default); random: as the system runs them")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         planned = run([a.burstc, "--strategy", "burst", JOB])
@@ -99,7 +123,7 @@ def main():
             order = ["off", "on", "control"] if i % 2 == 0 else ["control", "on", "off"]
             for m in order:
                 loads.append(os.getloadavg()[0])
-                res[m].append(one(prog, a.iterations, modes[m]))
+                res[m].append(one(prog, a.iterations, modes[m], a.bind, a.layout))
         loads.append(os.getloadavg()[0])
         off, on, control = res["off"], res["on"], res["control"]
 
@@ -109,9 +133,11 @@ def main():
     guard = [r[2] for r in on]
     print("GPU multiplexing on the CPU backend: fmnist_background (fg batch 64, bg_mlp @ 16), "
           "4 ranks on %d CPUs, %d x %d iterations per mode, medians; copies from %s; "
-          "nice %d; load average (1 min) before the runs %.1f-%.1f, median %.1f" %
-          (os.cpu_count(), a.runs, a.iterations, source, os.nice(0), min(loads), max(loads),
-           statistics.median(loads)))
+          "nice %d; ranks %s; %s; load average (1 min) before the runs %.1f-%.1f, median %.1f" %
+          (os.cpu_count(), a.runs, a.iterations, source, os.nice(0),
+           "bound to cores, 2 a core" if a.bind == "core" else "not bound",
+           "one address layout (setarch -R)" if a.layout == "fixed" else "random address layouts",
+           min(loads), max(loads), statistics.median(loads)))
     print()
     print("| | measured | predicted |")
     print("|---|---|---|")
