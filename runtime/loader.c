@@ -9,7 +9,7 @@
  * that fails is zeroed and reported with the batch that holds it, when it is asked for,
  * so an error stops the run at the step that needs the image, not earlier. The threads
  * never call rt_fatal or allocate; each worker's span of a batch goes to its own
- * --trace track when the batch is handed over. */
+ * --trace track when the batch is handed over, saying whether it had been announced. */
 #include "internal.h"
 
 #include <pthread.h>
@@ -235,6 +235,7 @@ int64_t rt_loader_get(rt_loader *l, uint64_t stream, int64_t g0, int64_t count, 
 {
     pthread_mutex_lock(&l->mu);
     slot *s = find(l, stream, g0, count);
+    bool announced = s != NULL;
     if (s) {
         /* What was queued before it on its stream will not be asked for. */
         for (int i = 0; i < SLOTS; i++) {
@@ -266,8 +267,10 @@ int64_t rt_loader_get(rt_loader *l, uint64_t stream, int64_t g0, int64_t count, 
     for (int k = 0; k < l->nworkers; k++)
         if (s->t0[k] != 0)
             rt_trace_event(RT_TRACE_DATA_TID + k % RT_TRACE_DATA_TRACKS,
-                           s->stream == 0 ? "decode training batch" : "decode test batch", s->t0[k],
-                           s->t1[k]);
+                           s->stream != 0 ? "decode test batch"
+                           : announced    ? "decode training batch (prefetched)"
+                                          : "decode training batch",
+                           s->t0[k], s->t1[k]);
     s->state = SLOT_FREE;
     pthread_mutex_unlock(&l->mu);
     return nbad;
