@@ -12,9 +12,9 @@ deeppool's (0.5% slack) whenever their foreground is within the same limit.
 
 The cells (--cells, MODEL:GPUS:BATCH with MODEL vgg16, wrn101 or inception): by
 default DeepPool's own setting on one node (1, 2, 4, 8 GPUs; VGG-16 and WRN-101-2
-@ 16, Inception-v3 @ 32, but Inception at 8 GPUs, whose exact frontier costs
-about two CPU minutes in a Debug build: ctest runs it as a test of its own,
-planner.study_domination_inception8) and two of the study's larger cells (VGG-16
+@ 16, Inception-v3 @ 32, but Inception at 8 GPUs, whose exact frontier is the
+longest cell: ctest runs it and Inception at 64 GPUs as a test of their own,
+planner.study_domination_inception) and two of the study's larger cells (VGG-16
 and WRN-101-2 on 64 GPUs at 256).
 
 usage: study_domination.py --burstc BURSTC --jobs DIR --profiles DIR [--cells ...]
