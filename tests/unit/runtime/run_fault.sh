@@ -98,25 +98,51 @@ mismatch)
 pause-all)
     # The whole job suspended for longer than the limit (job control: mpirun passes ^Z on
     # as SIGSTOP) and continued: not a fault. The limit is 3 s here, the pause 5 s: the
-    # watchdog must see that its process did not run, on a loaded machine too.
+    # watchdog must see that its process did not run, on a loaded machine too. The job
+    # runs until told to end (test_fault's pause-all mode), so no step of it depends on
+    # the machine's speed: it is suspended once it has made 10 steps, and told to end
+    # once continued; every wait here is bounded by 150 s.
     start=$(date +%s)
-    "$mpiexec" -n 3 --oversubscribe --allow-run-as-root "$prog" --step-timeout 3 \
-        --iterations 300000 > "$work/out" 2>&1 &
+    BURSTRT_TEST_DIR=$work "$mpiexec" -n 3 --oversubscribe --allow-run-as-root "$prog" \
+        --step-timeout 3 --iterations 1000000000 pause-all > "$work/out" 2>&1 &
     launcher=$!
-    sleep 2
+    waited=0
+    while [ ! -e "$work/started" ] && kill -0 "$launcher" 2> /dev/null && [ "$waited" -lt 150 ]; do
+        sleep 1
+        waited=$((waited + 1))
+    done
+    if [ ! -e "$work/started" ]; then
+        kill -KILL $(tree "$launcher") 2> /dev/null
+        wait "$launcher"
+        cat "$work/out"
+        fail "pause-all: the job made no 10 steps in 150 s"
+    fi
     ranks=$(ps -o pid= --ppid "$launcher"; for p in $(ps -o pid= --ppid "$launcher"); do ps -o pid= --ppid "$p"; done)
     exe=$(readlink -f "$prog")
     ranks=$(for p in $ranks; do [ "$(readlink -f /proc/$p/exe)" = "$exe" ] && echo $p; done)
-    [ -n "$ranks" ] || fail "no ranks found under mpirun $launcher"
+    [ "$(echo $ranks | wc -w)" -eq 3 ] || { kill -KILL $(tree "$launcher") 2> /dev/null; fail "expected the 3 ranks under mpirun $launcher, found: $ranks"; }
     kill -STOP $ranks
     sleep 5
     kill -CONT $ranks
+    touch "$work/done"
+    waited=0
+    while kill -0 "$launcher" 2> /dev/null && [ "$waited" -lt 150 ]; do
+        sleep 1
+        waited=$((waited + 1))
+    done
+    if kill -0 "$launcher" 2> /dev/null; then
+        kill -KILL $(tree "$launcher") 2> /dev/null
+        wait "$launcher"
+        cat "$work/out"
+        fail "pause-all: the job was still running 150 s after it was told to end"
+    fi
     wait $launcher
     rc=$?
     out=$(cat "$work/out")
     echo "$out"
     echo "run_fault: pause-all: ranks $ranks stopped for 5 s -> exit status $rc after $(($(date +%s) - start))s"
-    [ "$rc" -eq 0 ] || fail "a job suspended as a whole was aborted" ;;
+    [ "$rc" -eq 0 ] || fail "a job suspended as a whole was aborted"
+    echo "$out" | grep -q "^told to end after step" || fail "the job did not end as told" ;;
 evalpause)
     # A phase after the steps that outlasts the limit (3 s, slept for 5) is not watched.
     run 3 --iterations 5 evalpause

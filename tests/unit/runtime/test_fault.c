@@ -12,6 +12,10 @@
  *                 gradients: every rank waits, in different calls, and the watchdog says so
  *   evalpause     no fault: a phase after the steps outlasts --step-timeout, and the
  *                 watchdog leaves it alone (exit 0)
+ *   pause-all     no fault: the job runs until told to end, so that run_fault.sh can
+ *                 suspend and continue it as a whole at its own pace; rank 0 creates
+ *                 $BURSTRT_TEST_DIR/started after step 10, and the job ends after the
+ *                 step in which rank 0 finds $BURSTRT_TEST_DIR/done (exit 0)
  * With --checkpoint-dir the job checkpoints (every --checkpoint-every steps and after the
  * last) and with --resume it resumes; rank 0 prints "resumed at step N" and the final
  * parameter, so that a resumed run can be compared with an uninterrupted one. */
@@ -19,13 +23,14 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
 {
-    const char *modes[] = {"hang", "stop",     "stop-startup", "stop-resume",
-                           "die",  "badshape", "evalpause",    "mismatch"};
+    const char *modes[] = {"hang",     "stop",      "stop-startup", "stop-resume", "die",
+                           "badshape", "evalpause", "mismatch",     "pause-all"};
     const char *mode = "";
     for (size_t i = 0; argc > 1 && i < sizeof modes / sizeof *modes; i++)
         if (!strcmp(argv[argc - 1], modes[i])) {
@@ -59,6 +64,15 @@ int main(int argc, char **argv)
     if (o->resume && rt_rank() == 0)
         printf("resumed at step %lld\n", (long long)start);
     rt_sgd opt = {.lr = 0.1f, .momentum = 0.9f};
+    const bool told = !strcmp(mode, "pause-all");
+    const char *dir = getenv("BURSTRT_TEST_DIR");
+    char started[4096], done[4096];
+    if (told &&
+        (!dir || snprintf(started, sizeof started, "%s/started", dir) >= (int)sizeof started ||
+         snprintf(done, sizeof done, "%s/done", dir) >= (int)sizeof done)) {
+        fprintf(stderr, "test_fault: pause-all needs BURSTRT_TEST_DIR (a short path)\n");
+        return 2;
+    }
     for (int64_t step = start; step < o->iterations; step++) {
         rt_step_begin(step);
         if (step == 2 && me2) {
@@ -83,6 +97,18 @@ int main(int argc, char **argv)
         if (step == 2)
             rt_reshard(act, all, gathered, first, 8, 4);
         rt_step_end(step);
+        if (told) {
+            if (step == 10 && rt_rank() == 0) {
+                FILE *f = fopen(started, "w");
+                if (f)
+                    fclose(f);
+            }
+            if (rt_world_sum(rt_rank() == 0 && access(done, F_OK) == 0) > 0) {
+                if (rt_rank() == 0)
+                    printf("told to end after step %lld\n", (long long)step);
+                break;
+            }
+        }
     }
     if (rt_rank() == 0)
         printf("final w %.9g %.9g %.9g %.9g\n", rt_f32(w->value)[0], rt_f32(w->value)[1],
