@@ -461,13 +461,16 @@ static void leave_launcher_backstop(void)
     _exit(0);
 }
 
-static _Noreturn void fire_early(const int *kill_pids, int nkill, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static _Noreturn void fire_early(const int *kill_pids, const int *kill_ranks, int nkill,
+                                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Before MPI_Init has finished: the message; this rank marked as ending the job, so that
  * a peer that starts or is continued now exits before MPI_Init; the stopped processes of
- * the node's ranks killed (mpirun would continue them first: see the top); exit. */
-static _Noreturn void fire_early(const int *kill_pids, int nkill, const char *fmt, ...)
+ * the node's ranks killed, each named (mpirun would continue them first: see the top, and
+ * which exit mpirun reports first is a race, so the line says how such a rank ended);
+ * exit. */
+static _Noreturn void fire_early(const int *kill_pids, const int *kill_ranks, int nkill,
+                                 const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -475,8 +478,11 @@ static _Noreturn void fire_early(const int *kill_pids, int nkill, const char *fm
     va_end(ap);
     atomic_store(&atomic_load(&wd.me)->state, REC_ENDING);
     for (int i = 0; i < nkill; i++)
-        if (proc_state(kill_pids[i]) == 'T')
-            kill(kill_pids[i], SIGKILL);
+        if (proc_state(kill_pids[i]) == 'T' && kill(kill_pids[i], SIGKILL) == 0)
+            rt_message("watchdog",
+                       "killed rank %d's stopped process (PID %d), which the launcher would "
+                       "continue into MPI_Init",
+                       kill_ranks[i], kill_pids[i]);
     leave_launcher_backstop();
     _exit(3);
 }
@@ -761,13 +767,13 @@ static void check_start(int64_t waited)
 {
     const double secs = (double)waited * 1e-6;
     if (!wd.early)
-        fire_early(NULL, 0,
+        fire_early(NULL, NULL, 0,
                    "MPI did not start within %.1f s: a rank did not start, or stopped before "
                    "MPI_Init finished",
                    secs);
     char named[600] = "";
     size_t nl = 0;
-    int pids[64], npids = 0, missing = 0, sib[64];
+    int pids[64], ranks[64], npids = 0, missing = 0, sib[64];
     snapshot s;
     for (int i = 0; i < wd.early_n && nl < sizeof named - 120; i++) {
         if (i == wd.early_local)
@@ -779,8 +785,10 @@ static void check_start(int64_t waited)
         } else if (s.state == REC_RUNNING && (proc_stopped(st) || proc_gone(st))) {
             nl += (size_t)snprintf(named + nl, sizeof named - nl, "%srank %d's process is %s",
                                    nl ? "; " : "", s.world_rank, proc_why(st));
-            if (npids < 64)
+            if (npids < 64) {
+                ranks[npids] = s.world_rank;
                 pids[npids++] = s.pid;
+            }
         }
     }
     int nsib = missing ? unboarded_siblings(sib, 64) : 0, running = 0;
@@ -790,16 +798,18 @@ static void check_start(int64_t waited)
             nl += (size_t)snprintf(named + nl, sizeof named - nl,
                                    "%srank %d's process (not yet in the runtime) is %s",
                                    nl ? "; " : "", environ_rank(sib[i]), proc_why(st));
-            if (npids < 64)
+            if (npids < 64) {
+                ranks[npids] = environ_rank(sib[i]);
                 pids[npids++] = sib[i];
+            }
         } else {
             running++;
         }
     }
     if (nl)
-        fire_early(pids, npids, "MPI did not start within %.1f s: %s", secs, named);
+        fire_early(pids, ranks, npids, "MPI did not start within %.1f s: %s", secs, named);
     if (nsib >= 0 && running < missing)
-        fire_early(NULL, 0,
+        fire_early(NULL, NULL, 0,
                    "MPI did not start within %.1f s: %d of this node's %d ranks ha%s no process "
                    "(it exited, or the launcher did not start it)",
                    secs, missing - running, wd.early_n, missing - running == 1 ? "s" : "ve");
@@ -809,11 +819,11 @@ static void check_start(int64_t waited)
     if (waited < STARTUP_PATIENCE_US)
         return;
     if (missing)
-        fire_early(NULL, 0,
+        fire_early(NULL, NULL, 0,
                    "MPI did not start within %.1f s: %d of this node's %d ranks run but have not "
                    "reached the runtime",
                    secs, missing, wd.early_n);
-    fire_early(NULL, 0,
+    fire_early(NULL, NULL, 0,
                "MPI did not start within %.1f s: every rank of this node runs and waits in "
                "MPI_Init; %s",
                secs,

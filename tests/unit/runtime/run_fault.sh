@@ -19,6 +19,24 @@ tree() { # tree PID: PID and its descendants
     echo "$1"
     for c in $(ps -o pid= --ppid "$1"); do tree "$c"; done
 }
+await() { # await WHAT PID TEST...: waits up to 150 s, while PID runs, for TEST to hold;
+    # if it does not, lists and kills PID's processes and fails, saying WHAT did not happen
+    what=$1 pid=$2
+    shift 2
+    waited=0
+    while ! "$@" && kill -0 "$pid" 2> /dev/null && [ "$waited" -lt 150 ]; do
+        sleep 1
+        waited=$((waited + 1))
+    done
+    "$@" && return
+    pids=$(tree "$pid")
+    ps -o pid,ppid,stat,wchan:20,args -p "$(echo $pids | tr ' ' ,)"
+    kill -KILL $pids 2> /dev/null
+    wait "$pid"
+    cat "$work/out"
+    fail "$mode: $what within 150 s"
+}
+exited() { ! kill -0 "$1" 2> /dev/null; }
 run() { # run LIMIT ARGS...: sets out, rc, elapsed; LIMIT is the --step-timeout
     limit=$1
     shift
@@ -26,19 +44,7 @@ run() { # run LIMIT ARGS...: sets out, rc, elapsed; LIMIT is the --step-timeout
     "$mpiexec" -n 3 --oversubscribe --allow-run-as-root "$prog" --step-timeout "$limit" "$@" \
         > "$work/out" 2>&1 &
     launcher=$!
-    waited=0
-    while kill -0 "$launcher" 2> /dev/null && [ "$waited" -lt 150 ]; do
-        sleep 1
-        waited=$((waited + 1))
-    done
-    if kill -0 "$launcher" 2> /dev/null; then
-        pids=$(tree "$launcher")
-        ps -o pid,ppid,stat,wchan:20,args -p "$(echo $pids | tr ' ' ,)"
-        kill -KILL $pids 2> /dev/null
-        wait "$launcher"
-        cat "$work/out"
-        fail "$mode: the job was still running 150 s after it started: $*"
-    fi
+    await "the job did not end (a hang): $*" "$launcher" exited "$launcher"
     wait "$launcher"
     rc=$?
     elapsed=$(($(date +%s) - start))
@@ -68,11 +74,12 @@ stop-startup)
     expect_fault "burstrt: rank [01]: watchdog: rank 2 stopped making progress [0-9.]+ s ago, in start-up \(before the first step\) $gone; this rank waits for it in start-up \(before the first step\) \(waiting in comm_new\)" ;;
 stop-before-mpi)
     # Before MPI starts, the node's early board names the stopped rank, which its peer
-    # kills (mpirun would continue it into MPI_Init while it tears the job down).
+    # kills (mpirun would continue it into MPI_Init while it tears the job down) and says
+    # so: which exit mpirun reports first is a race.
     BURSTRT_TEST_FAULT=stop-before-mpi@2 run 3 --iterations 5
     expect_fault "burstrt: rank [01]: watchdog: MPI did not start within [0-9.]+ s: rank 2's process is stopped"
-    echo "$out" | grep -Eq "process rank 2 with PID [0-9]+ .*signal 9|\[\[[0-9]+,[0-9]+\],2\]|burstrt: rank [01]: watchdog: rank [01] is ending the job" ||
-        fail "neither mpirun nor the other rank said how rank 2 ended" ;;
+    echo "$out" | grep -Eq "burstrt: rank [01]: watchdog: killed rank 2's stopped process \(PID [0-9]+\)" ||
+        fail "the rank whose watchdog fired did not say that it killed rank 2" ;;
 stop-resume)
     run 60 --iterations 3 --checkpoint-dir "$work/ck"
     [ "$rc" -eq 0 ] || fail "the run that writes the checkpoint failed"
@@ -106,17 +113,7 @@ pause-all)
     BURSTRT_TEST_DIR=$work "$mpiexec" -n 3 --oversubscribe --allow-run-as-root "$prog" \
         --step-timeout 3 --iterations 1000000000 pause-all > "$work/out" 2>&1 &
     launcher=$!
-    waited=0
-    while [ ! -e "$work/started" ] && kill -0 "$launcher" 2> /dev/null && [ "$waited" -lt 150 ]; do
-        sleep 1
-        waited=$((waited + 1))
-    done
-    if [ ! -e "$work/started" ]; then
-        kill -KILL $(tree "$launcher") 2> /dev/null
-        wait "$launcher"
-        cat "$work/out"
-        fail "pause-all: the job made no 10 steps in 150 s"
-    fi
+    await "the job made no 10 steps" "$launcher" test -e "$work/started"
     ranks=$(ps -o pid= --ppid "$launcher"; for p in $(ps -o pid= --ppid "$launcher"); do ps -o pid= --ppid "$p"; done)
     exe=$(readlink -f "$prog")
     ranks=$(for p in $ranks; do [ "$(readlink -f /proc/$p/exe)" = "$exe" ] && echo $p; done)
@@ -125,17 +122,7 @@ pause-all)
     sleep 5
     kill -CONT $ranks
     touch "$work/done"
-    waited=0
-    while kill -0 "$launcher" 2> /dev/null && [ "$waited" -lt 150 ]; do
-        sleep 1
-        waited=$((waited + 1))
-    done
-    if kill -0 "$launcher" 2> /dev/null; then
-        kill -KILL $(tree "$launcher") 2> /dev/null
-        wait "$launcher"
-        cat "$work/out"
-        fail "pause-all: the job was still running 150 s after it was told to end"
-    fi
+    await "the job did not end once told to" "$launcher" exited "$launcher"
     wait $launcher
     rc=$?
     out=$(cat "$work/out")
